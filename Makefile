@@ -1,0 +1,44 @@
+# The two commands of the quick start: `make up` and `make test`.
+# Everything they need is installed here, into .venv, on first use.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# torch first, pinned: an unpinned torch (or one pulled in by another package)
+# can be a multi-GB CUDA build. Elsewhere, point pip at a CPU index, e.g.
+#   make test TORCH_PIP_ARGS='--index-url https://download.pytorch.org/whl/cpu'
+TORCH_SPEC ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: up test install proto proto-check lint clean
+
+up: $(STAMP)
+	$(BIN)/tandem up
+
+test: $(STAMP)
+	@command -v redis-server >/dev/null || [ -n "$$REDIS_URL" ] || \
+		echo "note: no redis-server on PATH; tests that need Redis will fail. Install it (Debian/Ubuntu: apt-get install redis-server, macOS: brew install redis) or set REDIS_URL."
+	$(BIN)/python -m proto.regen --check
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "Tandem needs Python >= 3.11; found $$($(PYTHON) --version 2>&1). Set PYTHON=python3.11"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
+	$(BIN)/pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+proto: $(STAMP)
+	$(BIN)/python -m proto.regen
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) .tandem .pytest_cache

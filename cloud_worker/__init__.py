@@ -1,0 +1,1 @@
+"""The cloud worker: a torch serving engine behind the Worker gRPC service."""

@@ -1,0 +1,68 @@
+"""Load a Hugging Face checkpoint directory: config.json and safetensors shards."""
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from cloud_worker.model_config import ModelConfig, UnsupportedModelError
+from cloud_worker.models.llama import LlamaForCausalLM
+
+
+class CheckpointError(ValueError):
+    """The directory is not a loadable checkpoint; the message says what is missing."""
+
+
+def read_config(checkpoint_dir: Path) -> ModelConfig:
+    config_path = Path(checkpoint_dir) / "config.json"
+    if not config_path.is_file():
+        raise CheckpointError(f"{checkpoint_dir}: no config.json (is this a Hugging Face checkpoint directory?)")
+    hf = json.loads(config_path.read_text())
+    generation_path = Path(checkpoint_dir) / "generation_config.json"
+    if generation_path.is_file():
+        # generation_config.json's eos list is what HF generate stops on.
+        generation_eos = json.loads(generation_path.read_text()).get("eos_token_id")
+        if generation_eos is not None:
+            hf = hf | {"eos_token_id": generation_eos}
+    return ModelConfig.from_hf(hf)
+
+
+def weight_files(checkpoint_dir: Path) -> list[Path]:
+    checkpoint_dir = Path(checkpoint_dir)
+    index = checkpoint_dir / "model.safetensors.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        return [checkpoint_dir / s for s in shards]
+    single = checkpoint_dir / "model.safetensors"
+    if single.is_file():
+        return [single]
+    raise CheckpointError(f"{checkpoint_dir}: no model.safetensors or model.safetensors.index.json")
+
+
+def load_model(checkpoint_dir: Path, dtype: torch.dtype = torch.float32, device: str = "cpu") -> LlamaForCausalLM:
+    config = read_config(checkpoint_dir)
+    model = LlamaForCausalLM(config)
+    expected = model.state_dict()
+    loaded: set[str] = set()
+    for path in weight_files(checkpoint_dir):
+        with safe_open(str(path), framework="pt") as f:
+            for name in f.keys():
+                if name not in expected:
+                    if name.endswith("rotary_emb.inv_freq"):
+                        continue  # older exports saved this buffer; we derive it from the config
+                    raise UnsupportedModelError(f"{path.name}: unexpected tensor {name!r}")
+                tensor = f.get_tensor(name)
+                if tensor.shape != expected[name].shape:
+                    raise CheckpointError(
+                        f"{path.name}: {name} has shape {tuple(tensor.shape)}, config implies {tuple(expected[name].shape)}"
+                    )
+                expected[name].copy_(tensor)
+                loaded.add(name)
+    if config.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight
+        loaded.add("lm_head.weight")
+    missing = sorted(set(expected) - loaded)
+    if missing:
+        raise CheckpointError(f"{checkpoint_dir}: missing tensors {missing[:5]}{' …' if len(missing) > 5 else ''}")
+    return model.to(device=device, dtype=dtype).eval()

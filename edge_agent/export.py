@@ -1,0 +1,124 @@
+"""Checkpoint → ONNX decoder with explicit past/present KV.
+
+The graph is exported from the same torch model the cloud worker runs, so
+both sides compute the same function. Inputs: input_ids and position_ids
+[batch, tokens] (int64), past_key_values.{i}.key/value [batch, kv_heads,
+past, head_dim]; outputs: logits [batch, tokens, vocab] and
+present.{i}.key/value [batch, kv_heads, past + tokens, head_dim] (the names
+onnxruntime-genai uses). An export is cached by the checkpoint's content hash.
+"""
+
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import torch
+from rich.progress import Progress
+from torch import nn
+
+from cloud_worker.loader import load_model, weight_files
+from cloud_worker.models.llama import LlamaForCausalLM
+
+log = logging.getLogger(__name__)
+MANIFEST_NAME = "manifest.json"
+MODEL_NAME = "model.onnx"
+FORMAT_VERSION = 1
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json")
+OPSET = 17
+
+
+class _ExplicitKVDecoder(nn.Module):
+    """Flattens the per-layer (key, value) cache into positional ONNX inputs and outputs."""
+
+    def __init__(self, model: LlamaForCausalLM) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, position_ids, *past_flat):
+        past = list(zip(past_flat[0::2], past_flat[1::2], strict=True))
+        logits, present = self.model(input_ids, position_ids, past)
+        return (logits, *[t for kv in present for t in kv])
+
+
+def checkpoint_hash(checkpoint_dir: Path) -> str:
+    digest = hashlib.sha256()
+    for path in [Path(checkpoint_dir) / "config.json", *weight_files(checkpoint_dir)]:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def export_onnx(checkpoint_dir: Path, out_dir: Path, show_progress: bool = True) -> Path:
+    """Export fp32 ONNX with explicit KV into out_dir; returns out_dir."""
+    checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
+    with Progress(disable=not show_progress, transient=True) as progress:
+        task = progress.add_task("exporting to ONNX", total=4)
+        source_hash = checkpoint_hash(checkpoint_dir)
+        model = load_model(checkpoint_dir)
+        progress.advance(task)
+        c = model.config
+        names_in = ["input_ids", "position_ids"]
+        names_out = ["logits"]
+        axes = {
+            "input_ids": {0: "batch", 1: "tokens"},
+            "position_ids": {0: "batch", 1: "tokens"},
+            "logits": {0: "batch", 1: "tokens"},
+        }
+        for i in range(c.num_hidden_layers):
+            for kind in ("key", "value"):
+                names_in.append(f"past_key_values.{i}.{kind}")
+                names_out.append(f"present.{i}.{kind}")
+                axes[names_in[-1]] = {0: "batch", 2: "past_tokens"}
+                axes[names_out[-1]] = {0: "batch", 2: "total_tokens"}
+        # Trace with a non-empty past so no shape is specialised to zero.
+        past = [torch.zeros(1, c.num_key_value_heads, 2, c.head_dim) for _ in range(2 * c.num_hidden_layers)]
+        args = (torch.tensor([[1, 2, 3]]), torch.tensor([[2, 3, 4]]), *past)
+        tmp_dir = out_dir.with_name(out_dir.name + ".partial")
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        tmp_dir.mkdir(parents=True)
+        torch.onnx.export(
+            _ExplicitKVDecoder(model).eval(),
+            args,
+            str(tmp_dir / MODEL_NAME),
+            input_names=names_in,
+            output_names=names_out,
+            dynamic_axes=axes,
+            opset_version=OPSET,
+            dynamo=False,
+        )
+        progress.advance(task)
+        for name in TOKENIZER_FILES:
+            if (checkpoint_dir / name).is_file():
+                shutil.copy(checkpoint_dir / name, tmp_dir / name)
+        progress.advance(task)
+        files = {p.name: _file_sha256(p) for p in sorted(tmp_dir.iterdir())}
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "source_checkpoint_sha256": source_hash,
+            "precision": "fp32",
+            "num_layers": c.num_hidden_layers,
+            "max_context_tokens": c.max_position_embeddings,
+            "eos_token_ids": list(c.eos_token_ids),
+            "files": files,
+        }
+        (tmp_dir / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
+        shutil.rmtree(out_dir, ignore_errors=True)
+        tmp_dir.rename(out_dir)  # a crash mid-export never leaves a folder that looks finished
+        progress.advance(task)
+    log.info("exported %s to %s", checkpoint_dir, out_dir)
+    return out_dir
+
+
+def cached_export(checkpoint_dir: Path, cache_dir: Path) -> Path:
+    """The export for this checkpoint's content, made on first use."""
+    out_dir = Path(cache_dir) / checkpoint_hash(checkpoint_dir)[:16] / "fp32"
+    if (out_dir / MANIFEST_NAME).is_file():
+        return out_dir
+    return export_onnx(checkpoint_dir, out_dir)

@@ -1,0 +1,63 @@
+"""Execution-provider choice: NPU first, CPU last, never a silent fallback.
+
+onnxruntime quietly falls back to CPU when asked for a provider it does not
+have, so the choice is checked against what the session really got
+(`get_providers()`), and every provider passed over is logged with its reason.
+"""
+
+import logging
+from dataclasses import dataclass, field
+
+import onnxruntime as ort
+
+log = logging.getLogger(__name__)
+
+NPU_PROVIDERS = (
+    "QNNExecutionProvider",  # Qualcomm HTP
+    "OpenVINOExecutionProvider",  # Intel NPU
+    "VitisAIExecutionProvider",  # AMD Ryzen AI
+    "CoreMLExecutionProvider",  # Apple Neural Engine
+    "DmlExecutionProvider",  # DirectML
+)
+DEFAULT_PRIORITY = (*NPU_PROVIDERS, "CUDAExecutionProvider", "CPUExecutionProvider")
+
+
+class ProviderError(RuntimeError):
+    """No acceptable execution provider; the message lists what was tried and why it failed."""
+
+
+@dataclass(frozen=True)
+class ProviderChoice:
+    requested: tuple[str, ...]  # in priority order, the ones this build of onnxruntime has
+    skipped: dict[str, str] = field(default_factory=dict)  # provider -> why it was passed over
+
+
+def choose_providers(priority: tuple[str, ...], available: list[str]) -> ProviderChoice:
+    requested = tuple(p for p in priority if p in available)
+    skipped = {p: "not in this onnxruntime build" for p in priority if p not in available}
+    if not requested:
+        raise ProviderError(f"none of {list(priority)} is available; this onnxruntime has {available}")
+    return ProviderChoice(requested, skipped)
+
+
+def create_session(model_path: str, priority: tuple[str, ...] = DEFAULT_PRIORITY, require_npu: bool = False):
+    """An InferenceSession on the best provider there is, and the provider that really runs it."""
+    choice = choose_providers(priority, ort.get_available_providers())
+    for provider, reason in choice.skipped.items():
+        log.info("execution provider %s skipped: %s", provider, reason)
+    options = ort.SessionOptions()
+    if require_npu:
+        choice = ProviderChoice(tuple(p for p in choice.requested if p in NPU_PROVIDERS), choice.skipped)
+        if not choice.requested:
+            raise ProviderError(
+                f"--require-npu: no NPU execution provider in this onnxruntime build "
+                f"(has {ort.get_available_providers()}); install the vendor's onnxruntime package"
+            )
+        options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    session = ort.InferenceSession(model_path, sess_options=options, providers=list(choice.requested))
+    actual = session.get_providers()[0]
+    if actual != choice.requested[0]:
+        log.warning("execution provider %s requested but session runs on %s", choice.requested[0], actual)
+        if require_npu and actual not in NPU_PROVIDERS:
+            raise ProviderError(f"--require-npu: session fell back to {actual}")
+    return session, actual

@@ -1,0 +1,51 @@
+"""`tandem edge-agent`: export (once, cached) and serve a checkpoint on onnxruntime."""
+
+import asyncio
+import logging
+from pathlib import Path
+
+from edge_agent.export import cached_export
+from edge_agent.providers import DEFAULT_PRIORITY
+from edge_agent.runner import OnnxStepModel
+from tandem.checkpoint import load_tokenizer, model_id_for
+from tandem.serial_engine import SerialEngine
+from tandem.telemetry import setup_tracing, shutdown_tracing
+from tandem.worker_service import serve
+
+log = logging.getLogger(__name__)
+
+
+def build_engine(
+    model_dir: Path,
+    cache_dir: Path,
+    model_id: str | None = None,
+    priority: tuple[str, ...] = DEFAULT_PRIORITY,
+    require_npu: bool = False,
+) -> SerialEngine:
+    export_dir = cached_export(model_dir, cache_dir)
+    step_model = OnnxStepModel(export_dir, priority, require_npu)
+    log.info("edge model %s runs on %s", export_dir, step_model.execution_provider)
+    return SerialEngine(
+        step_model,
+        load_tokenizer(export_dir),
+        eos_token_ids=step_model.eos_token_ids,
+        model_id=model_id_for(model_dir, model_id),
+        kind="edge",
+        execution_provider=step_model.execution_provider,
+    )
+
+
+def run(
+    model_dir: Path,
+    host: str,
+    port: int,
+    cache_dir: Path,
+    model_id: str | None = None,
+    priority: tuple[str, ...] = DEFAULT_PRIORITY,
+    require_npu: bool = False,
+) -> None:
+    setup_tracing("tandem-edge-agent")
+    try:
+        asyncio.run(serve(build_engine(model_dir, cache_dir, model_id, priority, require_npu), host, port))
+    finally:
+        shutdown_tracing()

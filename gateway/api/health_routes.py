@@ -1,0 +1,33 @@
+"""Liveness, readiness, the model list and Prometheus metrics."""
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from gateway.state import State
+
+router = APIRouter()
+
+
+@router.get("/healthz")
+async def healthz() -> dict:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(state: State) -> JSONResponse:
+    backends = {
+        b.endpoint: {
+            "healthy": b.is_healthy and b.stats is not None,
+            "kind": b.stats.kind if b.stats else None,
+            "execution_provider": b.stats.execution_provider if b.stats else None,
+        }
+        for b in state.registry.all()
+    }
+    ready = any(b["healthy"] for b in backends.values())
+    return JSONResponse({"ready": ready, "backends": backends}, status_code=200 if ready else 503)
+
+
+@router.get("/metrics")
+async def prometheus_metrics() -> Response:
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,183 @@
+"""`/v1/chat/completions` and `/v1/completions`: parse, tokenize once, classify, dispatch, format."""
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from opentelemetry import trace
+
+from gateway import metrics
+from gateway.api.openai_format import SSE_DONE, ResponseShape, sse
+from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, _GenerationParams
+from gateway.backends.worker_backend import BackendError
+from gateway.classify.features import RequestFeatures, parse_device_header
+from gateway.classify.privacy import privacy_tags
+from gateway.dispatch import RoutedStream, dispatch
+from gateway.errors import BackendFailed, BadRequest, GatewayError, ModelNotFound, PromptTooLong
+from gateway.state import GatewayState, State
+from proto.gen import worker_pb2
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+router = APIRouter(prefix="/v1")
+_STARTED = int(time.time())
+
+
+@router.get("/models")
+async def list_models(state: State) -> dict:
+    return {
+        "object": "list",
+        "data": [{"id": state.model_id, "object": "model", "created": _STARTED, "owned_by": "tandem"}],
+    }
+
+
+@router.post("/chat/completions")
+async def chat_completions(body: ChatCompletionRequest, request: Request, state: State):
+    _check_request(body, state)
+    with tracer.start_as_current_span("gateway.tokenize") as span:
+        try:
+            messages = [{"role": m.role, "content": m.text()} for m in body.messages]
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
+        prompt_ids = state.tokenizer.encode_chat(messages)
+        span.set_attribute("tandem.prompt_tokens", len(prompt_ids))
+    shape = ResponseShape.new(True, f"chatcmpl-{uuid.uuid4().hex}", state.model_id)
+    return await _serve(body, body.max_completion_tokens or body.max_tokens, prompt_ids, shape, request, state)
+
+
+@router.post("/completions")
+async def completions(body: CompletionRequest, request: Request, state: State):
+    _check_request(body, state)
+    if body.echo:
+        raise BadRequest("echo is not supported")
+    with tracer.start_as_current_span("gateway.tokenize"):
+        if isinstance(body.prompt, str):
+            prompt_ids = state.tokenizer.encode(body.prompt)
+        else:
+            vocab = state.tokenizer.tokenizer.get_vocab_size()
+            bad = [t for t in body.prompt if not 0 <= t < vocab]
+            if bad:
+                raise BadRequest(f"prompt token ids out of range [0, {vocab}): {bad[:5]}")
+            prompt_ids = list(body.prompt)
+    shape = ResponseShape.new(False, f"cmpl-{uuid.uuid4().hex}", state.model_id)
+    return await _serve(body, body.max_tokens, prompt_ids, shape, request, state)
+
+
+def _check_request(body: _GenerationParams, state: GatewayState) -> None:
+    if body.model != state.model_id:
+        raise ModelNotFound(f"model {body.model!r} does not exist; this gateway serves {state.model_id!r}")
+    unsupported = body.unsupported_fields()
+    if unsupported:
+        raise BadRequest(f"not supported by Tandem: {', '.join(unsupported)}")
+
+
+def _classify(body: _GenerationParams, prompt_ids: list[int], max_tokens: int, request: Request) -> RequestFeatures:
+    with tracer.start_as_current_span("gateway.classify") as span:
+        features = RequestFeatures(
+            prompt_tokens=len(prompt_ids),
+            max_tokens=max_tokens,
+            privacy_tags=privacy_tags((body.metadata or {}).get("privacy"), request.headers.get("x-tandem-privacy")),
+            device=parse_device_header(request.headers.get("x-tandem-device")),
+            tenant=request.headers.get("x-tandem-tenant", "default"),
+            priority=body.priority,
+        )
+        span.set_attribute("tandem.privacy_tags", sorted(features.privacy_tags))
+        return features
+
+
+async def _serve(
+    body, requested_max: int | None, prompt_ids: list[int], shape: ResponseShape, request: Request, state: GatewayState
+):
+    context = state.tokenizer.max_context_tokens
+    max_tokens = requested_max or min(state.settings.default_max_tokens, context - len(prompt_ids))
+    if len(prompt_ids) + max_tokens > context:
+        raise PromptTooLong(
+            f"prompt ({len(prompt_ids)} tokens) + max_tokens ({max_tokens}) exceeds the model's context of {context} tokens"
+        )
+    features = _classify(body, prompt_ids, max_tokens, request)
+    gen_request = worker_pb2.GenerateRequest(
+        request_id=shape.response_id,
+        tenant=features.tenant,
+        model=state.model_id,
+        prompt_token_ids=prompt_ids,
+        sampling=worker_pb2.SamplingParams(
+            temperature=body.temperature,
+            top_p=body.top_p,
+            top_k=body.top_k,
+            seed=body.seed,
+            max_tokens=max_tokens,
+            stop_strings=body.stop_strings(),
+        ),
+        priority=body.priority,
+    )
+    started = time.perf_counter()
+    routed = await dispatch(state.policy, state.registry, features, gen_request, state.settings.backend_timeout_s)
+    metrics.TTFT.labels(routed.pool).observe(time.perf_counter() - started)
+    span = trace.get_current_span()
+    for key, value in (
+        ("tandem.rule", routed.rule),
+        ("tandem.pool", routed.pool),
+        ("tandem.backend", routed.backend.endpoint),
+    ):
+        span.set_attribute(key, value)
+    headers = {"X-Tandem-Route": f"{routed.pool}; rule={routed.rule}", "X-Tandem-Backend": routed.backend.endpoint}
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        events = _stream_events(routed, shape, include_usage, started)
+        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+    return JSONResponse(await _collect(routed, shape, started), headers=headers)
+
+
+async def _collect(routed: RoutedStream, shape: ResponseShape, started: float) -> dict:
+    parts: list[str] = []
+    last = None
+    try:
+        async for chunk in routed.chunks():  # read to the end so the RPC (and its span) completes
+            parts.append(chunk.text)
+            last = chunk
+    except BackendError as exc:
+        _record(routed, "backend_error", None, started)
+        raise BackendFailed(f"backend failed mid-answer: {exc}") from exc
+    finally:
+        await routed.aclose()
+    if last is None or not last.finish_reason:
+        _record(routed, "backend_error", None, started)
+        raise BackendFailed(f"{routed.backend.endpoint} ended the stream without a finish reason")
+    _record(routed, "ok", last.usage, started)
+    return shape.whole("".join(parts), last.finish_reason, last.usage)
+
+
+async def _stream_events(
+    routed: RoutedStream, shape: ResponseShape, include_usage: bool, started: float
+) -> AsyncIterator[str]:
+    yield shape.chunk(None, first=True)
+    try:
+        async for chunk in routed.chunks():
+            if chunk.text:
+                yield shape.chunk(chunk.text)
+            if chunk.finish_reason:
+                yield shape.chunk(None, reason=chunk.finish_reason)
+                if include_usage:
+                    yield shape.usage_chunk(chunk.usage)
+                _record(routed, "ok", chunk.usage, started)
+    except BackendError as exc:
+        _record(routed, "backend_error", None, started)
+        yield _error_event(BackendFailed(f"backend failed mid-answer: {exc}"))
+    finally:
+        await routed.aclose()  # the client left, or the answer ended: free the worker's sequence
+    yield SSE_DONE
+
+
+def _error_event(error: GatewayError) -> str:
+    return sse(error.body())
+
+
+def _record(routed: RoutedStream, status: str, usage: worker_pb2.Usage | None, started: float) -> None:
+    metrics.REQUESTS.labels(routed.pool, routed.rule, status).inc()
+    metrics.E2E.labels(routed.pool).observe(time.perf_counter() - started)
+    if usage is not None:
+        metrics.PROMPT_TOKENS.labels(routed.pool).inc(usage.prompt_tokens)
+        metrics.COMPLETION_TOKENS.labels(routed.pool).inc(usage.completion_tokens)

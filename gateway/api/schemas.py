@@ -1,0 +1,89 @@
+"""OpenAI request bodies as pydantic models, with Tandem's extensions (top_k, priority).
+
+Fields OpenAI defines that do not change the answer (user, logit_bias with
+no entries, ...) are accepted and ignored; fields that would change it and
+that we do not support are rejected by name, never silently dropped.
+"""
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+UNSUPPORTED = ("tools", "functions", "tool_choice", "logprobs", "top_logprobs", "response_format", "audio")
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        for part in self.content:
+            if part.type != "text" or part.text is None:
+                raise ValueError(f"content part of type {part.type!r} is not supported (text only)")
+        return "".join(part.text for part in self.content)
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class _GenerationParams(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float = Field(default=1.0, ge=0, le=2)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    top_k: int = Field(default=0, ge=0, description="Tandem extension; 0 means off")
+    seed: int | None = Field(default=None, ge=0, lt=2**63)
+    stop: str | list[str] | None = None
+    n: int = Field(default=1, ge=1, le=1, description="only 1 is supported")
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    metadata: dict[str, Any] | None = None
+    priority: int = Field(default=0, description="Tandem extension; higher runs first")
+    user: str | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_list(cls, value):
+        if isinstance(value, list) and len(value) > 4:
+            raise ValueError("at most 4 stop sequences")
+        return value
+
+    def stop_strings(self) -> tuple[str, ...]:
+        if self.stop is None:
+            return ()
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+
+    def unsupported_fields(self) -> list[str]:
+        extra = self.model_extra or {}
+        return [name for name in UNSUPPORTED if extra.get(name) not in (None, False, [], {})]
+
+
+class ChatCompletionRequest(_GenerationParams):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+
+
+class CompletionRequest(_GenerationParams):
+    prompt: str | list[int] = Field(description="text, or token ids")
+    echo: bool = False
+
+    @field_validator("prompt")
+    @classmethod
+    def _not_empty(cls, value):
+        if len(value) == 0:
+            raise ValueError("prompt must not be empty")
+        return value

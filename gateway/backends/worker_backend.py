@@ -1,0 +1,87 @@
+"""A gRPC client for one `Worker` endpoint, with its health as last observed."""
+
+import logging
+from collections.abc import AsyncIterator
+from urllib.parse import urlparse
+
+import grpc
+from opentelemetry.instrumentation.grpc import aio_client_interceptors, filters
+
+from gateway.routing.candidate import Candidate
+from proto.gen import worker_pb2, worker_pb2_grpc
+
+log = logging.getLogger(__name__)
+STATS_TIMEOUT_S = 1.0
+# Statuses that say the request never ran or the worker is gone: try another backend.
+RETRYABLE = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.CANCELLED,
+}
+
+
+class BackendError(Exception):
+    def __init__(self, endpoint: str, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"{endpoint}: {code.name}: {details}")
+        self.endpoint, self.code, self.details = endpoint, code, details
+
+    @property
+    def is_retryable(self) -> bool:
+        return self.code in RETRYABLE
+
+
+class WorkerBackend:
+    def __init__(self, endpoint: str) -> None:
+        parsed = urlparse(endpoint)
+        self.endpoint = endpoint
+        self._channel = grpc.aio.insecure_channel(
+            f"{parsed.hostname}:{parsed.port}",
+            interceptors=aio_client_interceptors(filter_=filters.negate(filters.method_name("Stats"))),
+        )
+        self._stub = worker_pb2_grpc.WorkerStub(self._channel)
+        self.is_healthy = True  # optimistic until the first poll or call says otherwise
+        self.stats: worker_pb2.StatsReply | None = None
+        self.inflight = 0
+
+    def candidate(self) -> Candidate:
+        return Candidate(
+            endpoint=self.endpoint,
+            is_healthy=self.is_healthy,
+            kind=self.stats.kind if self.stats else None,
+            queue_depth=self.stats.queue_depth if self.stats else 0,
+            inflight=self.inflight,
+        )
+
+    async def refresh(self) -> None:
+        try:
+            self.stats = await self._stub.Stats(worker_pb2.StatsRequest(), timeout=STATS_TIMEOUT_S)
+            if not self.is_healthy:
+                log.info("backend %s is healthy again", self.endpoint)
+            self.is_healthy = True
+        except grpc.aio.AioRpcError as exc:
+            if self.is_healthy:
+                log.warning("backend %s unhealthy: %s", self.endpoint, exc.code().name)
+            self.is_healthy = False
+
+    async def generate(
+        self, request: worker_pb2.GenerateRequest, timeout_s: float
+    ) -> AsyncIterator[worker_pb2.GenerateChunk]:
+        """Stream the worker's chunks; closing this iterator cancels the RPC."""
+        call = self._stub.Generate(request, timeout=timeout_s)
+        self.inflight += 1
+        try:
+            async for chunk in call:
+                yield chunk
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                self.is_healthy = False
+            raise BackendError(self.endpoint, exc.code(), exc.details() or "") from exc
+        finally:
+            self.inflight -= 1
+            call.cancel()  # no-op when finished; tells the worker to free the sequence otherwise
+
+    async def close(self) -> None:
+        await self._channel.close()

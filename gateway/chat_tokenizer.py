@@ -1,0 +1,55 @@
+"""Tokenize once, at the gateway: chat template rendering and encoding.
+
+The template comes from the checkpoint's tokenizer_config.json and is
+rendered the way Hugging Face's `apply_chat_template` renders it (a sandboxed
+jinja2 environment, the special tokens as variables), so the ids equal HF's.
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+from jinja2 import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from gateway.errors import BadRequest
+from tandem.checkpoint import load_tokenizer
+
+
+def _raise_exception(message: str):
+    raise TemplateError(message)
+
+
+def _token_text(value: Any) -> str | None:
+    return value.get("content") if isinstance(value, dict) else value
+
+
+class ChatTokenizer:
+    def __init__(self, checkpoint_dir: Path) -> None:
+        checkpoint_dir = Path(checkpoint_dir)
+        self.tokenizer = load_tokenizer(checkpoint_dir)
+        config = json.loads((checkpoint_dir / "tokenizer_config.json").read_text())
+        self.max_context_tokens = json.loads((checkpoint_dir / "config.json").read_text()).get(
+            "max_position_embeddings", 2048
+        )
+        template = config.get("chat_template")
+        if isinstance(template, list):  # newer HF configs keep named templates
+            template = next((t["template"] for t in template if t.get("name") == "default"), None)
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        env.globals["raise_exception"] = _raise_exception
+        self._template = env.from_string(template) if template else None
+        self._special = {
+            name: _token_text(config.get(name)) for name in ("bos_token", "eos_token", "pad_token", "unk_token")
+        }
+
+    def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
+        if self._template is None:
+            raise BadRequest("this model has no chat template; use /v1/completions")
+        try:
+            text = self._template.render(messages=messages, add_generation_prompt=True, **self._special)
+        except TemplateError as exc:
+            raise BadRequest(f"the model's chat template rejected these messages: {exc}") from exc
+        return self.encode(text)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids

@@ -1,0 +1,36 @@
+"""Gateway settings: environment variables with the TANDEM_ prefix, one cached object."""
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TANDEM_")
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model_dir: Path = Field(description="checkpoint directory whose tokenizer the gateway uses")
+    model_id: str | None = Field(default=None, description="id clients send as `model`; default: model_dir's name")
+    policy_file: Path = Path("policies/default.yaml")
+    api_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="comma-separated; empty: no auth"
+    )
+    default_max_tokens: int = 128
+    backend_timeout_s: float = 120.0
+    health_interval_s: float = 1.0
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value):
+        if isinstance(value, str):
+            return [key.strip() for key in value.split(",") if key.strip()]
+        return value
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

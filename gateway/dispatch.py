@@ -1,0 +1,107 @@
+"""From features to a running stream: decide, rank backends, start, fall back.
+
+A backend counts as serving a request once its first chunk arrives; until
+then any retryable failure moves on to the next backend of the pool, then to
+the next pool the decision allows. The privacy invariant is checked again
+against what each backend says it is, so a mislabelled pool cannot leak.
+"""
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from itertools import count
+
+from opentelemetry import trace
+
+from gateway import metrics
+from gateway.backends.registry import BackendRegistry
+from gateway.backends.worker_backend import BackendError, WorkerBackend
+from gateway.classify.features import RequestFeatures
+from gateway.errors import BadRequest, NoBackend
+from gateway.policy.decide import Decision, decide
+from gateway.policy.schema import Policy
+from gateway.routing.profile import rank
+from proto.gen import worker_pb2
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+_turns = count()
+
+
+@dataclass
+class RoutedStream:
+    pool: str
+    rule: str
+    backend: WorkerBackend
+    first: worker_pb2.GenerateChunk
+    rest: AsyncIterator[worker_pb2.GenerateChunk]
+
+    async def chunks(self) -> AsyncIterator[worker_pb2.GenerateChunk]:
+        yield self.first
+        async for chunk in self.rest:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.rest.aclose()
+
+
+async def dispatch(
+    policy: Policy,
+    registry: BackendRegistry,
+    features: RequestFeatures,
+    request: worker_pb2.GenerateRequest,
+    timeout_s: float,
+) -> RoutedStream:
+    with tracer.start_as_current_span("gateway.policy") as span:
+        decision = decide(policy, features)
+        span.set_attribute("tandem.rule", decision.rule)
+        span.set_attribute("tandem.private", decision.is_private)
+    if decision.blocked_pools:
+        metrics.PRIVACY_BLOCKS.labels(decision.rule).inc()
+    request.private = decision.is_private
+    failures: list[str] = []
+    first_choice = True
+    for pool_name in decision.pools:
+        for backend in _ranked(policy, registry, pool_name, decision):
+            stream = backend.generate(request, timeout_s)
+            try:
+                first = await anext(stream)
+            except BackendError as exc:
+                await stream.aclose()
+                if not exc.is_retryable:
+                    raise BadRequest(exc.details) from exc
+                log.warning("backend %s failed before its first token: %s", backend.endpoint, exc)
+                failures.append(str(exc))
+                first_choice = False
+                continue
+            if not first_choice:
+                metrics.FALLBACKS.labels(decision.rule).inc()
+            return RoutedStream(pool_name, decision.rule, backend, first, stream)
+        failures.append(f"pool {pool_name!r}: no healthy backend left")
+        first_choice = False
+    raise NoBackend(_no_backend_message(decision, failures))
+
+
+def _ranked(policy: Policy, registry: BackendRegistry, pool_name: str, decision: Decision) -> list[WorkerBackend]:
+    with tracer.start_as_current_span("gateway.pick") as span:
+        backends = {b.endpoint: b for b in registry.pool(pool_name)}
+        ranked = rank(policy.pools[pool_name].profile, [b.candidate() for b in backends.values()], next(_turns))
+        if decision.is_private:
+            # Only a backend that has itself reported kind=edge may see a private prompt.
+            ranked = [c for c in ranked if c.kind == "edge"]
+        span.set_attribute("tandem.pool", pool_name)
+        span.set_attribute("tandem.candidates", [c.endpoint for c in ranked])
+        return [backends[c.endpoint] for c in ranked]
+
+
+def _no_backend_message(decision: Decision, failures: list[str]) -> str:
+    parts = [f"no backend could serve this request (rule {decision.rule!r})"]
+    if decision.is_private:
+        never = (
+            f"; cloud pool(s) {list(decision.blocked_pools)} are never used for it" if decision.blocked_pools else ""
+        )
+        parts.append(f"private request: only edge pools may serve it{never}")
+    if not decision.pools:
+        parts.append("no allowed pool is left")
+    parts.extend(failures)
+    return "; ".join(parts)

@@ -1,0 +1,44 @@
+"""Typed errors the gateway raises, each carrying its HTTP status and OpenAI error type.
+
+They are turned into `{"error": {"message", "type", "code"}}` responses in one
+place, `gateway.main`.
+"""
+
+
+class GatewayError(Exception):
+    status_code = 500
+    error_type = "server_error"
+    code: str | None = None
+
+    def __init__(self, message: str, code: str | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code or self.code
+        self.headers = headers or {}
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.error_type, "param": None, "code": self.code}}
+
+
+class BadRequest(GatewayError):
+    status_code, error_type, code = 400, "invalid_request_error", "invalid_request"
+
+
+class Unauthorized(GatewayError):
+    status_code, error_type, code = 401, "authentication_error", "invalid_api_key"
+
+
+class ModelNotFound(GatewayError):
+    status_code, error_type, code = 404, "invalid_request_error", "model_not_found"
+
+
+class PromptTooLong(GatewayError):
+    status_code, error_type, code = 413, "invalid_request_error", "context_length_exceeded"
+
+
+class NoBackend(GatewayError):
+    status_code, error_type, code = 503, "service_unavailable", "no_backend"
+
+
+class BackendFailed(GatewayError):
+    status_code, error_type, code = 502, "server_error", "backend_failed"

@@ -1,0 +1,74 @@
+"""Assemble the gateway: resources in lifespan, routers, and the one error mapping."""
+
+import asyncio
+import contextlib
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+from gateway.api import health_routes, openai_routes
+from gateway.auth import require_api_key
+from gateway.backends.registry import BackendRegistry
+from gateway.chat_tokenizer import ChatTokenizer
+from gateway.config import Settings, get_settings
+from gateway.errors import BadRequest, GatewayError
+from gateway.policy.loader import load_policy
+from gateway.state import GatewayState
+from tandem.checkpoint import model_id_for
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        s = settings or get_settings()
+        policy = load_policy(s.policy_file)
+        registry = BackendRegistry(policy)
+        app.state.gateway = GatewayState(
+            s, model_id_for(s.model_dir, s.model_id), ChatTokenizer(s.model_dir), policy, registry
+        )
+        await registry.refresh_all()  # know each backend's kind before the first request
+        poller = asyncio.create_task(registry.poll_forever(s.health_interval_s))
+        log.info("gateway serving %s with policy %s", app.state.gateway.model_id, s.policy_file)
+        yield
+        poller.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await poller
+        await registry.close()
+
+    app = FastAPI(title="Tandem gateway", version="0.1.0", lifespan=lifespan)
+    app.include_router(health_routes.router)
+    app.include_router(openai_routes.router, dependencies=[Depends(require_api_key)])
+    app.add_exception_handler(GatewayError, _gateway_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _unexpected_error)
+    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
+    return app
+
+
+async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
+    return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    problems = []
+    for error in exc.errors():
+        if error["type"] == "json_invalid":
+            return await _gateway_error(
+                request,
+                BadRequest(f"request body is not valid JSON: {error.get('ctx', {}).get('error', error['msg'])}"),
+            )
+        where = ".".join(str(p) for p in error["loc"] if p != "body") or "body"
+        problems.append(f"{where}: {error['msg']}")
+    return await _gateway_error(request, BadRequest("; ".join(problems)))
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    error = GatewayError("internal error; the gateway log has the details")
+    return JSONResponse(error.body(), status_code=500)

@@ -1,0 +1,25 @@
+"""The gateway's Prometheus metrics (names documented in docs/operations.md)."""
+
+from prometheus_client import Counter, Histogram
+
+REQUESTS = Counter("tandem_gateway_requests_total", "Requests by outcome", ["pool", "rule", "status"])
+PROMPT_TOKENS = Counter("tandem_gateway_prompt_tokens_total", "Prompt tokens routed", ["pool"])
+COMPLETION_TOKENS = Counter("tandem_gateway_completion_tokens_total", "Completion tokens streamed", ["pool"])
+TTFT = Histogram(
+    "tandem_gateway_ttft_seconds",
+    "Time to first token",
+    ["pool"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+E2E = Histogram(
+    "tandem_gateway_request_seconds",
+    "Request latency, end to end",
+    ["pool"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+FALLBACKS = Counter(
+    "tandem_gateway_fallbacks_total", "Requests served by a backend other than the first choice", ["rule"]
+)
+PRIVACY_BLOCKS = Counter(
+    "tandem_gateway_privacy_blocks_total", "Cloud pools removed from a private request's candidates", ["rule"]
+)

@@ -1,0 +1,14 @@
+"""`max-score`: best weighted score first; ties go round-robin so equal backends share load."""
+
+from gateway.routing.candidate import Candidate
+
+TYPE_NAME = "max-score"
+
+
+def max_score_picker(scored: list[tuple[Candidate, float]], turn: int) -> list[Candidate]:
+    """All candidates, best first; `turn` rotates the order among equal scores."""
+    if not scored:
+        return []
+    rotation = turn % len(scored)
+    rotated = scored[rotation:] + scored[:rotation]
+    return [c for c, _ in sorted(rotated, key=lambda pair: -pair[1])]  # stable: rotation breaks ties

@@ -1,0 +1,27 @@
+"""What the gateway holds for its lifetime, opened in lifespan and reached through a dependency."""
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from gateway.backends.registry import BackendRegistry
+from gateway.chat_tokenizer import ChatTokenizer
+from gateway.config import Settings
+from gateway.policy.schema import Policy
+
+
+@dataclass
+class GatewayState:
+    settings: Settings
+    model_id: str
+    tokenizer: ChatTokenizer
+    policy: Policy
+    registry: BackendRegistry
+
+
+def _state(request: Request) -> GatewayState:
+    return request.app.state.gateway
+
+
+State = Annotated[GatewayState, Depends(_state)]

@@ -1,0 +1,1 @@
+"""Contracts between processes: the Worker gRPC service and the prefix hash."""

@@ -1,0 +1,41 @@
+"""The prefix-hash chain shared by the gateway and every worker (DESIGN.md §3).
+
+A prompt's full blocks are hashed as a chain, h_i = H(h_{i-1} || ids of block i),
+with h_0 derived from (model id, tenant salt), so two tenants never share or
+probe each other's cache. H is SHA-256 truncated to 16 bytes. Token ids are
+encoded as little-endian uint32 so the bytes do not depend on the platform.
+"""
+
+import hashlib
+import struct
+from collections.abc import Sequence
+
+HASH_BYTES = 16
+DEFAULT_BLOCK_SIZE_TOKENS = 16
+
+
+def root_hash(model_id: str, tenant_salt: str) -> bytes:
+    seed = b"tandem-prefix-v1\x00" + model_id.encode() + b"\x00" + tenant_salt.encode()
+    return hashlib.sha256(seed).digest()[:HASH_BYTES]
+
+
+def block_hash(parent: bytes, block_token_ids: Sequence[int]) -> bytes:
+    assert len(parent) == HASH_BYTES
+    payload = struct.pack(f"<{len(block_token_ids)}I", *block_token_ids)
+    return hashlib.sha256(parent + payload).digest()[:HASH_BYTES]
+
+
+def prefix_hashes(
+    token_ids: Sequence[int],
+    model_id: str,
+    tenant_salt: str,
+    block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS,
+) -> list[bytes]:
+    """Hashes of every full block of `token_ids`; a partial last block has none."""
+    assert block_size_tokens > 0
+    parent = root_hash(model_id, tenant_salt)
+    hashes = []
+    for start in range(0, len(token_ids) - block_size_tokens + 1, block_size_tokens):
+        parent = block_hash(parent, token_ids[start : start + block_size_tokens])
+        hashes.append(parent)
+    return hashes

@@ -1,0 +1,2 @@
+"""Tandem: pieces shared by every process (CLI, local launcher, demo model,
+telemetry, the engine contract both worker kinds serve)."""

@@ -1,0 +1,142 @@
+"""A deterministic tiny Llama-architecture checkpoint in Hugging Face layout.
+
+Tests and `make up` need a real model without a download. This writes the
+same files a Hugging Face Llama checkpoint has (config.json,
+generation_config.json, model.safetensors, tokenizer.json,
+tokenizer_config.json with a chat template), so the code that loads it is
+the code that loads a real one. Weights are random but seeded: the same
+arguments always give byte-identical files.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+PAD_TOKEN, EOS_TOKEN = "<|endoftext|>", "<|im_end|>"
+# ChatML, the template Qwen2 uses; rendered by the gateway with jinja2.
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+CORPUS_PATH = Path(__file__).with_name("demo_corpus.txt")
+
+
+@dataclass(frozen=True)
+class DemoShape:
+    vocab_size: int = 512
+    hidden_size: int = 64
+    intermediate_size: int = 176
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    max_position_embeddings: int = 2048
+    seed: int = 0
+
+
+def build_tokenizer(vocab_size: int) -> Tokenizer:
+    """Byte-level BPE trained on the bundled corpus (single-threaded training is deterministic)."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train([str(CORPUS_PATH)], trainer)
+    return tokenizer
+
+
+def _weights(shape: DemoShape, vocab_size: int) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(shape.seed)
+    head_dim = shape.hidden_size // shape.num_attention_heads
+    kv_dim = shape.num_key_value_heads * head_dim
+
+    def randn(*dims: int, std: float) -> torch.Tensor:
+        return torch.randn(*dims, generator=gen) * std
+
+    def linear(out_dim: int, in_dim: int) -> torch.Tensor:
+        return randn(out_dim, in_dim, std=in_dim**-0.5)
+
+    def norm() -> torch.Tensor:
+        return 1.0 + randn(shape.hidden_size, std=0.1)
+
+    h, i = shape.hidden_size, shape.intermediate_size
+    tensors = {"model.embed_tokens.weight": randn(vocab_size, h, std=1.0)}
+    for layer in range(shape.num_hidden_layers):
+        p = f"model.layers.{layer}."
+        tensors |= {
+            p + "input_layernorm.weight": norm(),
+            p + "self_attn.q_proj.weight": linear(h, h),
+            p + "self_attn.k_proj.weight": linear(kv_dim, h),
+            p + "self_attn.v_proj.weight": linear(kv_dim, h),
+            p + "self_attn.o_proj.weight": linear(h, h),
+            p + "post_attention_layernorm.weight": norm(),
+            p + "mlp.gate_proj.weight": linear(i, h),
+            p + "mlp.up_proj.weight": linear(i, h),
+            p + "mlp.down_proj.weight": linear(h, i),
+        }
+    # A wide logit spread keeps greedy decoding far from near-ties, so the
+    # HF-equality oracle is not at the mercy of float rounding.
+    tensors["model.norm.weight"] = norm()
+    tensors["lm_head.weight"] = randn(vocab_size, h, std=0.5)
+    return {name: t.contiguous() for name, t in tensors.items()}
+
+
+def _config(shape: DemoShape, vocab_size: int, eos_id: int, pad_id: int) -> dict:
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": vocab_size,
+        "hidden_size": shape.hidden_size,
+        "intermediate_size": shape.intermediate_size,
+        "num_hidden_layers": shape.num_hidden_layers,
+        "num_attention_heads": shape.num_attention_heads,
+        "num_key_value_heads": shape.num_key_value_heads,
+        "max_position_embeddings": shape.max_position_embeddings,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "rope_scaling": None,
+        "attention_bias": False,
+        "tie_word_embeddings": False,
+        "bos_token_id": None,
+        "eos_token_id": eos_id,
+        "pad_token_id": pad_id,
+        "torch_dtype": "float32",
+    }
+
+
+def write_demo_checkpoint(out_dir: Path, shape: DemoShape = DemoShape()) -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(shape.vocab_size)
+    vocab_size = tokenizer.get_vocab_size()
+    eos_id, pad_id = tokenizer.token_to_id(EOS_TOKEN), tokenizer.token_to_id(PAD_TOKEN)
+    tokenizer.save(str(out_dir / "tokenizer.json"))
+    tokenizer_config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": None,
+        "eos_token": EOS_TOKEN,
+        "pad_token": PAD_TOKEN,
+        "model_max_length": shape.max_position_embeddings,
+        "chat_template": CHAT_TEMPLATE,
+    }
+    config = _config(shape, vocab_size, eos_id, pad_id)
+    generation_config = {"eos_token_id": eos_id, "pad_token_id": pad_id, "do_sample": False}
+    for name, payload in [
+        ("tokenizer_config.json", tokenizer_config),
+        ("config.json", config),
+        ("generation_config.json", generation_config),
+    ]:
+        (out_dir / name).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    save_file(_weights(shape, vocab_size), str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    return out_dir

@@ -1,0 +1,96 @@
+"""The contract between a worker's gRPC server and its engine.
+
+Both worker kinds serve the same `Worker` service through `worker_service`;
+what differs is the `Engine` behind it. The server only translates, so the
+paged engine (cloud) can replace the serial one without touching it.
+"""
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class RequestRejected(ValueError):
+    """The request cannot be served as asked (too long, bad parameters); maps to INVALID_ARGUMENT."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
+    max_tokens: int = 16
+    stop_token_ids: tuple[int, ...] = ()
+    stop_strings: tuple[str, ...] = ()
+    ignore_eos: bool = False
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise RequestRejected(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise RequestRejected(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise RequestRejected(f"top_k must be >= 0, got {self.top_k}")
+        if self.max_tokens < 1:
+            raise RequestRejected(f"max_tokens must be >= 1, got {self.max_tokens}")
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    request_id: str
+    prompt_token_ids: tuple[int, ...]
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    tenant: str = ""
+    priority: int = 0
+    private: bool = False
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_prompt_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class GenerationChunk:
+    token_ids: tuple[int, ...]
+    text: str
+    finish_reason: str | None = None  # "stop", "length" or "cancelled" on the last chunk
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    model_id: str
+    kind: str
+    execution_provider: str
+    max_context_tokens: int
+    queue_depth: int = 0
+    running: int = 0
+    kv_blocks_total: int = 0
+    kv_blocks_used: int = 0
+    block_size_tokens: int = 0
+    prefix_hit_tokens: int = 0
+    prefix_query_tokens: int = 0
+    tokens_per_s: float = 0.0
+    memory_bytes: int = 0
+    memory_watermark_bytes: int = 0
+
+
+class Engine(Protocol):
+    kind: str  # "cloud" or "edge"
+    execution_provider: str  # what really runs the model, e.g. "CPUExecutionProvider", "torch-cuda"
+
+    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+        """Stream chunks; closing the iterator early cancels the request and frees its memory."""
+        ...
+
+    def stats(self) -> EngineStats: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,165 @@
+"""An engine that runs one sequence at a time on a background thread.
+
+It is the simple engine both worker kinds start with: a `StepModel` gives
+logits for a prompt and then for one token at a time, and this class does
+the rest (queueing, sampling, stop conditions, detokenization, cancellation,
+stats). The cloud worker's paged engine replaces it behind `Engine`.
+"""
+
+import asyncio
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from tokenizers import Tokenizer
+
+from tandem.detokenizer import IncrementalDetokenizer
+from tandem.engine_api import EngineStats, GenerationChunk, GenerationRequest, RequestRejected, Usage
+from tandem.process_memory import memory_bytes, memory_watermark_bytes
+from tandem.sampling import make_generator, sample_token
+
+TOKEN_RATE_WINDOW_S = 10.0
+
+
+class StepModel(Protocol):
+    max_context_tokens: int
+
+    def prefill(self, prompt_token_ids: list[int]) -> tuple[torch.Tensor, Any]:
+        """Logits [vocab] for the token after the prompt, and the model's state."""
+        ...
+
+    def decode(self, state: Any, token_id: int, position: int) -> tuple[torch.Tensor, Any]:
+        """Logits [vocab] after appending token_id at position, and the new state."""
+        ...
+
+
+@dataclass
+class _Job:
+    request: GenerationRequest
+    loop: asyncio.AbstractEventLoop
+    chunks: asyncio.Queue
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def emit(self, chunk: GenerationChunk | Exception) -> None:
+        self.loop.call_soon_threadsafe(self.chunks.put_nowait, chunk)
+
+
+class SerialEngine:
+    def __init__(
+        self,
+        model: StepModel,
+        tokenizer: Tokenizer,
+        eos_token_ids: tuple[int, ...],
+        model_id: str,
+        kind: str,
+        execution_provider: str,
+    ) -> None:
+        self.kind, self.execution_provider = kind, execution_provider
+        self._model, self._tokenizer, self._eos_token_ids = model, tokenizer, frozenset(eos_token_ids)
+        self._model_id = model_id
+        self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._num_running = 0
+        self._token_times: deque[float] = deque()
+        self._thread = threading.Thread(target=self._run, name=f"{kind}-engine", daemon=True)
+        self._thread.start()
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+        self._check(request)
+        job = _Job(request, asyncio.get_running_loop(), asyncio.Queue())
+        self._jobs.put(job)
+        try:
+            while True:
+                chunk = await job.chunks.get()
+                if isinstance(chunk, Exception):
+                    raise chunk
+                yield chunk
+                if chunk.finish_reason is not None:
+                    return
+        finally:
+            job.cancelled.set()  # no-op when finished; frees the sequence when the caller left
+
+    def _check(self, request: GenerationRequest) -> None:
+        num_prompt = len(request.prompt_token_ids)
+        if num_prompt == 0:
+            raise RequestRejected("prompt has no tokens")
+        limit = self._model.max_context_tokens
+        if num_prompt + request.sampling.max_tokens > limit:
+            raise RequestRejected(
+                f"prompt ({num_prompt} tokens) + max_tokens ({request.sampling.max_tokens}) "
+                f"exceeds this model's context of {limit} tokens"
+            )
+
+    def stats(self) -> EngineStats:
+        now = time.monotonic()
+        recent = sum(1 for t in list(self._token_times) if now - t <= TOKEN_RATE_WINDOW_S)
+        return EngineStats(
+            model_id=self._model_id,
+            kind=self.kind,
+            execution_provider=self.execution_provider,
+            max_context_tokens=self._model.max_context_tokens,
+            queue_depth=self._jobs.qsize(),
+            running=self._num_running,
+            tokens_per_s=recent / TOKEN_RATE_WINDOW_S,
+            memory_bytes=memory_bytes(),
+            memory_watermark_bytes=memory_watermark_bytes(),
+        )
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            if job.cancelled.is_set():
+                continue
+            self._num_running = 1
+            try:
+                self._serve(job)
+            except Exception as exc:  # noqa: BLE001 - the caller must hear of it, the thread must live
+                job.emit(exc)
+            finally:
+                self._num_running = 0
+
+    @torch.inference_mode()
+    def _serve(self, job: _Job) -> None:
+        request, params = job.request, job.request.sampling
+        prompt = list(request.prompt_token_ids)
+        generator = make_generator(params)
+        detok = IncrementalDetokenizer(self._tokenizer, params.stop_strings)
+        stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else self._eos_token_ids)
+        logits, state = self._model.prefill(prompt)
+        num_out, finish = 0, None
+        while finish is None:
+            if job.cancelled.is_set():
+                finish = "cancelled"
+                break
+            token = sample_token(logits, params, generator)
+            num_out += 1
+            self._token_times.append(time.monotonic())
+            self._trim_token_times()
+            if token in stop_ids:
+                finish, text, ids = "stop", detok.flush(), ()
+            else:
+                text, ids = detok.push(token), (token,)
+                if detok.is_stopped:
+                    finish = "stop"
+                elif num_out >= params.max_tokens:
+                    finish, text = "length", text + detok.flush()
+            if finish is None:
+                job.emit(GenerationChunk(ids, text))
+                logits, state = self._model.decode(state, token, len(prompt) + num_out - 1)
+            else:
+                usage = Usage(prompt_tokens=len(prompt), completion_tokens=num_out)
+                job.emit(GenerationChunk(ids, text, finish, usage))
+                return
+        job.emit(GenerationChunk((), "", finish, Usage(len(prompt), num_out)))
+
+    def _trim_token_times(self) -> None:
+        cutoff = time.monotonic() - TOKEN_RATE_WINDOW_S
+        while self._token_times and self._token_times[0] < cutoff:
+            self._token_times.popleft()

@@ -1,0 +1,54 @@
+"""Tracing set-up for every Tandem process, driven by the standard OTEL_* variables.
+
+OTEL_TRACES_EXPORTER picks exporters (comma-separated: otlp, console, none).
+Unset, it is `otlp` when OTEL_EXPORTER_OTLP_ENDPOINT (or its traces variant)
+is set and `none` otherwise, so a laptop without a collector is not flooded
+with connection errors. The OTLP exporter (gRPC) reads its own OTEL_EXPORTER_OTLP_*
+variables. W3C trace context is the propagator, across HTTP and gRPC.
+"""
+
+import logging
+import os
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+
+log = logging.getLogger(__name__)
+
+
+def _exporter_names() -> list[str]:
+    configured = os.environ.get("OTEL_TRACES_EXPORTER")
+    if configured is None:
+        has_endpoint = "OTEL_EXPORTER_OTLP_ENDPOINT" in os.environ or "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" in os.environ
+        configured = "otlp" if has_endpoint else "none"
+    return [name.strip() for name in configured.split(",") if name.strip() and name.strip() != "none"]
+
+
+def _make_exporter(name: str) -> SpanExporter:
+    if name == "console":
+        return ConsoleSpanExporter()
+    if name == "otlp":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        return OTLPSpanExporter()
+    raise ValueError(f"OTEL_TRACES_EXPORTER: unknown exporter {name!r} (use otlp, console or none)")
+
+
+def setup_tracing(service_name: str) -> TracerProvider:
+    """Install this process's tracer provider; call once, at start-up."""
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
+    provider = TracerProvider(resource=resource)
+    names = _exporter_names()
+    for name in names:
+        provider.add_span_processor(BatchSpanProcessor(_make_exporter(name)))
+    trace.set_tracer_provider(provider)
+    log.info("tracing for %s: exporters %s", service_name, names or ["none"])
+    return provider
+
+
+def shutdown_tracing() -> None:
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):
+        provider.shutdown()  # flushes what the batch processors still hold

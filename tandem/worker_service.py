@@ -1,0 +1,136 @@
+"""The `Worker` gRPC service over an `Engine`, shared by both worker kinds.
+
+It only translates between protobuf and the engine's typed data; scheduling
+and memory are the engine's. Errors map to gRPC status here and nowhere else.
+"""
+
+import asyncio
+import logging
+import signal
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from opentelemetry import trace
+from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
+
+from proto.gen import worker_pb2, worker_pb2_grpc
+from tandem.engine_api import Engine, GenerationChunk, GenerationRequest, RequestRejected, SamplingParams
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+SHUTDOWN_GRACE_S = 5.0
+
+
+def request_from_proto(msg: worker_pb2.GenerateRequest) -> GenerationRequest:
+    s = msg.sampling
+    sampling = SamplingParams(
+        temperature=s.temperature,
+        top_p=s.top_p if s.top_p > 0 else 1.0,
+        top_k=s.top_k,
+        seed=s.seed if s.HasField("seed") else None,
+        max_tokens=s.max_tokens,
+        stop_token_ids=tuple(s.stop_token_ids),
+        stop_strings=tuple(s.stop_strings),
+        ignore_eos=s.ignore_eos,
+    )
+    return GenerationRequest(
+        request_id=msg.request_id,
+        prompt_token_ids=tuple(msg.prompt_token_ids),
+        sampling=sampling,
+        tenant=msg.tenant,
+        priority=msg.priority,
+        private=msg.private,
+    )
+
+
+def chunk_to_proto(chunk: GenerationChunk) -> worker_pb2.GenerateChunk:
+    out = worker_pb2.GenerateChunk(token_ids=chunk.token_ids, text=chunk.text, finish_reason=chunk.finish_reason or "")
+    if chunk.usage is not None:
+        u = chunk.usage
+        out.usage.CopyFrom(
+            worker_pb2.Usage(
+                prompt_tokens=u.prompt_tokens,
+                completion_tokens=u.completion_tokens,
+                cached_prompt_tokens=u.cached_prompt_tokens,
+            )
+        )
+    return out
+
+
+class WorkerServicer(worker_pb2_grpc.WorkerServicer):
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    async def Generate(self, request, context: grpc.aio.ServicerContext):
+        if request.private and self._engine.kind == "cloud":
+            # Defence in depth: the gateway never sends these; if it ever does, refuse.
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "private requests never run on a cloud worker")
+        try:
+            gen_request = request_from_proto(request)
+        except RequestRejected as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        span = trace.get_current_span()
+        span.set_attribute("tandem.worker.kind", self._engine.kind)
+        span.set_attribute("tandem.execution_provider", self._engine.execution_provider)
+        span.set_attribute("tandem.prompt_tokens", len(gen_request.prompt_token_ids))
+        stream = self._engine.generate(gen_request)
+        try:
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    span.set_attribute("tandem.completion_tokens", chunk.usage.completion_tokens)
+                    span.set_attribute("tandem.finish_reason", chunk.finish_reason or "")
+                yield chunk_to_proto(chunk)
+        except RequestRejected as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        finally:
+            await stream.aclose()  # a cancelled RPC frees the sequence at once
+
+    async def Stats(self, request, context):
+        s = self._engine.stats()
+        return worker_pb2.StatsReply(
+            model_id=s.model_id,
+            kind=s.kind,
+            execution_provider=s.execution_provider,
+            queue_depth=s.queue_depth,
+            running=s.running,
+            kv_blocks_total=s.kv_blocks_total,
+            kv_blocks_used=s.kv_blocks_used,
+            block_size_tokens=s.block_size_tokens,
+            prefix_hit_tokens=s.prefix_hit_tokens,
+            prefix_query_tokens=s.prefix_query_tokens,
+            tokens_per_s=s.tokens_per_s,
+            memory_bytes=s.memory_bytes,
+            memory_watermark_bytes=s.memory_watermark_bytes,
+            max_context_tokens=s.max_context_tokens,
+        )
+
+
+async def serve(engine: Engine, host: str, port: int) -> None:
+    """Serve until SIGTERM or SIGINT, then drain in-flight RPCs for a few seconds."""
+    # Health polls are not requests: tracing them would bury real traces.
+    untraced = filters.any_of(filters.method_name("Stats"), filters.service_prefix("grpc.health"))
+    server = grpc.aio.server(interceptors=[aio_server_interceptor(filter_=filters.negate(untraced))])
+    worker_pb2_grpc.add_WorkerServicer_to_server(WorkerServicer(engine), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    address = f"{host}:{port}"
+    if server.add_insecure_port(address) == 0:
+        raise SystemExit(f"cannot listen on {address}: port in use?")
+    await server.start()
+    for service in ("", "tandem.worker.v1.Worker"):
+        await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    stats = engine.stats()
+    log.info("%s worker serving %s on %s (%s)", stats.kind, stats.model_id, address, stats.execution_provider)
+    print(
+        f"tandem {stats.kind} worker ready on {address} model={stats.model_id} ep={stats.execution_provider}",
+        flush=True,
+    )
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await health_servicer.enter_graceful_shutdown()
+    await server.stop(SHUTDOWN_GRACE_S)
+    engine.close()

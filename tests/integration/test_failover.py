@@ -1,0 +1,48 @@
+"""Backends going away: private requests are refused, never rerouted to the cloud."""
+
+import openai
+import pytest
+
+from tests.stack import start_stack
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def stack(demo_checkpoint, tmp_path):
+    s = start_stack(demo_checkpoint, tmp_path)
+    yield s
+    s.stop()
+
+
+def route_of(client, **kwargs):
+    raw = client.chat.completions.with_raw_response.create(
+        model="tandem-demo", messages=[{"role": "user", "content": "hello"}], max_tokens=4, **kwargs
+    )
+    return raw.headers["x-tandem-route"]
+
+
+def test_private_gets_503_when_the_edge_is_gone_and_public_falls_back(stack):
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
+    private = {"extra_body": {"metadata": {"privacy": "pii"}}}
+    assert route_of(client, **private) == "edge; rule=private"
+
+    stack.stop("edge")
+    with pytest.raises(openai.APIStatusError) as err:
+        route_of(client, **private)
+    assert err.value.status_code == 503
+    message = err.value.response.json()["error"]["message"]
+    assert "private request: only edge pools may serve it" in message  # says why the cloud was not tried
+    assert route_of(client) == "cloud; rule=default"  # public traffic is unaffected
+
+    stack.stop("cloud")
+    with pytest.raises(openai.APIStatusError) as err:
+        route_of(client)
+    assert err.value.status_code == 503
+    assert "pool 'cloud'" in err.value.response.json()["error"]["message"]
+
+
+def test_public_request_falls_back_to_the_edge_when_the_cloud_is_gone(stack):
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
+    stack.stop("cloud")
+    assert route_of(client) == "edge; rule=default"  # the default rule's fallback: [edge]

@@ -1,0 +1,192 @@
+"""The whole request path with real processes, driven by the official openai client."""
+
+import os
+import time
+
+import httpx
+import openai
+import pytest
+
+from tests.otlp_collector import OtlpCollector
+from tests.stack import start_stack
+
+pytestmark = pytest.mark.integration
+MODEL = "tandem-demo"
+LONG_TEXT = "Tell me more about the gateway and its routing. " * 60  # > 512 tokens
+
+
+@pytest.fixture(scope="module")
+def collector():
+    c = OtlpCollector()
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(demo_checkpoint, tmp_path_factory, collector):
+    s = start_stack(demo_checkpoint, tmp_path_factory.mktemp("stack"), collector.endpoint)
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def client(stack):
+    return openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
+
+
+def chat(client, content, **kwargs):
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=[{"role": "user", "content": content}], **kwargs
+    )
+    return raw.headers, raw.parse()
+
+
+def test_models_lists_the_served_model(client):
+    assert [m.id for m in client.models.list()] == [MODEL]
+
+
+def test_private_request_is_answered_by_the_edge_agent(client, stack):
+    headers, completion = chat(
+        client, "My e-mail is ann@example.com", max_tokens=8, extra_body={"metadata": {"privacy": "pii"}}
+    )
+    assert headers["x-tandem-route"] == "edge; rule=private"
+    assert headers["x-tandem-backend"] == f"grpc://127.0.0.1:{stack.edge_port}"
+    assert completion.usage.completion_tokens >= 1 and completion.choices[0].finish_reason in ("stop", "length")
+
+
+def test_privacy_header_is_honoured_too(client):
+    headers, _ = chat(client, "hello", max_tokens=4, extra_headers={"X-Tandem-Privacy": "confidential"})
+    assert headers["x-tandem-route"] == "edge; rule=private"
+
+
+def test_long_request_is_answered_by_the_cloud_worker(client, stack):
+    headers, completion = chat(client, LONG_TEXT, max_tokens=8, extra_headers={"X-Tandem-Device": '{"npu": true}'})
+    assert headers["x-tandem-route"] == "cloud; rule=default"
+    assert headers["x-tandem-backend"] == f"grpc://127.0.0.1:{stack.cloud_port}"
+    assert completion.usage.prompt_tokens > 512
+
+
+def test_short_request_from_an_npu_device_stays_on_the_edge(client):
+    headers, _ = chat(client, "hi", max_tokens=4, extra_headers={"X-Tandem-Device": '{"npu": true}'})
+    assert headers["x-tandem-route"] == "edge; rule=short-on-capable-device"
+
+
+@pytest.mark.parametrize("privacy", [None, "pii"], ids=["cloud", "edge"])
+def test_streaming_and_non_streaming_agree(client, privacy):
+    kwargs = dict(
+        model=MODEL, messages=[{"role": "user", "content": "Name three colours."}], max_tokens=24, temperature=0
+    )
+    if privacy:
+        kwargs["extra_body"] = {"metadata": {"privacy": privacy}}
+    whole = client.chat.completions.create(**kwargs)
+    chunks = list(client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kwargs))
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == whole.choices[0].message.content
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == [
+        whole.choices[0].finish_reason
+    ]
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    assert chunks[-1].usage.prompt_tokens == whole.usage.prompt_tokens
+
+
+def test_text_completions_stream_and_whole_agree(client):
+    whole = client.completions.create(model=MODEL, prompt="The quick brown fox", max_tokens=12, temperature=0)
+    streamed = "".join(
+        c.choices[0].text
+        for c in client.completions.create(
+            model=MODEL, prompt="The quick brown fox", max_tokens=12, temperature=0, stream=True
+        )
+    )
+    assert streamed == whole.choices[0].text and whole.usage.completion_tokens == 12
+
+
+def test_same_seed_same_answer_on_both_kinds(client):
+    for extra in ({}, {"metadata": {"privacy": "private"}}):
+        answers = {
+            chat(client, "Pick a word.", max_tokens=16, temperature=1.0, seed=1234, extra_body=extra)[1]
+            .choices[0]
+            .message.content
+            for _ in range(2)
+        }
+        assert len(answers) == 1
+
+
+def test_max_tokens_and_stop_are_honoured(client):
+    _, whole = chat(client, "Go on.", max_tokens=10, temperature=0)
+    assert whole.usage.completion_tokens == 10 and whole.choices[0].finish_reason == "length"
+    text = whole.choices[0].message.content
+    stop = text[3:6]
+    if stop.strip():
+        _, cut = chat(client, "Go on.", max_tokens=10, temperature=0, stop=[stop])
+        assert cut.choices[0].message.content == text[: text.index(stop)]
+        assert cut.choices[0].finish_reason == "stop"
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, status",
+    [
+        (dict(model="no-such-model"), openai.NotFoundError, 404),
+        (dict(temperature=5), openai.BadRequestError, 400),
+        (dict(max_tokens=0), openai.BadRequestError, 400),
+        (dict(n=2), openai.BadRequestError, 400),
+        (dict(extra_body={"tools": [{"type": "function", "function": {"name": "f"}}]}), openai.BadRequestError, 400),
+        (dict(max_tokens=2040), openai.APIStatusError, 413),
+        (dict(extra_headers={"X-Tandem-Device": "{not json"}), openai.BadRequestError, 400),
+    ],
+    ids=["unknown-model", "temperature", "max-tokens", "n", "tools", "too-long", "bad-device-header"],
+)
+def test_bad_input_gets_an_openai_shaped_error(client, kwargs, error, status):
+    kwargs = {"model": MODEL, "messages": [{"role": "user", "content": "hi " * 20}], **kwargs}
+    with pytest.raises(error) as err:
+        client.chat.completions.create(**kwargs)
+    assert err.value.status_code == status
+    body = err.value.response.json()["error"]
+    assert body["message"] and body["type"] and body["code"]
+
+
+def test_malformed_json_is_a_400_not_a_stack_trace(stack):
+    response = httpx.post(
+        f"{stack.url}/v1/chat/completions", content=b"{bad", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert "JSON" in response.json()["error"]["message"]
+    assert "Traceback" not in response.text
+
+
+def test_one_trace_spans_gateway_grpc_and_worker(client, collector):
+    trace_id = os.urandom(16).hex()
+    traceparent = f"00-{trace_id}-{os.urandom(8).hex()}-01"
+    chat(client, LONG_TEXT, max_tokens=4, extra_headers={"traceparent": traceparent})
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        spans = collector.trace(trace_id)
+        if {"tandem-gateway", "tandem-cloud-worker"} <= {s.service for s in spans}:
+            break
+        time.sleep(0.1)
+    services = {s.service for s in spans}
+    assert {"tandem-gateway", "tandem-cloud-worker"} <= services, services
+    names = {s.name for s in spans}
+    assert {"gateway.tokenize", "gateway.classify", "gateway.policy", "gateway.pick"} <= names
+    worker_server = next(s for s in spans if s.service == "tandem-cloud-worker" and "Generate" in s.name)
+    gateway_ids = {s.span_id for s in spans if s.service == "tandem-gateway"}
+    assert worker_server.parent_span_id in gateway_ids  # the gRPC client span in the gateway
+    assert worker_server.attributes["tandem.worker.kind"] == "cloud"
+    assert worker_server.attributes["tandem.execution_provider"] == "torch-cpu"
+    assert any(s.attributes.get("tandem.rule") == "default" for s in spans if s.service == "tandem-gateway")
+
+
+def test_edge_trace_says_which_execution_provider_ran(client, collector):
+    trace_id = os.urandom(16).hex()
+    chat(
+        client,
+        "hi",
+        max_tokens=2,
+        extra_body={"metadata": {"privacy": "pii"}},
+        extra_headers={"traceparent": f"00-{trace_id}-{os.urandom(8).hex()}-01"},
+    )
+    deadline = time.monotonic() + 10
+    while not (edge := [s for s in collector.trace(trace_id) if s.service == "tandem-edge-agent"]):
+        assert time.monotonic() < deadline, "no edge-agent span arrived"
+        time.sleep(0.1)
+    assert edge[0].attributes["tandem.execution_provider"] == "CPUExecutionProvider"
+    assert edge[0].attributes["tandem.worker.kind"] == "edge"

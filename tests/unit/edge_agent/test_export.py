@@ -1,0 +1,69 @@
+"""Oracle: the fp32 ONNX export against HF transformers, with and without past KV."""
+
+import asyncio
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from edge_agent.export import MANIFEST_NAME, cached_export
+from edge_agent.runner import OnnxStepModel
+from edge_agent.server import build_engine
+from tandem.engine_api import GenerationRequest, SamplingParams
+
+PROMPT = [1, 309, 201, 428, 307, 265, 411, 339, 406, 33, 2, 201, 1, 343, 201]
+
+
+@pytest.fixture(scope="module")
+def export_dir(demo_checkpoint, tmp_path_factory):
+    return cached_export(demo_checkpoint, tmp_path_factory.mktemp("edge-cache"))
+
+
+@pytest.fixture(scope="module")
+def hf(demo_checkpoint):
+    return AutoModelForCausalLM.from_pretrained(demo_checkpoint, dtype=torch.float32).eval()
+
+
+def test_prefill_logits_equal_hf(export_dir, hf):
+    step = OnnxStepModel(export_dir)
+    logits, _ = step.prefill(PROMPT)
+    with torch.no_grad():
+        expected = hf(torch.tensor([PROMPT])).logits[0, -1]
+    torch.testing.assert_close(logits, expected, atol=1e-4, rtol=0)
+
+
+def test_decode_with_past_equals_hf(export_dir, hf):
+    step = OnnxStepModel(export_dir)
+    _, state = step.prefill(PROMPT[:-4])
+    for offset, token in enumerate(PROMPT[-4:]):
+        logits, state = step.decode(state, token, len(PROMPT) - 4 + offset)
+    with torch.no_grad():
+        expected = hf(torch.tensor([PROMPT])).logits[0, -1]
+    torch.testing.assert_close(logits, expected, atol=1e-4, rtol=0)
+    assert state[0].shape[2] == len(PROMPT)  # present KV grew by one per step
+
+
+def test_export_is_cached_by_checkpoint_content(demo_checkpoint, export_dir):
+    before = (export_dir / "model.onnx").stat().st_mtime_ns
+    again = cached_export(demo_checkpoint, export_dir.parent.parent)
+    assert again == export_dir and (export_dir / "model.onnx").stat().st_mtime_ns == before
+    manifest = json.loads((export_dir / MANIFEST_NAME).read_text())
+    assert manifest["precision"] == "fp32" and "model.onnx" in manifest["files"]
+
+
+def test_edge_engine_reports_provider_and_matches_cloud_greedy(demo_checkpoint, export_dir):
+    from cloud_worker.server import build_engine as build_cloud
+
+    async def tokens(engine):
+        request = GenerationRequest("r", tuple(PROMPT), SamplingParams(max_tokens=24))
+        return [t async for c in engine.generate(request) for t in c.token_ids]
+
+    edge, cloud = build_engine(demo_checkpoint, export_dir.parent.parent), build_cloud(demo_checkpoint)
+    try:
+        assert edge.stats().execution_provider == "CPUExecutionProvider"
+        assert edge.stats().kind == "edge"
+        assert asyncio.run(tokens(edge)) == asyncio.run(tokens(cloud))
+    finally:
+        edge.close()
+        cloud.close()

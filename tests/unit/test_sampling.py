@@ -1,0 +1,44 @@
+import pytest
+import torch
+
+from tandem.engine_api import RequestRejected, SamplingParams
+from tandem.sampling import make_generator, sample_token
+
+
+def draws(logits, params, n):
+    gen = make_generator(params)
+    return [sample_token(logits, params, gen) for _ in range(n)]
+
+
+def test_greedy_is_argmax():
+    logits = torch.tensor([0.1, 3.0, 2.9, -1.0])
+    assert draws(logits, SamplingParams(temperature=0), 5) == [1] * 5
+
+
+def test_same_seed_same_tokens_other_seed_differs():
+    logits = torch.zeros(1000)
+    params = SamplingParams(temperature=1.0, seed=7)
+    assert draws(logits, params, 50) == draws(logits, params, 50)
+    assert draws(logits, params, 50) != draws(logits, SamplingParams(temperature=1.0, seed=8), 50)
+
+
+def test_top_k_never_leaves_the_k_best():
+    logits = torch.arange(50, dtype=torch.float32) / 10
+    picks = set(draws(logits, SamplingParams(temperature=2.0, top_k=3, seed=1), 2000))
+    assert picks == {47, 48, 49}  # all three seen, nothing else
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p():
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    picks = draws(probs.log(), SamplingParams(temperature=1.0, top_p=0.8, seed=3), 4000)
+    assert set(picks) == {0, 1}  # 0.5 + 0.3 reaches 0.8; 2 and 3 are cut
+    share_of_0 = picks.count(0) / len(picks)
+    assert abs(share_of_0 - 0.5 / 0.8) < 0.03  # renormalised within the kept set
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"temperature": -0.1}, {"top_p": 0.0}, {"top_p": 1.5}, {"top_k": -1}, {"max_tokens": 0}]
+)
+def test_bad_parameters_are_rejected(kwargs):
+    with pytest.raises(RequestRejected):
+        SamplingParams(**kwargs)

@@ -1,0 +1,74 @@
+"""The serial engine with the real torch model: cancellation, limits, stop ids."""
+
+import asyncio
+
+import pytest
+
+from cloud_worker.engine.torch_step_model import TorchStepModel
+from cloud_worker.loader import load_model
+from tandem.checkpoint import load_tokenizer
+from tandem.engine_api import GenerationRequest, RequestRejected, SamplingParams
+from tandem.serial_engine import SerialEngine
+
+
+class CountingStepModel(TorchStepModel):
+    """The real model, counting decode steps so a test can see work stop."""
+
+    num_decode_steps = 0
+
+    def decode(self, state, token_id, position):
+        self.num_decode_steps += 1
+        return super().decode(state, token_id, position)
+
+
+@pytest.fixture
+def engine_and_model(demo_checkpoint):
+    model = CountingStepModel(load_model(demo_checkpoint))
+    engine = SerialEngine(model, load_tokenizer(demo_checkpoint), (2,), "tandem-demo", "cloud", "torch-cpu")
+    yield engine, model
+    engine.close()
+
+
+def request(max_tokens, **kwargs):
+    return GenerationRequest("r", (1, 309, 201, 428), SamplingParams(max_tokens=max_tokens, ignore_eos=True, **kwargs))
+
+
+def test_closing_the_stream_stops_generation(engine_and_model):
+    engine, model = engine_and_model
+
+    async def run():
+        stream = engine.generate(request(1500))
+        await anext(stream)
+        await stream.aclose()
+        while engine.stats().running:  # the engine notices at its next step
+            await asyncio.sleep(0.01)
+        # the next request is served at once, not after the abandoned one
+        chunks = [c async for c in engine.generate(request(3))]
+        return chunks
+
+    chunks = asyncio.run(run())
+    assert chunks[-1].finish_reason == "length" and chunks[-1].usage.completion_tokens == 3
+    assert model.num_decode_steps < 100  # far from the 1500 the abandoned request asked for
+
+
+def test_prompt_plus_max_tokens_past_the_context_is_rejected(engine_and_model):
+    engine, _ = engine_and_model
+
+    async def run():
+        return [c async for c in engine.generate(request(2048))]
+
+    with pytest.raises(RequestRejected, match="exceeds this model's context of 2048"):
+        asyncio.run(run())
+
+
+def test_stop_token_ids_end_the_sequence(engine_and_model):
+    engine, _ = engine_and_model
+
+    async def run(params):
+        return [c async for c in engine.generate(GenerationRequest("r", (1, 309), params))]
+
+    first = asyncio.run(run(SamplingParams(max_tokens=8, ignore_eos=True)))
+    tokens = [t for c in first for t in c.token_ids]
+    stopped = asyncio.run(run(SamplingParams(max_tokens=8, ignore_eos=True, stop_token_ids=(tokens[2],))))
+    assert [t for c in stopped for t in c.token_ids] == tokens[: tokens.index(tokens[2])]
+    assert stopped[-1].finish_reason == "stop"
