@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
@@ -48,7 +49,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
+    app.openapi = lambda: _openapi_without_422(app)
     return app
+
+
+def _openapi_without_422(app: FastAPI) -> dict:
+    """Validation errors are 400s here (OpenAI's convention), so FastAPI's 422 entries would mislead."""
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+        for path in schema["paths"].values():
+            for operation in path.values():
+                operation.get("responses", {}).pop("422", None)
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:

@@ -14,7 +14,7 @@ async def healthz() -> dict:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get("/readyz", responses={503: {"description": "no backend is healthy; the body says which is which"}})
 async def readyz(state: State) -> JSONResponse:
     backends = {
         b.endpoint: {

@@ -11,7 +11,7 @@ from opentelemetry import trace
 
 from gateway import metrics
 from gateway.api.openai_format import SSE_DONE, ResponseShape, sse
-from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, _GenerationParams
+from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, _GenerationParams, error_responses
 from gateway.backends.worker_backend import BackendError
 from gateway.classify.features import RequestFeatures, parse_device_header
 from gateway.classify.privacy import privacy_tags
@@ -22,7 +22,8 @@ from proto.gen import worker_pb2
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
-router = APIRouter(prefix="/v1")
+router = APIRouter(prefix="/v1", responses=error_responses(400, 401))
+GENERATION_ERRORS = error_responses(404, 413, 502, 503)
 _STARTED = int(time.time())
 
 
@@ -34,7 +35,7 @@ async def list_models(state: State) -> dict:
     }
 
 
-@router.post("/chat/completions")
+@router.post("/chat/completions", responses=GENERATION_ERRORS)
 async def chat_completions(body: ChatCompletionRequest, request: Request, state: State):
     _check_request(body, state)
     with tracer.start_as_current_span("gateway.tokenize") as span:
@@ -48,7 +49,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, state:
     return await _serve(body, body.max_completion_tokens or body.max_tokens, prompt_ids, shape, request, state)
 
 
-@router.post("/completions")
+@router.post("/completions", responses=GENERATION_ERRORS)
 async def completions(body: CompletionRequest, request: Request, state: State):
     _check_request(body, state)
     if body.echo:

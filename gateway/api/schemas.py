@@ -5,7 +5,7 @@ no entries, ...) are accepted and ignored; fields that would change it and
 that we do not support are rejected by name, never silently dropped.
 """
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -47,20 +47,13 @@ class _GenerationParams(BaseModel):
     top_p: float = Field(default=1.0, gt=0, le=1)
     top_k: int = Field(default=0, ge=0, description="Tandem extension; 0 means off")
     seed: int | None = Field(default=None, ge=0, lt=2**63)
-    stop: str | list[str] | None = None
+    stop: str | Annotated[list[str], Field(max_length=4)] | None = Field(default=None, description="up to 4 sequences")
     n: int = Field(default=1, ge=1, le=1, description="only 1 is supported")
     stream: bool = False
     stream_options: StreamOptions | None = None
     metadata: dict[str, Any] | None = None
     priority: int = Field(default=0, description="Tandem extension; higher runs first")
     user: str | None = None
-
-    @field_validator("stop")
-    @classmethod
-    def _stop_list(cls, value):
-        if isinstance(value, list) and len(value) > 4:
-            raise ValueError("at most 4 stop sequences")
-        return value
 
     def stop_strings(self) -> tuple[str, ...]:
         if self.stop is None:
@@ -87,3 +80,27 @@ class CompletionRequest(_GenerationParams):
         if len(value) == 0:
             raise ValueError("prompt must not be empty")
         return value
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict]:
+    """OpenAPI `responses` entries for the errors a route can return."""
+    descriptions = {
+        400: "bad input",
+        401: "missing or invalid API key",
+        404: "unknown model",
+        413: "prompt + max_tokens exceed the model's context",
+        502: "the backend failed mid-answer",
+        503: "no allowed backend could serve the request",
+    }
+    return {s: {"model": ErrorResponse, "description": descriptions[s]} for s in statuses}
