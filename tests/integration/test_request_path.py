@@ -8,7 +8,7 @@ import openai
 import pytest
 
 from tests.otlp_collector import OtlpCollector
-from tests.stack import start_stack
+from tests.stack import endpoint_of, start_stack
 
 pytestmark = pytest.mark.integration
 MODEL = "tandem-demo"
@@ -50,7 +50,7 @@ def test_private_request_is_answered_by_the_edge_agent(client, stack):
         client, "My e-mail is ann@example.com", max_tokens=8, extra_body={"metadata": {"privacy": "pii"}}
     )
     assert headers["x-tandem-route"] == "edge; rule=private"
-    assert headers["x-tandem-backend"] == f"grpc://127.0.0.1:{stack.edge_port}"
+    assert headers["x-tandem-backend"] == endpoint_of(stack, "edge")
     assert completion.usage.completion_tokens >= 1 and completion.choices[0].finish_reason in ("stop", "length")
 
 
@@ -62,7 +62,7 @@ def test_privacy_header_is_honoured_too(client):
 def test_long_request_is_answered_by_the_cloud_worker(client, stack):
     headers, completion = chat(client, LONG_TEXT, max_tokens=8, extra_headers={"X-Tandem-Device": '{"npu": true}'})
     assert headers["x-tandem-route"] == "cloud; rule=default"
-    assert headers["x-tandem-backend"] == f"grpc://127.0.0.1:{stack.cloud_port}"
+    assert headers["x-tandem-backend"] == endpoint_of(stack, "cloud")
     assert completion.usage.prompt_tokens > 512
 
 
