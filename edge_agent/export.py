@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import shutil
+import warnings
 from pathlib import Path
 
 import torch
@@ -40,6 +41,19 @@ class _ExplicitKVDecoder(nn.Module):
         past = list(zip(past_flat[0::2], past_flat[1::2], strict=True))
         logits, present = self.model(input_ids, position_ids, past)
         return (logits, *[t for kv in present for t in kv])
+
+
+def _export(module: nn.Module, args: tuple, path: Path, names_in: list[str], names_out: list[str], axes: dict) -> None:
+    torch.onnx.export(
+        module,
+        args,
+        str(path),
+        input_names=names_in,
+        output_names=names_out,
+        dynamic_axes=axes,
+        opset_version=OPSET,
+        dynamo=False,
+    )
 
 
 def checkpoint_hash(checkpoint_dir: Path) -> str:
@@ -83,16 +97,10 @@ def export_onnx(checkpoint_dir: Path, out_dir: Path, show_progress: bool = True)
         tmp_dir = out_dir.with_name(out_dir.name + ".partial")
         shutil.rmtree(tmp_dir, ignore_errors=True)
         tmp_dir.mkdir(parents=True)
-        torch.onnx.export(
-            _ExplicitKVDecoder(model).eval(),
-            args,
-            str(tmp_dir / MODEL_NAME),
-            input_names=names_in,
-            output_names=names_out,
-            dynamic_axes=axes,
-            opset_version=OPSET,
-            dynamo=False,
-        )
+        with warnings.catch_warnings():
+            # The tracer warns about Python-level shape checks; they are constant for a given config.
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            _export(_ExplicitKVDecoder(model).eval(), args, tmp_dir / MODEL_NAME, names_in, names_out, axes)
         progress.advance(task)
         for name in TOKENIZER_FILES:
             if (checkpoint_dir / name).is_file():

@@ -29,10 +29,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI):
         s = settings or get_settings()
         policy = load_policy(s.policy_file)
-        registry = BackendRegistry(policy)
-        app.state.gateway = GatewayState(
-            s, model_id_for(s.model_dir, s.model_id), ChatTokenizer(s.model_dir), policy, registry
-        )
+        model_id = model_id_for(s.model_dir, s.model_id)
+        registry = BackendRegistry(policy, model_id)
+        app.state.gateway = GatewayState(s, model_id, ChatTokenizer(s.model_dir), policy, registry)
         await registry.refresh_all()  # know each backend's kind before the first request
         poller = asyncio.create_task(registry.poll_forever(s.health_interval_s))
         log.info("gateway serving %s with policy %s", app.state.gateway.model_id, s.policy_file)

@@ -19,6 +19,7 @@ async def readyz(state: State) -> JSONResponse:
     backends = {
         b.endpoint: {
             "healthy": b.is_healthy and b.stats is not None,
+            "problem": b.problem,
             "kind": b.stats.kind if b.stats else None,
             "execution_provider": b.stats.execution_provider if b.stats else None,
         }

@@ -93,8 +93,9 @@ async def _serve(
     body, requested_max: int | None, prompt_ids: list[int], shape: ResponseShape, request: Request, state: GatewayState
 ):
     context = state.tokenizer.max_context_tokens
-    max_tokens = requested_max or min(state.settings.default_max_tokens, context - len(prompt_ids))
-    if len(prompt_ids) + max_tokens > context:
+    room = context - len(prompt_ids)
+    max_tokens = requested_max or min(state.settings.default_max_tokens, room)
+    if room < 1 or max_tokens > room:
         raise PromptTooLong(
             f"prompt ({len(prompt_ids)} tokens) + max_tokens ({max_tokens}) exceeds the model's context of {context} tokens"
         )

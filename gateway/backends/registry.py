@@ -10,7 +10,8 @@ log = logging.getLogger(__name__)
 
 
 class BackendRegistry:
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, model_id: str) -> None:
+        self._model_id = model_id
         self._by_endpoint: dict[str, WorkerBackend] = {}
         self._pools: dict[str, list[WorkerBackend]] = {}
         self.apply(policy)
@@ -23,7 +24,7 @@ class BackendRegistry:
 
     def _backend(self, endpoint: str) -> WorkerBackend:
         if endpoint not in self._by_endpoint:
-            self._by_endpoint[endpoint] = WorkerBackend(endpoint)
+            self._by_endpoint[endpoint] = WorkerBackend(endpoint, self._model_id)
         return self._by_endpoint[endpoint]
 
     def pool(self, name: str) -> list[WorkerBackend]:

@@ -34,15 +34,16 @@ class BackendError(Exception):
 
 
 class WorkerBackend:
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, model_id: str) -> None:
         parsed = urlparse(endpoint)
-        self.endpoint = endpoint
+        self.endpoint, self.model_id = endpoint, model_id
         self._channel = grpc.aio.insecure_channel(
             f"{parsed.hostname}:{parsed.port}",
             interceptors=aio_client_interceptors(filter_=filters.negate(filters.method_name("Stats"))),
         )
         self._stub = worker_pb2_grpc.WorkerStub(self._channel)
         self.is_healthy = True  # optimistic until the first poll or call says otherwise
+        self.problem: str | None = None  # why it is unhealthy, for /readyz and logs
         self.stats: worker_pb2.StatsReply | None = None
         self.inflight = 0
 
@@ -58,13 +59,22 @@ class WorkerBackend:
     async def refresh(self) -> None:
         try:
             self.stats = await self._stub.Stats(worker_pb2.StatsRequest(), timeout=STATS_TIMEOUT_S)
-            if not self.is_healthy:
-                log.info("backend %s is healthy again", self.endpoint)
-            self.is_healthy = True
         except grpc.aio.AioRpcError as exc:
-            if self.is_healthy:
-                log.warning("backend %s unhealthy: %s", self.endpoint, exc.code().name)
-            self.is_healthy = False
+            self._set_problem(f"{exc.code().name}: {exc.details()}")
+            return
+        if self.stats.model_id != self.model_id:
+            # Its tokenizer may differ from ours: the token ids we send would mean other text.
+            self._set_problem(f"serves model {self.stats.model_id!r}, this gateway serves {self.model_id!r}")
+        else:
+            self._set_problem(None)
+
+    def _set_problem(self, problem: str | None) -> None:
+        if problem != self.problem:
+            if problem is None:
+                log.info("backend %s is healthy", self.endpoint)
+            else:
+                log.warning("backend %s unhealthy: %s", self.endpoint, problem)
+        self.problem, self.is_healthy = problem, problem is None
 
     async def generate(
         self, request: worker_pb2.GenerateRequest, timeout_s: float
@@ -77,7 +87,7 @@ class WorkerBackend:
                 yield chunk
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                self.is_healthy = False
+                self._set_problem(f"UNAVAILABLE: {exc.details()}")
             raise BackendError(self.endpoint, exc.code(), exc.details() or "") from exc
         finally:
             self.inflight -= 1

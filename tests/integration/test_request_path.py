@@ -131,9 +131,19 @@ def test_max_tokens_and_stop_are_honoured(client):
         (dict(n=2), openai.BadRequestError, 400),
         (dict(extra_body={"tools": [{"type": "function", "function": {"name": "f"}}]}), openai.BadRequestError, 400),
         (dict(max_tokens=2040), openai.APIStatusError, 413),
+        (dict(messages=[{"role": "user", "content": "tell me more. " * 240}]), openai.APIStatusError, 413),
         (dict(extra_headers={"X-Tandem-Device": "{not json"}), openai.BadRequestError, 400),
     ],
-    ids=["unknown-model", "temperature", "max-tokens", "n", "tools", "too-long", "bad-device-header"],
+    ids=[
+        "unknown-model",
+        "temperature",
+        "max-tokens",
+        "n",
+        "tools",
+        "too-long",
+        "prompt-fills-context",
+        "bad-device-header",
+    ],
 )
 def test_bad_input_gets_an_openai_shaped_error(client, kwargs, error, status):
     kwargs = {"model": MODEL, "messages": [{"role": "user", "content": "hi " * 20}], **kwargs}
