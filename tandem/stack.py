@@ -143,7 +143,9 @@ def run_stack(state_dir: Path, policy_path: Path) -> int:
     if not (model_dir / "config.json").is_file():
         console.print(f"building the demo model in {model_dir} (first run only)")
         write_demo_checkpoint(model_dir)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the stack like Ctrl-C
+    # Ctrl-C and SIGTERM both stop the stack; set SIGINT too, since a shell's background job starts with it ignored.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler)
     stack = None
     try:
         with console.status("starting gateway, cloud worker and edge agent…"):
