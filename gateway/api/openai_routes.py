@@ -13,10 +13,12 @@ from gateway import metrics
 from gateway.api.openai_format import SSE_DONE, ResponseShape, sse
 from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, _GenerationParams, error_responses
 from gateway.backends.worker_backend import BackendError
+from gateway.classify.detectors import detect
 from gateway.classify.features import RequestFeatures, parse_device_header
 from gateway.classify.privacy import privacy_tags
 from gateway.dispatch import RoutedStream, dispatch
 from gateway.errors import BackendFailed, BadRequest, GatewayError, ModelNotFound, PromptTooLong
+from gateway.policy.schema import Policy
 from gateway.state import GatewayState, State
 from proto.gen import worker_pb2
 
@@ -37,6 +39,7 @@ async def list_models(state: State) -> dict:
 
 @router.post("/chat/completions", responses=GENERATION_ERRORS)
 async def chat_completions(body: ChatCompletionRequest, request: Request, state: State):
+    policy = state.policy  # one policy per request, even if a reload lands meanwhile
     _check_request(body, state)
     with tracer.start_as_current_span("gateway.tokenize") as span:
         try:
@@ -45,26 +48,30 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, state:
             raise BadRequest(str(exc)) from exc
         prompt_ids = state.tokenizer.encode_chat(messages)
         span.set_attribute("tandem.prompt_tokens", len(prompt_ids))
+    text = "\n".join(m["content"] for m in messages)
     shape = ResponseShape.new(True, f"chatcmpl-{uuid.uuid4().hex}", state.model_id)
-    return await _serve(body, body.max_completion_tokens or body.max_tokens, prompt_ids, shape, request, state)
+    max_tokens = body.max_completion_tokens or body.max_tokens
+    return await _serve(body, max_tokens, prompt_ids, text, shape, request, state, policy)
 
 
 @router.post("/completions", responses=GENERATION_ERRORS)
 async def completions(body: CompletionRequest, request: Request, state: State):
+    policy = state.policy
     _check_request(body, state)
     if body.echo:
         raise BadRequest("echo is not supported")
     with tracer.start_as_current_span("gateway.tokenize"):
         if isinstance(body.prompt, str):
-            prompt_ids = state.tokenizer.encode(body.prompt)
+            text, prompt_ids = body.prompt, state.tokenizer.encode(body.prompt)
         else:
             vocab = state.tokenizer.tokenizer.get_vocab_size()
             bad = [t for t in body.prompt if not 0 <= t < vocab]
             if bad:
                 raise BadRequest(f"prompt token ids out of range [0, {vocab}): {bad[:5]}")
-            prompt_ids = list(body.prompt)
+            # Token ids must not be a way around the detectors: scan what they spell.
+            prompt_ids, text = list(body.prompt), state.tokenizer.tokenizer.decode(body.prompt)
     shape = ResponseShape.new(False, f"cmpl-{uuid.uuid4().hex}", state.model_id)
-    return await _serve(body, body.max_tokens, prompt_ids, shape, request, state)
+    return await _serve(body, body.max_tokens, prompt_ids, text, shape, request, state, policy)
 
 
 def _check_request(body: _GenerationParams, state: GatewayState) -> None:
@@ -75,22 +82,37 @@ def _check_request(body: _GenerationParams, state: GatewayState) -> None:
         raise BadRequest(f"not supported by Tandem: {', '.join(unsupported)}")
 
 
-def _classify(body: _GenerationParams, prompt_ids: list[int], max_tokens: int, request: Request) -> RequestFeatures:
+def _classify(
+    body: _GenerationParams, prompt_ids: list[int], text: str, max_tokens: int, request: Request, policy: Policy
+) -> RequestFeatures:
     with tracer.start_as_current_span("gateway.classify") as span:
+        tags = privacy_tags((body.metadata or {}).get("privacy"), request.headers.get("x-tandem-privacy"))
+        detected = tuple(detect(text, policy.privacy.detectors))
+        if detected:
+            tags |= {policy.privacy.detected_tag}
         features = RequestFeatures(
             prompt_tokens=len(prompt_ids),
             max_tokens=max_tokens,
-            privacy_tags=privacy_tags((body.metadata or {}).get("privacy"), request.headers.get("x-tandem-privacy")),
+            privacy_tags=tags,
             device=parse_device_header(request.headers.get("x-tandem-device")),
             tenant=request.headers.get("x-tandem-tenant", "default"),
             priority=body.priority,
+            detected=detected,
         )
         span.set_attribute("tandem.privacy_tags", sorted(features.privacy_tags))
+        span.set_attribute("tandem.detected", list(detected))
         return features
 
 
 async def _serve(
-    body, requested_max: int | None, prompt_ids: list[int], shape: ResponseShape, request: Request, state: GatewayState
+    body,
+    requested_max: int | None,
+    prompt_ids: list[int],
+    text: str,
+    shape: ResponseShape,
+    request: Request,
+    state: GatewayState,
+    policy: Policy,
 ):
     context = state.tokenizer.max_context_tokens
     room = context - len(prompt_ids)
@@ -99,7 +121,7 @@ async def _serve(
         raise PromptTooLong(
             f"prompt ({len(prompt_ids)} tokens) + max_tokens ({max_tokens}) exceeds the model's context of {context} tokens"
         )
-    features = _classify(body, prompt_ids, max_tokens, request)
+    features = _classify(body, prompt_ids, text, max_tokens, request, policy)
     gen_request = worker_pb2.GenerateRequest(
         request_id=shape.response_id,
         tenant=features.tenant,
@@ -116,7 +138,7 @@ async def _serve(
         priority=body.priority,
     )
     started = time.perf_counter()
-    routed = await dispatch(state.policy, state.registry, features, gen_request, state.settings.backend_timeout_s)
+    routed = await dispatch(policy, state.registry, features, gen_request, state.settings.backend_timeout_s)
     metrics.TTFT.labels(routed.pool).observe(time.perf_counter() - started)
     span = trace.get_current_span()
     for key, value in (

@@ -33,10 +33,14 @@ class BackendError(Exception):
         return self.code in RETRYABLE
 
 
+class PrivacyViolation(RuntimeError):
+    """A private request was about to leave for a backend that may not see it."""
+
+
 class WorkerBackend:
-    def __init__(self, endpoint: str, model_id: str) -> None:
+    def __init__(self, endpoint: str, model_id: str, pool_kind: str) -> None:
         parsed = urlparse(endpoint)
-        self.endpoint, self.model_id = endpoint, model_id
+        self.endpoint, self.model_id, self.pool_kind = endpoint, model_id, pool_kind
         self._channel = grpc.aio.insecure_channel(
             f"{parsed.hostname}:{parsed.port}",
             interceptors=aio_client_interceptors(filter_=filters.negate(filters.method_name("Stats"))),
@@ -76,12 +80,28 @@ class WorkerBackend:
                 log.warning("backend %s unhealthy: %s", self.endpoint, problem)
         self.problem, self.is_healthy = problem, problem is None
 
+    def may_serve_private(self) -> bool:
+        """Only a backend configured in an edge pool that has itself reported kind=edge."""
+        return self.pool_kind == "edge" and self.stats is not None and self.stats.kind == "edge"
+
     async def generate(
         self, request: worker_pb2.GenerateRequest, timeout_s: float
     ) -> AsyncIterator[worker_pb2.GenerateChunk]:
         """Stream the worker's chunks; closing this iterator cancels the RPC."""
-        call = self._stub.Generate(request, timeout=timeout_s)
+        if request.private and not self.may_serve_private():
+            # The last check before the wire. Routing never gets here; if it ever does, fail closed.
+            raise PrivacyViolation(f"refused to send a private request to {self.endpoint} ({self.pool_kind} pool)")
         self.inflight += 1
+        try:
+            async for chunk in self._stream(request, timeout_s):
+                yield chunk
+        finally:
+            self.inflight -= 1
+
+    async def _stream(
+        self, request: worker_pb2.GenerateRequest, timeout_s: float
+    ) -> AsyncIterator[worker_pb2.GenerateChunk]:
+        call = self._stub.Generate(request, timeout=timeout_s)
         try:
             async for chunk in call:
                 yield chunk
@@ -90,7 +110,6 @@ class WorkerBackend:
                 self._set_problem(f"UNAVAILABLE: {exc.details()}")
             raise BackendError(self.endpoint, exc.code(), exc.details() or "") from exc
         finally:
-            self.inflight -= 1
             call.cancel()  # no-op when finished; tells the worker to free the sequence otherwise
 
     async def close(self) -> None:

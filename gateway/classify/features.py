@@ -24,6 +24,7 @@ class RequestFeatures:
     device: DeviceCapability | None
     tenant: str
     priority: int = 0
+    detected: tuple[str, ...] = ()  # detectors that fired on the prompt text
 
 
 def parse_device_header(value: str | None) -> DeviceCapability | None:

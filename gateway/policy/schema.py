@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gateway.classify.detectors import DETECTORS
 from gateway.routing.registry import FILTERS, PICKERS, SCORERS
 
 
@@ -98,6 +99,16 @@ class Pool(_Strict):
 
 class Privacy(_Strict):
     never_leave_device: list[str] = ["private", "pii", "confidential"]
+    detectors: list[str] = Field(default=[], description=f"content detectors to run: {sorted(DETECTORS)}")
+    detected_tag: str = Field(default="pii", description="the tag a request gets when any detector fires")
+
+    @field_validator("detectors")
+    @classmethod
+    def _known_detectors(cls, value: list[str]) -> list[str]:
+        unknown = [d for d in value if d not in DETECTORS]
+        if unknown:
+            raise ValueError(f"unknown detector(s) {unknown}; known: {sorted(DETECTORS)}")
+        return value
 
 
 class Policy(_Strict):
@@ -109,11 +120,59 @@ class Policy(_Strict):
     @model_validator(mode="after")
     def _references(self) -> "Policy":
         names = [rule.name for rule in self.rules]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"rule names must be unique; repeated: {duplicates}")
-        for rule in self.rules:
-            for pool in [rule.route, *rule.fallback]:
+        for i, rule in enumerate(self.rules):
+            if names.index(rule.name) != i:
+                raise PolicyFieldError(
+                    ("rules", i, "name"), f"rule name {rule.name!r} is used twice; names must be unique"
+                )
+            for j, pool in enumerate([rule.route, *rule.fallback]):
                 if pool not in self.pools:
-                    raise ValueError(f"rule {rule.name!r} routes to unknown pool {pool!r}; pools: {sorted(self.pools)}")
+                    where = ("rules", i, "route") if j == 0 else ("rules", i, "fallback", j - 1)
+                    raise PolicyFieldError(
+                        where, f"rule {rule.name!r} routes to unknown pool {pool!r}; pools: {sorted(self.pools)}"
+                    )
         return self
+
+    @model_validator(mode="after")
+    def _one_kind_per_endpoint(self) -> "Policy":
+        kinds: dict[str, tuple[str, str]] = {}
+        for name, pool in self.pools.items():
+            for j, url in enumerate(pool.endpoints):
+                other = kinds.setdefault(url, (pool.kind, name))
+                if other[0] != pool.kind:
+                    raise PolicyFieldError(
+                        ("pools", name, "endpoints", j),
+                        f"{url} is in {other[0]} pool {other[1]!r} and {pool.kind} pool {name!r}; a backend has one kind",
+                    )
+        return self
+
+    @model_validator(mode="after")
+    def _private_tags_never_reach_cloud(self) -> "Policy":
+        """Refuse a policy in which a rule could receive a never-leave tag and names a cloud pool.
+
+        Walks the rules in order: a rule that matches on privacy alone catches every
+        request with those tags, so later rules no longer receive them.
+        """
+        reachable = set(self.privacy.never_leave_device)
+        for i, rule in enumerate(self.rules):
+            match = rule.match
+            receives = reachable & set(match.privacy) if match.privacy is not None else set(reachable)
+            cloud = [p for p in (rule.route, *rule.fallback) if self.pools[p].kind == "cloud"]
+            if receives and cloud:
+                raise PolicyFieldError(
+                    ("rules", i),
+                    f"rule {rule.name!r} could receive requests tagged {sorted(receives)} (privacy.never_leave_device) "
+                    f"and names cloud pool(s) {cloud}; send those tags to edge pools in an earlier rule "
+                    f"(e.g. match: {{privacy: {sorted(receives)}}}, route: <edge pool>, fallback: [])",
+                )
+            if match.privacy is not None and match.model_dump(exclude_none=True).keys() == {"privacy"}:
+                reachable -= set(match.privacy)
+        return self
+
+
+class PolicyFieldError(ValueError):
+    """A semantic error that knows where in the file it is (pydantic keeps model-level errors at the top)."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc

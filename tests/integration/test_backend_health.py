@@ -45,10 +45,10 @@ def test_a_worker_serving_another_model_is_not_used_and_readyz_says_why(worker_a
     endpoint, process = worker_announcing
 
     async def check():
-        backend = WorkerBackend(endpoint, "tandem-demo")
+        backend = WorkerBackend(endpoint, "tandem-demo", "cloud")
         await backend.refresh()
         mismatch = (backend.is_healthy, backend.problem)
-        right = WorkerBackend(endpoint, "some-other-model")
+        right = WorkerBackend(endpoint, "some-other-model", "cloud")
         await right.refresh()
         process.terminate()
         process.wait(timeout=10)

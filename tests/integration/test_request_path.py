@@ -200,3 +200,21 @@ def test_edge_trace_says_which_execution_provider_ran(client, collector):
         time.sleep(0.1)
     assert edge[0].attributes["tandem.execution_provider"] == "CPUExecutionProvider"
     assert edge[0].attributes["tandem.worker.kind"] == "edge"
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["Mail me at ann.lee@example.com", "My card is 4111 1111 1111 1111", "IBAN DE89 3704 0044 0532 0130 00"],
+    ids=["email", "card", "iban"],
+)
+def test_detected_pii_keeps_an_untagged_request_on_the_edge(client, content):
+    headers, _ = chat(client, content, max_tokens=2)
+    assert headers["x-tandem-route"] == "edge; rule=private"
+
+
+def test_token_id_prompts_are_scanned_too(client, demo_checkpoint):
+    from tandem.checkpoint import load_tokenizer
+
+    ids = load_tokenizer(demo_checkpoint).encode("write to ann@example.com").ids
+    raw = client.completions.with_raw_response.create(model=MODEL, prompt=ids, max_tokens=2)
+    assert raw.headers["x-tandem-route"] == "edge; rule=private"

@@ -1,54 +1,108 @@
-"""Bad policy files are refused with the file and the field named."""
+"""Bad policy files are refused with the file, the line and the field named."""
 
 import pytest
 
 from gateway.policy.loader import PolicyError, load_policy
 
-GOOD_POOLS = "pools: {cloud: {kind: cloud, endpoints: ['grpc://127.0.0.1:50051']}}\n"
+POOLS = "pools:\n  edge: {kind: edge, endpoints: ['grpc://h:1']}\n  cloud: {kind: cloud, endpoints: ['grpc://h:2']}\n"
+PRIVATE_FIRST = "  - {name: private, match: {privacy: [private, pii, confidential]}, route: edge}\n"
 CASES = [
-    ("not yaml", "version: 1\npools: [unclosed\n", r"line 3.*not valid YAML"),
-    ("a list, not a mapping", "- 1\n- 2\n", "must be a YAML mapping"),
-    ("wrong version", "version: 2\n" + GOOD_POOLS + "rules: [{name: d, route: cloud}]\n", "version"),
+    # (name, text, expected message, expected line)
+    ("not yaml", "version: 1\npools: [unclosed\n", "not valid YAML", 3),
+    ("a list, not a mapping", "- 1\n- 2\n", "must be a YAML mapping", None),
+    ("wrong version", "version: 2\n" + POOLS + "rules: [{name: d, route: edge}]\n", "version: Input should be 1", 1),
     (
         "typo in a key",
-        "version: 1\n" + GOOD_POOLS + "rules: [{name: d, route: cloud, fallbak: []}]\n",
-        r"rules\.0\.fallbak",
+        "version: 1\n" + POOLS + "rules:\n" + PRIVATE_FIRST + "  - name: d\n    route: cloud\n    fallbak: []\n",
+        "rules.1.fallbak: Extra inputs are not permitted",
+        9,
     ),
-    ("unknown pool", "version: 1\n" + GOOD_POOLS + "rules: [{name: d, route: gpu}]\n", "unknown pool 'gpu'"),
+    (
+        "unknown pool",
+        "version: 1\n" + POOLS + "rules:\n  - name: d\n    route: gpu\n",
+        "rules.0.route: rule 'd' routes to unknown pool 'gpu'",
+        7,
+    ),
     (
         "bad endpoint",
-        "version: 1\npools: {c: {kind: cloud, endpoints: ['http://x']}}\nrules: [{name: d, route: c}]\n",
-        r"pools\.c\.endpoints.*grpc://host:port",
+        "version: 1\npools:\n  c: {kind: edge, endpoints: ['http://x']}\nrules: [{name: d, route: c}]\n",
+        "pools.c.endpoints: Value error, endpoint 'http://x' must look like grpc://host:port",
+        3,
     ),
     (
         "unknown scorer",
-        "version: 1\npools: {c: {kind: cloud, endpoints: ['grpc://h:1'], profile: {scorers: [{type: magic}]}}}\n"
+        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://h:1']\n    profile: {scorers: [{type: magic}]}\n"
         "rules: [{name: d, route: c}]\n",
         "unknown scorer 'magic'",
+        6,
+    ),
+    (
+        "unknown detector",
+        "version: 1\nprivacy: {detectors: [email, dna]}\n" + POOLS + "rules: [{name: d, route: edge}]\n",
+        "privacy.detectors: Value error, unknown detector(s) ['dna']",
+        2,
     ),
     (
         "duplicate rule names",
-        "version: 1\n" + GOOD_POOLS + "rules: [{name: d, route: cloud}, {name: d, route: cloud}]\n",
-        "repeated: \\['d'\\]",
+        "version: 1\n" + POOLS + "rules:\n  - {name: d, route: edge}\n  - {name: d, route: edge}\n",
+        "rules.1.name: rule name 'd' is used twice",
+        7,
     ),
-    ("no rules", "version: 1\n" + GOOD_POOLS + "rules: []\n", "rules"),
+    ("no rules", "version: 1\n" + POOLS + "rules: []\n", "rules: List should have at least 1 item", 5),
     (
         "bad kind",
-        "version: 1\npools: {c: {kind: gpu, endpoints: ['grpc://h:1']}}\nrules: [{name: d, route: c}]\n",
-        r"pools\.c\.kind",
+        "version: 1\npools:\n  c: {kind: gpu, endpoints: ['grpc://h:1']}\nrules: [{name: d, route: c}]\n",
+        "pools.c.kind: Input should be 'edge' or 'cloud'",
+        3,
+    ),
+    (
+        "one endpoint, two kinds",
+        "version: 1\npools:\n  e: {kind: edge, endpoints: ['grpc://h:1']}\n  c: {kind: cloud, endpoints: ['grpc://h:1']}\n"
+        "rules:\n" + PRIVATE_FIRST.replace("edge}", "e}") + "  - {name: d, route: c}\n",
+        "pools.c.endpoints.0: grpc://h:1 is in edge pool 'e' and cloud pool 'c'",
+        4,
+    ),
+    (
+        "catch-all to cloud with no private rule before it",
+        "version: 1\n" + POOLS + "rules:\n  - {name: default, route: cloud}\n",
+        "rules.0: rule 'default' could receive requests tagged ['confidential', 'pii', 'private']",
+        6,
+    ),
+    (
+        "private rule falls back to cloud",
+        "version: 1\n" + POOLS + "rules:\n  - {name: p, match: {privacy: [pii]}, route: edge, fallback: [cloud]}\n",
+        "rules.0: rule 'p' could receive requests tagged ['pii'] (privacy.never_leave_device) and names cloud pool(s) ['cloud']",
+        6,
+    ),
+    (
+        "private rule with extra conditions does not catch every tagged request",
+        "version: 1\n"
+        + POOLS
+        + "rules:\n  - {name: p, match: {privacy: [private, pii, confidential], tenant: [acme]}, route: edge}\n"
+        "  - {name: default, route: cloud}\n",
+        "rules.1: rule 'default' could receive requests tagged",
+        7,
     ),
 ]
 
 
-@pytest.mark.parametrize("name, text, message", CASES, ids=[c[0] for c in CASES])
-def test_bad_policy_is_refused_with_a_precise_error(tmp_path, name, text, message):
+@pytest.mark.parametrize("name, text, message, line", CASES, ids=[c[0] for c in CASES])
+def test_bad_policy_is_refused_with_a_precise_error(tmp_path, name, text, message, line):
     path = tmp_path / "policy.yaml"
     path.write_text(text)
-    with pytest.raises(PolicyError, match=message) as err:
+    with pytest.raises(PolicyError) as err:
         load_policy(path)
-    assert str(path) in str(err.value)
+    assert message in str(err.value)
+    prefix = f"{path}:{line}:" if line else f"{path}:"
+    assert str(err.value).startswith(prefix), str(err.value)
 
 
 def test_missing_file(tmp_path):
     with pytest.raises(PolicyError, match="cannot read"):
         load_policy(tmp_path / "absent.yaml")
+
+
+def test_private_rule_first_then_cloud_is_accepted(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text("version: 1\n" + POOLS + "rules:\n" + PRIVATE_FIRST + "  - {name: default, route: cloud}\n")
+    assert [r.name for r in load_policy(path).rules] == ["private", "default"]

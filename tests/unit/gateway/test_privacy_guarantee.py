@@ -1,0 +1,185 @@
+"""The privacy guarantee, end to end inside the gateway, as a property.
+
+Hypothesis generates policies (checked ones, and unchecked ones that skip the
+load-time check, to test the layers below it), requests with tags, pools
+whose backends fail or lie about their kind, and asserts at the backend
+client, the last point before the wire, that no request tagged
+never-leave-device ever reaches a backend that is not an edge backend.
+"""
+
+import asyncio
+
+import grpc
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from gateway.backends.registry import BackendRegistry
+from gateway.backends.worker_backend import BackendError, PrivacyViolation, WorkerBackend
+from gateway.classify.features import RequestFeatures
+from gateway.dispatch import dispatch
+from gateway.errors import NoBackend
+from gateway.policy.schema import IntRange, Match, Policy, Pool, Privacy, Profile, Rule
+from proto.gen import worker_pb2
+
+TAGS = ["private", "pii", "confidential", "public", "marketing"]
+POOL_NAMES = ["p0", "p1", "p2", "p3"]
+
+
+class ScriptedBackend(WorkerBackend):
+    """A real WorkerBackend (guard and all) whose wire is scripted: it fails or answers."""
+
+    wire_log: list[tuple[str, str, str, bool]]
+    failing: set[str]
+    reported_kind: dict[str, str]
+
+    def __init__(self, endpoint: str, model_id: str, pool_kind: str) -> None:
+        super().__init__(endpoint, model_id, pool_kind)
+        self.stats = worker_pb2.StatsReply(model_id=model_id, kind=self.reported_kind[endpoint])
+
+    async def _stream(self, request, timeout_s):
+        self.wire_log.append((self.endpoint, self.pool_kind, self.stats.kind, request.private))
+        if self.endpoint in self.failing:
+            raise BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, "scripted failure")
+        yield worker_pb2.GenerateChunk(token_ids=[1], text="x", finish_reason="length")
+
+
+@st.composite
+def scenarios(draw):
+    kinds = {name: draw(st.sampled_from(["edge", "cloud"])) for name in POOL_NAMES}
+    endpoints = {name: [f"grpc://{name}-{i}:1" for i in range(draw(st.integers(1, 2)))] for name in POOL_NAMES}
+    rules = []
+    for i in range(draw(st.integers(0, 3))):
+        privacy = draw(st.none() | st.lists(st.sampled_from(TAGS), min_size=1, max_size=3))
+        max_tokens = draw(st.none() | st.integers(0, 4096))
+        rules.append(
+            (
+                f"r{i}",
+                privacy,
+                max_tokens,
+                draw(st.sampled_from(POOL_NAMES)),
+                draw(st.lists(st.sampled_from(POOL_NAMES), max_size=3)),
+            )
+        )
+    rules.append(
+        (
+            "catch-all",
+            None,
+            None,
+            draw(st.sampled_from(POOL_NAMES)),
+            draw(st.lists(st.sampled_from(POOL_NAMES), max_size=3)),
+        )
+    )
+    all_endpoints = [e for es in endpoints.values() for e in es]
+    failing = set(draw(st.lists(st.sampled_from(all_endpoints), max_size=len(all_endpoints))))
+    # Mostly honest backends; sometimes one in an edge pool reports kind=cloud (a mislabelled pool).
+    liars = set(draw(st.lists(st.sampled_from(all_endpoints), max_size=2)))
+    reported = {e: ("cloud" if e in liars else kind) for name, kind in kinds.items() for e in endpoints[name]}
+    never = draw(st.lists(st.sampled_from(TAGS), min_size=1, max_size=3))
+    tags = frozenset(draw(st.lists(st.sampled_from(TAGS), max_size=3)))
+    return kinds, endpoints, rules, never, failing, reported, tags
+
+
+def raw_policy(kinds, endpoints, rules, never) -> dict:
+    def match(privacy, max_tokens):
+        return {
+            k: v
+            for k, v in {
+                "privacy": privacy,
+                "prompt_tokens": {"max": max_tokens} if max_tokens is not None else None,
+            }.items()
+            if v is not None
+        }
+
+    return {
+        "version": 1,
+        "privacy": {"never_leave_device": never},
+        "pools": {n: {"kind": kinds[n], "endpoints": endpoints[n]} for n in POOL_NAMES},
+        "rules": [{"name": n, "match": match(p, m), "route": r, "fallback": f} for n, p, m, r, f in rules],
+    }
+
+
+def unchecked_policy(kinds, endpoints, rules, never) -> Policy:
+    """Bypasses every validator, as if the load-time privacy check had a bug."""
+    return Policy.model_construct(
+        version=1,
+        privacy=Privacy.model_construct(never_leave_device=never, detectors=[], detected_tag="pii"),
+        pools={n: Pool.model_construct(kind=kinds[n], endpoints=endpoints[n], profile=Profile()) for n in POOL_NAMES},
+        rules=[
+            Rule.model_construct(
+                name=n,
+                match=Match.model_construct(privacy=p, prompt_tokens=None if m is None else IntRange(max=m)),
+                route=r,
+                fallback=f,
+            )
+            for n, p, m, r, f in rules
+        ],
+    )
+
+
+def run(policy: Policy, failing, reported, tags, prompt_tokens=100):
+    wire_log: list = []
+    factory = type("Backend", (ScriptedBackend,), {"wire_log": wire_log, "failing": failing, "reported_kind": reported})
+
+    async def go():
+        registry = BackendRegistry(policy, "m", backend_factory=factory)
+        features = RequestFeatures(prompt_tokens, 16, tags, None, "t")
+        request = worker_pb2.GenerateRequest(request_id="r", prompt_token_ids=[1, 2, 3])
+        try:
+            routed = await dispatch(policy, registry, features, request, timeout_s=1.0)
+            await routed.aclose()
+            outcome = routed.pool
+        except NoBackend:
+            outcome = None
+        await registry.close()
+        return outcome
+
+    return asyncio.run(go()), wire_log
+
+
+def assert_private_stays_on_edge(policy, tags, wire_log, outcome):
+    private = bool(tags & set(policy.privacy.never_leave_device))
+    for endpoint, pool_kind, reported_kind, sent_private in wire_log:
+        assert sent_private == private
+        if private:
+            assert (pool_kind, reported_kind) == ("edge", "edge"), f"private request reached {endpoint}"
+    if private and outcome is not None:
+        assert policy.pools[outcome].kind == "edge"
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios())
+def test_no_tagged_request_reaches_a_cloud_backend_with_checked_policies(scenario):
+    kinds, endpoints, rules, never, failing, reported, tags = scenario
+    try:
+        policy = Policy.model_validate(raw_policy(kinds, endpoints, rules, never))
+    except ValidationError:
+        return  # refused at load: it never serves anyone
+    outcome, wire_log = run(policy, failing, reported, tags)
+    assert_private_stays_on_edge(policy, tags, wire_log, outcome)
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios())
+def test_no_tagged_request_reaches_a_cloud_backend_even_if_the_load_check_were_bypassed(scenario):
+    kinds, endpoints, rules, never, failing, reported, tags = scenario
+    policy = unchecked_policy(kinds, endpoints, rules, never)
+    outcome, wire_log = run(policy, failing, reported, tags)
+    assert_private_stays_on_edge(policy, tags, wire_log, outcome)
+
+
+def test_the_backend_client_itself_refuses_a_private_request_for_a_cloud_backend():
+    factory = type(
+        "Backend", (ScriptedBackend,), {"wire_log": [], "failing": set(), "reported_kind": {"grpc://c:1": "cloud"}}
+    )
+
+    async def go():
+        backend = factory("grpc://c:1", "m", "cloud")
+        stream = backend.generate(worker_pb2.GenerateRequest(private=True), 1.0)
+        with pytest.raises(PrivacyViolation):
+            await anext(stream)
+        await backend.close()
+        return backend.wire_log
+
+    assert asyncio.run(go()) == []  # nothing reached the wire
