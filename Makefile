@@ -11,7 +11,7 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: up test install proto proto-check lint clean
+.PHONY: up test install proto schema lint clean
 
 up: $(STAMP)
 	$(BIN)/tandem up
@@ -20,6 +20,7 @@ test: $(STAMP)
 	@command -v redis-server >/dev/null || [ -n "$$REDIS_URL" ] || \
 		echo "note: no redis-server on PATH; tests that need Redis will fail. Install it (Debian/Ubuntu: apt-get install redis-server, macOS: brew install redis) or set REDIS_URL."
 	$(BIN)/python -m proto.regen --check
+	$(BIN)/python -m gateway.policy.json_schema --check
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
@@ -33,6 +34,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $@
+
+schema: $(STAMP)
+	$(BIN)/python -m gateway.policy.json_schema
 
 proto: $(STAMP)
 	$(BIN)/python -m proto.regen

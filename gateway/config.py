@@ -22,6 +22,7 @@ class Settings(BaseSettings):
     default_max_tokens: int = 128
     backend_timeout_s: float = 120.0
     health_interval_s: float = 1.0
+    watch_policy: bool = Field(default=True, description="reload the policy file when it changes")
 
     @field_validator("api_keys", mode="before")
     @classmethod

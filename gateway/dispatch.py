@@ -84,7 +84,7 @@ async def dispatch(
 
 def _ranked(policy: Policy, registry: BackendRegistry, pool_name: str, decision: Decision) -> list[WorkerBackend]:
     with tracer.start_as_current_span("gateway.pick") as span:
-        backends = {b.endpoint: b for b in registry.pool(pool_name)}
+        backends = {b.endpoint: b for b in registry.backends(policy.pools[pool_name])}
         ranked = rank(policy.pools[pool_name].profile, [b.candidate() for b in backends.values()], next(_turns))
         if decision.is_private:
             # Only a backend that has itself reported kind=edge may see a private prompt.

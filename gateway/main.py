@@ -1,8 +1,8 @@
 """Assemble the gateway: resources in lifespan, routers, and the one error mapping."""
 
 import asyncio
-import contextlib
 import logging
+import time
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request
@@ -17,7 +17,8 @@ from gateway.backends.registry import BackendRegistry
 from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings, get_settings
 from gateway.errors import BadRequest, GatewayError
-from gateway.policy.loader import load_policy
+from gateway.policy.loader import parse_policy
+from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
 from gateway.state import GatewayState
 from tandem.checkpoint import model_id_for
 
@@ -28,17 +29,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         s = settings or get_settings()
-        policy = load_policy(s.policy_file)
+        text = s.policy_file.read_text()
+        policy = parse_policy(text, str(s.policy_file))
         model_id = model_id_for(s.model_dir, s.model_id)
         registry = BackendRegistry(policy, model_id)
-        app.state.gateway = GatewayState(s, model_id, ChatTokenizer(s.model_dir), policy, registry)
+        status = PolicyStatus(s.policy_file, digest(text), time.time())
+        state = GatewayState(s, model_id, ChatTokenizer(s.model_dir), policy, registry, status)
+        app.state.gateway = state
         await registry.refresh_all()  # know each backend's kind before the first request
-        poller = asyncio.create_task(registry.poll_forever(s.health_interval_s))
-        log.info("gateway serving %s with policy %s", app.state.gateway.model_id, s.policy_file)
+        tasks = [asyncio.create_task(registry.poll_forever(s.health_interval_s))]
+        if s.watch_policy:
+            tasks.append(asyncio.create_task(PolicyReloader(state).run()))
+        log.info("gateway serving %s with policy %s", model_id, s.policy_file)
         yield
-        poller.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await poller
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await registry.close()
 
     app = FastAPI(title="Tandem gateway", version="0.1.0", lifespan=lifespan)

@@ -23,3 +23,8 @@ FALLBACKS = Counter(
 PRIVACY_BLOCKS = Counter(
     "tandem_gateway_privacy_blocks_total", "Cloud pools removed from a private request's candidates", ["rule"]
 )
+POLICY_RELOADS = Counter(
+    "tandem_gateway_policy_reloads_total",
+    "Policy file changes, by result (ok: now serving; error: rejected)",
+    ["result"],
+)

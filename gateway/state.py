@@ -8,6 +8,7 @@ from fastapi import Depends, Request
 from gateway.backends.registry import BackendRegistry
 from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings
+from gateway.policy.reloader import PolicyStatus
 from gateway.policy.schema import Policy
 
 
@@ -16,8 +17,9 @@ class GatewayState:
     settings: Settings
     model_id: str
     tokenizer: ChatTokenizer
-    policy: Policy
+    policy: Policy  # replaced whole by the reloader; a request reads it once
     registry: BackendRegistry
+    policy_status: PolicyStatus
 
 
 def _state(request: Request) -> GatewayState:

@@ -26,7 +26,8 @@ async def readyz(state: State) -> JSONResponse:
         for b in state.registry.all()
     }
     ready = any(b["healthy"] for b in backends.values())
-    return JSONResponse({"ready": ready, "backends": backends}, status_code=200 if ready else 503)
+    body = {"ready": ready, "backends": backends, "policy": state.policy_status.as_dict()}
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 @router.get("/metrics")

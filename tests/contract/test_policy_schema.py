@@ -1,0 +1,18 @@
+"""policies/schema.json is generated from the pydantic models and must not drift from them."""
+
+import json
+
+import jsonschema
+import yaml
+
+from gateway.policy.json_schema import SCHEMA_PATH, render
+
+
+def test_schema_json_is_fresh():
+    assert SCHEMA_PATH.read_text() == render(), "policies/schema.json is stale: run `make schema`"
+
+
+def test_every_shipped_policy_satisfies_the_json_schema():
+    validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
+    for path in sorted(SCHEMA_PATH.parent.glob("*.yaml")):
+        validator.validate(yaml.safe_load(path.read_text()))
