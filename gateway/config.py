@@ -23,6 +23,7 @@ class Settings(BaseSettings):
     backend_timeout_s: float = 120.0
     health_interval_s: float = 1.0
     watch_policy: bool = Field(default=True, description="reload the policy file when it changes")
+    decision_log: Path | None = Field(default=None, description="append each routing decision here as JSON lines")
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -20,7 +20,7 @@ from gateway.classify.features import RequestFeatures
 from gateway.errors import BadRequest, NoBackend
 from gateway.policy.decide import Decision, decide
 from gateway.policy.schema import Policy
-from gateway.routing.profile import rank
+from gateway.routing.profile import evaluate_pool
 from proto.gen import worker_pb2
 
 log = logging.getLogger(__name__)
@@ -85,10 +85,8 @@ async def dispatch(
 def _ranked(policy: Policy, registry: BackendRegistry, pool_name: str, decision: Decision) -> list[WorkerBackend]:
     with tracer.start_as_current_span("gateway.pick") as span:
         backends = {b.endpoint: b for b in registry.backends(policy.pools[pool_name])}
-        ranked = rank(policy.pools[pool_name].profile, [b.candidate() for b in backends.values()], next(_turns))
-        if decision.is_private:
-            # Only a backend that has itself reported kind=edge may see a private prompt.
-            ranked = [c for c in ranked if c.kind == "edge"]
+        candidates = [b.candidate() for b in backends.values()]
+        ranked, _ = evaluate_pool(policy.pools[pool_name].profile, candidates, decision.is_private, next(_turns))
         span.set_attribute("tandem.pool", pool_name)
         span.set_attribute("tandem.candidates", [c.endpoint for c in ranked])
         return [backends[c.endpoint] for c in ranked]

@@ -11,11 +11,12 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
-from gateway.api import health_routes, openai_routes
+from gateway.api import explain_routes, health_routes, openai_routes
 from gateway.auth import require_api_key
 from gateway.backends.registry import BackendRegistry
 from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings, get_settings
+from gateway.decision_log import DecisionLog
 from gateway.errors import BadRequest, GatewayError
 from gateway.policy.loader import parse_policy
 from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
@@ -34,7 +35,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         model_id = model_id_for(s.model_dir, s.model_id)
         registry = BackendRegistry(policy, model_id)
         status = PolicyStatus(s.policy_file, digest(text), time.time())
-        state = GatewayState(s, model_id, ChatTokenizer(s.model_dir), policy, registry, status)
+        decisions = DecisionLog(s.decision_log) if s.decision_log else None
+        state = GatewayState(s, model_id, ChatTokenizer(s.model_dir), policy, registry, status, decisions)
         app.state.gateway = state
         await registry.refresh_all()  # know each backend's kind before the first request
         tasks = [asyncio.create_task(registry.poll_forever(s.health_interval_s))]
@@ -46,10 +48,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await registry.close()
+        if decisions:
+            decisions.close()
 
     app = FastAPI(title="Tandem gateway", version="0.1.0", lifespan=lifespan)
     app.include_router(health_routes.router)
     app.include_router(openai_routes.router, dependencies=[Depends(require_api_key)])
+    app.include_router(explain_routes.router, dependencies=[Depends(require_api_key)])
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)

@@ -8,6 +8,7 @@ from fastapi import Depends, Request
 from gateway.backends.registry import BackendRegistry
 from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings
+from gateway.decision_log import DecisionLog
 from gateway.policy.reloader import PolicyStatus
 from gateway.policy.schema import Policy
 
@@ -20,6 +21,7 @@ class GatewayState:
     policy: Policy  # replaced whole by the reloader; a request reads it once
     registry: BackendRegistry
     policy_status: PolicyStatus
+    decisions: DecisionLog | None = None
 
 
 def _state(request: Request) -> GatewayState:

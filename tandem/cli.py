@@ -130,5 +130,90 @@ def policy_check(file: Path) -> None:
     typer.echo(f"{file}: ok ({len(policy.pools)} pools, {len(policy.rules)} rules)")
 
 
+def _load_policy_or_exit(path: Path):
+    from gateway.policy.loader import PolicyError, load_policy
+
+    try:
+        return load_policy(path)
+    except PolicyError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+@policy_app.command("explain")
+def policy_explain(
+    file: Annotated[Path, typer.Argument(help="policy YAML")],
+    message: Annotated[str, typer.Option(help="the user message")],
+    model: ModelDir,
+    max_tokens: int = 128,
+    privacy: Annotated[str | None, typer.Option(help="privacy tags, as X-Tandem-Privacy")] = None,
+    device: Annotated[str | None, typer.Option(help='device JSON, as X-Tandem-Device, e.g. {"npu": true}')] = None,
+    tenant: str = "default",
+) -> None:
+    """Where a chat request would go under FILE, and why (offline: backends assumed healthy)."""
+    import json
+
+    from gateway.chat_tokenizer import ChatTokenizer
+    from gateway.classify.classify import classify
+    from gateway.errors import GatewayError
+    from gateway.policy.explain import explain
+    from gateway.routing.candidate import Candidate
+
+    policy = _load_policy_or_exit(file)
+    prompt_ids = ChatTokenizer(model).encode_chat([{"role": "user", "content": message}])
+    try:
+        features = classify(
+            policy,
+            text=message,
+            prompt_tokens=len(prompt_ids),
+            max_tokens=max_tokens,
+            privacy_header=privacy,
+            device_header=device,
+            tenant=tenant,
+        )
+    except GatewayError as exc:
+        typer.echo(f"error: {exc.message}", err=True)
+        raise typer.Exit(1) from exc
+
+    def candidates_for(pool: str) -> list[Candidate]:
+        kind = policy.pools[pool].kind
+        return [Candidate(url, is_healthy=True, kind=kind) for url in policy.pools[pool].endpoints]
+
+    typer.echo(json.dumps(explain(policy, features, candidates_for), indent=2))
+
+
+@policy_app.command("replay")
+def policy_replay(
+    trace: Annotated[
+        Path, typer.Argument(help="decision log (JSON lines) from TANDEM_DECISION_LOG", exists=True, dir_okay=False)
+    ],
+    policy: Annotated[Path, typer.Option("--policy", help="policy to replay")],
+    against: Annotated[Path | None, typer.Option("--against", help="a second policy to compare with")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")] = False,
+) -> None:
+    """Replay recorded decisions against a policy (and compare with another) before it serves anyone."""
+    import json
+
+    from gateway.policy.replay import TraceError, differences, read_trace, replay
+    from tandem.replay_report import print_report
+
+    policies = {"policy": _load_policy_or_exit(policy)}
+    if against:
+        policies["against"] = _load_policy_or_exit(against)
+    try:
+        features = read_trace(trace)
+    except TraceError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    results = {name: replay(p, features) for name, p in policies.items()}
+    out = {name: report.as_dict() for name, (report, _) in results.items()}
+    if against:
+        out["differences"] = differences(results["policy"][1], results["against"][1])
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+    else:
+        print_report(out, {"policy": str(policy), "against": str(against) if against else None})
+
+
 if __name__ == "__main__":
     app()

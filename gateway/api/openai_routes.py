@@ -11,13 +11,11 @@ from opentelemetry import trace
 
 from gateway import metrics
 from gateway.api.openai_format import SSE_DONE, ResponseShape, sse
+from gateway.api.prepare import Prepared, prepare_chat, prepare_completion
 from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, _GenerationParams, error_responses
 from gateway.backends.worker_backend import BackendError
-from gateway.classify.detectors import detect
-from gateway.classify.features import RequestFeatures, parse_device_header
-from gateway.classify.privacy import privacy_tags
 from gateway.dispatch import RoutedStream, dispatch
-from gateway.errors import BackendFailed, BadRequest, GatewayError, ModelNotFound, PromptTooLong
+from gateway.errors import BackendFailed, GatewayError
 from gateway.policy.schema import Policy
 from gateway.state import GatewayState, State
 from proto.gen import worker_pb2
@@ -40,105 +38,47 @@ async def list_models(state: State) -> dict:
 @router.post("/chat/completions", responses=GENERATION_ERRORS)
 async def chat_completions(body: ChatCompletionRequest, request: Request, state: State):
     policy = state.policy  # one policy per request, even if a reload lands meanwhile
-    _check_request(body, state)
-    with tracer.start_as_current_span("gateway.tokenize") as span:
-        try:
-            messages = [{"role": m.role, "content": m.text()} for m in body.messages]
-        except ValueError as exc:
-            raise BadRequest(str(exc)) from exc
-        prompt_ids = state.tokenizer.encode_chat(messages)
-        span.set_attribute("tandem.prompt_tokens", len(prompt_ids))
-    text = "\n".join(m["content"] for m in messages)
+    prepared = prepare_chat(body, request, state, policy)
     shape = ResponseShape.new(True, f"chatcmpl-{uuid.uuid4().hex}", state.model_id)
-    max_tokens = body.max_completion_tokens or body.max_tokens
-    return await _serve(body, max_tokens, prompt_ids, text, shape, request, state, policy)
+    return await _serve(body, prepared, shape, state, policy)
 
 
 @router.post("/completions", responses=GENERATION_ERRORS)
 async def completions(body: CompletionRequest, request: Request, state: State):
     policy = state.policy
-    _check_request(body, state)
-    if body.echo:
-        raise BadRequest("echo is not supported")
-    with tracer.start_as_current_span("gateway.tokenize"):
-        if isinstance(body.prompt, str):
-            text, prompt_ids = body.prompt, state.tokenizer.encode(body.prompt)
-        else:
-            vocab = state.tokenizer.tokenizer.get_vocab_size()
-            bad = [t for t in body.prompt if not 0 <= t < vocab]
-            if bad:
-                raise BadRequest(f"prompt token ids out of range [0, {vocab}): {bad[:5]}")
-            # Token ids must not be a way around the detectors: scan what they spell.
-            prompt_ids, text = list(body.prompt), state.tokenizer.tokenizer.decode(body.prompt)
+    prepared = prepare_completion(body, request, state, policy)
     shape = ResponseShape.new(False, f"cmpl-{uuid.uuid4().hex}", state.model_id)
-    return await _serve(body, body.max_tokens, prompt_ids, text, shape, request, state, policy)
-
-
-def _check_request(body: _GenerationParams, state: GatewayState) -> None:
-    if body.model != state.model_id:
-        raise ModelNotFound(f"model {body.model!r} does not exist; this gateway serves {state.model_id!r}")
-    unsupported = body.unsupported_fields()
-    if unsupported:
-        raise BadRequest(f"not supported by Tandem: {', '.join(unsupported)}")
-
-
-def _classify(
-    body: _GenerationParams, prompt_ids: list[int], text: str, max_tokens: int, request: Request, policy: Policy
-) -> RequestFeatures:
-    with tracer.start_as_current_span("gateway.classify") as span:
-        tags = privacy_tags((body.metadata or {}).get("privacy"), request.headers.get("x-tandem-privacy"))
-        detected = tuple(detect(text, policy.privacy.detectors))
-        if detected:
-            tags |= {policy.privacy.detected_tag}
-        features = RequestFeatures(
-            prompt_tokens=len(prompt_ids),
-            max_tokens=max_tokens,
-            privacy_tags=tags,
-            device=parse_device_header(request.headers.get("x-tandem-device")),
-            tenant=request.headers.get("x-tandem-tenant", "default"),
-            priority=body.priority,
-            detected=detected,
-        )
-        span.set_attribute("tandem.privacy_tags", sorted(features.privacy_tags))
-        span.set_attribute("tandem.detected", list(detected))
-        return features
+    return await _serve(body, prepared, shape, state, policy)
 
 
 async def _serve(
-    body,
-    requested_max: int | None,
-    prompt_ids: list[int],
-    text: str,
-    shape: ResponseShape,
-    request: Request,
-    state: GatewayState,
-    policy: Policy,
+    body: _GenerationParams, prepared: Prepared, shape: ResponseShape, state: GatewayState, policy: Policy
 ):
-    context = state.tokenizer.max_context_tokens
-    room = context - len(prompt_ids)
-    max_tokens = requested_max or min(state.settings.default_max_tokens, room)
-    if room < 1 or max_tokens > room:
-        raise PromptTooLong(
-            f"prompt ({len(prompt_ids)} tokens) + max_tokens ({max_tokens}) exceeds the model's context of {context} tokens"
-        )
-    features = _classify(body, prompt_ids, text, max_tokens, request, policy)
+    features = prepared.features
     gen_request = worker_pb2.GenerateRequest(
         request_id=shape.response_id,
         tenant=features.tenant,
         model=state.model_id,
-        prompt_token_ids=prompt_ids,
+        prompt_token_ids=prepared.prompt_ids,
         sampling=worker_pb2.SamplingParams(
             temperature=body.temperature,
             top_p=body.top_p,
             top_k=body.top_k,
             seed=body.seed,
-            max_tokens=max_tokens,
+            max_tokens=features.max_tokens,
             stop_strings=body.stop_strings(),
         ),
         priority=body.priority,
     )
     started = time.perf_counter()
-    routed = await dispatch(policy, state.registry, features, gen_request, state.settings.backend_timeout_s)
+    try:
+        routed = await dispatch(policy, state.registry, features, gen_request, state.settings.backend_timeout_s)
+    except GatewayError as exc:
+        if state.decisions:
+            state.decisions.record(shape.response_id, features, None, None, None, exc.code or "error")
+        raise
+    if state.decisions:
+        state.decisions.record(shape.response_id, features, routed.rule, routed.pool, routed.backend.endpoint, "routed")
     metrics.TTFT.labels(routed.pool).observe(time.perf_counter() - started)
     span = trace.get_current_span()
     for key, value in (

@@ -1,14 +1,15 @@
 """Match a request's features against the policy: first matching rule wins.
 
-The privacy invariant is enforced here, after the rules, so no rule and no
-fallback can send a private request to a cloud pool.
+The privacy invariant is enforced here too, after the rules, so no rule and
+no fallback can send a private request to a cloud pool (the load-time check
+in the schema refuses such policies; this is the second line).
 """
 
 from dataclasses import dataclass
 
 from gateway.classify.features import RequestFeatures
 from gateway.errors import NoBackend
-from gateway.policy.schema import DeviceMatch, Match, Policy
+from gateway.policy.schema import DeviceMatch, IntRange, Match, Policy
 
 
 @dataclass(frozen=True)
@@ -19,12 +20,30 @@ class Decision:
     blocked_pools: tuple[str, ...] = ()  # removed by the privacy invariant
 
 
+@dataclass(frozen=True)
+class RuleTrace:
+    rule: str
+    matched: bool
+    reasons: tuple[str, ...]  # why not, when it did not match
+
+
 def is_private(policy: Policy, features: RequestFeatures) -> bool:
     return bool(features.privacy_tags & set(policy.privacy.never_leave_device))
 
 
+def trace_rules(policy: Policy, features: RequestFeatures) -> list[RuleTrace]:
+    """Every rule tried, in order, up to and including the first that matches."""
+    traces = []
+    for rule in policy.rules:
+        reasons = mismatches(rule.match, features)
+        traces.append(RuleTrace(rule.name, not reasons, tuple(reasons)))
+        if not reasons:
+            break
+    return traces
+
+
 def decide(policy: Policy, features: RequestFeatures) -> Decision:
-    rule = next((r for r in policy.rules if matches(r.match, features)), None)
+    rule = next((r for r in policy.rules if not mismatches(r.match, features)), None)
     if rule is None:
         raise NoBackend("no policy rule matched this request (add a catch-all rule without `match`)")
     candidates = (rule.route, *rule.fallback)
@@ -34,23 +53,41 @@ def decide(policy: Policy, features: RequestFeatures) -> Decision:
     return Decision(rule.name, allowed, private, blocked)
 
 
-def matches(match: Match, f: RequestFeatures) -> bool:
-    return (
-        (match.privacy is None or bool(f.privacy_tags & set(match.privacy)))
-        and (match.prompt_tokens is None or match.prompt_tokens.contains(f.prompt_tokens))
-        and (match.max_tokens is None or match.max_tokens.contains(f.max_tokens))
-        and (match.tenant is None or f.tenant in match.tenant)
-        and (match.device is None or _device_matches(match.device, f))
-    )
+def mismatches(match: Match, f: RequestFeatures) -> list[str]:
+    """Why `match` does not hold for these features; empty when it does."""
+    reasons = []
+    if match.privacy is not None and not f.privacy_tags & set(match.privacy):
+        reasons.append(f"privacy: none of {sorted(match.privacy)} in {sorted(f.privacy_tags) or '[]'}")
+    reasons += _range("prompt_tokens", match.prompt_tokens, f.prompt_tokens)
+    reasons += _range("max_tokens", match.max_tokens, f.max_tokens)
+    if match.tenant is not None and f.tenant not in match.tenant:
+        reasons.append(f"tenant: {f.tenant!r} not in {match.tenant}")
+    if match.device is not None:
+        reasons += _device_mismatches(match.device, f)
+    return reasons
 
 
-def _device_matches(want: DeviceMatch, f: RequestFeatures) -> bool:
+def _range(name: str, bounds: IntRange | None, value: int) -> list[str]:
+    if bounds is None:
+        return []
+    if bounds.min is not None and value < bounds.min:
+        return [f"{name}: {value} < min {bounds.min}"]
+    if bounds.max is not None and value > bounds.max:
+        return [f"{name}: {value} > max {bounds.max}"]
+    return []
+
+
+def _device_mismatches(want: DeviceMatch, f: RequestFeatures) -> list[str]:
     d = f.device
     if d is None:
-        return False  # a rule about the device never matches a caller that did not describe one
-    return (
-        (want.npu is None or d.npu == want.npu)
-        and (want.min_ram_gb is None or (d.ram_gb is not None and d.ram_gb >= want.min_ram_gb))
-        and (want.min_battery is None or (d.battery is not None and d.battery >= want.min_battery))
-        and (want.network is None or d.network in want.network)
-    )
+        return ["device: the caller sent no X-Tandem-Device"]
+    reasons = []
+    if want.npu is not None and d.npu != want.npu:
+        reasons.append(f"device.npu: {d.npu} != {want.npu}")
+    if want.min_ram_gb is not None and (d.ram_gb is None or d.ram_gb < want.min_ram_gb):
+        reasons.append(f"device.ram_gb: {d.ram_gb} < {want.min_ram_gb}")
+    if want.min_battery is not None and (d.battery is None or d.battery < want.min_battery):
+        reasons.append(f"device.battery: {d.battery} < {want.min_battery}")
+    if want.network is not None and d.network not in want.network:
+        reasons.append(f"device.network: {d.network!r} not in {want.network}")
+    return reasons

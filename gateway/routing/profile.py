@@ -1,14 +1,57 @@
 """Run a pool's profile: filters, then weighted scorers, then the picker."""
 
+from dataclasses import dataclass, field
+
 from gateway.policy.schema import Profile
 from gateway.routing.candidate import Candidate
 from gateway.routing.registry import FILTERS, PICKERS, SCORERS
 
 
-def rank(profile: Profile, candidates: list[Candidate], turn: int = 0) -> list[Candidate]:
-    """Candidates that pass every filter, best first."""
+@dataclass
+class CandidateReport:
+    """What the profile made of one candidate, for explain."""
+
+    candidate: Candidate
+    filtered_out_by: str | None = None
+    scores: dict[str, float] = field(default_factory=dict)
+    score: float | None = None
+
+
+def evaluate(
+    profile: Profile, candidates: list[Candidate], turn: int = 0
+) -> tuple[list[Candidate], list[CandidateReport]]:
+    """The candidates that pass every filter, best first, and a report on each."""
+    reports = {c.endpoint: CandidateReport(c) for c in candidates}
     for name in profile.filters:
-        candidates = FILTERS[name](candidates)
+        kept = FILTERS[name](candidates)
+        for c in candidates:
+            if c not in kept:
+                reports[c.endpoint].filtered_out_by = name
+        candidates = kept
     total_weight = sum(s.weight for s in profile.scorers) or 1.0
-    scored = [(c, sum(s.weight * SCORERS[s.type](c) for s in profile.scorers) / total_weight) for c in candidates]
-    return PICKERS[profile.picker](scored, turn)
+    scored = []
+    for c in candidates:
+        report = reports[c.endpoint]
+        report.scores = {s.type: SCORERS[s.type](c) for s in profile.scorers}
+        report.score = sum(s.weight * report.scores[s.type] for s in profile.scorers) / total_weight
+        scored.append((c, report.score))
+    return PICKERS[profile.picker](scored, turn), list(reports.values())
+
+
+def rank(profile: Profile, candidates: list[Candidate], turn: int = 0) -> list[Candidate]:
+    return evaluate(profile, candidates, turn)[0]
+
+
+def evaluate_pool(
+    profile: Profile, candidates: list[Candidate], is_private: bool, turn: int = 0
+) -> tuple[list[Candidate], list[CandidateReport]]:
+    """A pool's ranking for one request: for a private one, only backends that reported kind=edge."""
+    if not is_private:
+        return evaluate(profile, candidates, turn)
+    refused = [
+        CandidateReport(c, filtered_out_by=f"privacy: backend reports kind={c.kind}")
+        for c in candidates
+        if c.kind != "edge"
+    ]
+    ranked, reports = evaluate(profile, [c for c in candidates if c.kind == "edge"], turn)
+    return ranked, refused + reports

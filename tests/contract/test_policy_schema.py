@@ -16,3 +16,10 @@ def test_every_shipped_policy_satisfies_the_json_schema():
     validator = jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
     for path in sorted(SCHEMA_PATH.parent.glob("*.yaml")):
         validator.validate(yaml.safe_load(path.read_text()))
+
+
+def test_every_shipped_policy_loads():
+    from gateway.policy.loader import load_policy
+
+    for path in sorted(SCHEMA_PATH.parent.glob("*.yaml")):
+        assert load_policy(path).rules, path

@@ -1,0 +1,33 @@
+"""Features from a request's parts: the one place the gateway, explain and the CLI build them."""
+
+from gateway.classify.detectors import detect
+from gateway.classify.features import RequestFeatures, parse_device_header
+from gateway.classify.privacy import privacy_tags
+from gateway.policy.schema import Policy
+
+
+def classify(
+    policy: Policy,
+    *,
+    text: str,
+    prompt_tokens: int,
+    max_tokens: int,
+    metadata_privacy: object = None,
+    privacy_header: str | None = None,
+    device_header: str | None = None,
+    tenant: str = "default",
+    priority: int = 0,
+) -> RequestFeatures:
+    tags = privacy_tags(metadata_privacy, privacy_header)
+    detected = tuple(detect(text, policy.privacy.detectors))
+    if detected:
+        tags |= {policy.privacy.detected_tag}
+    return RequestFeatures(
+        prompt_tokens=prompt_tokens,
+        max_tokens=max_tokens,
+        privacy_tags=tags,
+        device=parse_device_header(device_header),
+        tenant=tenant,
+        priority=priority,
+        detected=detected,
+    )

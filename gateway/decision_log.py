@@ -1,0 +1,45 @@
+"""Routing decisions as JSON lines, for `tandem policy replay`. Never the prompt or completion text."""
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from gateway.classify.features import RequestFeatures
+from gateway.policy.explain import features_dict
+
+
+class DecisionLog:
+    def __init__(self, path: Path) -> None:
+        self._logger = logging.getLogger(f"tandem.decisions.{path}")
+        self._logger.propagate = False
+        self._logger.setLevel(logging.INFO)
+        if not self._logger.handlers:
+            handler = logging.FileHandler(path, encoding="utf-8")  # thread-safe, appends
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            self._logger.addHandler(handler)
+
+    def record(
+        self,
+        request_id: str,
+        features: RequestFeatures,
+        rule: str | None,
+        pool: str | None,
+        backend: str | None,
+        status: str,
+    ) -> None:
+        entry = {
+            "ts": round(time.time(), 3),
+            "request_id": request_id,
+            "features": features_dict(features),
+            "rule": rule,
+            "pool": pool,
+            "backend": backend,
+            "status": status,
+        }
+        self._logger.info(json.dumps(entry, separators=(",", ":")))
+
+    def close(self) -> None:
+        for handler in list(self._logger.handlers):
+            handler.close()
+            self._logger.removeHandler(handler)

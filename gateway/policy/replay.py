@@ -1,0 +1,100 @@
+"""Replay recorded decisions (the gateway's decision log) against a policy, and compare two.
+
+Replay re-runs the policy's decision on each recorded request's features. It
+does not know which backends were healthy then: the pool reported is the
+first one the policy allows, and "none" means the policy itself leaves no
+pool (a 503 whatever the backends do).
+"""
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gateway.classify.features import DeviceCapability, RequestFeatures
+from gateway.errors import NoBackend
+from gateway.policy.decide import decide
+from gateway.policy.schema import Policy
+
+NO_POOL = "none"
+
+
+class TraceError(ValueError):
+    """The trace file has a line that is not a decision record; the message says which."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    rule: str | None
+    pool: str
+    private_blocked: bool
+
+
+@dataclass
+class ReplayReport:
+    total: int = 0
+    by_rule: Counter = field(default_factory=Counter)
+    by_pool: Counter = field(default_factory=Counter)
+    privacy_blocked: int = 0
+
+    def add(self, outcome: Outcome) -> None:
+        self.total += 1
+        self.by_rule[outcome.rule or "(no rule matched)"] += 1
+        self.by_pool[outcome.pool] += 1
+        self.privacy_blocked += outcome.private_blocked
+
+    def as_dict(self) -> dict:
+        share = lambda c: {k: round(v / self.total, 4) for k, v in c.most_common()} if self.total else {}  # noqa: E731
+        return {"requests": self.total, "rule_share": share(self.by_rule), "pool_share": share(self.by_pool),
+                "privacy_blocked": self.privacy_blocked}  # fmt: skip
+
+
+def read_trace(path: Path) -> list[RequestFeatures]:
+    features = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)["features"]
+                device = raw.get("device")
+                features.append(
+                    RequestFeatures(
+                        prompt_tokens=int(raw["prompt_tokens"]),
+                        max_tokens=int(raw["max_tokens"]),
+                        privacy_tags=frozenset(raw.get("privacy_tags", [])),
+                        device=DeviceCapability(**device) if device else None,
+                        tenant=raw.get("tenant", "default"),
+                        priority=int(raw.get("priority", 0)),
+                        detected=tuple(raw.get("detected", [])),
+                    )
+                )
+            except (ValueError, KeyError, TypeError) as exc:
+                raise TraceError(f"{path}:{number}: not a decision record ({exc.__class__.__name__}: {exc})") from exc
+    return features
+
+
+def outcome(policy: Policy, features: RequestFeatures) -> Outcome:
+    try:
+        decision = decide(policy, features)
+    except NoBackend:
+        return Outcome(None, NO_POOL, False)
+    blocked = decision.is_private and bool(decision.blocked_pools)
+    return Outcome(decision.rule, decision.pools[0] if decision.pools else NO_POOL, blocked)
+
+
+def replay(policy: Policy, trace: list[RequestFeatures]) -> tuple[ReplayReport, list[Outcome]]:
+    report, outcomes = ReplayReport(), [outcome(policy, f) for f in trace]
+    for o in outcomes:
+        report.add(o)
+    return report, outcomes
+
+
+def differences(a: list[Outcome], b: list[Outcome]) -> dict:
+    moved = Counter((x.pool, y.pool) for x, y in zip(a, b, strict=True) if x.pool != y.pool)
+    rule_changed = sum(x.rule != y.rule for x, y in zip(a, b, strict=True))
+    return {
+        "requests_changing_pool": sum(moved.values()),
+        "requests_changing_rule": rule_changed,
+        "pool_moves": [{"from": f, "to": t, "requests": n} for (f, t), n in moved.most_common()],
+    }

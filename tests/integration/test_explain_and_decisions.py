@@ -1,0 +1,61 @@
+"""Explain over HTTP against live backends; the decision log replayed by the CLI."""
+
+import json
+import subprocess
+import sys
+
+import httpx
+import openai
+import pytest
+
+from tandem.stack import start_local_stack
+from tests.conftest import free_port
+from tests.stack import write_policy
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def logged_stack(demo_checkpoint, tmp_path_factory):
+    work = tmp_path_factory.mktemp("decisions")
+    policy = write_policy(work / "policy.yaml", free_port(), free_port())
+    log = work / "decisions.jsonl"
+    stack = start_local_stack(demo_checkpoint, policy, work, free_port(), {"TANDEM_DECISION_LOG": str(log)})
+    yield stack, log
+    stack.stop()
+
+
+def test_explain_endpoint_shows_rules_candidates_and_pick(logged_stack):
+    stack, _ = logged_stack
+    body = {"model": "tandem-demo", "messages": [{"role": "user", "content": "reach me at ann@example.com"}]}
+    out = httpx.post(f"{stack.url}/v1/route/explain", json=body).json()
+    assert out["features"]["detected"] == ["email"] and "pii" in out["features"]["privacy_tags"]
+    assert out["rules"] == [{"rule": "private", "matched": True, "reasons": []}]
+    assert out["pick"]["pool"] == "edge" and out["candidates"][0]["kind"] == "edge"
+    assert out["candidates"][0]["healthy"] is True and out["candidates"][0]["rank"] == 1
+    assert out["policy"]["sha256"]
+
+
+def test_decision_log_has_no_prompt_text_and_replays(logged_stack, tmp_path):
+    stack, log = logged_stack
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
+    secret = "the launch code is tangerine"
+    for content in (secret, "short one", "write to ann@example.com", "tell me more. " * 100):
+        client.chat.completions.create(
+            model="tandem-demo", messages=[{"role": "user", "content": content}], max_tokens=2
+        )
+    lines = log.read_text().splitlines()
+    assert len(lines) >= 4
+    assert "tangerine" not in log.read_text() and "ann@example.com" not in log.read_text()
+    record = json.loads(lines[-1])
+    assert record["rule"] == "default" and record["pool"] == "cloud" and record["status"] == "routed"
+
+    result = subprocess.run(
+        [sys.executable, "-m", "tandem.cli", "policy", "replay", str(log), "--policy", "policies/default.yaml",
+         "--against", "policies/cost-first.yaml", "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    out = json.loads(result.stdout)
+    assert out["policy"]["requests"] == len(lines)
+    assert out["policy"]["rule_share"]["private"] == pytest.approx(1 / len(lines), abs=1e-3)
+    assert out["differences"]["requests_changing_pool"] >= 2  # short public requests move to the edge
