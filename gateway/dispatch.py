@@ -6,6 +6,7 @@ the next pool the decision allows. The privacy invariant is checked again
 against what each backend says it is, so a mislabelled pool cannot leak.
 """
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -51,7 +52,14 @@ async def dispatch(
     features: RequestFeatures,
     request: worker_pb2.GenerateRequest,
     timeout_s: float,
+    first_token_deadline_s: float = 30.0,
+    attempt_timeout_s: float = 10.0,
 ) -> RoutedStream:
+    """Start the request on the best allowed backend; retry others until a first token or the deadline.
+
+    Each attempt may wait `attempt_timeout_s` for its first token, so one stalled
+    backend cannot use up the whole `first_token_deadline_s`.
+    """
     with tracer.start_as_current_span("gateway.policy") as span:
         decision = decide(policy, features)
         span.set_attribute("tandem.rule", decision.rule)
@@ -59,26 +67,37 @@ async def dispatch(
     if decision.blocked_pools:
         metrics.PRIVACY_BLOCKS.labels(decision.rule).inc()
     request.private = decision.is_private
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + first_token_deadline_s
     failures: list[str] = []
-    first_choice = True
+    attempts = 0
     for pool_name in decision.pools:
         for backend in _ranked(policy, registry, pool_name, decision):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                failures.append(f"gave up after {first_token_deadline_s:g} s without a first token")
+                raise NoBackend(_no_backend_message(decision, failures))
+            attempts += 1
             stream = backend.generate(request, timeout_s)
+            wait_s = min(attempt_timeout_s, remaining)
             try:
-                first = await anext(stream)
+                first = await asyncio.wait_for(anext(stream), wait_s)
+            except TimeoutError:
+                await stream.aclose()
+                backend.breaker.record_failure()
+                failures.append(f"{backend.endpoint}: no first token within {wait_s:.1f} s")
+                continue
             except BackendError as exc:
                 await stream.aclose()
                 if not exc.is_retryable:
                     raise BadRequest(exc.details) from exc
                 log.warning("backend %s failed before its first token: %s", backend.endpoint, exc)
                 failures.append(str(exc))
-                first_choice = False
                 continue
-            if not first_choice:
+            if attempts > 1:
                 metrics.FALLBACKS.labels(decision.rule).inc()
             return RoutedStream(pool_name, decision.rule, backend, first, stream)
         failures.append(f"pool {pool_name!r}: no healthy backend left")
-        first_choice = False
     raise NoBackend(_no_backend_message(decision, failures))
 
 

@@ -13,7 +13,9 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 from gateway.api import explain_routes, health_routes, openai_routes
 from gateway.auth import require_api_key
+from gateway.backends.circuit_breaker import CircuitBreaker
 from gateway.backends.registry import BackendRegistry
+from gateway.backends.worker_backend import WorkerBackend
 from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings, get_settings
 from gateway.decision_log import DecisionLog
@@ -33,7 +35,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         text = s.policy_file.read_text()
         policy = parse_policy(text, str(s.policy_file))
         model_id = model_id_for(s.model_dir, s.model_id)
-        registry = BackendRegistry(policy, model_id)
+        registry = BackendRegistry(policy, model_id, backend_factory(s))
         status = PolicyStatus(s.policy_file, digest(text), time.time())
         decisions = DecisionLog(s.decision_log) if s.decision_log else None
         state = GatewayState(s, model_id, ChatTokenizer(s.model_dir), policy, registry, status, decisions)
@@ -61,6 +63,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
     app.openapi = lambda: _openapi_without_422(app)
     return app
+
+
+def backend_factory(settings: Settings):
+    def make(endpoint: str, model_id: str, pool_kind: str) -> WorkerBackend:
+        breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_open_s)
+        return WorkerBackend(endpoint, model_id, pool_kind, breaker)
+
+    return make
 
 
 def _openapi_without_422(app: FastAPI) -> dict:

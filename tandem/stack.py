@@ -64,6 +64,13 @@ class LocalStack:
                 child.process.kill()
                 child.process.wait()
 
+    def kill(self, pool: str) -> None:
+        """SIGKILL a pool's workers: a crash, not a shutdown."""
+        for child in self.children:
+            if child.pool == pool and child.process.poll() is None:
+                child.process.kill()
+                child.process.wait()
+
     def first_dead(self) -> Child | None:
         return next((c for c in self.children if c.process.poll() is not None), None)
 

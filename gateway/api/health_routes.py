@@ -20,6 +20,7 @@ async def readyz(state: State) -> JSONResponse:
         b.endpoint: {
             "healthy": b.is_healthy and b.stats is not None,
             "problem": b.problem,
+            "circuit": b.breaker.current_state(),
             "kind": b.stats.kind if b.stats else None,
             "execution_provider": b.stats.execution_provider if b.stats else None,
         }

@@ -72,7 +72,15 @@ async def _serve(
     )
     started = time.perf_counter()
     try:
-        routed = await dispatch(policy, state.registry, features, gen_request, state.settings.backend_timeout_s)
+        routed = await dispatch(
+            policy,
+            state.registry,
+            features,
+            gen_request,
+            state.settings.backend_timeout_s,
+            state.settings.first_token_deadline_s,
+            state.settings.attempt_timeout_s,
+        )
     except GatewayError as exc:
         if state.decisions:
             state.decisions.record(shape.response_id, features, None, None, None, exc.code or "error")

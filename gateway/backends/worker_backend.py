@@ -7,6 +7,7 @@ from urllib.parse import urlparse
 import grpc
 from opentelemetry.instrumentation.grpc import aio_client_interceptors, filters
 
+from gateway.backends.circuit_breaker import CircuitBreaker
 from gateway.routing.candidate import Candidate
 from proto.gen import worker_pb2, worker_pb2_grpc
 
@@ -38,9 +39,10 @@ class PrivacyViolation(RuntimeError):
 
 
 class WorkerBackend:
-    def __init__(self, endpoint: str, model_id: str, pool_kind: str) -> None:
+    def __init__(self, endpoint: str, model_id: str, pool_kind: str, breaker: CircuitBreaker | None = None) -> None:
         parsed = urlparse(endpoint)
         self.endpoint, self.model_id, self.pool_kind = endpoint, model_id, pool_kind
+        self.breaker = breaker or CircuitBreaker()
         self._channel = grpc.aio.insecure_channel(
             f"{parsed.hostname}:{parsed.port}",
             interceptors=aio_client_interceptors(filter_=filters.negate(filters.method_name("Stats"))),
@@ -54,7 +56,7 @@ class WorkerBackend:
     def candidate(self) -> Candidate:
         return Candidate(
             endpoint=self.endpoint,
-            is_healthy=self.is_healthy,
+            is_healthy=self.is_healthy and self.breaker.can_send(),
             kind=self.stats.kind if self.stats else None,
             queue_depth=self.stats.queue_depth if self.stats else 0,
             inflight=self.inflight,
@@ -91,12 +93,27 @@ class WorkerBackend:
         if request.private and not self.may_serve_private():
             # The last check before the wire. Routing never gets here; if it ever does, fail closed.
             raise PrivacyViolation(f"refused to send a private request to {self.endpoint} ({self.pool_kind} pool)")
+        if not self.breaker.try_acquire():
+            raise BackendError(
+                self.endpoint, grpc.StatusCode.UNAVAILABLE, "circuit breaker open after repeated failures"
+            )
         self.inflight += 1
+        answered = failed = False
         try:
             async for chunk in self._stream(request, timeout_s):
+                if not answered:
+                    answered = True
+                    self.breaker.record_success()
                 yield chunk
+        except BackendError as exc:
+            if exc.is_retryable and exc.code != grpc.StatusCode.CANCELLED:
+                failed = True
+                self.breaker.record_failure()
+            raise
         finally:
             self.inflight -= 1
+            if not answered and not failed:
+                self.breaker.release()  # left before any answer (client gone, or our deadline): no verdict
 
     async def _stream(
         self, request: worker_pb2.GenerateRequest, timeout_s: float

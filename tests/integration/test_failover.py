@@ -46,3 +46,16 @@ def test_public_request_falls_back_to_the_edge_when_the_cloud_is_gone(stack):
     client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
     stack.stop("cloud")
     assert route_of(client) == "edge; rule=default"  # the default rule's fallback: [edge]
+
+
+def test_a_stream_cut_by_a_crashing_worker_ends_with_an_error_event(stack):
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
+    stream = client.chat.completions.create(
+        model="tandem-demo", messages=[{"role": "user", "content": "go on"}], max_tokens=1900, stream=True
+    )
+    chunks = iter(stream)
+    next(chunks)
+    stack.kill("cloud")
+    with pytest.raises(openai.APIError, match="backend failed mid-answer"):
+        for _ in chunks:
+            pass

@@ -9,40 +9,21 @@ never-leave-device ever reaches a backend that is not an edge backend.
 
 import asyncio
 
-import grpc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gateway.backends.registry import BackendRegistry
-from gateway.backends.worker_backend import BackendError, PrivacyViolation, WorkerBackend
+from gateway.backends.worker_backend import PrivacyViolation
 from gateway.classify.features import RequestFeatures
 from gateway.dispatch import dispatch
 from gateway.errors import NoBackend
 from gateway.policy.schema import IntRange, Match, Policy, Pool, Privacy, Profile, Rule
 from proto.gen import worker_pb2
+from tests.scripted_backend import FAIL, registry_for, scripted
 
 TAGS = ["private", "pii", "confidential", "public", "marketing"]
 POOL_NAMES = ["p0", "p1", "p2", "p3"]
-
-
-class ScriptedBackend(WorkerBackend):
-    """A real WorkerBackend (guard and all) whose wire is scripted: it fails or answers."""
-
-    wire_log: list[tuple[str, str, str, bool]]
-    failing: set[str]
-    reported_kind: dict[str, str]
-
-    def __init__(self, endpoint: str, model_id: str, pool_kind: str) -> None:
-        super().__init__(endpoint, model_id, pool_kind)
-        self.stats = worker_pb2.StatsReply(model_id=model_id, kind=self.reported_kind[endpoint])
-
-    async def _stream(self, request, timeout_s):
-        self.wire_log.append((self.endpoint, self.pool_kind, self.stats.kind, request.private))
-        if self.endpoint in self.failing:
-            raise BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, "scripted failure")
-        yield worker_pb2.GenerateChunk(token_ids=[1], text="x", finish_reason="length")
 
 
 @st.composite
@@ -119,11 +100,10 @@ def unchecked_policy(kinds, endpoints, rules, never) -> Policy:
 
 
 def run(policy: Policy, failing, reported, tags, prompt_tokens=100):
-    wire_log: list = []
-    factory = type("Backend", (ScriptedBackend,), {"wire_log": wire_log, "failing": failing, "reported_kind": reported})
+    factory = scripted({e: FAIL for e in failing}, reported)
 
     async def go():
-        registry = BackendRegistry(policy, "m", backend_factory=factory)
+        registry = registry_for(policy, factory)
         features = RequestFeatures(prompt_tokens, 16, tags, None, "t")
         request = worker_pb2.GenerateRequest(request_id="r", prompt_token_ids=[1, 2, 3])
         try:
@@ -135,7 +115,7 @@ def run(policy: Policy, failing, reported, tags, prompt_tokens=100):
         await registry.close()
         return outcome
 
-    return asyncio.run(go()), wire_log
+    return asyncio.run(go()), factory.wire_log
 
 
 def assert_private_stays_on_edge(policy, tags, wire_log, outcome):
@@ -170,9 +150,7 @@ def test_no_tagged_request_reaches_a_cloud_backend_even_if_the_load_check_were_b
 
 
 def test_the_backend_client_itself_refuses_a_private_request_for_a_cloud_backend():
-    factory = type(
-        "Backend", (ScriptedBackend,), {"wire_log": [], "failing": set(), "reported_kind": {"grpc://c:1": "cloud"}}
-    )
+    factory = scripted({}, {"grpc://c:1": "cloud"})
 
     async def go():
         backend = factory("grpc://c:1", "m", "cloud")
@@ -180,6 +158,6 @@ def test_the_backend_client_itself_refuses_a_private_request_for_a_cloud_backend
         with pytest.raises(PrivacyViolation):
             await anext(stream)
         await backend.close()
-        return backend.wire_log
 
-    assert asyncio.run(go()) == []  # nothing reached the wire
+    asyncio.run(go())
+    assert factory.wire_log == []  # nothing reached the wire

@@ -1,0 +1,57 @@
+"""A per-backend circuit breaker: stop sending to a backend that keeps failing, then probe it.
+
+closed: requests flow; `failure_threshold` consecutive failures open it.
+open: nothing is sent for `open_for_s`; then it is half-open.
+half-open: one request at a time probes; success closes it, failure opens it again.
+"""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+CLOSED, OPEN, HALF_OPEN = "closed", "open", "half-open"
+
+
+@dataclass
+class CircuitBreaker:
+    failure_threshold: int = 3
+    open_for_s: float = 5.0
+    clock: Callable[[], float] = time.monotonic
+    state: str = field(default=CLOSED, init=False)
+    consecutive_failures: int = field(default=0, init=False)
+    _opened_at: float = field(default=0.0, init=False)
+    _probe_in_flight: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        assert self.failure_threshold >= 1 and self.open_for_s > 0
+
+    def current_state(self) -> str:
+        if self.state == OPEN and self.clock() - self._opened_at >= self.open_for_s:
+            self.state, self._probe_in_flight = HALF_OPEN, False
+        return self.state
+
+    def can_send(self) -> bool:
+        """Whether a request may be sent now (does not take the half-open probe slot)."""
+        state = self.current_state()
+        return state == CLOSED or (state == HALF_OPEN and not self._probe_in_flight)
+
+    def try_acquire(self) -> bool:
+        """Take permission to send one request; in half-open, only one at a time."""
+        if not self.can_send():
+            return False
+        if self.state == HALF_OPEN:
+            self._probe_in_flight = True
+        return True
+
+    def release(self) -> None:
+        """A request ended with no verdict on the backend (the caller left first): free the probe slot."""
+        self._probe_in_flight = False
+
+    def record_success(self) -> None:
+        self.state, self.consecutive_failures, self._probe_in_flight = CLOSED, 0, False
+
+    def record_failure(self) -> None:
+        self.consecutive_failures += 1
+        self._probe_in_flight = False
+        if self.state == HALF_OPEN or self.consecutive_failures >= self.failure_threshold:
+            self.state, self._opened_at = OPEN, self.clock()

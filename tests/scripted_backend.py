@@ -1,0 +1,51 @@
+"""A real WorkerBackend (privacy guard, breaker and all) whose wire is scripted per endpoint."""
+
+import asyncio
+
+import grpc
+
+from gateway.backends.registry import BackendRegistry
+from gateway.backends.worker_backend import BackendError, WorkerBackend
+from proto.gen import worker_pb2
+
+OK, FAIL, SLOW, REJECT = "ok", "fail", "slow", "reject"
+
+
+class ScriptedBackend(WorkerBackend):
+    behaviour: dict[str, str]  # endpoint -> OK | FAIL | SLOW | REJECT
+    reported_kind: dict[str, str]
+    wire_log: list[tuple[str, str, str, bool]]
+
+    def __init__(self, endpoint: str, model_id: str, pool_kind: str, breaker=None) -> None:
+        super().__init__(endpoint, model_id, pool_kind, breaker)
+        self.stats = worker_pb2.StatsReply(model_id=model_id, kind=self.reported_kind.get(endpoint, pool_kind))
+
+    async def _stream(self, request, timeout_s):
+        self.wire_log.append((self.endpoint, self.pool_kind, self.stats.kind, request.private))
+        behaviour = self.behaviour.get(self.endpoint, OK)
+        if behaviour == FAIL:
+            raise BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, "scripted failure")
+        if behaviour == REJECT:
+            raise BackendError(self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, "scripted rejection")
+        if behaviour == SLOW:
+            await asyncio.sleep(10)
+        yield worker_pb2.GenerateChunk(token_ids=[1], text="x", finish_reason="length")
+
+
+def scripted(behaviour: dict[str, str], reported_kind: dict[str, str] | None = None, **breaker):
+    """A backend factory whose backends share one wire log (factory.wire_log)."""
+    from gateway.backends.circuit_breaker import CircuitBreaker
+
+    cls = type(
+        "Backend", (ScriptedBackend,), {"behaviour": behaviour, "reported_kind": reported_kind or {}, "wire_log": []}
+    )
+
+    def factory(endpoint, model_id, pool_kind):
+        return cls(endpoint, model_id, pool_kind, CircuitBreaker(**breaker) if breaker else None)
+
+    factory.wire_log = cls.wire_log
+    return factory
+
+
+def registry_for(policy, factory) -> BackendRegistry:
+    return BackendRegistry(policy, "m", backend_factory=factory)

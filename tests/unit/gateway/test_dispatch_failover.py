@@ -1,0 +1,95 @@
+"""Failover inside dispatch: retries before the first token, breaker, deadline, client errors."""
+
+import asyncio
+
+import pytest
+
+from gateway.classify.features import RequestFeatures
+from gateway.dispatch import dispatch
+from gateway.errors import BadRequest, NoBackend
+from gateway.policy.schema import Policy
+from proto.gen import worker_pb2
+from tests.scripted_backend import FAIL, REJECT, SLOW, registry_for, scripted
+
+A, B = "grpc://a:1", "grpc://b:1"
+POLICY = Policy.model_validate({
+    "version": 1,
+    "pools": {"cloud": {"kind": "cloud", "endpoints": [A, B]}, "edge": {"kind": "edge", "endpoints": ["grpc://e:1"]}},
+    "rules": [{"name": "private", "match": {"privacy": ["private", "pii", "confidential"]}, "route": "edge"},
+              {"name": "default", "route": "cloud"}],
+})  # fmt: skip
+PUBLIC = RequestFeatures(10, 16, frozenset(), None, "t")
+
+
+async def send(registry, deadline_s=5.0, attempt_s=5.0):
+    request = worker_pb2.GenerateRequest(request_id="r")
+    routed = await dispatch(POLICY, registry, PUBLIC, request, 5.0, deadline_s, attempt_s)
+    await routed.aclose()
+    return routed.backend.endpoint
+
+
+def test_a_failure_before_the_first_token_moves_to_the_next_backend():
+    factory = scripted({A: FAIL})
+
+    async def go():
+        registry = registry_for(POLICY, factory)
+        return [await send(registry) for _ in range(4)]
+
+    assert set(asyncio.run(go())) == {B}
+
+
+def test_consecutive_failures_open_the_breaker_and_a_probe_closes_it():
+    behaviour = {A: FAIL}
+    factory = scripted(behaviour, failure_threshold=2, open_for_s=0.3)
+
+    async def go():
+        registry = registry_for(POLICY, factory)
+        for _ in range(6):
+            await send(registry)
+        tried_a_while_failing = sum(1 for entry in factory.wire_log if entry[0] == A)
+        behaviour[A] = "ok"  # A recovers
+        await asyncio.sleep(0.35)  # the breaker goes half-open
+        served = [await send(registry) for _ in range(4)]
+        return tried_a_while_failing, served
+
+    tried, served = asyncio.run(go())
+    assert tried == 2  # opened after two failures: later requests never touched A's wire
+    assert A in served  # the probe went through and closed the breaker
+
+
+def test_a_stalled_backend_is_skipped_after_its_attempt_timeout():
+    async def go():
+        return await send(registry_for(POLICY, scripted({A: SLOW})), deadline_s=2.0, attempt_s=0.2)
+
+    assert asyncio.run(go()) == B
+
+
+def test_all_backends_stalled_is_a_503_within_the_deadline():
+    async def go():
+        registry = registry_for(POLICY, scripted({A: SLOW, B: SLOW}))
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(NoBackend, match="no first token within 0.2 s"):
+            await send(registry, deadline_s=2.0, attempt_s=0.2)
+        return asyncio.get_running_loop().time() - started
+
+    assert asyncio.run(go()) < 1.0
+
+
+def test_the_overall_deadline_bounds_the_retries():
+    async def go():
+        registry = registry_for(POLICY, scripted({A: SLOW, B: SLOW}))
+        with pytest.raises(NoBackend, match="gave up after 0.3 s"):
+            await send(registry, deadline_s=0.3, attempt_s=0.3)
+
+    asyncio.run(go())
+
+
+def test_a_client_error_is_not_retried_elsewhere():
+    factory = scripted({A: REJECT, B: REJECT})
+
+    async def go():
+        return await send(registry_for(POLICY, factory))
+
+    with pytest.raises(BadRequest, match="scripted rejection"):
+        asyncio.run(go())
+    assert len(factory.wire_log) == 1
