@@ -4,7 +4,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -17,7 +17,13 @@ class Settings(BaseSettings):
     model_id: str | None = Field(default=None, description="id clients send as `model`; default: model_dir's name")
     policy_file: Path = Path("policies/default.yaml")
     api_keys: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, description="comma-separated; empty: no auth"
+        default_factory=list, description="comma-separated `[tenant:]key` (plaintext; use a tenants file in production)"
+    )
+    tenants_file: Path | None = Field(default=None, description="tenants, hashed keys and limits (YAML)")
+    redis_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("TANDEM_REDIS_URL", "REDIS_URL"),
+        description="Redis for rate limits shared by replicas; unset: limits per replica",
     )
     default_max_tokens: int = 128
     backend_timeout_s: float = 120.0

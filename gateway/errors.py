@@ -36,6 +36,13 @@ class PromptTooLong(GatewayError):
     status_code, error_type, code = 413, "invalid_request_error", "context_length_exceeded"
 
 
+class RateLimited(GatewayError):
+    status_code, error_type, code = 429, "rate_limit_exceeded", "rate_limit_exceeded"
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(f"{message}; retry after {retry_after_s} s", headers={"Retry-After": str(retry_after_s)})
+
+
 class NoBackend(GatewayError):
     status_code, error_type, code = 503, "service_unavailable", "no_backend"
 

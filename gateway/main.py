@@ -20,9 +20,11 @@ from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings, get_settings
 from gateway.decision_log import DecisionLog
 from gateway.errors import BadRequest, GatewayError
+from gateway.limits.admission import AdmissionController
 from gateway.policy.loader import parse_policy
 from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
 from gateway.state import GatewayState
+from gateway.tenants import Tenants
 from tandem.checkpoint import model_id_for
 
 log = logging.getLogger(__name__)
@@ -38,7 +40,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         registry = BackendRegistry(policy, model_id, backend_factory(s))
         status = PolicyStatus(s.policy_file, digest(text), time.time())
         decisions = DecisionLog(s.decision_log) if s.decision_log else None
-        state = GatewayState(s, model_id, ChatTokenizer(s.model_dir), policy, registry, status, decisions)
+        tenants = Tenants.load(s.tenants_file, s.api_keys)
+        redis_client = _redis(s.redis_url)
+        admission = AdmissionController(tenants, redis_client)
+        state = GatewayState(
+            s, model_id, ChatTokenizer(s.model_dir), policy, registry, status, tenants, admission, decisions
+        )
         app.state.gateway = state
         await registry.refresh_all()  # know each backend's kind before the first request
         tasks = [asyncio.create_task(registry.poll_forever(s.health_interval_s))]
@@ -50,6 +57,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await registry.close()
+        if redis_client is not None:
+            await redis_client.aclose()
         if decisions:
             decisions.close()
 
@@ -63,6 +72,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
     app.openapi = lambda: _openapi_without_422(app)
     return app
+
+
+def _redis(url: str | None):
+    if not url:
+        return None
+    import redis.asyncio
+    from opentelemetry.instrumentation.redis import RedisInstrumentor
+
+    if not RedisInstrumentor().is_instrumented_by_opentelemetry:
+        RedisInstrumentor().instrument()
+    return redis.asyncio.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
 
 
 def backend_factory(settings: Settings):

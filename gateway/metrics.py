@@ -1,6 +1,6 @@
 """The gateway's Prometheus metrics (names documented in docs/operations.md)."""
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 REQUESTS = Counter("tandem_gateway_requests_total", "Requests by outcome", ["pool", "rule", "status"])
 PROMPT_TOKENS = Counter("tandem_gateway_prompt_tokens_total", "Prompt tokens routed", ["pool"])
@@ -27,4 +27,10 @@ POLICY_RELOADS = Counter(
     "tandem_gateway_policy_reloads_total",
     "Policy file changes, by result (ok: now serving; error: rejected)",
     ["result"],
+)
+RATE_LIMITED = Counter("tandem_gateway_rate_limited_total", "Requests refused with 429", ["tenant", "limit"])
+RATE_LIMIT_MODE = Gauge(
+    "tandem_gateway_rate_limit_mode",
+    "1 for the active mode: redis (shared by replicas) or local (per replica)",
+    ["mode"],
 )

@@ -9,8 +9,10 @@ from gateway.backends.registry import BackendRegistry
 from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings
 from gateway.decision_log import DecisionLog
+from gateway.limits.admission import AdmissionController
 from gateway.policy.reloader import PolicyStatus
 from gateway.policy.schema import Policy
+from gateway.tenants import Tenants
 
 
 @dataclass
@@ -21,6 +23,8 @@ class GatewayState:
     policy: Policy  # replaced whole by the reloader; a request reads it once
     registry: BackendRegistry
     policy_status: PolicyStatus
+    tenants: Tenants
+    admission: AdmissionController
     decisions: DecisionLog | None = None
 
 

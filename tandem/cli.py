@@ -14,6 +14,8 @@ policy_app = typer.Typer(help="Routing policies.", no_args_is_help=True)
 app.add_typer(model_app, name="model")
 app.add_typer(edge_app, name="edge")
 app.add_typer(policy_app, name="policy")
+keys_app = typer.Typer(help="API keys (stored hashed).", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
 
 ModelDir = Annotated[
     Path, typer.Option("--model", help="Hugging Face checkpoint directory", exists=True, file_okay=False)
@@ -213,6 +215,24 @@ def policy_replay(
         typer.echo(json.dumps(out, indent=2))
     else:
         print_report(out, {"policy": str(policy), "against": str(against) if against else None})
+
+
+@keys_app.command("new")
+def keys_new(tenant: str) -> None:
+    """Make a key for TENANT: prints the key (give it to the tenant) and the line for the tenants file."""
+    from gateway.tenants import hash_key, new_key
+
+    key = new_key()
+    typer.echo(f"key (shown once): {key}")
+    typer.echo(f"tenants file:     {tenant}: {{keys: ['{hash_key(key)}']}}")
+
+
+@keys_app.command("hash")
+def keys_hash(key: str) -> None:
+    """Print the hash of an existing key, as the tenants file stores it."""
+    from gateway.tenants import hash_key
+
+    typer.echo(hash_key(key))
 
 
 if __name__ == "__main__":

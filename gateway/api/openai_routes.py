@@ -16,13 +16,14 @@ from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, _Gener
 from gateway.backends.worker_backend import BackendError
 from gateway.dispatch import RoutedStream, dispatch
 from gateway.errors import BackendFailed, GatewayError
+from gateway.limits.admission import Admission
 from gateway.policy.schema import Policy
 from gateway.state import GatewayState, State
 from proto.gen import worker_pb2
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
-router = APIRouter(prefix="/v1", responses=error_responses(400, 401))
+router = APIRouter(prefix="/v1", responses=error_responses(400, 401, 429))
 GENERATION_ERRORS = error_responses(404, 413, 502, 503)
 _STARTED = int(time.time())
 
@@ -70,6 +71,7 @@ async def _serve(
         ),
         priority=body.priority,
     )
+    admission = await state.admission.admit(features.tenant, len(prepared.prompt_ids) + features.max_tokens)
     started = time.perf_counter()
     try:
         routed = await dispatch(
@@ -81,8 +83,9 @@ async def _serve(
             state.settings.first_token_deadline_s,
             state.settings.attempt_timeout_s,
         )
-    except GatewayError as exc:
-        if state.decisions:
+    except BaseException as exc:
+        await admission.release(0)
+        if state.decisions and isinstance(exc, GatewayError):
             state.decisions.record(shape.response_id, features, None, None, None, exc.code or "error")
         raise
     if state.decisions:
@@ -98,12 +101,12 @@ async def _serve(
     headers = {"X-Tandem-Route": f"{routed.pool}; rule={routed.rule}", "X-Tandem-Backend": routed.backend.endpoint}
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        events = _stream_events(routed, shape, include_usage, started)
+        events = _stream_events(routed, shape, include_usage, started, admission)
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
-    return JSONResponse(await _collect(routed, shape, started), headers=headers)
+    return JSONResponse(await _collect(routed, shape, started, admission), headers=headers)
 
 
-async def _collect(routed: RoutedStream, shape: ResponseShape, started: float) -> dict:
+async def _collect(routed: RoutedStream, shape: ResponseShape, started: float, admission: Admission) -> dict:
     parts: list[str] = []
     last = None
     try:
@@ -115,6 +118,7 @@ async def _collect(routed: RoutedStream, shape: ResponseShape, started: float) -
         raise BackendFailed(f"backend failed mid-answer: {exc}") from exc
     finally:
         await routed.aclose()
+        await admission.release(_used_tokens(last))
     if last is None or not last.finish_reason:
         _record(routed, "backend_error", None, started)
         raise BackendFailed(f"{routed.backend.endpoint} ended the stream without a finish reason")
@@ -123,13 +127,15 @@ async def _collect(routed: RoutedStream, shape: ResponseShape, started: float) -
 
 
 async def _stream_events(
-    routed: RoutedStream, shape: ResponseShape, include_usage: bool, started: float
+    routed: RoutedStream, shape: ResponseShape, include_usage: bool, started: float, admission: Admission
 ) -> AsyncIterator[str]:
+    last = None
     yield shape.chunk(None, first=True)
     try:
         async for chunk in routed.chunks():
             if chunk.text:
                 yield shape.chunk(chunk.text)
+            last = chunk
             if chunk.finish_reason:
                 yield shape.chunk(None, reason=chunk.finish_reason)
                 if include_usage:
@@ -140,7 +146,15 @@ async def _stream_events(
         yield _error_event(BackendFailed(f"backend failed mid-answer: {exc}"))
     finally:
         await routed.aclose()  # the client left, or the answer ended: free the worker's sequence
+        await admission.release(_used_tokens(last))
     yield SSE_DONE
+
+
+def _used_tokens(last: worker_pb2.GenerateChunk | None) -> int | None:
+    """Tokens the request really used, from the final usage; None (no refund) when unknown."""
+    if last is None or not last.HasField("usage"):
+        return None
+    return last.usage.prompt_tokens + last.usage.completion_tokens
 
 
 def _error_event(error: GatewayError) -> str:

@@ -90,7 +90,7 @@ def _classify(
             metadata_privacy=(body.metadata or {}).get("privacy"),
             privacy_header=request.headers.get("x-tandem-privacy"),
             device_header=request.headers.get("x-tandem-device"),
-            tenant=request.headers.get("x-tandem-tenant", "default"),
+            tenant=request.state.tenant,  # set by the auth dependency
             priority=body.priority,
         )
         span.set_attribute("tandem.privacy_tags", sorted(features.privacy_tags))

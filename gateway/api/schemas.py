@@ -100,6 +100,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict]:
         401: "missing or invalid API key",
         404: "unknown model",
         413: "prompt + max_tokens exceed the model's context",
+        429: "the tenant is over a rate or concurrency limit (see Retry-After)",
         502: "the backend failed mid-answer",
         503: "no allowed backend could serve the request",
     }

@@ -1,0 +1,97 @@
+"""Admission per tenant: rate limits (shared through Redis when it is there) and concurrency.
+
+Requests never fail because of Redis: when it is not configured, or stops
+answering, the same buckets are kept in this process (limits then hold per
+replica), and the metric `tandem_gateway_rate_limit_mode` and a log line
+say which mode is active. Concurrency is counted per replica.
+"""
+
+import logging
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from gateway import metrics
+from gateway.errors import BadRequest, RateLimited
+from gateway.limits.buckets import Charge, LocalBuckets, RedisBuckets
+from gateway.tenants import Tenants
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Admission:
+    """A request let in; `release` must be called once it is over."""
+
+    controller: "AdmissionController"
+    tenant: str
+    charged_tokens: int
+    released: bool = False
+
+    async def release(self, used_tokens: int | None = None) -> None:
+        if self.released:
+            return
+        self.released = True
+        await self.controller._release(self, used_tokens)
+
+
+class AdmissionController:
+    def __init__(self, tenants: Tenants, redis_client=None) -> None:
+        self._tenants = tenants
+        self._local = LocalBuckets()
+        self._redis = RedisBuckets(redis_client) if redis_client is not None else None
+        self._inflight: Counter[str] = Counter()
+        self._mode: str | None = None
+        self._set_mode("redis" if self._redis else "local")
+
+    def _set_mode(self, mode: str) -> None:
+        if mode != self._mode:
+            for m in ("redis", "local"):
+                metrics.RATE_LIMIT_MODE.labels(m).set(1 if m == mode else 0)
+            log.log(logging.INFO if mode == "redis" else logging.WARNING,
+                    "rate limits: %s", "shared through Redis" if mode == "redis" else "kept in this process (per replica)")  # fmt: skip
+            self._mode = mode
+
+    async def _take(self, charge: Charge) -> float:
+        if self._redis is not None:
+            try:
+                wait = await self._redis.take(charge)
+                self._set_mode("redis")
+                return wait
+            except Exception as exc:  # noqa: BLE001 - any Redis failure: keep serving on local buckets
+                log.debug("redis rate limit failed: %s", exc)
+                self._set_mode("local")
+        return await self._local.take(charge)
+
+    async def admit(self, tenant: str, tokens: int) -> Admission:
+        limits = self._tenants.limits(tenant)
+        if limits.max_concurrent and self._inflight[tenant] >= limits.max_concurrent:
+            metrics.RATE_LIMITED.labels(tenant, "concurrency").inc()
+            raise RateLimited(
+                f"tenant {tenant!r} already has {limits.max_concurrent} requests in flight (its limit)", retry_after_s=1
+            )
+        if limits.tokens_per_minute and tokens > limits.tokens_per_minute:
+            raise BadRequest(
+                f"this request needs {tokens} tokens (prompt + max_tokens), more than tenant {tenant!r}'s "
+                f"limit of {limits.tokens_per_minute} per minute; lower max_tokens"
+            )
+        charge = Charge(tenant, limits.requests_per_minute, limits.tokens_per_minute, tokens)
+        wait_s = await self._take(charge)
+        if wait_s > 0:
+            metrics.RATE_LIMITED.labels(tenant, "rate").inc()
+            raise RateLimited(f"tenant {tenant!r} is over its rate limit", retry_after_s=math.ceil(wait_s))
+        self._inflight[tenant] += 1
+        return Admission(self, tenant, tokens if limits.tokens_per_minute else 0)
+
+    async def _release(self, admission: Admission, used_tokens: int | None) -> None:
+        self._inflight[admission.tenant] -= 1
+        unused = admission.charged_tokens - used_tokens if used_tokens is not None else 0
+        limits = self._tenants.limits(admission.tenant)
+        if unused > 0 and limits.tokens_per_minute:
+            try:
+                if self._redis is not None and self._mode == "redis":
+                    await self._redis.give_back(admission.tenant, limits.tokens_per_minute, unused)
+                else:
+                    await self._local.give_back(admission.tenant, limits.tokens_per_minute, unused)
+            except Exception as exc:  # noqa: BLE001 - a lost refund only makes the limit stricter
+                log.debug("refund failed: %s", exc)

@@ -1,0 +1,107 @@
+"""Tenants: who a request is from (by API key) and what it may use.
+
+Keys are kept only as SHA-256 hashes (`tandem keys new` prints a key and its
+hash). The tenants file (TANDEM_TENANTS_FILE):
+
+    default_limits: {requests_per_minute: 600}
+    tenants:
+      acme:
+        keys: [sha256:9f86d081884c7d65…]
+        requests_per_minute: 120
+        tokens_per_minute: 50000
+        max_concurrent: 4
+
+TANDEM_API_KEYS (`[tenant:]key,…`, plaintext, hashed on load) suits a laptop.
+With no keys at all the gateway is open and the tenant comes from
+X-Tandem-Tenant (default "default").
+"""
+
+import hashlib
+import hmac
+import secrets
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+HASH_PREFIX = "sha256:"
+
+
+def hash_key(key: str) -> str:
+    return HASH_PREFIX + hashlib.sha256(key.encode()).hexdigest()
+
+
+def new_key() -> str:
+    return "tdm-" + secrets.token_urlsafe(32)
+
+
+class TenantsError(ValueError):
+    """The tenants configuration cannot be used; the message says where and why."""
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+    max_concurrent: int | None = Field(default=None, ge=1)
+
+
+class TenantConfig(Limits):
+    keys: list[str] = []
+
+    @field_validator("keys")
+    @classmethod
+    def _hashed(cls, keys: list[str]) -> list[str]:
+        for key in keys:
+            digest = key.removeprefix(HASH_PREFIX)
+            if not key.startswith(HASH_PREFIX) or len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+                raise ValueError("keys are stored hashed: 'sha256:<64 hex digits>' (`tandem keys hash KEY` prints one)")
+        return keys
+
+
+class TenantsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    default_limits: Limits = Limits()
+    tenants: dict[str, TenantConfig] = {}
+
+
+class Tenants:
+    def __init__(self, config: TenantsFile) -> None:
+        self._config = config
+        self._by_hash = {key: name for name, tenant in config.tenants.items() for key in tenant.keys}
+
+    @classmethod
+    def load(cls, path: Path | None, env_keys: list[str]) -> "Tenants":
+        config = TenantsFile()
+        if path is not None:
+            try:
+                config = TenantsFile.model_validate(yaml.safe_load(Path(path).read_text()) or {})
+            except OSError as exc:
+                raise TenantsError(f"{path}: cannot read: {exc.strerror}") from exc
+            except (yaml.YAMLError, ValidationError) as exc:
+                raise TenantsError(f"{path}: {exc}") from exc
+        for entry in env_keys:
+            tenant, _, key = entry.rpartition(":")
+            tenant = tenant or "default"
+            existing = config.tenants.get(tenant, TenantConfig())
+            config.tenants[tenant] = existing.model_copy(update={"keys": [*existing.keys, hash_key(key)]})
+        return cls(config)
+
+    @property
+    def requires_key(self) -> bool:
+        return bool(self._by_hash)
+
+    def authenticate(self, presented_key: str) -> str | None:
+        """The tenant whose key this is, or None."""
+        digest = hash_key(presented_key)
+        for known, tenant in self._by_hash.items():
+            if hmac.compare_digest(known, digest):
+                return tenant
+        return None
+
+    def limits(self, tenant: str) -> Limits:
+        own = self._config.tenants.get(tenant)
+        base = self._config.default_limits
+        if own is None:
+            return base
+        return Limits(**{f: getattr(own, f) or getattr(base, f) for f in Limits.model_fields})

@@ -1,0 +1,95 @@
+"""Tenants and limits with real processes: keys, 429 + Retry-After shared by two replicas through Redis."""
+
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from gateway.tenants import hash_key
+from tandem.stack import start_local_stack
+from tests.conftest import free_port
+from tests.stack import write_policy
+
+pytestmark = pytest.mark.integration
+ACME, GLOBEX = "k-acme-secret", "k-globex-secret"
+BODY = {"model": "tandem-demo", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+
+
+def tenants_file(path):
+    path.write_text(
+        "tenants:\n"
+        f"  acme: {{keys: ['{hash_key(ACME)}'], requests_per_minute: 4}}\n"
+        f"  globex: {{keys: ['{hash_key(GLOBEX)}']}}\n"
+    )
+    return path
+
+
+def start_gateway(model_dir, policy, env, port):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tandem.cli", "gateway", "--model", str(model_dir), "--policy", str(policy), "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise TimeoutError("second gateway did not start")
+
+
+@pytest.fixture
+def two_replicas(demo_checkpoint, tmp_path, redis_url):
+    import os
+
+    policy = write_policy(tmp_path / "policy.yaml", free_port(), free_port())
+    env = {"TANDEM_TENANTS_FILE": str(tenants_file(tmp_path / "tenants.yaml")), "REDIS_URL": redis_url}
+    stack = start_local_stack(demo_checkpoint, policy, tmp_path, free_port(), env)
+    port = free_port()
+    second = start_gateway(demo_checkpoint, policy, os.environ | env, port)
+    yield stack.url, f"http://127.0.0.1:{port}"
+    second.terminate()
+    second.wait(timeout=10)
+    stack.stop()
+
+
+def post(url, key, body=BODY):
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.post(f"{url}/v1/chat/completions", json=body, headers=headers, timeout=30)
+
+
+def test_keys_decide_the_tenant_and_a_limit_holds_across_replicas(two_replicas, redis_url):
+    a, b = two_replicas
+    assert post(a, None).status_code == 401
+    assert post(a, "not-a-key").json()["error"]["code"] == "invalid_api_key"
+
+    statuses = [post(url, ACME).status_code for url in (a, b, a, b)]
+    assert statuses == [200, 200, 200, 200]  # acme's 4 requests per minute, spent through both replicas
+    refused = post(b, ACME)
+    assert refused.status_code == 429
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert "acme" in refused.json()["error"]["message"]
+    assert post(a, GLOBEX).status_code == 200  # another tenant is not affected
+
+    explained = httpx.post(
+        f"{a}/v1/route/explain", json=BODY, headers={"Authorization": f"Bearer {GLOBEX}", "X-Tandem-Tenant": "acme"}
+    )
+    assert explained.json()["features"]["tenant"] == "globex"  # the key decides, not the header
+    assert 'tandem_gateway_rate_limit_mode{mode="redis"} 1.0' in httpx.get(f"{a}/metrics").text
+
+
+def test_without_redis_limits_hold_per_replica_and_requests_still_succeed(demo_checkpoint, tmp_path):
+    policy = write_policy(tmp_path / "policy.yaml", free_port(), free_port())
+    dead_redis = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    env = {"TANDEM_TENANTS_FILE": str(tenants_file(tmp_path / "tenants.yaml")), "REDIS_URL": dead_redis}
+    stack = start_local_stack(demo_checkpoint, policy, tmp_path, free_port(), env)
+    try:
+        assert [post(stack.url, ACME).status_code for _ in range(5)] == [200, 200, 200, 200, 429]
+        assert 'tandem_gateway_rate_limit_mode{mode="local"} 1.0' in httpx.get(f"{stack.url}/metrics").text
+    finally:
+        stack.stop()
