@@ -10,10 +10,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
 from gateway.api import explain_routes, health_routes, openai_routes
 from gateway.auth import require_api_key
 from gateway.backends.circuit_breaker import CircuitBreaker
+from gateway.backends.grpc_backend import GrpcWorkerBackend
+from gateway.backends.http_backend import HttpWorkerBackend
 from gateway.backends.registry import BackendRegistry
 from gateway.backends.worker_backend import WorkerBackend
 from gateway.chat_tokenizer import ChatTokenizer
@@ -23,6 +26,7 @@ from gateway.errors import BadRequest, GatewayError
 from gateway.limits.admission import AdmissionController
 from gateway.policy.loader import parse_policy
 from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
+from gateway.policy.schema import Pool
 from gateway.state import GatewayState
 from gateway.tenants import Tenants
 from tandem.checkpoint import model_id_for
@@ -37,15 +41,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         text = s.policy_file.read_text()
         policy = parse_policy(text, str(s.policy_file))
         model_id = model_id_for(s.model_dir, s.model_id)
-        registry = BackendRegistry(policy, model_id, backend_factory(s))
+        tokenizer = ChatTokenizer(s.model_dir)
+        registry = BackendRegistry(policy, model_id, backend_factory(s, tokenizer))
         status = PolicyStatus(s.policy_file, digest(text), time.time())
         decisions = DecisionLog(s.decision_log) if s.decision_log else None
         tenants = Tenants.load(s.tenants_file, s.api_keys)
         redis_client = _redis(s.redis_url)
         admission = AdmissionController(tenants, redis_client)
-        state = GatewayState(
-            s, model_id, ChatTokenizer(s.model_dir), policy, registry, status, tenants, admission, decisions
-        )
+        state = GatewayState(s, model_id, tokenizer, policy, registry, status, tenants, admission, decisions)
         app.state.gateway = state
         await registry.refresh_all()  # know each backend's kind before the first request
         tasks = [asyncio.create_task(registry.poll_forever(s.health_interval_s))]
@@ -70,6 +73,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
+    if not HTTPXClientInstrumentor().is_instrumented_by_opentelemetry:
+        HTTPXClientInstrumentor().instrument()  # trace context into OpenAI-compatible HTTP backends
     app.openapi = lambda: _openapi_without_422(app)
     return app
 
@@ -85,10 +90,13 @@ def _redis(url: str | None):
     return redis.asyncio.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
 
 
-def backend_factory(settings: Settings):
-    def make(endpoint: str, model_id: str, pool_kind: str) -> WorkerBackend:
+def backend_factory(settings: Settings, tokenizer: ChatTokenizer):
+    def make(endpoint: str, model_id: str, pool: Pool) -> WorkerBackend:
         breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_open_s)
-        return WorkerBackend(endpoint, model_id, pool_kind, breaker)
+        if endpoint.startswith(("http://", "https://")):
+            decode = tokenizer.tokenizer.decode if pool.prompt_format == "text" else None
+            return HttpWorkerBackend(endpoint, model_id, pool.kind, breaker, pool.upstream_model, decode)
+        return GrpcWorkerBackend(endpoint, model_id, pool.kind, breaker)
 
     return make
 

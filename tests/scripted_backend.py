@@ -20,6 +20,9 @@ class ScriptedBackend(WorkerBackend):
         super().__init__(endpoint, model_id, pool_kind, breaker)
         self.stats = worker_pb2.StatsReply(model_id=model_id, kind=self.reported_kind.get(endpoint, pool_kind))
 
+    async def _fetch_stats(self):
+        return self.stats
+
     async def _stream(self, request, timeout_s):
         self.wire_log.append((self.endpoint, self.pool_kind, self.stats.kind, request.private))
         behaviour = self.behaviour.get(self.endpoint, OK)
@@ -40,7 +43,8 @@ def scripted(behaviour: dict[str, str], reported_kind: dict[str, str] | None = N
         "Backend", (ScriptedBackend,), {"behaviour": behaviour, "reported_kind": reported_kind or {}, "wire_log": []}
     )
 
-    def factory(endpoint, model_id, pool_kind):
+    def factory(endpoint, model_id, pool):
+        pool_kind = pool if isinstance(pool, str) else pool.kind
         return cls(endpoint, model_id, pool_kind, CircuitBreaker(**breaker) if breaker else None)
 
     factory.wire_log = cls.wire_log

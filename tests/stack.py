@@ -33,3 +33,29 @@ def start_stack(model_dir: Path, work_dir: Path, otlp_endpoint: str | None = Non
 
 def endpoint_of(stack: LocalStack, pool: str) -> str:
     return next(c.endpoint for c in stack.children if c.pool == pool)
+
+
+def start_gateway(model_dir: Path, policy: Path, port: int, env: dict[str, str] | None = None, log: Path | None = None):
+    """One more gateway process (a replica, or a front gateway); returns it once /readyz answers 200."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 - the child owns it
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tandem.cli", "gateway", "--model", str(model_dir), "--policy", str(policy), "--port", str(port)],
+        env=os.environ | (env or {}), stdout=out, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise TimeoutError(f"gateway on port {port} did not become ready")

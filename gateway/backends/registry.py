@@ -9,28 +9,30 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from gateway.backends.grpc_backend import GrpcWorkerBackend
 from gateway.backends.worker_backend import WorkerBackend
 from gateway.policy.schema import Policy, Pool
 
 log = logging.getLogger(__name__)
-BackendFactory = Callable[[str, str, str], WorkerBackend]  # (endpoint, model id, pool kind)
+BackendFactory = Callable[[str, str, Pool], WorkerBackend]  # (endpoint, model id, pool)
 RETIRE_GRACE_S = 60.0
 
 
 class BackendRegistry:
-    def __init__(self, policy: Policy, model_id: str, backend_factory: BackendFactory = WorkerBackend) -> None:
-        self._model_id, self._backend_factory = model_id, backend_factory
+    def __init__(self, policy: Policy, model_id: str, backend_factory: BackendFactory | None = None) -> None:
+        self._model_id = model_id
+        self._backend_factory = backend_factory or (lambda url, model, pool: GrpcWorkerBackend(url, model, pool.kind))
         self._live: dict[tuple[str, str], WorkerBackend] = {}  # (endpoint, pool kind) -> client
         self._retiring: dict[tuple[str, str], WorkerBackend] = {}
-        self._live = {key: self._new(*key) for key in _keys(policy)}
+        self._live = {key: self._new(key, pool) for key, pool in _keys(policy).items()}
 
-    def _new(self, endpoint: str, pool_kind: str) -> WorkerBackend:
-        return self._backend_factory(endpoint, self._model_id, pool_kind)
+    def _new(self, key: tuple[str, str], pool: Pool) -> WorkerBackend:
+        return self._backend_factory(key[0], self._model_id, pool)
 
     async def apply(self, policy: Policy) -> None:
         """Follow a new policy: new backends are polled once before any request can see them."""
         wanted = _keys(policy)
-        fresh = {key: self._new(*key) for key in wanted if key not in self._live}
+        fresh = {key: self._new(key, pool) for key, pool in wanted.items() if key not in self._live}
         await asyncio.gather(*(b.refresh() for b in fresh.values()))
         dropped = {key: b for key, b in self._live.items() if key not in wanted}
         self._live = {key: self._live.get(key) or fresh[key] for key in wanted}
@@ -66,5 +68,5 @@ class BackendRegistry:
         await asyncio.gather(*(b.close() for b in [*self._live.values(), *self._retiring.values()]))
 
 
-def _keys(policy: Policy) -> list[tuple[str, str]]:
-    return list(dict.fromkeys((url, pool.kind) for pool in policy.pools.values() for url in pool.endpoints))
+def _keys(policy: Policy) -> dict[tuple[str, str], Pool]:
+    return {(url, pool.kind): pool for pool in policy.pools.values() for url in pool.endpoints}

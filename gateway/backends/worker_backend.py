@@ -1,15 +1,18 @@
-"""A gRPC client for one `Worker` endpoint, with its health as last observed."""
+"""One backend as the gateway sees it: health, circuit breaker, and the privacy guard.
+
+Subclasses supply the wire (`_fetch_stats`, `_stream`): `GrpcWorkerBackend` for
+Tandem workers, `HttpWorkerBackend` for OpenAI-compatible servers. Errors use
+gRPC status codes as their one vocabulary.
+"""
 
 import logging
 from collections.abc import AsyncIterator
-from urllib.parse import urlparse
 
 import grpc
-from opentelemetry.instrumentation.grpc import aio_client_interceptors, filters
 
 from gateway.backends.circuit_breaker import CircuitBreaker
 from gateway.routing.candidate import Candidate
-from proto.gen import worker_pb2, worker_pb2_grpc
+from proto.gen import worker_pb2
 
 log = logging.getLogger(__name__)
 STATS_TIMEOUT_S = 1.0
@@ -40,14 +43,8 @@ class PrivacyViolation(RuntimeError):
 
 class WorkerBackend:
     def __init__(self, endpoint: str, model_id: str, pool_kind: str, breaker: CircuitBreaker | None = None) -> None:
-        parsed = urlparse(endpoint)
         self.endpoint, self.model_id, self.pool_kind = endpoint, model_id, pool_kind
         self.breaker = breaker or CircuitBreaker()
-        self._channel = grpc.aio.insecure_channel(
-            f"{parsed.hostname}:{parsed.port}",
-            interceptors=aio_client_interceptors(filter_=filters.negate(filters.method_name("Stats"))),
-        )
-        self._stub = worker_pb2_grpc.WorkerStub(self._channel)
         self.is_healthy = True  # optimistic until the first poll or call says otherwise
         self.problem: str | None = None  # why it is unhealthy, for /readyz and logs
         self.stats: worker_pb2.StatsReply | None = None
@@ -64,9 +61,9 @@ class WorkerBackend:
 
     async def refresh(self) -> None:
         try:
-            self.stats = await self._stub.Stats(worker_pb2.StatsRequest(), timeout=STATS_TIMEOUT_S)
-        except grpc.aio.AioRpcError as exc:
-            self._set_problem(f"{exc.code().name}: {exc.details()}")
+            self.stats = await self._fetch_stats()
+        except BackendError as exc:
+            self._set_problem(f"{exc.code.name}: {exc.details}")
             return
         if self.stats.model_id != self.model_id:
             # Its tokenizer may differ from ours: the token ids we send would mean other text.
@@ -115,19 +112,11 @@ class WorkerBackend:
             if not answered and not failed:
                 self.breaker.release()  # left before any answer (client gone, or our deadline): no verdict
 
-    async def _stream(
-        self, request: worker_pb2.GenerateRequest, timeout_s: float
-    ) -> AsyncIterator[worker_pb2.GenerateChunk]:
-        call = self._stub.Generate(request, timeout=timeout_s)
-        try:
-            async for chunk in call:
-                yield chunk
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                self._set_problem(f"UNAVAILABLE: {exc.details()}")
-            raise BackendError(self.endpoint, exc.code(), exc.details() or "") from exc
-        finally:
-            call.cancel()  # no-op when finished; tells the worker to free the sequence otherwise
+    async def _fetch_stats(self) -> worker_pb2.StatsReply:
+        raise NotImplementedError
+
+    def _stream(self, request: worker_pb2.GenerateRequest, timeout_s: float) -> AsyncIterator[worker_pb2.GenerateChunk]:
+        raise NotImplementedError
 
     async def close(self) -> None:
-        await self._channel.close()
+        """Release connections."""

@@ -84,16 +84,24 @@ class Profile(_Strict):
 
 class Pool(_Strict):
     kind: Literal["edge", "cloud"]
-    endpoints: list[str] = Field(min_length=1)
+    endpoints: list[str] = Field(min_length=1, description="grpc://host:port (Tandem workers) or http(s)://host:port")
     profile: Profile = Profile()
+    upstream_model: str | None = Field(
+        default=None, description="for http(s) endpoints: the model name to send (default: the gateway's model id)"
+    )
+    prompt_format: Literal["token_ids", "text"] = Field(
+        default="token_ids", description="for http(s) endpoints: text for servers that take no token ids (Ollama)"
+    )
 
     @field_validator("endpoints")
     @classmethod
-    def _grpc_urls(cls, value: list[str]) -> list[str]:
+    def _urls(cls, value: list[str]) -> list[str]:
         for url in value:
             parsed = urlparse(url)
-            if parsed.scheme != "grpc" or not parsed.hostname or not parsed.port:
-                raise ValueError(f"endpoint {url!r} must look like grpc://host:port")
+            if parsed.scheme not in ("grpc", "http", "https") or not parsed.hostname:
+                raise ValueError(f"endpoint {url!r} must look like grpc://host:port or http(s)://host[:port]")
+            if parsed.scheme == "grpc" and not parsed.port:
+                raise ValueError(f"endpoint {url!r} needs a port")
         return value
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from gateway.backends.worker_backend import WorkerBackend
+from gateway.backends.grpc_backend import GrpcWorkerBackend
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.integration
@@ -45,10 +45,10 @@ def test_a_worker_serving_another_model_is_not_used_and_readyz_says_why(worker_a
     endpoint, process = worker_announcing
 
     async def check():
-        backend = WorkerBackend(endpoint, "tandem-demo", "cloud")
+        backend = GrpcWorkerBackend(endpoint, "tandem-demo", "cloud")
         await backend.refresh()
         mismatch = (backend.is_healthy, backend.problem)
-        right = WorkerBackend(endpoint, "some-other-model", "cloud")
+        right = GrpcWorkerBackend(endpoint, "some-other-model", "cloud")
         await right.refresh()
         process.terminate()
         process.wait(timeout=10)

@@ -1,16 +1,12 @@
 """Tenants and limits with real processes: keys, 429 + Retry-After shared by two replicas through Redis."""
 
-import subprocess
-import sys
-import time
-
 import httpx
 import pytest
 
 from gateway.tenants import hash_key
 from tandem.stack import start_local_stack
 from tests.conftest import free_port
-from tests.stack import write_policy
+from tests.stack import start_gateway, write_policy
 
 pytestmark = pytest.mark.integration
 ACME, GLOBEX = "k-acme-secret", "k-globex-secret"
@@ -26,32 +22,13 @@ def tenants_file(path):
     return path
 
 
-def start_gateway(model_dir, policy, env, port):
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tandem.cli", "gateway", "--model", str(model_dir), "--policy", str(policy), "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    process.kill()
-    raise TimeoutError("second gateway did not start")
-
-
 @pytest.fixture
 def two_replicas(demo_checkpoint, tmp_path, redis_url):
-    import os
-
     policy = write_policy(tmp_path / "policy.yaml", free_port(), free_port())
     env = {"TANDEM_TENANTS_FILE": str(tenants_file(tmp_path / "tenants.yaml")), "REDIS_URL": redis_url}
     stack = start_local_stack(demo_checkpoint, policy, tmp_path, free_port(), env)
     port = free_port()
-    second = start_gateway(demo_checkpoint, policy, os.environ | env, port)
+    second = start_gateway(demo_checkpoint, policy, port, env)
     yield stack.url, f"http://127.0.0.1:{port}"
     second.terminate()
     second.wait(timeout=10)

@@ -7,6 +7,12 @@ from gateway.policy.loader import PolicyError, load_policy
 POOLS = "pools:\n  edge: {kind: edge, endpoints: ['grpc://h:1']}\n  cloud: {kind: cloud, endpoints: ['grpc://h:2']}\n"
 PRIVATE_FIRST = "  - {name: private, match: {privacy: [private, pii, confidential]}, route: edge}\n"
 CASES = [
+    (
+        "grpc endpoint without a port",
+        "version: 1\npools:\n  c: {kind: edge, endpoints: ['grpc://x']}\nrules: [{name: d, route: c}]\n",
+        "endpoint 'grpc://x' needs a port",
+        3,
+    ),
     # (name, text, expected message, expected line)
     ("not yaml", "version: 1\npools: [unclosed\n", "not valid YAML", 3),
     ("a list, not a mapping", "- 1\n- 2\n", "must be a YAML mapping", None),
@@ -25,8 +31,8 @@ CASES = [
     ),
     (
         "bad endpoint",
-        "version: 1\npools:\n  c: {kind: edge, endpoints: ['http://x']}\nrules: [{name: d, route: c}]\n",
-        "pools.c.endpoints: Value error, endpoint 'http://x' must look like grpc://host:port",
+        "version: 1\npools:\n  c: {kind: edge, endpoints: ['ftp://x']}\nrules: [{name: d, route: c}]\n",
+        "pools.c.endpoints: Value error, endpoint 'ftp://x' must look like grpc://host:port or http(s)://host[:port]",
         3,
     ),
     (

@@ -1,0 +1,128 @@
+"""Any OpenAI-compatible HTTP server as a backend: vLLM, SGLang, llama.cpp server, Ollama, another Tandem gateway.
+
+The gateway has already tokenized, so the prompt goes to `/v1/completions` as
+token ids (vLLM, SGLang, llama.cpp and Tandem accept them), or, with
+`prompt_format: text` (Ollama), as the text those ids spell. Health is
+`GET /v1/models` listing the upstream model. Such a server cannot vouch for
+its own kind: it counts as the kind of its pool, so an HTTP member of an
+edge pool is trusted with private prompts. Put only servers on the device
+or inside its trust boundary there. Prefix hints for these backends come
+from the approximate index, not from worker events.
+"""
+
+import json
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+import httpx
+
+from gateway.backends.circuit_breaker import CircuitBreaker
+from gateway.backends.worker_backend import BackendError, WorkerBackend
+from proto.gen import worker_pb2
+
+HEALTH_TIMEOUT_S = 1.0
+
+
+class HttpWorkerBackend(WorkerBackend):
+    def __init__(
+        self,
+        endpoint: str,
+        model_id: str,
+        pool_kind: str,
+        breaker: CircuitBreaker | None = None,
+        upstream_model: str | None = None,
+        decode: Callable[[list[int]], str] | None = None,
+    ) -> None:
+        super().__init__(endpoint, model_id, pool_kind, breaker)
+        self._base = endpoint.rstrip("/").removesuffix("/v1")
+        self._upstream_model = upstream_model or model_id
+        self._decode = decode  # set: send text (for servers that take no token ids)
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=2.0))
+
+    async def _fetch_stats(self) -> worker_pb2.StatsReply:
+        try:
+            response = await self._client.get(f"{self._base}/v1/models", timeout=HEALTH_TIMEOUT_S)
+            response.raise_for_status()
+            served = [m.get("id") for m in response.json().get("data", [])]
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            raise BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, f"GET /v1/models: {exc}") from exc
+        # Speak in the gateway's model id once the upstream is seen to serve the configured model.
+        model = self.model_id if self._upstream_model in served else ",".join(map(str, served))
+        return worker_pb2.StatsReply(model_id=model, kind=self.pool_kind, execution_provider="openai-http")
+
+    def _body(self, request: worker_pb2.GenerateRequest) -> dict:
+        s = request.sampling
+        ids = list(request.prompt_token_ids)
+        body = {
+            "model": self._upstream_model,
+            "prompt": self._decode(ids) if self._decode else ids,
+            "max_tokens": s.max_tokens,
+            "temperature": s.temperature,
+            "top_p": s.top_p or 1.0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if s.HasField("seed"):
+            body["seed"] = s.seed
+        if s.top_k:
+            body["top_k"] = s.top_k  # an extension vLLM, SGLang and llama.cpp accept
+        if s.stop_strings:
+            body["stop"] = list(s.stop_strings)
+        return body
+
+    async def _stream(
+        self, request: worker_pb2.GenerateRequest, timeout_s: float
+    ) -> AsyncIterator[worker_pb2.GenerateChunk]:
+        finish, usage = None, None
+        try:
+            async with self._client.stream(
+                "POST", f"{self._base}/v1/completions", json=self._body(request), timeout=timeout_s
+            ) as response:
+                if response.status_code != 200:
+                    raise self._error(response.status_code, (await response.aread()).decode(errors="replace"))
+                async for line in response.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line.removeprefix("data:").strip()
+                    if data == "[DONE]":
+                        break
+                    event = json.loads(data)
+                    if "error" in event:
+                        raise BackendError(self.endpoint, grpc.StatusCode.INTERNAL, str(event["error"].get("message")))
+                    if event.get("usage"):
+                        usage = event["usage"]
+                    for choice in event.get("choices", []):
+                        if choice.get("text"):
+                            yield worker_pb2.GenerateChunk(text=choice["text"])
+                        finish = choice.get("finish_reason") or finish
+        except httpx.TransportError as exc:
+            self._set_problem(f"UNAVAILABLE: {exc}")
+            raise BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, str(exc)) from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise BackendError(self.endpoint, grpc.StatusCode.INTERNAL, f"malformed stream: {exc}") from exc
+        if finish is None:
+            raise BackendError(self.endpoint, grpc.StatusCode.INTERNAL, "stream ended without a finish reason")
+        # The finish reason waits for the usage chunk, so the last chunk carries both, as from a Tandem worker.
+        yield worker_pb2.GenerateChunk(finish_reason=finish, usage=_usage(usage, len(request.prompt_token_ids)))
+
+    def _error(self, status: int, text: str) -> BackendError:
+        try:
+            message = json.loads(text)["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = text[:200]
+        if status >= 500 or status == 429:
+            return BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, f"HTTP {status}: {message}")
+        return BackendError(self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, f"HTTP {status}: {message}")
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+def _usage(usage: dict | None, num_prompt: int) -> worker_pb2.Usage:
+    usage = usage or {}
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    return worker_pb2.Usage(
+        prompt_tokens=usage.get("prompt_tokens", num_prompt),
+        completion_tokens=usage.get("completion_tokens", 0),
+        cached_prompt_tokens=cached,
+    )

@@ -1,0 +1,118 @@
+"""An OpenAI-compatible HTTP server as a pool member.
+
+The server here is a second Tandem gateway (B), a real OpenAI-compatible
+server that accepts token-id prompts as vLLM and SGLang do. Gateway A's
+cloud pool is B over HTTP, its edge pool B's edge agent over gRPC.
+"""
+
+import os
+import time
+
+import httpx
+import openai
+import pytest
+
+from tandem.stack import start_local_stack
+from tests.conftest import free_port
+from tests.otlp_collector import OtlpCollector
+from tests.stack import start_gateway, write_policy
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def front(demo_checkpoint, tmp_path_factory):
+    work = tmp_path_factory.mktemp("http-backend")
+    collector = OtlpCollector()
+    otlp = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
+            "OTEL_EXPORTER_OTLP_INSECURE": "true", "OTEL_BSP_SCHEDULE_DELAY": "100"}  # fmt: skip
+    edge_port = free_port()
+    back = start_local_stack(
+        demo_checkpoint, write_policy(work / "back.yaml", free_port(), edge_port), work, free_port(), otlp
+    )
+    policy = work / "front.yaml"
+    policy.write_text(
+        "version: 1\n"
+        "pools:\n"
+        f"  edge: {{kind: edge, endpoints: ['grpc://127.0.0.1:{edge_port}']}}\n"
+        f"  cloud: {{kind: cloud, endpoints: ['{back.url}']}}\n"
+        "rules:\n"
+        "  - {name: private, match: {privacy: [private, pii, confidential]}, route: edge}\n"
+        "  - {name: default, route: cloud}\n"
+    )
+    port = free_port()
+    process = start_gateway(
+        demo_checkpoint, policy, port, otlp | {"OTEL_SERVICE_NAME": "tandem-front"}, work / "front.log"
+    )
+    yield f"http://127.0.0.1:{port}", back, collector
+    process.terminate()
+    process.wait(timeout=10)
+    back.stop()
+    collector.stop()
+
+
+def ask(url, **kwargs):
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    body = dict(
+        model="tandem-demo", messages=[{"role": "user", "content": "Name a colour."}], max_tokens=12, temperature=0
+    )
+    return client.chat.completions.with_raw_response.create(**(body | kwargs))
+
+
+def test_a_public_request_goes_over_http_and_answers_like_the_server_itself(front):
+    url, back, _ = front
+    via_http = ask(url)
+    assert via_http.headers["x-tandem-route"] == "cloud; rule=default"
+    assert via_http.headers["x-tandem-backend"] == back.url
+    direct = ask(back.url).parse()
+    answer = via_http.parse()
+    assert answer.choices[0].message.content == direct.choices[0].message.content
+    assert answer.usage.prompt_tokens == direct.usage.prompt_tokens
+    assert answer.usage.completion_tokens == direct.usage.completion_tokens
+
+
+def test_streaming_over_http(front):
+    url, _, _ = front
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    body = dict(
+        model="tandem-demo", messages=[{"role": "user", "content": "Name a colour."}], max_tokens=12, temperature=0
+    )
+    streamed = "".join(
+        c.choices[0].delta.content or "" for c in client.chat.completions.create(stream=True, **body) if c.choices
+    )
+    assert streamed == client.chat.completions.create(**body).choices[0].message.content
+
+
+def test_private_requests_never_take_the_http_cloud_member(front):
+    url, _, _ = front
+    assert ask(url, extra_body={"metadata": {"privacy": "pii"}}).headers["x-tandem-route"] == "edge; rule=private"
+
+
+def test_one_trace_spans_both_gateways_and_the_worker(front):
+    url, _, collector = front
+    trace_id = os.urandom(16).hex()
+    ask(url, extra_headers={"traceparent": f"00-{trace_id}-{os.urandom(8).hex()}-01"})
+    deadline = time.monotonic() + 10
+    while {"tandem-front", "tandem-gateway", "tandem-cloud-worker"} - {s.service for s in collector.trace(trace_id)}:
+        assert time.monotonic() < deadline, {s.service for s in collector.trace(trace_id)}
+        time.sleep(0.1)
+
+
+def test_readyz_reports_the_http_member_and_its_loss(front):
+    url, back, _ = front
+    member = httpx.get(f"{url}/readyz").json()["backends"][back.url]
+    assert member["healthy"] and member["execution_provider"] == "openai-http"
+    gateway_b = next(c for c in back.children if c.pool is None)
+    gateway_b.process.terminate()
+    gateway_b.process.wait(timeout=10)
+    deadline = time.monotonic() + 5
+    while httpx.get(f"{url}/readyz").json()["backends"][back.url]["healthy"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    with pytest.raises(openai.APIStatusError) as err:
+        ask(url)
+    assert (
+        err.value.status_code == 503
+        and back.url in err.value.response.json()["error"]["message"]
+        or "no healthy backend" in err.value.response.json()["error"]["message"]
+    )
