@@ -26,6 +26,8 @@ def test_private_gets_503_when_the_edge_is_gone_and_public_falls_back(stack):
     client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
     private = {"extra_body": {"metadata": {"privacy": "pii"}}}
     assert route_of(client, **private) == "edge; rule=private"
+    npu_before = {"extra_headers": {"X-Tandem-Device": '{"npu": true}'}}
+    assert route_of(client, **npu_before) == "edge; rule=short-on-capable-device"
 
     stack.stop("edge")
     with pytest.raises(openai.APIStatusError) as err:
@@ -34,6 +36,8 @@ def test_private_gets_503_when_the_edge_is_gone_and_public_falls_back(stack):
     message = err.value.response.json()["error"]["message"]
     assert "private request: only edge pools may serve it" in message  # says why the cloud was not tried
     assert route_of(client) == "cloud; rule=default"  # public traffic is unaffected
+    npu = {"extra_headers": {"X-Tandem-Device": '{"npu": true}'}}
+    assert route_of(client, **npu) == "cloud; rule=short-on-capable-device"  # its edge route falls back to the cloud
 
     stack.stop("cloud")
     with pytest.raises(openai.APIStatusError) as err:
