@@ -2,10 +2,13 @@
 
 import asyncio
 import logging
+import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 from edge_agent.export import cached_export
 from edge_agent.providers import DEFAULT_PRIORITY
+from edge_agent.registration import keep_registered
 from edge_agent.runner import OnnxStepModel
 from tandem.checkpoint import load_tokenizer, model_id_for
 from tandem.serial_engine import SerialEngine
@@ -35,6 +38,14 @@ def build_engine(
     )
 
 
+@dataclass(frozen=True)
+class RegisterWith:
+    gateway_url: str
+    token: str
+    agent_id: str | None = None
+    advertise: str | None = None  # grpc://host:port the gateway should use; default: the listen address
+
+
 def run(
     model_dir: Path,
     host: str,
@@ -43,9 +54,21 @@ def run(
     model_id: str | None = None,
     priority: tuple[str, ...] = DEFAULT_PRIORITY,
     require_npu: bool = False,
+    register: RegisterWith | None = None,
 ) -> None:
     setup_tracing("tandem-edge-agent")
     try:
-        asyncio.run(serve(build_engine(model_dir, cache_dir, model_id, priority, require_npu), host, port))
+        engine = build_engine(model_dir, cache_dir, model_id, priority, require_npu)
+        background = None
+        if register is not None:
+            stats = engine.stats()
+            endpoint = register.advertise or f"grpc://{host}:{port}"
+            agent_id = register.agent_id or f"{socket.gethostname()}-{port}"
+
+            def background():
+                return keep_registered(register.gateway_url, register.token, agent_id, endpoint, stats.model_id,
+                                       stats.execution_provider, stats.max_context_tokens)  # fmt: skip
+
+        asyncio.run(serve(engine, host, port, background))
     finally:
         shutdown_tracing()

@@ -33,6 +33,8 @@ class Settings(BaseSettings):
     breaker_failures: int = Field(default=3, ge=1, description="consecutive failures that open a backend's breaker")
     breaker_open_s: float = Field(default=5.0, gt=0, description="how long an open breaker waits before a probe")
     watch_policy: bool = Field(default=True, description="reload the policy file when it changes")
+    edge_token: str | None = Field(default=None, description="token edge agents register with; unset: registration off")
+    edge_agent_ttl_s: float = Field(default=15.0, gt=0, description="drop an edge agent not heard from for this long")
     decision_log: Path | None = Field(default=None, description="append each routing decision here as JSON lines")
 
     @field_validator("api_keys", mode="before")

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
-from gateway.api import explain_routes, health_routes, openai_routes
+from gateway.api import edge_routes, explain_routes, health_routes, openai_routes
 from gateway.auth import require_api_key
 from gateway.backends.circuit_breaker import CircuitBreaker
 from gateway.backends.grpc_backend import GrpcWorkerBackend
@@ -22,6 +22,7 @@ from gateway.backends.worker_backend import WorkerBackend
 from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings, get_settings
 from gateway.decision_log import DecisionLog
+from gateway.edge_agents import EdgeAgents
 from gateway.errors import BadRequest, GatewayError
 from gateway.limits.admission import AdmissionController
 from gateway.policy.loader import parse_policy
@@ -48,7 +49,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         tenants = Tenants.load(s.tenants_file, s.api_keys)
         redis_client = _redis(s.redis_url)
         admission = AdmissionController(tenants, redis_client)
-        state = GatewayState(s, model_id, tokenizer, policy, registry, status, tenants, admission, decisions)
+        state = GatewayState(
+            s,
+            model_id,
+            tokenizer,
+            policy,
+            registry,
+            status,
+            tenants,
+            admission,
+            EdgeAgents(s.edge_agent_ttl_s),
+            decisions,
+        )
         app.state.gateway = state
         await registry.refresh_all()  # know each backend's kind before the first request
         tasks = [asyncio.create_task(registry.poll_forever(s.health_interval_s))]
@@ -69,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health_routes.router)
     app.include_router(openai_routes.router, dependencies=[Depends(require_api_key)])
     app.include_router(explain_routes.router, dependencies=[Depends(require_api_key)])
+    app.include_router(edge_routes.router)
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(Exception, _unexpected_error)

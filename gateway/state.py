@@ -9,6 +9,7 @@ from gateway.backends.registry import BackendRegistry
 from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings
 from gateway.decision_log import DecisionLog
+from gateway.edge_agents import EdgeAgents
 from gateway.limits.admission import AdmissionController
 from gateway.policy.reloader import PolicyStatus
 from gateway.policy.schema import Policy
@@ -25,6 +26,7 @@ class GatewayState:
     policy_status: PolicyStatus
     tenants: Tenants
     admission: AdmissionController
+    edge_agents: EdgeAgents
     decisions: DecisionLog | None = None
 
 

@@ -86,16 +86,33 @@ def edge_agent(
         str | None, typer.Option(help="comma-separated EP priority, e.g. QNNExecutionProvider,CPUExecutionProvider")
     ] = None,
     require_npu: Annotated[bool, typer.Option(help="fail at start instead of running without an NPU")] = False,
+    register_url: Annotated[
+        str | None,
+        typer.Option(envvar="TANDEM_EDGE_REGISTER_URL", help="gateway to register with, e.g. http://gw:8000"),
+    ] = None,
+    register_token: Annotated[
+        str | None, typer.Option(envvar="TANDEM_EDGE_TOKEN", help="the gateway's edge token")
+    ] = None,
+    agent_id: Annotated[str | None, typer.Option(help="id to register under (default: hostname-port)")] = None,
+    advertise: Annotated[
+        str | None, typer.Option(help="grpc://host:port the gateway should reach (default: listen address)")
+    ] = None,
     log_level: str = "info",
 ) -> None:
     """An edge agent: exports the checkpoint to ONNX (cached) and serves it on onnxruntime."""
     from edge_agent.providers import DEFAULT_PRIORITY, ProviderError
-    from edge_agent.server import run
+    from edge_agent.server import RegisterWith, run
 
     _logging(log_level)
     priority = tuple(p.strip() for p in providers.split(",")) if providers else DEFAULT_PRIORITY
+    register = None
+    if register_url:
+        if not register_token:
+            typer.echo("error: --register-url needs --register-token (or TANDEM_EDGE_TOKEN)", err=True)
+            raise typer.Exit(1)
+        register = RegisterWith(register_url, register_token, agent_id, advertise)
     try:
-        run(model, host, port, cache_dir, model_id, priority, require_npu)
+        run(model, host, port, cache_dir, model_id, priority, require_npu, register)
     except ProviderError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc

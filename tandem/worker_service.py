@@ -7,6 +7,7 @@ and memory are the engine's. Errors map to gRPC status here and nowhere else.
 import asyncio
 import logging
 import signal
+from collections.abc import Awaitable, Callable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -105,8 +106,11 @@ class WorkerServicer(worker_pb2_grpc.WorkerServicer):
         )
 
 
-async def serve(engine: Engine, host: str, port: int) -> None:
-    """Serve until SIGTERM or SIGINT, then drain in-flight RPCs for a few seconds."""
+async def serve(engine: Engine, host: str, port: int, background: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Serve until SIGTERM or SIGINT, then drain in-flight RPCs for a few seconds.
+
+    `background` (e.g. an edge agent's registration loop) runs once serving has started.
+    """
     # Health polls are not requests: tracing them would bury real traces.
     untraced = filters.any_of(filters.method_name("Stats"), filters.service_prefix("grpc.health"))
     server = grpc.aio.server(interceptors=[aio_server_interceptor(filter_=filters.negate(untraced))])
@@ -130,7 +134,10 @@ async def serve(engine: Engine, host: str, port: int) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    task = asyncio.create_task(background()) if background else None
     await stop.wait()
+    if task:
+        task.cancel()
     await health_servicer.enter_graceful_shutdown()
     await server.stop(SHUTDOWN_GRACE_S)
     engine.close()

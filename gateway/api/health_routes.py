@@ -27,7 +27,8 @@ async def readyz(state: State) -> JSONResponse:
         for b in state.registry.all()
     }
     ready = any(b["healthy"] for b in backends.values())
-    body = {"ready": ready, "backends": backends, "policy": state.policy_status.as_dict()}
+    edge_agents = [r.agent_id for r in state.edge_agents.live()]
+    body = {"ready": ready, "backends": backends, "policy": state.policy_status.as_dict(), "edge_agents": edge_agents}
     return JSONResponse(body, status_code=200 if ready else 503)
 
 

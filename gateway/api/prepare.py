@@ -90,6 +90,7 @@ def _classify(
             metadata_privacy=(body.metadata or {}).get("privacy"),
             privacy_header=request.headers.get("x-tandem-privacy"),
             device_header=request.headers.get("x-tandem-device"),
+            reported_device=state.edge_agents.device(request.headers.get("x-tandem-agent")),
             tenant=request.state.tenant,  # set by the auth dependency
             priority=body.priority,
         )

@@ -1,7 +1,7 @@
 """Features from a request's parts: the one place the gateway, explain and the CLI build them."""
 
 from gateway.classify.detectors import detect
-from gateway.classify.features import RequestFeatures, parse_device_header
+from gateway.classify.features import DeviceCapability, RequestFeatures, parse_device_header
 from gateway.classify.privacy import privacy_tags
 from gateway.policy.schema import Policy
 
@@ -15,6 +15,7 @@ def classify(
     metadata_privacy: object = None,
     privacy_header: str | None = None,
     device_header: str | None = None,
+    reported_device: DeviceCapability | None = None,
     tenant: str = "default",
     priority: int = 0,
 ) -> RequestFeatures:
@@ -26,7 +27,8 @@ def classify(
         prompt_tokens=prompt_tokens,
         max_tokens=max_tokens,
         privacy_tags=tags,
-        device=parse_device_header(device_header),
+        # The caller's own header wins; else what the device's registered edge agent reported.
+        device=parse_device_header(device_header) or reported_device,
         tenant=tenant,
         priority=priority,
         detected=detected,

@@ -218,3 +218,9 @@ def test_token_id_prompts_are_scanned_too(client, demo_checkpoint):
     ids = load_tokenizer(demo_checkpoint).encode("write to ann@example.com").ids
     raw = client.completions.with_raw_response.create(model=MODEL, prompt=ids, max_tokens=2)
     assert raw.headers["x-tandem-route"] == "edge; rule=private"
+
+
+def test_edge_registration_is_off_without_a_token(stack):
+    response = httpx.post(f"{stack.url}/v1/edge/register", json={})
+    assert response.status_code == 404
+    assert "TANDEM_EDGE_TOKEN" in response.json()["error"]["message"]

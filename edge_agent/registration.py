@@ -1,0 +1,57 @@
+"""Register this agent with a gateway and keep the registration alive with heartbeats.
+
+The gateway drops an agent it has not heard from for its TTL, so a dead
+agent disappears by itself. Failures are logged and retried; serving never
+depends on the gateway being reachable.
+"""
+
+import asyncio
+import logging
+
+import httpx
+
+from edge_agent.device import probe
+
+log = logging.getLogger(__name__)
+MIN_INTERVAL_S, MAX_BACKOFF_S = 0.2, 30.0
+
+
+async def keep_registered(
+    gateway_url: str,
+    token: str,
+    agent_id: str,
+    endpoint: str,
+    model_id: str,
+    execution_provider: str,
+    max_context_tokens: int,
+) -> None:
+    body = {
+        "agent_id": agent_id,
+        "endpoint": endpoint,
+        "model": model_id,
+        "execution_provider": execution_provider,
+        "max_context_tokens": max_context_tokens,
+    }
+    headers = {"Authorization": f"Bearer {token}"}
+    backoff = 1.0
+    registered = False
+    async with httpx.AsyncClient(timeout=5.0) as client:
+        while True:
+            try:
+                response = await client.post(
+                    f"{gateway_url.rstrip('/')}/v1/edge/register",
+                    json=body | {"device": probe().as_dict()},
+                    headers=headers,
+                )
+                response.raise_for_status()
+                interval = max(MIN_INTERVAL_S, float(response.json()["heartbeat_interval_s"]))
+                if not registered:
+                    log.info("registered with %s as %s; heartbeat every %.1f s", gateway_url, agent_id, interval)
+                registered, backoff = True, 1.0
+                await asyncio.sleep(interval)
+            except (httpx.HTTPError, KeyError, ValueError) as exc:
+                detail = exc.response.text[:200] if isinstance(exc, httpx.HTTPStatusError) else str(exc)
+                log.warning("registration with %s failed (%s); retrying in %.0f s", gateway_url, detail, backoff)
+                registered = False
+                await asyncio.sleep(backoff)
+                backoff = min(MAX_BACKOFF_S, backoff * 2)

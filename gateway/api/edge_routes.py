@@ -1,0 +1,48 @@
+"""Edge agents register here (`POST /v1/edge/register`, repeated as the heartbeat) with the edge token."""
+
+import hmac
+import logging
+
+from fastapi import APIRouter, Depends, Request
+
+from gateway.edge_agents import Registration
+from gateway.errors import GatewayError, Unauthorized
+from gateway.state import State
+
+log = logging.getLogger(__name__)
+
+
+class RegistrationOff(GatewayError):
+    status_code, error_type, code = 404, "invalid_request_error", "edge_registration_off"
+
+
+def require_edge_token(request: Request) -> None:
+    """Runs before the body is read: an unauthenticated caller learns nothing about the body's shape."""
+    expected = request.app.state.gateway.settings.edge_token
+    if not expected:
+        raise RegistrationOff("edge registration is off on this gateway: set TANDEM_EDGE_TOKEN to turn it on")
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), expected):
+        raise Unauthorized("edge registration needs 'Authorization: Bearer <TANDEM_EDGE_TOKEN>'")
+
+
+router = APIRouter(prefix="/v1/edge", dependencies=[Depends(require_edge_token)])
+
+
+@router.post("/register")
+async def register(body: Registration, state: State) -> dict:
+    if state.edge_agents.heartbeat(body):
+        log.info(
+            "edge agent %s registered: %s, %s, npu=%s",
+            body.agent_id,
+            body.endpoint,
+            body.execution_provider,
+            body.device.npu,
+        )
+    ttl = state.edge_agents.ttl_s
+    return {"heartbeat_interval_s": ttl / 3, "ttl_s": ttl}
+
+
+@router.get("/agents")
+async def agents(state: State) -> dict:
+    return {"agents": [r.model_dump() for r in state.edge_agents.live()]}

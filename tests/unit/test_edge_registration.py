@@ -1,0 +1,45 @@
+"""The gateway's directory of registered edge agents, and the agent's device probe."""
+
+from edge_agent.device import probe
+from gateway.edge_agents import AgentDevice, EdgeAgents, Registration
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def registration(agent_id="a1", npu=True, ram_gb=16.0):
+    return Registration(agent_id=agent_id, endpoint="grpc://10.0.0.2:50061", model="m", execution_provider="QNNExecutionProvider",
+                        max_context_tokens=2048, device=AgentDevice(npu=npu, ram_gb=ram_gb))  # fmt: skip
+
+
+def test_an_agent_is_kept_while_it_heartbeats_and_dropped_after_the_ttl():
+    clock = Clock()
+    agents = EdgeAgents(ttl_s=10, clock=clock)
+    assert agents.heartbeat(registration()) is True
+    clock.now = 8
+    assert agents.heartbeat(registration()) is False  # a heartbeat, not a new agent
+    clock.now = 17
+    assert agents.device("a1").npu is True and agents.device("a1").ram_gb == 16.0
+    clock.now = 18.5
+    assert agents.device("a1") is None and agents.live() == []
+
+
+def test_unknown_or_absent_agent_gives_no_device():
+    agents = EdgeAgents(ttl_s=10)
+    agents.heartbeat(registration())
+    assert agents.device(None) is None and agents.device("other") is None
+
+
+def test_probe_reports_what_this_machine_has():
+    report = probe()
+    assert "CPUExecutionProvider" in report.execution_providers
+    assert report.cores and report.cores >= 1
+    assert report.ram_gb is None or report.ram_gb > 0
+    assert report.battery is None or 0 <= report.battery <= 1
+    assert report.npu == any(p in report.execution_providers for p in ("QNNExecutionProvider", "OpenVINOExecutionProvider",
+                                                                       "VitisAIExecutionProvider", "CoreMLExecutionProvider",
+                                                                       "DmlExecutionProvider"))  # fmt: skip
