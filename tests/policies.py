@@ -7,9 +7,9 @@ def unchecked_policy(raw: dict) -> Policy:
     """A Policy from a raw dict with every validator skipped, as if the load-time checks had a bug."""
 
     def match(m: dict) -> Match:
-        ranges = {k: IntRange(**m[k]) for k in ("prompt_tokens", "max_tokens") if k in m}
+        ranges = {k: IntRange(**m[k]) for k in ("prompt_tokens", "max_tokens", "priority") if k in m}
         device = {"device": DeviceMatch(**m["device"])} if "device" in m else {}
-        rest = {k: v for k, v in m.items() if k not in ("prompt_tokens", "max_tokens", "device")}
+        rest = {k: v for k, v in m.items() if k not in ("prompt_tokens", "max_tokens", "priority", "device")}
         return Match.model_construct(**rest, **ranges, **device)
 
     privacy = {"never_leave_device": ["private", "pii", "confidential"], "detectors": [], "detected_tag": "pii"}

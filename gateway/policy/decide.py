@@ -60,6 +60,7 @@ def mismatches(match: Match, f: RequestFeatures) -> list[str]:
         reasons.append(f"privacy: none of {sorted(match.privacy)} in {sorted(f.privacy_tags) or '[]'}")
     reasons += _range("prompt_tokens", match.prompt_tokens, f.prompt_tokens)
     reasons += _range("max_tokens", match.max_tokens, f.max_tokens)
+    reasons += _range("priority", match.priority, f.priority)
     if match.tenant is not None and f.tenant not in match.tenant:
         reasons.append(f"tenant: {f.tenant!r} not in {match.tenant}")
     if match.device is not None:

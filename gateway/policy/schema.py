@@ -40,6 +40,7 @@ class Match(_Strict):
     max_tokens: IntRange | None = None
     device: DeviceMatch | None = None
     tenant: list[str] | None = None
+    priority: IntRange | None = None
 
 
 class Rule(_Strict):

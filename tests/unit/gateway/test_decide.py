@@ -83,3 +83,13 @@ def test_private_request_with_cloud_fallback_says_the_cloud_was_never_an_option(
     policy = two_pool_policy({"name": "any", "route": "edge", "fallback": ["cloud"]})
     message = _no_backend_message(decide(policy, features(privacy={"pii"})), ["pool 'edge': no healthy backend left"])
     assert "only edge pools may serve it; cloud pool(s) ['cloud'] are never used for it" in message
+
+
+def test_priority_ranges_match():
+    policy = two_pool_policy(
+        {"name": "urgent", "match": {"priority": {"min": 5}}, "route": "edge"},
+        {"name": "rest", "route": "edge"},
+    )
+    urgent = RequestFeatures(10, 16, frozenset(), None, "t", priority=7)
+    assert decide(policy, urgent).rule == "urgent"
+    assert decide(policy, features()).rule == "rest"
