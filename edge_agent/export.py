@@ -1,11 +1,13 @@
-"""Checkpoint → ONNX decoder with explicit past/present KV.
+"""Checkpoint → ONNX decoder with explicit past/present KV → optional INT4/INT8/fp16.
 
 The graph is exported from the same torch model the cloud worker runs, so
 both sides compute the same function. Inputs: input_ids and position_ids
 [batch, tokens] (int64), past_key_values.{i}.key/value [batch, kv_heads,
 past, head_dim]; outputs: logits [batch, tokens, vocab] and
 present.{i}.key/value [batch, kv_heads, past + tokens, head_dim] (the names
-onnxruntime-genai uses). An export is cached by the checkpoint's content hash.
+onnxruntime-genai uses). An export is cached by the checkpoint's content hash and
+its quantization; its manifest records both and every file's checksum, and the
+agent refuses a folder that does not match it.
 """
 
 import hashlib
@@ -21,6 +23,7 @@ from torch import nn
 
 from cloud_worker.loader import load_model, weight_files
 from cloud_worker.models.llama import LlamaForCausalLM
+from edge_agent.quantize import FP32, Quantization, linear_weight_bytes, quantize
 
 log = logging.getLogger(__name__)
 MANIFEST_NAME = "manifest.json"
@@ -69,11 +72,17 @@ def _file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def export_onnx(checkpoint_dir: Path, out_dir: Path, show_progress: bool = True) -> Path:
-    """Export fp32 ONNX with explicit KV into out_dir; returns out_dir."""
+class ExportError(ValueError):
+    """An export folder that must not be run; the message says what is wrong with it."""
+
+
+def export_onnx(
+    checkpoint_dir: Path, out_dir: Path, quantization: Quantization = FP32, show_progress: bool = True
+) -> Path:
+    """Export with explicit KV, quantize as asked, write the manifest; returns out_dir."""
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
     with Progress(disable=not show_progress, transient=True) as progress:
-        task = progress.add_task("exporting to ONNX", total=4)
+        task = progress.add_task(f"exporting {checkpoint_dir.name} to ONNX ({quantization.name})", total=5)
         source_hash = checkpoint_hash(checkpoint_dir)
         model = load_model(checkpoint_dir)
         progress.advance(task)
@@ -97,36 +106,73 @@ def export_onnx(checkpoint_dir: Path, out_dir: Path, show_progress: bool = True)
         tmp_dir = out_dir.with_name(out_dir.name + ".partial")
         shutil.rmtree(tmp_dir, ignore_errors=True)
         tmp_dir.mkdir(parents=True)
+        fp32_path = tmp_dir / "fp32.onnx"
         with warnings.catch_warnings():
             # The tracer warns about Python-level shape checks; they are constant for a given config.
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            _export(_ExplicitKVDecoder(model).eval(), args, tmp_dir / MODEL_NAME, names_in, names_out, axes)
+            _export(_ExplicitKVDecoder(model).eval(), args, fp32_path, names_in, names_out, axes)
+        progress.advance(task)
+        quantize(fp32_path, tmp_dir / MODEL_NAME, quantization)
+        sizes = {
+            "model_bytes": (tmp_dir / MODEL_NAME).stat().st_size,
+            "linear_weight_bytes": linear_weight_bytes(tmp_dir / MODEL_NAME),
+            "fp32_linear_weight_bytes": linear_weight_bytes(fp32_path),
+        }
+        fp32_path.unlink()
         progress.advance(task)
         for name in TOKENIZER_FILES:
             if (checkpoint_dir / name).is_file():
                 shutil.copy(checkpoint_dir / name, tmp_dir / name)
         progress.advance(task)
-        files = {p.name: _file_sha256(p) for p in sorted(tmp_dir.iterdir())}
         manifest = {
             "format_version": FORMAT_VERSION,
             "source_checkpoint_sha256": source_hash,
-            "precision": "fp32",
+            "quantization": quantization.as_dict(),
             "num_layers": c.num_hidden_layers,
             "max_context_tokens": c.max_position_embeddings,
             "eos_token_ids": list(c.eos_token_ids),
-            "files": files,
+            "sizes": sizes,
+            "files": {p.name: _file_sha256(p) for p in sorted(tmp_dir.iterdir())},
         }
         (tmp_dir / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
         shutil.rmtree(out_dir, ignore_errors=True)
         tmp_dir.rename(out_dir)  # a crash mid-export never leaves a folder that looks finished
         progress.advance(task)
-    log.info("exported %s to %s", checkpoint_dir, out_dir)
+    log.info("exported %s to %s (%s)", checkpoint_dir, out_dir, quantization.name)
     return out_dir
 
 
-def cached_export(checkpoint_dir: Path, cache_dir: Path) -> Path:
-    """The export for this checkpoint's content, made on first use."""
-    out_dir = Path(cache_dir) / checkpoint_hash(checkpoint_dir)[:16] / "fp32"
+def verify_export(export_dir: Path) -> dict:
+    """The manifest of an export whose files are all there and unchanged; ExportError otherwise."""
+    export_dir = Path(export_dir)
+    manifest_path = export_dir / MANIFEST_NAME
+    if not manifest_path.is_file():
+        raise ExportError(
+            f"{export_dir}: no {MANIFEST_NAME}; export it with `tandem edge export CHECKPOINT {export_dir}`"
+        )
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        version, files = manifest["format_version"], manifest["files"]
+    except (ValueError, KeyError) as exc:
+        raise ExportError(f"{manifest_path}: not a Tandem export manifest ({exc})") from exc
+    if version != FORMAT_VERSION:
+        raise ExportError(f"{manifest_path}: format version {version}; this agent reads version {FORMAT_VERSION}")
+    for name, expected in files.items():
+        path = export_dir / name
+        if not path.is_file():
+            raise ExportError(f"{export_dir}: {name} is missing; the export is incomplete, export it again")
+        if _file_sha256(path) != expected:
+            raise ExportError(f"{export_dir}: {name} does not match its checksum in {MANIFEST_NAME}; export it again")
+    return manifest
+
+
+def cached_export(checkpoint_dir: Path, cache_dir: Path, quantization: Quantization = FP32) -> Path:
+    """The export for this checkpoint's content and quantization, made on first use (and remade if damaged)."""
+    out_dir = Path(cache_dir) / checkpoint_hash(checkpoint_dir)[:16] / quantization.name
     if (out_dir / MANIFEST_NAME).is_file():
-        return out_dir
-    return export_onnx(checkpoint_dir, out_dir)
+        try:
+            verify_export(out_dir)
+            return out_dir
+        except ExportError as exc:
+            log.warning("cached export unusable, exporting again: %s", exc)
+    return export_onnx(checkpoint_dir, out_dir, quantization)

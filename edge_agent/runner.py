@@ -1,12 +1,11 @@
 """The ONNX decoder as a StepModel: explicit past/present KV through onnxruntime."""
 
-import json
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from edge_agent.export import MANIFEST_NAME, MODEL_NAME
+from edge_agent.export import MODEL_NAME, verify_export
 from edge_agent.providers import DEFAULT_PRIORITY, create_session
 
 State = list[np.ndarray]  # past key/value per layer, flattened (key0, value0, key1, …)
@@ -14,7 +13,8 @@ State = list[np.ndarray]  # past key/value per layer, flattened (key0, value0, k
 
 class OnnxStepModel:
     def __init__(self, export_dir: Path, priority=DEFAULT_PRIORITY, require_npu: bool = False) -> None:
-        manifest = json.loads((Path(export_dir) / MANIFEST_NAME).read_text())
+        manifest = verify_export(export_dir)
+        self.quantization: str = _variant(manifest)
         self.max_context_tokens: int = manifest["max_context_tokens"]
         self.eos_token_ids: tuple[int, ...] = tuple(manifest["eos_token_ids"])
         self.session, self.execution_provider = create_session(
@@ -39,3 +39,8 @@ class OnnxStepModel:
         feeds |= dict(zip(self._past_names, past, strict=True))
         logits, *present = self.session.run(None, feeds)
         return torch.from_numpy(logits[0, -1]), present
+
+
+def _variant(manifest: dict) -> str:
+    bits = manifest["quantization"]["bits"]
+    return {32: "fp32", 16: "fp16"}.get(bits, f"int{bits}")

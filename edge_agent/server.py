@@ -8,6 +8,7 @@ from pathlib import Path
 
 from edge_agent.export import cached_export
 from edge_agent.providers import DEFAULT_PRIORITY
+from edge_agent.quantize import FP32, Quantization
 from edge_agent.registration import keep_registered
 from edge_agent.runner import OnnxStepModel
 from tandem.checkpoint import load_tokenizer, model_id_for
@@ -24,10 +25,11 @@ def build_engine(
     model_id: str | None = None,
     priority: tuple[str, ...] = DEFAULT_PRIORITY,
     require_npu: bool = False,
+    quantization: Quantization = FP32,
 ) -> SerialEngine:
-    export_dir = cached_export(model_dir, cache_dir)
+    export_dir = cached_export(model_dir, cache_dir, quantization)
     step_model = OnnxStepModel(export_dir, priority, require_npu)
-    log.info("edge model %s runs on %s", export_dir, step_model.execution_provider)
+    log.info("edge model %s (%s) runs on %s", export_dir, step_model.quantization, step_model.execution_provider)
     return SerialEngine(
         step_model,
         load_tokenizer(export_dir),
@@ -55,10 +57,11 @@ def run(
     priority: tuple[str, ...] = DEFAULT_PRIORITY,
     require_npu: bool = False,
     register: RegisterWith | None = None,
+    quantization: Quantization = FP32,
 ) -> None:
     setup_tracing("tandem-edge-agent")
     try:
-        engine = build_engine(model_dir, cache_dir, model_id, priority, require_npu)
+        engine = build_engine(model_dir, cache_dir, model_id, priority, require_npu, quantization)
         background = None
         if register is not None:
             stats = engine.stats()

@@ -86,6 +86,10 @@ def edge_agent(
         str | None, typer.Option(help="comma-separated EP priority, e.g. QNNExecutionProvider,CPUExecutionProvider")
     ] = None,
     require_npu: Annotated[bool, typer.Option(help="fail at start instead of running without an NPU")] = False,
+    bits: Bits = 32,
+    block_size: BlockSize = 32,
+    accuracy_level: AccuracyLevel = 4,
+    keep_lm_head: KeepLmHead = False,
     register_url: Annotated[
         str | None,
         typer.Option(envvar="TANDEM_EDGE_REGISTER_URL", help="gateway to register with, e.g. http://gw:8000"),
@@ -100,6 +104,7 @@ def edge_agent(
     log_level: str = "info",
 ) -> None:
     """An edge agent: exports the checkpoint to ONNX (cached) and serves it on onnxruntime."""
+    from edge_agent.export import ExportError
     from edge_agent.providers import DEFAULT_PRIORITY, ProviderError
     from edge_agent.server import RegisterWith, run
 
@@ -112,8 +117,9 @@ def edge_agent(
             raise typer.Exit(1)
         register = RegisterWith(register_url, register_token, agent_id, advertise)
     try:
-        run(model, host, port, cache_dir, model_id, priority, require_npu, register)
-    except ProviderError as exc:
+        quantization = _quantization(bits, block_size, accuracy_level, keep_lm_head)
+        run(model, host, port, cache_dir, model_id, priority, require_npu, register, quantization)
+    except (ProviderError, ExportError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
 
@@ -127,13 +133,40 @@ def model_demo(out_dir: Path) -> None:
     typer.echo(f"wrote demo checkpoint to {out_dir}")
 
 
-@edge_app.command("export")
-def edge_export(checkpoint: Annotated[Path, typer.Argument(exists=True, file_okay=False)], out: Path) -> None:
-    """Export a checkpoint to ONNX with explicit past/present KV (fp32)."""
-    from edge_agent.export import export_onnx
+Bits = Annotated[int, typer.Option(help="4 or 8: MatMulNBits weight-only; 16: fp16; 32: fp32")]
+BlockSize = Annotated[int, typer.Option(help="quantization block size (input channels per scale)")]
+AccuracyLevel = Annotated[int, typer.Option(help="MatMulNBits accuracy level (4: int8 compute, fastest on CPU)")]
+KeepLmHead = Annotated[bool, typer.Option(help="keep the LM head in fp32")]
 
-    export_onnx(checkpoint, out)
-    typer.echo(f"exported {checkpoint} to {out}")
+
+def _quantization(bits: int, block_size: int, accuracy_level: int, keep_lm_head: bool):
+    from edge_agent.quantize import Quantization
+
+    try:
+        return Quantization(bits, block_size, accuracy_level, keep_lm_head)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+
+
+@edge_app.command("export")
+def edge_export(
+    checkpoint: Annotated[Path, typer.Argument(exists=True, file_okay=False)],
+    out: Path,
+    bits: Bits = 4,
+    block_size: BlockSize = 32,
+    accuracy_level: AccuracyLevel = 4,
+    keep_lm_head: KeepLmHead = False,
+) -> None:
+    """Export a checkpoint to ONNX with explicit past/present KV, quantized (INT4 by default), with a manifest."""
+    import json
+
+    from edge_agent.export import MANIFEST_NAME, export_onnx
+
+    export_onnx(checkpoint, out, _quantization(bits, block_size, accuracy_level, keep_lm_head))
+    sizes = json.loads((out / MANIFEST_NAME).read_text())["sizes"]
+    ratio = sizes["linear_weight_bytes"] / sizes["fp32_linear_weight_bytes"]
+    typer.echo(f"exported {checkpoint} to {out}: {sizes['model_bytes'] / 1e6:.1f} MB, linear weights {ratio:.2f}x fp32")
 
 
 @policy_app.command("check")

@@ -49,7 +49,7 @@ def test_export_is_cached_by_checkpoint_content(demo_checkpoint, export_dir):
     again = cached_export(demo_checkpoint, export_dir.parent.parent)
     assert again == export_dir and (export_dir / "model.onnx").stat().st_mtime_ns == before
     manifest = json.loads((export_dir / MANIFEST_NAME).read_text())
-    assert manifest["precision"] == "fp32" and "model.onnx" in manifest["files"]
+    assert manifest["quantization"]["bits"] == 32 and "model.onnx" in manifest["files"]
 
 
 def test_edge_engine_reports_provider_and_matches_cloud_greedy(demo_checkpoint, export_dir):

@@ -1,0 +1,92 @@
+"""Weight-only quantization of an exported fp32 decoder: INT4/INT8 MatMulNBits, or fp16.
+
+Applied as a transform after export, never inside the model code. INT4/INT8
+use onnxruntime's `MatMulNBitsQuantizer` (symmetric, per block of
+`block_size` input channels); the LM head can stay fp32 (`keep_lm_head`),
+which is where quantization error shows most in the logits.
+"""
+
+import logging
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import onnx
+
+LM_HEAD_NODE = "/model/lm_head/MatMul"
+
+
+@dataclass(frozen=True)
+class Quantization:
+    bits: int = 32
+    block_size: int = 32
+    accuracy_level: int = 4  # MatMulNBits compute type: 4 = int8 activations, fastest on CPU
+    keep_lm_head: bool = False
+
+    def __post_init__(self) -> None:
+        if self.bits not in (4, 8, 16, 32):
+            raise ValueError(f"bits must be 4, 8, 16 or 32, not {self.bits}")
+        if self.block_size < 16 or self.block_size & (self.block_size - 1):
+            raise ValueError(f"block size must be a power of two >= 16, not {self.block_size}")
+
+    @property
+    def name(self) -> str:
+        """The export variant's folder name, e.g. int4-b32-a4."""
+        if self.bits == 32:
+            return "fp32"
+        if self.bits == 16:
+            return "fp16"
+        return f"int{self.bits}-b{self.block_size}-a{self.accuracy_level}" + ("-head32" if self.keep_lm_head else "")
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {
+            "symmetric": self.bits in (4, 8),
+            "lm_head": "fp32" if self.keep_lm_head or self.bits == 32 else "quantized",
+        }
+
+
+def quantize(fp32_model: Path, out_model: Path, q: Quantization) -> None:
+    if q.bits == 32:
+        shutil.copy(fp32_model, out_model)
+        return
+    model = onnx.load(str(fp32_model))
+    if q.bits == 16:
+        from onnxruntime.transformers.float16 import convert_float_to_float16
+
+        onnx.save(convert_float_to_float16(model, keep_io_types=True), str(out_model))
+        return
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    quiet = logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)  # it logs one INFO line per node
+    try:
+        quantizer = MatMulNBitsQuantizer(
+            model,
+            bits=q.bits,
+            block_size=q.block_size,
+            is_symmetric=True,
+            accuracy_level=q.accuracy_level,
+            nodes_to_exclude=[LM_HEAD_NODE] if q.keep_lm_head else [],
+        )
+        quantizer.process()
+    finally:
+        quiet.setLevel(level)
+    quantizer.model.save_model_to_file(str(out_model), use_external_data_format=False)
+
+
+def linear_weight_bytes(model_path: Path) -> int:
+    """Bytes of the weights of the model's linear layers (MatMul and MatMulNBits inputs), the part quantization shrinks."""
+    model = onnx.load(str(model_path))
+    initializers = {i.name: i for i in model.graph.initializer}
+    names = set()
+    for node in model.graph.node:
+        if node.op_type == "MatMul" and len(node.input) > 1 and node.input[1] in initializers:
+            names.add(node.input[1])
+        elif node.op_type == "MatMulNBits":
+            names.update(n for n in node.input[1:] if n in initializers)
+    return sum(len(initializers[n].raw_data) or onnx.numpy_helper.to_array(initializers[n]).nbytes for n in names)
+
+
+FP32 = Quantization(bits=32)
+INT4 = Quantization(bits=4, block_size=32, accuracy_level=4)

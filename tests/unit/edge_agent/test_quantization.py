@@ -1,0 +1,86 @@
+"""Quantized exports (MatMulNBits INT4/INT8, fp16) and the manifest that guards every export."""
+
+import json
+import shutil
+
+import numpy as np
+import onnx
+import pytest
+
+from edge_agent.export import MANIFEST_NAME, ExportError, cached_export, export_onnx, verify_export
+from edge_agent.quantize import Quantization
+from edge_agent.runner import OnnxStepModel
+
+PROMPT = [1, 309, 201, 428, 307, 265, 411, 339, 406, 33, 2, 201, 1, 343, 201]
+
+
+@pytest.fixture(scope="module")
+def exports(demo_checkpoint, tmp_path_factory):
+    root = tmp_path_factory.mktemp("quantized")
+    variants = {
+        "fp32": Quantization(bits=32),
+        "int4": Quantization(bits=4, block_size=32),
+        "int4-head32": Quantization(bits=4, block_size=32, keep_lm_head=True),
+        "int8": Quantization(bits=8, block_size=32),
+        "fp16": Quantization(bits=16),
+    }
+    return {name: export_onnx(demo_checkpoint, root / name, q, show_progress=False) for name, q in variants.items()}
+
+
+def manifest(path):
+    return json.loads((path / MANIFEST_NAME).read_text())
+
+
+def test_int4_linear_weights_are_at_most_0_3_of_fp32(exports):
+    sizes = manifest(exports["int4"])["sizes"]
+    assert sizes["linear_weight_bytes"] <= 0.3 * sizes["fp32_linear_weight_bytes"], sizes
+    ops = [n.op_type for n in onnx.load(str(exports["int4"] / "model.onnx")).graph.node]
+    assert ops.count("MatMulNBits") == 15 and "MatMul" in ops  # 2 layers x 7 linears + LM head; attention stays MatMul
+    head_kept = [n.op_type for n in onnx.load(str(exports["int4-head32"] / "model.onnx")).graph.node]
+    assert head_kept.count("MatMulNBits") == 14
+
+
+@pytest.mark.parametrize("variant, min_cosine", [("int8", 0.999), ("fp16", 0.9999), ("int4", 0.95)])
+def test_quantized_logits_stay_close_to_fp32(exports, variant, min_cosine):
+    reference, _ = OnnxStepModel(exports["fp32"]).prefill(PROMPT)
+    logits, _ = OnnxStepModel(exports[variant]).prefill(PROMPT)
+    a, b = reference.numpy(), logits.numpy()
+    assert float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) >= min_cosine
+    assert manifest(exports[variant])["quantization"]["bits"] == {"int8": 8, "fp16": 16, "int4": 4}[variant]
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (
+            lambda d: (d / "model.onnx").write_bytes((d / "model.onnx").read_bytes() + b"x"),
+            "model.onnx does not match its checksum",
+        ),
+        (lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json is missing"),
+        (lambda d: (d / MANIFEST_NAME).unlink(), "no manifest.json"),
+        (
+            lambda d: (d / MANIFEST_NAME).write_text(json.dumps(manifest(d) | {"format_version": 99})),
+            "format version 99",
+        ),
+    ],
+    ids=["tampered-model", "missing-file", "no-manifest", "future-format"],
+)
+def test_the_agent_refuses_an_export_that_does_not_match_its_manifest(exports, tmp_path, damage, message):
+    copy = shutil.copytree(exports["int8"], tmp_path / "copy")
+    verify_export(copy)
+    damage(copy)
+    with pytest.raises(ExportError, match=message):
+        OnnxStepModel(copy)
+
+
+def test_a_damaged_cached_export_is_made_again(demo_checkpoint, tmp_path):
+    first = cached_export(demo_checkpoint, tmp_path, Quantization(bits=8))
+    (first / "model.onnx").write_bytes(b"garbage")
+    again = cached_export(demo_checkpoint, tmp_path, Quantization(bits=8))
+    assert again == first and verify_export(again)
+
+
+@pytest.mark.parametrize("kwargs", [{"bits": 3}, {"bits": 4, "block_size": 24}, {"bits": 4, "block_size": 8}])
+def test_bad_quantization_settings_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        Quantization(**kwargs)
