@@ -21,6 +21,10 @@ ModelDir = Annotated[
     Path, typer.Option("--model", help="Hugging Face checkpoint directory", exists=True, file_okay=False)
 ]
 DEFAULT_CACHE = Path.home() / ".cache" / "tandem"
+Bits = Annotated[int, typer.Option(help="4 or 8: MatMulNBits weight-only; 16: fp16; 32: fp32")]
+BlockSize = Annotated[int, typer.Option(help="quantization block size (input channels per scale)")]
+AccuracyLevel = Annotated[int, typer.Option(help="MatMulNBits accuracy level (4: int8 compute, fastest on CPU)")]
+KeepLmHead = Annotated[bool, typer.Option(help="keep the LM head in fp32")]
 
 
 def _logging(level: str) -> None:
@@ -131,12 +135,6 @@ def model_demo(out_dir: Path) -> None:
 
     write_demo_checkpoint(out_dir)
     typer.echo(f"wrote demo checkpoint to {out_dir}")
-
-
-Bits = Annotated[int, typer.Option(help="4 or 8: MatMulNBits weight-only; 16: fp16; 32: fp32")]
-BlockSize = Annotated[int, typer.Option(help="quantization block size (input channels per scale)")]
-AccuracyLevel = Annotated[int, typer.Option(help="MatMulNBits accuracy level (4: int8 compute, fastest on CPU)")]
-KeepLmHead = Annotated[bool, typer.Option(help="keep the LM head in fp32")]
 
 
 def _quantization(bits: int, block_size: int, accuracy_level: int, keep_lm_head: bool):
