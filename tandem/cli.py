@@ -90,7 +90,7 @@ def edge_agent(
         str | None, typer.Option(help="comma-separated EP priority, e.g. QNNExecutionProvider,CPUExecutionProvider")
     ] = None,
     require_npu: Annotated[bool, typer.Option(help="fail at start instead of running without an NPU")] = False,
-    bits: Bits = 32,
+    bits: Bits = 4,
     block_size: BlockSize = 32,
     accuracy_level: AccuracyLevel = 4,
     keep_lm_head: KeepLmHead = False,
