@@ -45,6 +45,7 @@ class DemoShape:
     max_position_embeddings: int = 2048
     seed: int = 0
     fit_steps: int = 60  # 0 keeps the random weights
+    model_vocab_size: int | None = None  # pad the embedding past the tokenizer's vocabulary (for benchmark shapes)
 
 
 def build_tokenizer(vocab_size: int) -> Tokenizer:
@@ -126,7 +127,7 @@ def write_demo_checkpoint(out_dir: Path, shape: DemoShape = DemoShape()) -> Path
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(shape.vocab_size)
-    vocab_size = tokenizer.get_vocab_size()
+    vocab_size = max(tokenizer.get_vocab_size(), shape.model_vocab_size or 0)
     eos_id, pad_id = tokenizer.token_to_id(EOS_TOKEN), tokenizer.token_to_id(PAD_TOKEN)
     tokenizer.save(str(out_dir / "tokenizer.json"))
     tokenizer_config = {
