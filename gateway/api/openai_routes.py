@@ -85,8 +85,10 @@ async def _serve(
         )
     except BaseException as exc:
         await admission.release(0)
-        if state.decisions and isinstance(exc, GatewayError):
-            state.decisions.record(shape.response_id, features, None, None, None, exc.code or "error")
+        if isinstance(exc, GatewayError):
+            metrics.REQUESTS.labels("none", "none", exc.code or "error").inc()
+            if state.decisions:
+                state.decisions.record(shape.response_id, features, None, None, None, exc.code or "error")
         raise
     if state.decisions:
         state.decisions.record(shape.response_id, features, routed.rule, routed.pool, routed.backend.endpoint, "routed")
