@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 MANIFEST_NAME = "manifest.json"
 MODEL_NAME = "model.onnx"
 FORMAT_VERSION = 1
+GRAPH_VERSION = 2  # bump when the exported graph changes, so cached exports are remade
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json")
 OPSET = 17
 
@@ -168,7 +169,7 @@ def verify_export(export_dir: Path) -> dict:
 
 def cached_export(checkpoint_dir: Path, cache_dir: Path, quantization: Quantization = FP32) -> Path:
     """The export for this checkpoint's content and quantization, made on first use (and remade if damaged)."""
-    out_dir = Path(cache_dir) / checkpoint_hash(checkpoint_dir)[:16] / quantization.name
+    out_dir = Path(cache_dir) / checkpoint_hash(checkpoint_dir)[:16] / f"{quantization.name}-g{GRAPH_VERSION}"
     if (out_dir / MANIFEST_NAME).is_file():
         try:
             verify_export(out_dir)

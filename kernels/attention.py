@@ -14,19 +14,18 @@ def causal_attention_ref(
     v: torch.Tensor,  # [batch, kv_heads, keys, head_dim]
     positions: torch.Tensor,  # [batch, tokens], int64
 ) -> torch.Tensor:
-    heads, kv_heads = q.shape[1], k.shape[1]
+    batch, heads, tokens, head_dim = q.shape
+    kv_heads = k.shape[1]
     assert heads % kv_heads == 0 and k.shape == v.shape
-    group = heads // kv_heads
-    if group > 1:
-        k = k.repeat_interleave(group, dim=1)
-        v = v.repeat_interleave(group, dim=1)
-    scale = q.shape[-1] ** -0.5
-    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale
+    # GQA by broadcasting: query head h = kv_head * group + j shares K/V head kv_head (HF's repeat_kv
+    # order), with no copy of K/V per query head.
+    q = q.reshape(batch, kv_heads, heads // kv_heads, tokens, head_dim)
+    scores = torch.matmul(q.float(), k.float().unsqueeze(2).transpose(-1, -2)) * head_dim**-0.5
     key_positions = torch.arange(k.shape[2], device=q.device)
-    allowed = key_positions.view(1, 1, 1, -1) <= positions.unsqueeze(1).unsqueeze(-1)
-    scores = scores.masked_fill(~allowed, float("-inf"))
-    probs = torch.softmax(scores, dim=-1)
-    return torch.matmul(probs, v.float()).to(q.dtype)
+    allowed = key_positions.view(1, 1, 1, 1, -1) <= positions.view(batch, 1, 1, tokens, 1)
+    probs = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    out = torch.matmul(probs, v.float().unsqueeze(2))
+    return out.reshape(batch, heads, tokens, head_dim).to(q.dtype)
 
 
 def causal_attention(q, k, v, positions):
