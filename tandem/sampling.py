@@ -31,9 +31,9 @@ def sample_token(logits: torch.Tensor, params: SamplingParams, generator: torch.
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
     if params.top_p < 1.0:
         sorted_logits, order = torch.sort(scaled, descending=True)
-        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+        sorted_probs = torch.softmax(sorted_logits, dim=-1)
         # Drop a token when the mass before it already reaches top_p; the first always stays.
-        drop_sorted = (cumulative - torch.softmax(sorted_logits, dim=-1)) >= params.top_p
+        drop_sorted = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= params.top_p
         scaled = scaled.masked_fill(drop_sorted.scatter(0, order, drop_sorted), float("-inf"))
     probs = torch.softmax(scaled, dim=-1)
     return int(torch.multinomial(probs, 1, generator=generator))

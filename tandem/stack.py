@@ -80,7 +80,7 @@ def _port_is_free(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) != 0
 
 
-def _spawn(name: str, pool: str | None, endpoint: str, args: list[str], log_dir: Path, env: dict[str, str]) -> Child:
+def spawn(name: str, pool: str | None, endpoint: str, args: list[str], log_dir: Path, env: dict[str, str]) -> Child:
     log_path = log_dir / f"{name}.log"
     with open(log_path, "w") as log_file:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
@@ -110,18 +110,18 @@ def start_local_stack(
     if busy:
         raise StackError(f"port(s) {busy} already in use (another `make up`?); set TANDEM_PORT or edit {policy_path}")
     stack = LocalStack(f"http://127.0.0.1:{gateway_port}")
-    stack.children = [_spawn(name, pool, endpoint, args, log_dir, env) for name, pool, endpoint, args, _ in workers]
+    stack.children = [spawn(name, pool, endpoint, args, log_dir, env) for name, pool, endpoint, args, _ in workers]
     gateway_args = ["gateway", "--model", str(model_dir), "--policy", str(policy_path), "--port", str(gateway_port)]
-    stack.children.append(_spawn("gateway", None, stack.url, gateway_args, log_dir, env))
+    stack.children.append(spawn("gateway", None, stack.url, gateway_args, log_dir, env))
     try:
-        _wait_ready(stack)
+        wait_ready(stack)
     except BaseException:
         stack.stop()
         raise
     return stack
 
 
-def _wait_ready(stack: LocalStack) -> None:
+def wait_ready(stack: LocalStack) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         dead = stack.first_dead()

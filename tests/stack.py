@@ -4,7 +4,7 @@ from pathlib import Path
 
 import yaml
 
-from tandem.stack import LocalStack, start_local_stack
+from tandem.stack import LocalStack, spawn, start_local_stack, wait_ready
 from tests.conftest import free_port
 
 DEFAULT_POLICY = Path(__file__).parents[1] / "policies" / "default.yaml"
@@ -35,27 +35,21 @@ def endpoint_of(stack: LocalStack, pool: str) -> str:
     return next(c.endpoint for c in stack.children if c.pool == pool)
 
 
-def start_gateway(model_dir: Path, policy: Path, port: int, env: dict[str, str] | None = None, log: Path | None = None):
-    """One more gateway process (a replica, or a front gateway); returns it once /readyz answers 200."""
+def start_gateway(
+    model_dir: Path, policy: Path, port: int, env: dict[str, str] | None = None, log_dir: Path | None = None
+):
+    """One more gateway process (a replica, or a front gateway), ready when its backends are; stop it with .stop()."""
     import os
-    import subprocess
-    import sys
-    import time
+    import tempfile
 
-    import httpx
-
-    out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 - the child owns it
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tandem.cli", "gateway", "--model", str(model_dir), "--policy", str(policy), "--port", str(port)],
-        env=os.environ | (env or {}), stdout=out, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    process.kill()
-    raise TimeoutError(f"gateway on port {port} did not become ready")
+    log_dir = log_dir or Path(tempfile.mkdtemp())
+    log_dir.mkdir(parents=True, exist_ok=True)
+    url = f"http://127.0.0.1:{port}"
+    args = ["gateway", "--model", str(model_dir), "--policy", str(policy), "--port", str(port)]
+    stack = LocalStack(url, [spawn(f"gateway-{port}", None, url, args, log_dir, {**os.environ, **(env or {})})])
+    try:
+        wait_ready(stack)
+    except BaseException:
+        stack.stop()
+        raise
+    return stack

@@ -45,10 +45,13 @@ class WorkerBackend:
     def __init__(self, endpoint: str, model_id: str, pool_kind: str, breaker: CircuitBreaker | None = None) -> None:
         self.endpoint, self.model_id, self.pool_kind = endpoint, model_id, pool_kind
         self.breaker = breaker or CircuitBreaker()
-        self.is_healthy = True  # optimistic until the first poll or call says otherwise
-        self.problem: str | None = None  # why it is unhealthy, for /readyz and logs
+        self.problem: str | None = None  # why it is unhealthy; None (optimistic) until a poll or call says otherwise
         self.stats: worker_pb2.StatsReply | None = None
         self.inflight = 0
+
+    @property
+    def is_healthy(self) -> bool:
+        return self.problem is None
 
     def candidate(self) -> Candidate:
         return Candidate(
@@ -77,7 +80,7 @@ class WorkerBackend:
                 log.info("backend %s is healthy", self.endpoint)
             else:
                 log.warning("backend %s unhealthy: %s", self.endpoint, problem)
-        self.problem, self.is_healthy = problem, problem is None
+        self.problem = problem
 
     def may_serve_private(self) -> bool:
         """Only a backend configured in an edge pool that has itself reported kind=edge."""

@@ -13,6 +13,16 @@ from gateway.classify.detectors import DETECTORS
 from gateway.routing.registry import FILTERS, PICKERS, SCORERS
 
 
+def _known(kind: str, value: str | list[str], registry: dict) -> str | list[str]:
+    """Validator body: every name in value must be a key of registry (one plugin or detector, or a list)."""
+    names = [value] if isinstance(value, str) else value
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        what = f"{kind} {value!r}" if isinstance(value, str) else f"{kind}(s) {unknown}"
+        raise ValueError(f"unknown {what}; known: {sorted(registry)}")
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -56,10 +66,8 @@ class ScorerSpec(_Strict):
 
     @field_validator("type")
     @classmethod
-    def _known(cls, value: str) -> str:
-        if value not in SCORERS:
-            raise ValueError(f"unknown scorer {value!r}; known: {sorted(SCORERS)}")
-        return value
+    def _known_scorer(cls, value: str) -> str:
+        return _known("scorer", value, SCORERS)
 
 
 class Profile(_Strict):
@@ -70,17 +78,12 @@ class Profile(_Strict):
     @field_validator("filters")
     @classmethod
     def _known_filters(cls, value: list[str]) -> list[str]:
-        unknown = [f for f in value if f not in FILTERS]
-        if unknown:
-            raise ValueError(f"unknown filter(s) {unknown}; known: {sorted(FILTERS)}")
-        return value
+        return _known("filter", value, FILTERS)
 
     @field_validator("picker")
     @classmethod
     def _known_picker(cls, value: str) -> str:
-        if value not in PICKERS:
-            raise ValueError(f"unknown picker {value!r}; known: {sorted(PICKERS)}")
-        return value
+        return _known("picker", value, PICKERS)
 
 
 class Pool(_Strict):
@@ -114,10 +117,7 @@ class Privacy(_Strict):
     @field_validator("detectors")
     @classmethod
     def _known_detectors(cls, value: list[str]) -> list[str]:
-        unknown = [d for d in value if d not in DETECTORS]
-        if unknown:
-            raise ValueError(f"unknown detector(s) {unknown}; known: {sorted(DETECTORS)}")
-        return value
+        return _known("detector", value, DETECTORS)
 
 
 class Policy(_Strict):

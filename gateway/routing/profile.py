@@ -38,10 +38,6 @@ def evaluate(
     return PICKERS[profile.picker](scored, turn), list(reports.values())
 
 
-def rank(profile: Profile, candidates: list[Candidate], turn: int = 0) -> list[Candidate]:
-    return evaluate(profile, candidates, turn)[0]
-
-
 def evaluate_pool(
     profile: Profile, candidates: list[Candidate], is_private: bool, turn: int = 0
 ) -> tuple[list[Candidate], list[CandidateReport]]:

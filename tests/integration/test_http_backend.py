@@ -41,12 +41,11 @@ def front(demo_checkpoint, tmp_path_factory):
         "  - {name: default, route: cloud}\n"
     )
     port = free_port()
-    process = start_gateway(
-        demo_checkpoint, policy, port, otlp | {"OTEL_SERVICE_NAME": "tandem-front"}, work / "front.log"
+    front_gateway = start_gateway(
+        demo_checkpoint, policy, port, otlp | {"OTEL_SERVICE_NAME": "tandem-front"}, work / "front"
     )
     yield f"http://127.0.0.1:{port}", back, collector
-    process.terminate()
-    process.wait(timeout=10)
+    front_gateway.stop()
     back.stop()
     collector.stop()
 

@@ -30,8 +30,7 @@ def two_replicas(demo_checkpoint, tmp_path, redis_url):
     port = free_port()
     second = start_gateway(demo_checkpoint, policy, port, env)
     yield stack.url, f"http://127.0.0.1:{port}"
-    second.terminate()
-    second.wait(timeout=10)
+    second.stop()
     stack.stop()
 
 

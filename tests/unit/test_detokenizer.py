@@ -44,3 +44,18 @@ def test_incomplete_utf8_is_held_until_complete(tokenizer):
     pieces = [detok.push(t) for t in tokenizer.encode("東").ids]
     assert all("\ufffd" not in p for p in pieces)
     assert "".join(pieces) == "東"
+
+
+def test_long_streams_decode_a_window_not_the_whole_text(tokenizer):
+    calls = []
+
+    class Counting:
+        def decode(self, ids, skip_special_tokens=True):
+            calls.append(len(ids))
+            return tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    text = "The gateway routes each request to the right place. " * 20
+    detok = IncrementalDetokenizer(Counting())
+    streamed = "".join(detok.push(t) for t in tokenizer.encode(text).ids) + detok.flush()
+    assert streamed == text
+    assert max(calls) <= 8  # a few tokens per decode, however long the stream

@@ -4,7 +4,7 @@ import pytest
 
 from gateway.policy.schema import Profile
 from gateway.routing.candidate import Candidate
-from gateway.routing.profile import rank
+from gateway.routing.profile import evaluate
 
 
 def c(name, healthy=True, queue=0, inflight=0):
@@ -23,5 +23,5 @@ CASES = [
 
 @pytest.mark.parametrize("name, candidates, turn, expected", CASES, ids=[x[0] for x in CASES])
 def test_rank(name, candidates, turn, expected):
-    ranked = rank(Profile(), candidates, turn)
+    ranked, _ = evaluate(Profile(), candidates, turn)
     assert [x.endpoint.split("//")[1].split(":")[0] for x in ranked] == expected
