@@ -71,6 +71,14 @@ class LocalStack:
                 child.process.kill()
                 child.process.wait()
 
+    def wait_ready(self) -> None:
+        """Return once every backend is healthy; on failure or Ctrl-C, stop every child first."""
+        try:
+            wait_ready(self)
+        except BaseException:
+            self.stop()
+            raise
+
     def first_dead(self) -> Child | None:
         return next((c for c in self.children if c.process.poll() is not None), None)
 
@@ -113,11 +121,7 @@ def start_local_stack(
     stack.children = [spawn(name, pool, endpoint, args, log_dir, env) for name, pool, endpoint, args, _ in workers]
     gateway_args = ["gateway", "--model", str(model_dir), "--policy", str(policy_path), "--port", str(gateway_port)]
     stack.children.append(spawn("gateway", None, stack.url, gateway_args, log_dir, env))
-    try:
-        wait_ready(stack)
-    except BaseException:
-        stack.stop()
-        raise
+    stack.wait_ready()
     return stack
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import yaml
 
-from tandem.stack import LocalStack, spawn, start_local_stack, wait_ready
+from tandem.stack import LocalStack, spawn, start_local_stack
 from tests.conftest import free_port
 
 DEFAULT_POLICY = Path(__file__).parents[1] / "policies" / "default.yaml"
@@ -47,9 +47,5 @@ def start_gateway(
     url = f"http://127.0.0.1:{port}"
     args = ["gateway", "--model", str(model_dir), "--policy", str(policy), "--port", str(port)]
     stack = LocalStack(url, [spawn(f"gateway-{port}", None, url, args, log_dir, {**os.environ, **(env or {})})])
-    try:
-        wait_ready(stack)
-    except BaseException:
-        stack.stop()
-        raise
+    stack.wait_ready()
     return stack
