@@ -1,4 +1,4 @@
-"""`tandem cloud-worker`: load a checkpoint and serve it over the Worker gRPC service."""
+"""`tandem cloud-worker`: load a checkpoint, build the paged engine, serve it over the Worker gRPC service."""
 
 import asyncio
 import logging
@@ -6,32 +6,70 @@ from pathlib import Path
 
 import torch
 
-from cloud_worker.engine.torch_step_model import TorchStepModel
-from cloud_worker.loader import load_model
+from cloud_worker.engine.block_manager import BlockManager
+from cloud_worker.engine.config import EngineConfig
+from cloud_worker.engine.llm_engine import PagedEngine
+from cloud_worker.engine.model_runner import ModelRunner
+from cloud_worker.engine.scheduler import SchedulerConfig
+from cloud_worker.loader import load_model, read_config
+from cloud_worker.models.llama import LlamaForCausalLM
+from cloud_worker.parallel.ranks import TensorParallelPeers, rank_device
+from cloud_worker.parallel.tensor_parallel import apply_tp, check_divisible_config
+from cloud_worker.quantization import quantize_int8
 from tandem.checkpoint import load_tokenizer, model_id_for
-from tandem.serial_engine import SerialEngine
 from tandem.telemetry import setup_tracing, shutdown_tracing
 from tandem.worker_service import serve
 
 log = logging.getLogger(__name__)
 
 
-def build_engine(model_dir: Path, model_id: str | None = None) -> SerialEngine:
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = load_model(model_dir, device=device)
-    return SerialEngine(
-        TorchStepModel(model),
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def model_dtype(device: str) -> torch.dtype:
+    """fp32 on CPU; bf16 on CUDA where the card has it, else fp16."""
+    if device.startswith("cuda"):
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+def prepare_model(model_dir: Path, config: EngineConfig, rank: int = 0) -> LlamaForCausalLM:
+    """Load, then the transforms: this rank's tensor-parallel shard, then quantization."""
+    model = load_model(model_dir, dtype=model_dtype(config.device), device=rank_device(config, rank))
+    apply_tp(model, rank, config.tensor_parallel_size)
+    if config.quantize == "int8":
+        quantize_int8(model)
+    return model
+
+
+def build_engine(
+    model_dir: Path, model_id: str | None = None, config: EngineConfig | None = None, on_block_events=None
+) -> PagedEngine:
+    config = config or EngineConfig(device=default_device())
+    model_config = read_config(model_dir)
+    if config.tensor_parallel_size > 1:
+        check_divisible_config(model_config, config.tensor_parallel_size)
+    num_blocks = config.num_blocks_for(model_config, model_dtype(config.device).itemsize)
+    peers = TensorParallelPeers(model_dir, config, num_blocks) if config.tensor_parallel_size > 1 else None
+    model = prepare_model(model_dir, config)
+    runner = ModelRunner(model, num_blocks, config.block_size_tokens, peers)
+    return PagedEngine(
+        runner,
+        BlockManager(num_blocks, config.block_size_tokens),
+        SchedulerConfig(config.max_num_batched_tokens, config.max_num_seqs),
         load_tokenizer(model_dir),
         eos_token_ids=model.config.eos_token_ids,
         model_id=model_id_for(model_dir, model_id),
-        kind="cloud",
-        execution_provider=f"torch-{device}",
+        max_context_tokens=model.config.max_position_embeddings,
+        execution_provider=f"torch-{config.device}" + (f" tp={config.tensor_parallel_size}" if peers else ""),
+        on_block_events=on_block_events,
     )
 
 
-def run(model_dir: Path, host: str, port: int, model_id: str | None = None) -> None:
+def run(model_dir: Path, host: str, port: int, model_id: str | None = None, config: EngineConfig | None = None) -> None:
     setup_tracing("tandem-cloud-worker")
     try:
-        asyncio.run(serve(build_engine(model_dir, model_id), host, port))
+        asyncio.run(serve(build_engine(model_dir, model_id, config), host, port))
     finally:
         shutdown_tracing()

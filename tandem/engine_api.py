@@ -19,6 +19,7 @@ class SamplingParams:
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0
+    min_p: float = 0.0
     seed: int | None = None
     max_tokens: int = 16
     stop_token_ids: tuple[int, ...] = ()
@@ -32,6 +33,8 @@ class SamplingParams:
             raise RequestRejected(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
             raise RequestRejected(f"top_k must be >= 0, got {self.top_k}")
+        if not 0 <= self.min_p <= 1:
+            raise RequestRejected(f"min_p must be in [0, 1], got {self.min_p}")
         if self.max_tokens < 1:
             raise RequestRejected(f"max_tokens must be >= 1, got {self.max_tokens}")
 
@@ -63,6 +66,7 @@ class GenerationChunk:
     text: str
     finish_reason: str | None = None  # "stop", "length" or "cancelled" on the last chunk
     usage: Usage | None = None
+    logprobs: tuple[float, ...] = ()  # of each token in token_ids, under the raw logits (engines that report them)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 One row of logits at a time for now; the batched on-device sampler is the
 engine issue's. Semantics follow HF's warpers: temperature, then top-k, then
-top-p (keep the smallest set whose probability reaches top_p).
+top-p (keep the smallest set whose probability reaches top_p), then
+min-p (drop tokens below min_p times the top probability).
 """
 
 import torch
@@ -36,4 +37,6 @@ def sample_token(logits: torch.Tensor, params: SamplingParams, generator: torch.
         drop_sorted = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= params.top_p
         scaled = scaled.masked_fill(drop_sorted.scatter(0, order, drop_sorted), float("-inf"))
     probs = torch.softmax(scaled, dim=-1)
+    if params.min_p > 0:
+        probs = probs.masked_fill(probs < params.min_p * probs.max(), 0.0)
     return int(torch.multinomial(probs, 1, generator=generator))

@@ -28,6 +28,7 @@ def request_from_proto(msg: worker_pb2.GenerateRequest) -> GenerationRequest:
         temperature=s.temperature,
         top_p=s.top_p if s.top_p > 0 else 1.0,
         top_k=s.top_k,
+        min_p=s.min_p,
         seed=s.seed if s.HasField("seed") else None,
         max_tokens=s.max_tokens,
         stop_token_ids=tuple(s.stop_token_ids),
@@ -45,7 +46,9 @@ def request_from_proto(msg: worker_pb2.GenerateRequest) -> GenerationRequest:
 
 
 def chunk_to_proto(chunk: GenerationChunk) -> worker_pb2.GenerateChunk:
-    out = worker_pb2.GenerateChunk(token_ids=chunk.token_ids, text=chunk.text, finish_reason=chunk.finish_reason or "")
+    out = worker_pb2.GenerateChunk(
+        token_ids=chunk.token_ids, text=chunk.text, finish_reason=chunk.finish_reason or "", logprobs=chunk.logprobs
+    )
     if chunk.usage is not None:
         u = chunk.usage
         out.usage.CopyFrom(

@@ -1,8 +1,11 @@
 """Llama-family decoder (Llama, Qwen2, Mistral) with an explicit KV cache.
 
 The module names mirror Hugging Face's so checkpoint tensors load by name.
-`forward` takes the past K/V per layer and returns the present K/V, which is
-what both the cloud engine and the ONNX export (explicit past/present) need.
+Where K/V live is the caller's choice, passed in as a `KVStore`:
+`forward` takes the past K/V per layer and returns the present K/V (explicit
+past/present, what the ONNX export and the serial engine need);
+`hidden_states` with a `PagedKV` reads and writes the paged engine's block
+cache. The model code is the same for both.
 """
 
 import torch
@@ -12,13 +15,45 @@ from cloud_worker.layers.norm import RMSNorm
 from cloud_worker.layers.rotary import RotaryEmbedding, apply_rotary
 from cloud_worker.model_config import ModelConfig
 from kernels.attention import causal_attention
+from kernels.paged_attention import PagedAttentionMetadata, paged_attention, write_kv
 
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: [batch, kv_heads, keys, head_dim]
 
 
+class ContiguousKV:
+    """Explicit past K/V in, present K/V collected (one tensor pair per layer)."""
+
+    def __init__(self, past: KVCache) -> None:
+        self.past, self.present = past, []
+
+    def attend(self, layer: int, q, k, v, positions):
+        past_k, past_v = self.past[layer]
+        k_all, v_all = torch.cat((past_k, k), dim=2), torch.cat((past_v, v), dim=2)
+        self.present.append((k_all, v_all))
+        return causal_attention(q, k_all, v_all, positions)
+
+
+class PagedKV:
+    """The paged engine's block cache: per layer (k, v) of [num_blocks, block_size, kv_heads, head_dim].
+
+    The step's tokens come as one flat batch ([1, heads, T, head_dim]); `meta` says
+    which sequence owns which token and where its blocks are.
+    """
+
+    def __init__(self, caches: KVCache, meta: PagedAttentionMetadata) -> None:
+        self.caches, self.meta = caches, meta
+
+    def attend(self, layer: int, q, k, v, positions):
+        k_cache, v_cache = self.caches[layer]
+        write_kv(k_cache, v_cache, k[0].transpose(0, 1), v[0].transpose(0, 1), self.meta.slot_mapping)
+        out = paged_attention(q[0].transpose(0, 1), k_cache, v_cache, self.meta)
+        return out.transpose(0, 1).unsqueeze(0)
+
+
 class LlamaAttention(nn.Module):
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
+        self.layer = layer
         h, d = config.hidden_size, config.head_dim
         self.num_heads, self.num_kv_heads, self.head_dim = config.num_attention_heads, config.num_key_value_heads, d
         self.q_proj = nn.Linear(h, self.num_heads * d, bias=config.qkv_bias)
@@ -26,15 +61,14 @@ class LlamaAttention(nn.Module):
         self.v_proj = nn.Linear(h, self.num_kv_heads * d, bias=config.qkv_bias)
         self.o_proj = nn.Linear(self.num_heads * d, h, bias=False)
 
-    def forward(self, x, cos, sin, positions, past_k, past_v):
+    def forward(self, x, cos, sin, positions, kv):
         batch, tokens, _ = x.shape
         q = self.q_proj(x).view(batch, tokens, self.num_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, tokens, self.num_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, tokens, self.num_kv_heads, self.head_dim).transpose(1, 2)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        k_all, v_all = torch.cat((past_k, k), dim=2), torch.cat((past_v, v), dim=2)
-        out = causal_attention(q, k_all, v_all, positions)
-        return self.o_proj(out.transpose(1, 2).reshape(batch, tokens, -1)), k_all, v_all
+        out = kv.attend(self.layer, q, k, v, positions)
+        return self.o_proj(out.transpose(1, 2).reshape(batch, tokens, -1))
 
 
 class LlamaMLP(nn.Module):
@@ -50,24 +84,23 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, layer: int) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = LlamaAttention(config)
+        self.self_attn = LlamaAttention(config, layer)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.mlp = LlamaMLP(config)
 
-    def forward(self, x, cos, sin, positions, past_k, past_v):
-        attn, k, v = self.self_attn(self.input_layernorm(x), cos, sin, positions, past_k, past_v)
-        x = x + attn
-        return x + self.mlp(self.post_attention_layernorm(x)), k, v
+    def forward(self, x, cos, sin, positions, kv):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, positions, kv)
+        return x + self.mlp(self.post_attention_layernorm(x))
 
 
 class LlamaModel(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.layers = nn.ModuleList(LlamaDecoderLayer(config) for _ in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(LlamaDecoderLayer(config, i) for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.rotary_emb = RotaryEmbedding(config.head_dim, config.rope_theta, config.rope_scaling)
 
@@ -87,10 +120,13 @@ class LlamaForCausalLM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, past: KVCache) -> tuple[torch.Tensor, KVCache]:
         """input_ids, positions: [batch, tokens]. Returns logits [batch, tokens, vocab] and the new cache."""
+        kv = ContiguousKV(past)
+        return self.lm_head(self.hidden_states(input_ids, positions, kv)).float(), kv.present
+
+    def hidden_states(self, input_ids: torch.Tensor, positions: torch.Tensor, kv) -> torch.Tensor:
+        """The final-norm hidden states [batch, tokens, hidden]; K/V go through `kv`."""
         x = self.model.embed_tokens(input_ids)
         cos, sin = self.model.rotary_emb(positions)
-        present: KVCache = []
-        for layer, (past_k, past_v) in zip(self.model.layers, past, strict=True):
-            x, k, v = layer(x, cos, sin, positions, past_k, past_v)
-            present.append((k, v))
-        return self.lm_head(self.model.norm(x)).float(), present
+        for layer in self.model.layers:
+            x = layer(x, cos, sin, positions, kv)
+        return self.model.norm(x)

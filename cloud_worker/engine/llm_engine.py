@@ -1,0 +1,243 @@
+"""The paged engine: continuous batching over a block KV cache with prefix caching.
+
+A background thread runs `step()` while there is work: `schedule()` picks the
+step's sequences and tokens, the model runner computes and samples, and
+`postprocess` streams each new token to its caller and retires sequences
+that finished. New requests and cancellations reach the thread through
+queues and take effect at the next step boundary; a finished or cancelled
+sequence frees its blocks in the step it ends.
+"""
+
+import asyncio
+import logging
+import queue
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from tokenizers import Tokenizer
+
+from cloud_worker.engine.block_manager import BlockEvent, BlockManager
+from cloud_worker.engine.model_runner import ModelRunner
+from cloud_worker.engine.scheduler import ScheduledSeq, Scheduler, SchedulerConfig
+from cloud_worker.engine.sequence import Sequence
+from tandem.detokenizer import IncrementalDetokenizer
+from tandem.engine_api import EngineStats, GenerationChunk, GenerationRequest, RequestRejected, Usage
+from tandem.process_memory import memory_bytes, memory_watermark_bytes
+
+log = logging.getLogger(__name__)
+TOKEN_RATE_WINDOW_S = 10.0
+
+
+@dataclass(eq=False)
+class _Job:
+    seq: Sequence
+    loop: asyncio.AbstractEventLoop
+    chunks: asyncio.Queue
+    detok: IncrementalDetokenizer
+    stop_ids: frozenset[int]
+    cancelled: bool = False
+    step_times: list[float] = field(default_factory=list)
+
+    def emit(self, chunk: GenerationChunk | Exception) -> None:
+        self.loop.call_soon_threadsafe(self.chunks.put_nowait, chunk)
+
+
+class PagedEngine:
+    kind = "cloud"
+
+    def __init__(
+        self,
+        runner: ModelRunner,
+        block_manager: BlockManager,
+        scheduler_config: SchedulerConfig,
+        tokenizer: Tokenizer,
+        eos_token_ids: tuple[int, ...],
+        model_id: str,
+        max_context_tokens: int,
+        execution_provider: str,
+        on_block_events: Callable[[list[BlockEvent]], None] | None = None,
+    ) -> None:
+        self.execution_provider = execution_provider
+        self.model_id = model_id
+        self.block_manager = block_manager
+        self.scheduler = Scheduler(scheduler_config, block_manager)
+        self._runner, self._tokenizer, self._eos_token_ids = runner, tokenizer, frozenset(eos_token_ids)
+        self._max_context_tokens = min(max_context_tokens, block_manager.num_blocks * block_manager.block_size_tokens)
+        self._on_block_events = on_block_events
+        self._inbox: queue.SimpleQueue[_Job | int | None] = queue.SimpleQueue()  # job, cancelled job's key, or stop
+        self._jobs: dict[int, _Job] = {}  # by Sequence.arrival (request ids come from callers, may repeat)
+        self._token_times: deque[float] = deque()
+        self._closed = False
+        self.step_overhead_s = 0.0  # scheduling and bookkeeping time, outside the model (bench reads it)
+        self.num_steps = 0
+        self._thread = threading.Thread(target=self._run, name="paged-engine", daemon=True)
+        self._thread.start()
+
+    # -- the caller's side (event loop) ---------------------------------------------------------
+
+    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+        self._check(request)
+        params = request.sampling
+        seq = Sequence(
+            request,
+            self.model_id,
+            self.block_manager.block_size_tokens,
+            seed=params.seed if params.seed is not None else random.getrandbits(63),
+        )
+        job = _Job(
+            seq,
+            asyncio.get_running_loop(),
+            asyncio.Queue(),
+            IncrementalDetokenizer(self._tokenizer, params.stop_strings),
+            frozenset(params.stop_token_ids) | (frozenset() if params.ignore_eos else self._eos_token_ids),
+        )
+        self._inbox.put(job)
+        finished = False
+        try:
+            while True:
+                chunk = await job.chunks.get()
+                if isinstance(chunk, Exception):
+                    finished = True
+                    raise chunk
+                yield chunk
+                if chunk.finish_reason is not None:
+                    finished = True
+                    return
+        finally:
+            if not finished:
+                self._inbox.put(seq.arrival)  # the caller left: free the sequence at the next step
+
+    def _check(self, request: GenerationRequest) -> None:
+        if self._closed:
+            raise RequestRejected("the engine is shutting down")
+        num_prompt = len(request.prompt_token_ids)
+        if num_prompt == 0:
+            raise RequestRejected("prompt has no tokens")
+        if num_prompt + request.sampling.max_tokens > self._max_context_tokens:
+            raise RequestRejected(
+                f"prompt ({num_prompt} tokens) + max_tokens ({request.sampling.max_tokens}) "
+                f"exceeds this worker's context of {self._max_context_tokens} tokens"
+            )
+
+    def stats(self) -> EngineStats:
+        now = time.monotonic()
+        recent = sum(1 for t in list(self._token_times) if now - t <= TOKEN_RATE_WINDOW_S)
+        bm = self.block_manager
+        return EngineStats(
+            model_id=self.model_id,
+            kind=self.kind,
+            execution_provider=self.execution_provider,
+            max_context_tokens=self._max_context_tokens,
+            queue_depth=len(self.scheduler.waiting) + self._inbox.qsize(),
+            running=len(self.scheduler.running),
+            kv_blocks_total=bm.num_blocks,
+            kv_blocks_used=bm.num_used_blocks,
+            block_size_tokens=bm.block_size_tokens,
+            prefix_hit_tokens=bm.num_hit_tokens,
+            prefix_query_tokens=bm.num_query_tokens,
+            tokens_per_s=recent / TOKEN_RATE_WINDOW_S,
+            memory_bytes=memory_bytes(),
+            memory_watermark_bytes=memory_watermark_bytes(),
+        )
+
+    def close(self) -> None:
+        self._closed = True
+        self._inbox.put(None)
+        self._thread.join(timeout=10)
+        self._runner.close()
+
+    # -- the engine thread ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            # Block for input only when idle; otherwise take what has arrived and step.
+            if not self._drain_inbox(block=not self.scheduler.has_work()):
+                break
+            if self.scheduler.has_work():
+                try:
+                    self.step()
+                except Exception as exc:  # noqa: BLE001 - fail the requests in flight, keep the worker alive
+                    log.exception("engine step failed")
+                    self._fail_all(exc)
+        for job in list(self._jobs.values()):
+            self._retire(job, "cancelled")
+
+    def _drain_inbox(self, block: bool) -> bool:
+        """Apply new requests and cancellations; False once close() was called."""
+        while True:
+            try:
+                item = self._inbox.get(block=block)
+            except queue.Empty:
+                return True
+            block = False
+            if item is None:
+                return False
+            if isinstance(item, int):
+                job = self._jobs.get(item)
+                if job is not None:
+                    self._retire(job, "cancelled")
+            else:
+                self._jobs[item.seq.arrival] = item
+                self.scheduler.add(item.seq)
+
+    def step(self) -> None:
+        started = time.perf_counter()
+        scheduled = self.scheduler.schedule()
+        if not scheduled:
+            return
+        model_started = time.perf_counter()
+        tokens, logprobs = self._runner.run(scheduled)
+        model_s = time.perf_counter() - model_started
+        self.scheduler.finish_step(scheduled)
+        self._postprocess(scheduled, tokens, logprobs)
+        if self._on_block_events is not None:
+            events = self.block_manager.drain_events()
+            if events:
+                self._on_block_events(events)
+        self.num_steps += 1
+        self.step_overhead_s += time.perf_counter() - started - model_s
+
+    def _postprocess(self, scheduled: list[ScheduledSeq], tokens: list[int], logprobs: list[float]) -> None:
+        now = time.monotonic()
+        sampled = iter(zip(tokens, logprobs, strict=True))
+        for item in scheduled:
+            if not item.is_sampling:
+                continue
+            token, logprob = next(sampled)
+            job = self._jobs[item.seq.arrival]
+            self._token_times.append(now)
+            self._emit_token(job, token, logprob)
+        cutoff = now - TOKEN_RATE_WINDOW_S
+        while self._token_times and self._token_times[0] < cutoff:
+            self._token_times.popleft()
+
+    def _emit_token(self, job: _Job, token: int, logprob: float) -> None:
+        seq, params = job.seq, job.seq.request.sampling
+        seq.token_ids.append(token)
+        if token in job.stop_ids:
+            self._retire(job, "stop", job.detok.flush())
+            return
+        text = job.detok.push(token)
+        if job.detok.is_stopped:
+            self._retire(job, "stop", text, (token,), (logprob,))
+        elif seq.num_output_tokens >= params.max_tokens:
+            self._retire(job, "length", text + job.detok.flush(), (token,), (logprob,))
+        else:
+            job.emit(GenerationChunk((token,), text, logprobs=(logprob,)))
+
+    def _retire(self, job: _Job, reason: str, text: str = "", ids: tuple = (), logprobs: tuple = ()) -> None:
+        seq = job.seq
+        self.scheduler.finish(seq)
+        del self._jobs[seq.arrival]
+        usage = Usage(seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens)
+        job.emit(GenerationChunk(ids, text, reason, usage, logprobs))
+
+    def _fail_all(self, exc: Exception) -> None:
+        for job in list(self._jobs.values()):
+            self.scheduler.finish(job.seq)
+            del self._jobs[job.seq.arrival]
+            job.emit(exc)

@@ -1,0 +1,132 @@
+"""Turns a scheduled step into tensors, runs the model over the paged KV cache, samples.
+
+One step packs the new tokens of every scheduled sequence into one flat batch
+(prefill chunks and decodes together), so all linear layers run once per
+step. Logits are computed only for the last token of sequences that sample.
+Under tensor parallelism every rank runs `forward` on the same `StepInputs`
+(rank 0 broadcasts them); only rank 0 samples.
+"""
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from cloud_worker.engine.sampler import SamplingBatch, sample
+from cloud_worker.engine.scheduler import ScheduledSeq
+from cloud_worker.models.llama import KVCache, LlamaForCausalLM, PagedKV
+from kernels.paged_attention import PagedAttentionMetadata
+
+if TYPE_CHECKING:
+    from cloud_worker.parallel.ranks import TensorParallelPeers
+
+
+@dataclass(frozen=True)
+class StepInputs:
+    input_ids: torch.Tensor  # [T]
+    positions: torch.Tensor  # [T]
+    meta: PagedAttentionMetadata
+    sample_indices: torch.Tensor  # [N]: the flat index of each sampling sequence's last token
+
+    def to(self, device) -> "StepInputs":
+        meta = self.meta
+        return StepInputs(
+            self.input_ids.to(device),
+            self.positions.to(device),
+            PagedAttentionMetadata(
+                meta.slot_mapping.to(device),
+                meta.query_start,
+                meta.context_lens,
+                meta.block_tables.to(device),
+                meta.decode_rows.to(device),
+                meta.prefill_rows,
+            ),
+            self.sample_indices.to(device),
+        )
+
+
+def allocate_kv_cache(model: LlamaForCausalLM, num_blocks: int, block_size_tokens: int) -> KVCache:
+    attn = model.model.layers[0].self_attn
+    weight = model.model.layers[0].input_layernorm.weight
+    shape = (num_blocks, block_size_tokens, attn.num_kv_heads, attn.head_dim)
+    return [(weight.new_zeros(shape), weight.new_zeros(shape)) for _ in model.model.layers]
+
+
+def prepare_inputs(scheduled: list[ScheduledSeq], block_size_tokens: int) -> StepInputs:
+    input_ids: list[int] = []
+    positions: list[int] = []
+    slots: list[int] = []
+    query_start, context_lens, sample_indices, decode_rows, prefill_rows = [0], [], [], [], []
+    for row, item in enumerate(scheduled):
+        seq, start = item.seq, item.seq.num_computed_tokens
+        end = start + item.num_new_tokens
+        input_ids += seq.token_ids[start:end]
+        positions += range(start, end)
+        table = seq.block_table
+        slots += [table[p // block_size_tokens] * block_size_tokens + p % block_size_tokens for p in range(start, end)]
+        query_start.append(query_start[-1] + item.num_new_tokens)
+        context_lens.append(end)
+        (decode_rows if item.num_new_tokens == 1 else prefill_rows).append(row)
+        if item.is_sampling:
+            sample_indices.append(query_start[-1] - 1)
+    max_blocks = max(len(item.seq.block_table) for item in scheduled)
+    tables = [item.seq.block_table + [0] * (max_blocks - len(item.seq.block_table)) for item in scheduled]
+    meta = PagedAttentionMetadata(
+        slot_mapping=torch.tensor(slots, dtype=torch.int64),
+        query_start=tuple(query_start),
+        context_lens=tuple(context_lens),
+        block_tables=torch.tensor(tables, dtype=torch.int64),
+        decode_rows=torch.tensor(decode_rows, dtype=torch.int64),
+        prefill_rows=tuple(prefill_rows),
+    )
+    return StepInputs(
+        torch.tensor(input_ids, dtype=torch.int64),
+        torch.tensor(positions, dtype=torch.int64),
+        meta,
+        torch.tensor(sample_indices, dtype=torch.int64),
+    )
+
+
+class ModelRunner:
+    def __init__(
+        self,
+        model: LlamaForCausalLM,
+        num_blocks: int,
+        block_size_tokens: int,
+        peers: "TensorParallelPeers | None" = None,
+    ) -> None:
+        self.model = model
+        self.block_size_tokens = block_size_tokens
+        self.kv_caches = allocate_kv_cache(model, num_blocks, block_size_tokens)
+        self.device = model.model.layers[0].input_layernorm.weight.device
+        self._peers = peers  # tensor parallelism: the other ranks, which run every step too
+
+    @torch.inference_mode()
+    def forward(self, inputs: StepInputs) -> torch.Tensor:
+        """Logits [N, vocab] for the sampling sequences; writes every new token's K/V."""
+        inputs = inputs.to(self.device)
+        kv = PagedKV(self.kv_caches, inputs.meta)
+        hidden = self.model.hidden_states(inputs.input_ids.unsqueeze(0), inputs.positions.unsqueeze(0), kv)
+        return self.model.lm_head(hidden[0, inputs.sample_indices]).float()
+
+    def run(self, scheduled: list[ScheduledSeq]) -> tuple[list[int], list[float]]:
+        """Token and log-probability for each sampling sequence, in scheduled order."""
+        inputs = prepare_inputs(scheduled, self.block_size_tokens)
+        if self._peers is not None:
+            self._peers.send(inputs)
+        logits = self.forward(inputs)
+        sampling = [item.seq for item in scheduled if item.is_sampling]
+        if not sampling:
+            return [], []
+        batch = SamplingBatch.build(
+            [s.request.sampling for s in sampling],
+            [s.seed for s in sampling],
+            [s.num_output_tokens for s in sampling],
+            self.device,
+        )
+        tokens, logprobs = sample(logits, batch)
+        return tokens.tolist(), logprobs.tolist()
+
+    def close(self) -> None:
+        if self._peers is not None:
+            self._peers.close()
