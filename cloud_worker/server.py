@@ -11,11 +11,13 @@ from cloud_worker.engine.config import EngineConfig
 from cloud_worker.engine.llm_engine import PagedEngine
 from cloud_worker.engine.model_runner import ModelRunner
 from cloud_worker.engine.scheduler import SchedulerConfig
+from cloud_worker.hint_publisher import HintPublisher
 from cloud_worker.loader import load_model, read_config
 from cloud_worker.models.llama import LlamaForCausalLM
 from cloud_worker.parallel.ranks import TensorParallelPeers, rank_device
 from cloud_worker.parallel.tensor_parallel import apply_tp, check_divisible_config
 from cloud_worker.quantization import quantize_int8
+from proto.prefix_hints import DEFAULT_HINT_TTL_S
 from tandem.checkpoint import load_tokenizer, model_id_for
 from tandem.telemetry import setup_tracing, shutdown_tracing
 from tandem.worker_service import serve
@@ -67,9 +69,29 @@ def build_engine(
     )
 
 
-def run(model_dir: Path, host: str, port: int, model_id: str | None = None, config: EngineConfig | None = None) -> None:
+def run(
+    model_dir: Path,
+    host: str,
+    port: int,
+    model_id: str | None = None,
+    config: EngineConfig | None = None,
+    redis_url: str | None = None,
+    worker_id: str | None = None,
+    hint_ttl_s: float = DEFAULT_HINT_TTL_S,
+) -> None:
     setup_tracing("tandem-cloud-worker")
+    model_id = model_id_for(model_dir, model_id)
+    publisher = None
+    if redis_url:
+        worker_id = worker_id or f"{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+        publisher = HintPublisher(redis_url, model_id, worker_id, hint_ttl_s)
+        log.info("publishing prefix hints to Redis as worker %s (ttl %.0f s)", worker_id, hint_ttl_s)
+    else:
+        log.info("REDIS_URL not set: prefix hints are not published (gateways route by their own history)")
     try:
-        asyncio.run(serve(build_engine(model_dir, model_id, config), host, port))
+        engine = build_engine(model_dir, model_id, config, publisher.publish if publisher else None)
+        asyncio.run(serve(engine, host, port))
     finally:
+        if publisher:
+            publisher.close()
         shutdown_tracing()

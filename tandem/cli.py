@@ -70,13 +70,57 @@ def gateway(
 
 @app.command("cloud-worker")
 def cloud_worker(
-    model: ModelDir, host: str = "127.0.0.1", port: int = 50051, model_id: str | None = None, log_level: str = "info"
+    model: ModelDir,
+    host: str = "127.0.0.1",
+    port: int = 50051,
+    model_id: str | None = None,
+    block_size: Annotated[int, typer.Option(help="KV block size in tokens (also the prefix-hint granularity)")] = 16,
+    kv_cache_mb: Annotated[int, typer.Option(help="KV pool size per rank, when --num-kv-blocks is not given")] = 512,
+    num_kv_blocks: Annotated[int | None, typer.Option(help="KV pool size in blocks (overrides --kv-cache-mb)")] = None,
+    max_batched_tokens: Annotated[int, typer.Option(help="token budget of one step (prefill chunks + decodes)")] = 512,
+    max_num_seqs: Annotated[int, typer.Option(help="running sequences at most")] = 256,
+    tp: Annotated[int, typer.Option(help="tensor parallel ranks; the worker starts them itself")] = 1,
+    quantize: Annotated[str, typer.Option(help="none, or int8 (weight-only, per channel)")] = "none",
+    device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when available)")] = None,
+    redis_url: Annotated[
+        str | None, typer.Option(envvar="REDIS_URL", help="publish prefix hints here (unset: not published)")
+    ] = None,
+    worker_id: Annotated[
+        str | None,
+        typer.Option(help="host:port gateways dial, the id hints are published under (default: listen address)"),
+    ] = None,
+    hint_ttl_s: Annotated[
+        float, typer.Option(help="prefix hints expire this long after the worker stops refreshing")
+    ] = 30.0,
+    log_level: str = "info",
 ) -> None:
-    """A cloud worker serving the checkpoint over the Worker gRPC service."""
-    from cloud_worker.server import run
+    """A cloud worker: the paged engine serving the checkpoint over the Worker gRPC service."""
+    from cloud_worker.engine.config import EngineConfig
+    from cloud_worker.loader import CheckpointError
+    from cloud_worker.model_config import UnsupportedModelError
+    from cloud_worker.parallel.tensor_parallel import TensorParallelError
+    from cloud_worker.server import default_device, run
 
     _logging(log_level)
-    run(model, host, port, model_id)
+    try:
+        config = EngineConfig(
+            block_size_tokens=block_size,
+            kv_cache_mb=kv_cache_mb,
+            num_kv_blocks=num_kv_blocks,
+            max_num_batched_tokens=max_batched_tokens,
+            max_num_seqs=max_num_seqs,
+            tensor_parallel_size=tp,
+            quantize=quantize,
+            device=device or default_device(),
+        )
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    try:
+        run(model, host, port, model_id, config, redis_url, worker_id, hint_ttl_s)
+    except (CheckpointError, UnsupportedModelError, TensorParallelError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
 
 
 @app.command("edge-agent")

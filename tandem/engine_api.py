@@ -53,6 +53,18 @@ class GenerationRequest:
     private: bool = False
 
 
+def check_fits_context(request: GenerationRequest, max_context_tokens: int) -> None:
+    """Reject, before queueing, a request that could never run to max_tokens."""
+    num_prompt = len(request.prompt_token_ids)
+    if num_prompt == 0:
+        raise RequestRejected("prompt has no tokens")
+    if num_prompt + request.sampling.max_tokens > max_context_tokens:
+        raise RequestRejected(
+            f"prompt ({num_prompt} tokens) + max_tokens ({request.sampling.max_tokens}) "
+            f"exceeds this worker's context of {max_context_tokens} tokens"
+        )
+
+
 @dataclass(frozen=True)
 class Usage:
     prompt_tokens: int

@@ -19,7 +19,7 @@ import torch
 from tokenizers import Tokenizer
 
 from tandem.detokenizer import IncrementalDetokenizer
-from tandem.engine_api import EngineStats, GenerationChunk, GenerationRequest, RequestRejected, Usage
+from tandem.engine_api import EngineStats, GenerationChunk, GenerationRequest, Usage, check_fits_context
 from tandem.process_memory import memory_bytes, memory_watermark_bytes
 from tandem.sampling import make_generator, sample_token
 
@@ -69,7 +69,7 @@ class SerialEngine:
         self._thread.start()
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
-        self._check(request)
+        check_fits_context(request, self._model.max_context_tokens)
         job = _Job(request, asyncio.get_running_loop(), asyncio.Queue())
         self._jobs.put(job)
         try:
@@ -82,17 +82,6 @@ class SerialEngine:
                     return
         finally:
             job.cancelled.set()  # no-op when finished; frees the sequence when the caller left
-
-    def _check(self, request: GenerationRequest) -> None:
-        num_prompt = len(request.prompt_token_ids)
-        if num_prompt == 0:
-            raise RequestRejected("prompt has no tokens")
-        limit = self._model.max_context_tokens
-        if num_prompt + request.sampling.max_tokens > limit:
-            raise RequestRejected(
-                f"prompt ({num_prompt} tokens) + max_tokens ({request.sampling.max_tokens}) "
-                f"exceeds this model's context of {limit} tokens"
-            )
 
     def stats(self) -> EngineStats:
         now = time.monotonic()

@@ -25,7 +25,14 @@ from cloud_worker.engine.model_runner import ModelRunner
 from cloud_worker.engine.scheduler import ScheduledSeq, Scheduler, SchedulerConfig
 from cloud_worker.engine.sequence import Sequence
 from tandem.detokenizer import IncrementalDetokenizer
-from tandem.engine_api import EngineStats, GenerationChunk, GenerationRequest, RequestRejected, Usage
+from tandem.engine_api import (
+    EngineStats,
+    GenerationChunk,
+    GenerationRequest,
+    RequestRejected,
+    Usage,
+    check_fits_context,
+)
 from tandem.process_memory import memory_bytes, memory_watermark_bytes
 
 log = logging.getLogger(__name__)
@@ -114,14 +121,7 @@ class PagedEngine:
     def _check(self, request: GenerationRequest) -> None:
         if self._closed:
             raise RequestRejected("the engine is shutting down")
-        num_prompt = len(request.prompt_token_ids)
-        if num_prompt == 0:
-            raise RequestRejected("prompt has no tokens")
-        if num_prompt + request.sampling.max_tokens > self._max_context_tokens:
-            raise RequestRejected(
-                f"prompt ({num_prompt} tokens) + max_tokens ({request.sampling.max_tokens}) "
-                f"exceeds this worker's context of {self._max_context_tokens} tokens"
-            )
+        check_fits_context(request, self._max_context_tokens)
 
     def stats(self) -> EngineStats:
         now = time.monotonic()

@@ -57,7 +57,7 @@ def test_prompt_plus_max_tokens_past_the_context_is_rejected(engine_and_model):
     async def run():
         return [c async for c in engine.generate(request(2048))]
 
-    with pytest.raises(RequestRejected, match="exceeds this model's context of 2048"):
+    with pytest.raises(RequestRejected, match="exceeds this worker's context of 2048"):
         asyncio.run(run())
 
 

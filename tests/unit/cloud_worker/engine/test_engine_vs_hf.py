@@ -126,3 +126,28 @@ def test_a_shared_system_prompt_is_served_from_cache_inside_one_batch(demo_check
     for prompt, (tokens, usage) in zip(prompts, results, strict=True):
         assert usage.cached_prompt_tokens == 48
         assert tokens == hf_greedy(demo_checkpoint, prompt)
+
+
+def test_tensor_parallel_2_equals_tp_1_and_hf(demo_checkpoint, make_engine):
+    prompts = mixed_prompts(demo_checkpoint, 6)
+    one = run_batch(make_engine(), prompts)
+    two = run_batch(make_engine(tensor_parallel_size=2), prompts)  # starts rank 1 itself, gloo between them
+    for prompt, (a, _), (b, _) in zip(prompts, one, two, strict=True):
+        assert a == b == hf_greedy(demo_checkpoint, prompt)
+
+
+def test_int8_weights_keep_the_first_tokens_and_the_logits_close(demo_checkpoint):
+    from cloud_worker.quantization import Int8Linear
+    from cloud_worker.server import prepare_model
+
+    fp32 = prepare_model(demo_checkpoint, EngineConfig())
+    int8 = prepare_model(demo_checkpoint, EngineConfig(quantize="int8"))
+    assert isinstance(int8.model.layers[0].mlp.down_proj, Int8Linear)
+    ids = torch.tensor([corpus_ids(demo_checkpoint)[:200]])
+    positions = torch.arange(200).unsqueeze(0)
+    with torch.no_grad():
+        a = fp32(ids, positions, fp32.empty_cache())[0][0]
+        b = int8(ids, positions, int8.empty_cache())[0][0]
+    cosine = torch.nn.functional.cosine_similarity(a, b, dim=-1)
+    assert cosine.min() > 0.99
+    assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.95

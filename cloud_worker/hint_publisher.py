@@ -1,0 +1,88 @@
+"""Publishes the engine's block-cached / block-evicted events to Redis as prefix hints.
+
+The engine thread hands events over without waiting; a publisher thread
+batches them into one pipeline per flush, and re-sets every held hash each
+TTL/3 so hints outlive no worker by more than a TTL. Redis trouble never
+reaches requests: the publisher logs once per outage, keeps its picture of
+what is held, and writes it all again when Redis is back. On a clean
+shutdown it deletes its hints at once.
+"""
+
+import logging
+import threading
+import time
+
+import redis
+
+from cloud_worker.engine.block_manager import BlockEvent, BlockEventKind
+from proto.prefix_hints import DEFAULT_HINT_TTL_S, hint_key
+
+log = logging.getLogger(__name__)
+FLUSH_INTERVAL_S = 0.05
+
+
+class HintPublisher:
+    def __init__(self, redis_url: str, model_id: str, worker_id: str, ttl_s: float = DEFAULT_HINT_TTL_S) -> None:
+        self.model_id, self.worker_id, self.ttl_s = model_id, worker_id, ttl_s
+        self._redis = redis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
+        self._lock = threading.Lock()
+        self._pending: list[BlockEvent] = []
+        self._held: set[bytes] = set()
+        self._resync = True  # write every held hash on the next flush (first run, or after an outage)
+        self._last_refresh = 0.0
+        self.is_connected: bool | None = None  # None until the first write
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hint-publisher", daemon=True)
+        self._thread.start()
+
+    def publish(self, events: list[BlockEvent]) -> None:
+        """Called from the engine thread: never blocks on Redis."""
+        with self._lock:
+            self._pending.extend(events)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        try:
+            keys = [self._key(h) for h in self._held]
+            for start in range(0, len(keys), 10_000):
+                self._redis.delete(*keys[start : start + 10_000])
+        except redis.RedisError as exc:
+            log.warning("could not delete prefix hints at shutdown (they expire in %.0f s): %s", self.ttl_s, exc)
+        self._redis.close()
+
+    def _key(self, block_hash: bytes) -> str:
+        return hint_key(self.model_id, self.worker_id, block_hash)
+
+    def _run(self) -> None:
+        while not self._stop.wait(FLUSH_INTERVAL_S):
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            events, self._pending = self._pending, []
+        pipe = self._redis.pipeline(transaction=False)
+        for event in events:
+            if event.kind is BlockEventKind.CACHED:
+                self._held.add(event.block_hash)
+                pipe.set(self._key(event.block_hash), b"1", px=int(self.ttl_s * 1000))
+            else:
+                self._held.discard(event.block_hash)
+                pipe.delete(self._key(event.block_hash))
+        now = time.monotonic()
+        if self._resync or now - self._last_refresh >= self.ttl_s / 3:
+            for block_hash in self._held:
+                pipe.set(self._key(block_hash), b"1", px=int(self.ttl_s * 1000))
+            self._last_refresh = now
+        if not len(pipe):
+            return
+        try:
+            pipe.execute()
+        except redis.RedisError as exc:
+            if self.is_connected is not False:  # once per outage
+                log.warning("prefix hints: Redis unavailable (%s); serving on, will resync when it is back", exc)
+            self.is_connected, self._resync = False, True
+            return
+        if not self.is_connected:
+            log.info("prefix hints: publishing %d held blocks to Redis as %s", len(self._held), self.worker_id)
+        self.is_connected, self._resync = True, False
