@@ -1,5 +1,9 @@
 """The real processes on free loopback ports, through the same launcher as `tandem up`."""
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -49,3 +53,18 @@ def start_gateway(
     stack = LocalStack(url, [spawn(f"gateway-{port}", None, url, args, log_dir, {**os.environ, **(env or {})})])
     stack.wait_ready()
     return stack
+
+
+def start_worker_process(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`tandem <args>` (a cloud worker or edge agent), returned once it prints that it is ready."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tandem.cli", *args],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while "worker ready" not in (line := process.stdout.readline()):
+        assert process.poll() is None and time.monotonic() < deadline, line
+    return process

@@ -1,14 +1,12 @@
 """The gateway's view of a real worker: healthy, wrong model, gone."""
 
 import asyncio
-import subprocess
-import sys
-import time
 
 import pytest
 
 from gateway.backends.grpc_backend import GrpcWorkerBackend
 from tests.conftest import free_port
+from tests.stack import start_worker_process
 
 pytestmark = pytest.mark.integration
 
@@ -16,26 +14,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def worker_announcing(demo_checkpoint):
     port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tandem.cli",
-            "cloud-worker",
-            "--model",
-            str(demo_checkpoint),
-            "--port",
-            str(port),
-            "--model-id",
-            "some-other-model",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while "worker ready" not in (line := process.stdout.readline()):
-        assert process.poll() is None and time.monotonic() < deadline, line
+    args = ["cloud-worker", "--model", str(demo_checkpoint), "--port", str(port), "--model-id", "some-other-model"]
+    process = start_worker_process(args)
     yield f"grpc://127.0.0.1:{port}", process
     process.terminate()
     process.wait(timeout=10)

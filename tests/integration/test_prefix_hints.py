@@ -1,10 +1,7 @@
 """A real cloud worker publishing prefix hints to a real Redis, and reporting cache hits over gRPC."""
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import grpc
@@ -15,26 +12,17 @@ from proto.gen import worker_pb2, worker_pb2_grpc
 from proto.prefix_hash import prefix_hashes
 from proto.prefix_hints import hint_key
 from tests.conftest import free_port
+from tests.stack import start_worker_process
 
 pytestmark = pytest.mark.integration
 PROMPT = list(range(300, 340))  # 40 tokens: two full blocks of 16 and a partial one
 TTL_S = 2.0
 
 
-def start_worker(checkpoint, redis_url: str, port: int) -> subprocess.Popen:
+def start_worker(checkpoint, redis_url: str, port: int):
     args = ["cloud-worker", "--model", str(checkpoint), "--port", str(port), "--num-kv-blocks", "64"]
     args += ["--hint-ttl-s", str(TTL_S)]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tandem.cli", *args],
-        env={**os.environ, "REDIS_URL": redis_url},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    while "worker ready" not in (line := process.stdout.readline()):
-        assert process.poll() is None and time.monotonic() < deadline, line
-    return process
+    return start_worker_process(args, {"REDIS_URL": redis_url})
 
 
 async def generate(port: int, tenant: str) -> worker_pb2.GenerateChunk:
