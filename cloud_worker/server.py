@@ -8,6 +8,7 @@ import torch
 
 from cloud_worker.engine.block_manager import BlockManager
 from cloud_worker.engine.config import EngineConfig
+from cloud_worker.engine.host_memory import keep_freed_memory
 from cloud_worker.engine.llm_engine import PagedEngine
 from cloud_worker.engine.model_runner import ModelRunner
 from cloud_worker.engine.scheduler import SchedulerConfig
@@ -49,6 +50,8 @@ def build_engine(
     model_dir: Path, model_id: str | None = None, config: EngineConfig | None = None, on_block_events=None
 ) -> PagedEngine:
     config = config or EngineConfig(device=default_device())
+    if config.device == "cpu":
+        keep_freed_memory()
     model_config = read_config(model_dir)
     if config.tensor_parallel_size > 1:
         check_divisible_config(model_config, config.tensor_parallel_size)

@@ -1,9 +1,11 @@
 """Attention that reads K/V through block tables (PagedAttention), and the
 write of new K/V into the paged cache.
 
-Layout: a layer's cache is [num_blocks, block_size, kv_heads, head_dim]; token
+Layout: a layer's cache is [kv_heads, num_blocks, block_size, head_dim]; token
 p of a sequence lives in block block_table[p // block_size] at offset
-p % block_size. A step packs the new tokens of all its sequences into one
+p % block_size. KV heads outermost means one index gathers a sequence's keys
+of each head as a contiguous [keys, head_dim] matrix, ready for the matmul
+without a transposing copy. A step packs the new tokens of all its sequences into one
 flat batch of T query tokens; sequence i owns queries
 query_start[i] .. query_start[i + 1] and, after this step's write, has
 context_lens[i] tokens in the cache, the last query_len of them new. Query j
@@ -17,6 +19,8 @@ gather, sequences with several new tokens (prefill chunks) one at a time.
 from dataclasses import dataclass
 
 import torch
+
+DECODE_GROUP_SEQS = 16
 
 
 @dataclass(frozen=True)
@@ -35,9 +39,9 @@ class PagedAttentionMetadata:
 
 def write_kv_ref(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor):
     """k, v: [T, kv_heads, head_dim] written to the cache slots [T]."""
-    kv_heads, head_dim = k_cache.shape[2:]
-    k_cache.view(-1, kv_heads, head_dim).index_copy_(0, slots, k.to(k_cache.dtype))
-    v_cache.view(-1, kv_heads, head_dim).index_copy_(0, slots, v.to(v_cache.dtype))
+    kv_heads, _, _, head_dim = k_cache.shape
+    k_cache.view(kv_heads, -1, head_dim).index_copy_(1, slots, k.transpose(0, 1).to(k_cache.dtype))
+    v_cache.view(kv_heads, -1, head_dim).index_copy_(1, slots, v.transpose(0, 1).to(v_cache.dtype))
 
 
 def paged_attention_ref(
@@ -48,9 +52,13 @@ def paged_attention_ref(
 ) -> torch.Tensor:
     out = torch.empty_like(q)
     if meta.decode_rows.numel():
-        starts = torch.tensor(meta.query_start[:-1], device=q.device)[meta.decode_rows]
+        # Decodes run in groups of similar context length, so padding to a group's longest stays small.
         lens = torch.tensor(meta.context_lens, device=q.device)[meta.decode_rows]
-        out[starts] = _decode(q[starts], k_cache, v_cache, meta.block_tables[meta.decode_rows], lens)
+        order = torch.argsort(lens)
+        for group in torch.split(meta.decode_rows[order], DECODE_GROUP_SEQS):
+            starts = torch.tensor(meta.query_start[:-1], device=q.device)[group]
+            group_lens = torch.tensor(meta.context_lens, device=q.device)[group]
+            out[starts] = _decode(q[starts], k_cache, v_cache, meta.block_tables[group], group_lens)
     for row in meta.prefill_rows:
         start, end = meta.query_start[row], meta.query_start[row + 1]
         out[start:end] = _prefill(q[start:end], k_cache, v_cache, meta.block_tables[row], meta.context_lens[row])
@@ -58,32 +66,35 @@ def paged_attention_ref(
 
 
 def _gather(cache: torch.Tensor, block_tables: torch.Tensor, num_keys: int) -> torch.Tensor:
-    """[S, num_keys, kv_heads, head_dim] for S block tables."""
-    blocks = cache[block_tables]  # [S, max_blocks, block_size, kv_heads, head_dim]
-    return blocks.flatten(1, 2)[:, :num_keys]
+    """[kv_heads, S, num_keys, head_dim] for S block tables [S, max_blocks]."""
+    kv_heads, _, block_size, head_dim = cache.shape
+    num_seqs, max_blocks = block_tables.shape
+    blocks = torch.index_select(cache.flatten(2), 1, block_tables.flatten())  # one copy
+    return blocks.view(kv_heads, num_seqs, max_blocks * block_size, head_dim)[:, :, :num_keys]
 
 
 def _decode(q, k_cache, v_cache, block_tables, context_lens):
     num_seqs, heads, head_dim = q.shape
-    kv_heads = k_cache.shape[2]
+    kv_heads = k_cache.shape[0]
     num_keys = int(context_lens.max())
-    k = _gather(k_cache, block_tables, num_keys).float().permute(0, 2, 3, 1)  # [S, kvh, d, L]
-    v = _gather(v_cache, block_tables, num_keys).float().transpose(1, 2)  # [S, kvh, L, d]
-    q = q.float().view(num_seqs, kv_heads, heads // kv_heads, head_dim)  # HF's repeat_kv head order
-    scores = torch.matmul(q, k) * head_dim**-0.5  # [S, kvh, group, L]
-    past_end = torch.arange(num_keys, device=q.device).view(1, 1, 1, -1) >= context_lens.view(-1, 1, 1, 1)
+    k = _gather(k_cache, block_tables, num_keys).float()  # [kvh, S, L, d]
+    v = _gather(v_cache, block_tables, num_keys).float()
+    # Query head h = kv_head * group + j (HF's repeat_kv order): [S, kvh, group, d] -> [kvh, S, group, d].
+    q = q.float().view(num_seqs, kv_heads, heads // kv_heads, head_dim).transpose(0, 1)
+    scores = torch.matmul(q, k.transpose(-1, -2)) * head_dim**-0.5  # [kvh, S, group, L]
+    past_end = torch.arange(num_keys, device=q.device).view(1, 1, 1, -1) >= context_lens.view(1, -1, 1, 1)
     probs = torch.softmax(scores.masked_fill(past_end, float("-inf")), dim=-1)
-    return torch.matmul(probs, v).reshape(num_seqs, heads, head_dim).to(k_cache.dtype)
+    out = torch.matmul(probs, v)  # [kvh, S, group, d]
+    return out.transpose(0, 1).reshape(num_seqs, heads, head_dim).to(k_cache.dtype)
 
 
 def _prefill(q, k_cache, v_cache, block_table, context_len):
     tokens, heads, head_dim = q.shape
-    kv_heads = k_cache.shape[2]
-    k = _gather(k_cache, block_table.unsqueeze(0), context_len)[0].float().permute(1, 2, 0)  # [kvh, d, L]
-    v = _gather(v_cache, block_table.unsqueeze(0), context_len)[0].float().transpose(0, 1)  # [kvh, L, d]
-    k, v = k.unsqueeze(1), v.unsqueeze(1)  # broadcast over the query heads of a group
+    kv_heads = k_cache.shape[0]
+    k = _gather(k_cache, block_table.unsqueeze(0), context_len).float()  # [kvh, 1, L, d]
+    v = _gather(v_cache, block_table.unsqueeze(0), context_len).float()
     q = q.float().transpose(0, 1).reshape(kv_heads, heads // kv_heads, tokens, head_dim)
-    scores = torch.matmul(q, k) * head_dim**-0.5  # [kvh, group, tokens, L]
+    scores = torch.matmul(q, k.transpose(-1, -2)) * head_dim**-0.5  # [kvh, group, tokens, L]
     positions = torch.arange(context_len - tokens, context_len, device=q.device)
     future = torch.arange(context_len, device=q.device).view(1, -1) > positions.view(-1, 1)
     probs = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)

@@ -94,6 +94,7 @@ class BlockManager:
                 del self._free_cached[block_id]
             block.ref_count += 1
         seq.block_table = list(cached)
+        seq.num_committed_blocks = len(cached)
         seq.num_computed_tokens = len(cached) * self.block_size_tokens
         if seq.num_preemptions == 0:  # usage reports what the cache served the prompt, not recomputation
             seq.num_cached_tokens = seq.num_computed_tokens
@@ -115,9 +116,11 @@ class BlockManager:
 
     def commit_computed(self, seq: Sequence) -> None:
         """Cache every full block whose tokens are now all computed."""
+        num_full = seq.num_computed_tokens // self.block_size_tokens
+        if num_full <= seq.num_committed_blocks:
+            return
         hashes = seq.block_hashes()
-        num_full = min(seq.num_computed_tokens // self.block_size_tokens, len(hashes))
-        for index in range(num_full):
+        for index in range(seq.num_committed_blocks, num_full):
             block = self.blocks[seq.block_table[index]]
             h = hashes[index]
             if block.block_hash is not None or h in self.hash_to_block:
@@ -125,6 +128,7 @@ class BlockManager:
             block.block_hash, block.token_ids = h, seq.block_tokens(index)
             self.hash_to_block[h] = block.block_id
             self.events.append(BlockEvent(BlockEventKind.CACHED, h))
+        seq.num_committed_blocks = num_full
 
     # -- release --------------------------------------------------------------------------------
 
@@ -141,7 +145,7 @@ class BlockManager:
                 else:
                     self._free_cached[block_id] = None
         seq.block_table = []
-        seq.num_computed_tokens = 0
+        seq.num_computed_tokens = seq.num_committed_blocks = 0
 
     def _take_free_block(self) -> int:
         if self._free_uncached:

@@ -7,6 +7,7 @@ Under tensor parallelism every rank runs `forward` on the same `StepInputs`
 (rank 0 broadcasts them); only rank 0 samples.
 """
 
+from array import array
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,7 +49,7 @@ class StepInputs:
 def allocate_kv_cache(model: LlamaForCausalLM, num_blocks: int, block_size_tokens: int) -> KVCache:
     attn = model.model.layers[0].self_attn
     weight = model.model.layers[0].input_layernorm.weight
-    shape = (num_blocks, block_size_tokens, attn.num_kv_heads, attn.head_dim)
+    shape = (attn.num_kv_heads, num_blocks, block_size_tokens, attn.head_dim)  # see kernels/paged_attention.py
     return [(weight.new_zeros(shape), weight.new_zeros(shape)) for _ in model.model.layers]
 
 
@@ -63,28 +64,38 @@ def prepare_inputs(scheduled: list[ScheduledSeq], block_size_tokens: int) -> Ste
         input_ids += seq.token_ids[start:end]
         positions += range(start, end)
         table = seq.block_table
-        slots += [table[p // block_size_tokens] * block_size_tokens + p % block_size_tokens for p in range(start, end)]
+        if end - start == 1:
+            slots.append(table[start // block_size_tokens] * block_size_tokens + start % block_size_tokens)
+        else:
+            slots += [
+                table[p // block_size_tokens] * block_size_tokens + p % block_size_tokens for p in range(start, end)
+            ]
         query_start.append(query_start[-1] + item.num_new_tokens)
         context_lens.append(end)
         (decode_rows if item.num_new_tokens == 1 else prefill_rows).append(row)
         if item.is_sampling:
             sample_indices.append(query_start[-1] - 1)
     max_blocks = max(len(item.seq.block_table) for item in scheduled)
-    tables = [item.seq.block_table + [0] * (max_blocks - len(item.seq.block_table)) for item in scheduled]
+    tables: list[int] = []
+    for item in scheduled:
+        tables += item.seq.block_table
+        tables += [0] * (max_blocks - len(item.seq.block_table))
     meta = PagedAttentionMetadata(
-        slot_mapping=torch.tensor(slots, dtype=torch.int64),
+        slot_mapping=_int64(slots),
         query_start=tuple(query_start),
         context_lens=tuple(context_lens),
-        block_tables=torch.tensor(tables, dtype=torch.int64),
-        decode_rows=torch.tensor(decode_rows, dtype=torch.int64),
+        block_tables=_int64(tables).view(len(scheduled), max_blocks),
+        decode_rows=_int64(decode_rows),
         prefill_rows=tuple(prefill_rows),
     )
-    return StepInputs(
-        torch.tensor(input_ids, dtype=torch.int64),
-        torch.tensor(positions, dtype=torch.int64),
-        meta,
-        torch.tensor(sample_indices, dtype=torch.int64),
-    )
+    return StepInputs(_int64(input_ids), _int64(positions), meta, _int64(sample_indices))
+
+
+def _int64(values: list[int]) -> torch.Tensor:
+    """A list of ints as an int64 tensor, through array's C loop (torch.tensor on a list is slower per element)."""
+    if not values:
+        return torch.empty(0, dtype=torch.int64)
+    return torch.frombuffer(array("q", values), dtype=torch.int64)
 
 
 class ModelRunner:

@@ -26,6 +26,7 @@ class Sequence:
     num_computed_tokens: int = 0  # tokens whose K/V are in the cache
     num_cached_tokens: int = 0  # prompt tokens the prefix cache served at the last admission
     block_table: list[int] = field(default_factory=list)
+    num_committed_blocks: int = 0  # leading blocks already offered to the prefix cache
     status: SequenceStatus = SequenceStatus.WAITING
     arrival: int = field(default_factory=lambda: next(_arrivals))
     num_preemptions: int = 0

@@ -34,7 +34,7 @@ class ContiguousKV:
 
 
 class PagedKV:
-    """The paged engine's block cache: per layer (k, v) of [num_blocks, block_size, kv_heads, head_dim].
+    """The paged engine's block cache: per layer (k, v) of [kv_heads, num_blocks, block_size, head_dim].
 
     The step's tokens come as one flat batch ([1, heads, T, head_dim]); `meta` says
     which sequence owns which token and where its blocks are.
