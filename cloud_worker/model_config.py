@@ -55,7 +55,7 @@ class ModelConfig:
             num_attention_heads=heads,
             num_key_value_heads=hf.get("num_key_value_heads") or heads,
             head_dim=hf.get("head_dim") or hf["hidden_size"] // heads,
-            max_position_embeddings=hf.get("max_position_embeddings", 2048),
+            max_position_embeddings=_context_limit(arch, hf),
             rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
             rope_theta=hf.get("rope_theta", 10000.0),
             rope_scaling=hf.get("rope_scaling"),
@@ -65,3 +65,11 @@ class ModelConfig:
             eos_token_ids=eos_ids,
             torch_dtype=hf.get("torch_dtype") or "float32",
         )
+
+
+def _context_limit(arch: str, hf: dict[str, Any]) -> int:
+    """The context we serve. With a sliding window, only up to the window: there full attention is exact."""
+    limit = hf.get("max_position_embeddings", 2048)
+    uses_window = hf.get("use_sliding_window", False) if arch == "Qwen2ForCausalLM" else True
+    window = hf.get("sliding_window") if uses_window else None
+    return min(limit, window) if window else limit

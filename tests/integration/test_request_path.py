@@ -66,6 +66,16 @@ def test_long_request_is_answered_by_the_cloud_worker(client, stack):
     assert completion.usage.prompt_tokens > 512
 
 
+def test_a_repeated_prompt_is_served_from_the_cloud_workers_prefix_cache(client):
+    prompt = "Summarise this for me: " + LONG_TEXT[:600]
+    _, first = chat(client, prompt, max_tokens=4, temperature=0)
+    _, again = chat(client, prompt, max_tokens=4, temperature=0)
+    assert first.usage.prompt_tokens_details.cached_tokens == 0
+    # Every full 16-token block but the one holding the last prompt token comes from the cache.
+    assert again.usage.prompt_tokens_details.cached_tokens == (again.usage.prompt_tokens - 1) // 16 * 16 > 0
+    assert again.choices[0].message.content == first.choices[0].message.content
+
+
 def test_short_request_from_an_npu_device_stays_on_the_edge(client):
     headers, _ = chat(client, "hi", max_tokens=4, extra_headers={"X-Tandem-Device": '{"npu": true}'})
     assert headers["x-tandem-route"] == "edge; rule=short-on-capable-device"

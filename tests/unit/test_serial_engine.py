@@ -3,22 +3,31 @@
 import asyncio
 
 import pytest
+import torch
 
-from cloud_worker.engine.torch_step_model import TorchStepModel
 from cloud_worker.loader import load_model
 from tandem.checkpoint import load_tokenizer
 from tandem.engine_api import GenerationRequest, RequestRejected, SamplingParams
 from tandem.serial_engine import SerialEngine
 
 
-class CountingStepModel(TorchStepModel):
-    """The real model, counting decode steps so a test can see work stop."""
+class CountingStepModel:
+    """The real torch model as a StepModel (contiguous KV), counting decode steps so a test can see work stop."""
 
-    num_decode_steps = 0
+    def __init__(self, model) -> None:
+        self._model = model
+        self.max_context_tokens = model.config.max_position_embeddings
+        self.num_decode_steps = 0
+
+    def prefill(self, prompt_token_ids):
+        ids = torch.tensor([prompt_token_ids])
+        logits, cache = self._model(ids, torch.arange(ids.shape[1]).unsqueeze(0), self._model.empty_cache())
+        return logits[0, -1], cache
 
     def decode(self, state, token_id, position):
         self.num_decode_steps += 1
-        return super().decode(state, token_id, position)
+        logits, cache = self._model(torch.tensor([[token_id]]), torch.tensor([[position]]), state)
+        return logits[0, -1], cache
 
 
 @pytest.fixture

@@ -1,13 +1,14 @@
 """Oracle: our model and engine against Hugging Face transformers on the same checkpoint."""
 
 import asyncio
+import json
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from cloud_worker.loader import CheckpointError, load_model
-from cloud_worker.model_config import UnsupportedModelError
+from cloud_worker.model_config import ModelConfig, UnsupportedModelError
 from cloud_worker.server import build_engine
 from tandem.engine_api import GenerationRequest, SamplingParams
 from tests.checkpoints import make_variant
@@ -105,3 +106,17 @@ def test_missing_weights_file_is_a_clear_error(demo_checkpoint, tmp_path):
     (path / "model.safetensors").unlink()
     with pytest.raises(CheckpointError, match="no model.safetensors"):
         load_model(path)
+
+
+@pytest.mark.parametrize(
+    ("changes", "context"),
+    [
+        ({"architectures": ["MistralForCausalLM"], "sliding_window": 4096, "max_position_embeddings": 32768}, 4096),
+        ({"architectures": ["MistralForCausalLM"], "sliding_window": None, "max_position_embeddings": 32768}, 32768),
+        ({"architectures": ["Qwen2ForCausalLM"], "sliding_window": 4096, "use_sliding_window": False}, 2048),
+        ({"architectures": ["Qwen2ForCausalLM"], "sliding_window": 1024, "use_sliding_window": True}, 1024),
+    ],
+)
+def test_a_sliding_window_caps_the_served_context(demo_checkpoint, changes, context):
+    hf = json.loads((demo_checkpoint / "config.json").read_text()) | changes
+    assert ModelConfig.from_hf(hf).max_position_embeddings == context
