@@ -62,8 +62,8 @@ def workload(num_requests: int, seed: int = 0) -> list[tuple[list[int], int]]:
     ]
 
 
-def run_engine(path: Path, requests: list[tuple[list[int], int]]) -> dict:
-    engine = build_engine(path, config=EngineConfig(num_kv_blocks=4096, max_num_batched_tokens=512))
+def run_engine(path: Path, requests: list[tuple[list[int], int]], budget: int) -> dict:
+    engine = build_engine(path, config=EngineConfig(num_kv_blocks=4096, max_num_batched_tokens=budget))
     waste: list[float] = []
     original_step = engine.step
 
@@ -159,18 +159,20 @@ def scheduler_overhead_ms(num_seqs: int = 256, num_steps: int = 200) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="64 requests instead of 256")
+    parser.add_argument("--max-batched-tokens", type=int, default=512, help="the engine's step budget (its default)")
     args = parser.parse_args()
     path = checkpoint()
     requests = workload(64 if args.quick else 256)
     num_out = sum(n for _, n in requests)
     print(f"{len(requests)} requests, {sum(len(p) for p, _ in requests)} prompt tokens, {num_out} output tokens")
-    engine = run_engine(path, requests)
+    engine = run_engine(path, requests, args.max_batched_tokens)
     print(f"  tandem engine: {engine['elapsed_s']:.1f} s, {engine['steps']} steps", flush=True)
     hf = run_hf(path, requests)
     print(f"  HF generate, static batches of {HF_BATCH}: {hf['elapsed_s']:.1f} s", flush=True)
     same = sum(a == b for a, b in zip(engine["tokens"], hf["tokens"], strict=True))
     result = {
         "requests": len(requests),
+        "max_batched_tokens": args.max_batched_tokens,
         "engine_tok_s": round(num_out / engine["elapsed_s"], 1),
         "hf_tok_s": round(num_out / hf["elapsed_s"], 1),
         "ratio": round(hf["elapsed_s"] / engine["elapsed_s"], 2),
