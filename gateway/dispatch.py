@@ -8,6 +8,7 @@ against what each backend says it is, so a mislabelled pool cannot leak.
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from itertools import count
@@ -19,10 +20,13 @@ from gateway.backends.registry import BackendRegistry
 from gateway.backends.worker_backend import BackendError, WorkerBackend
 from gateway.classify.features import RequestFeatures
 from gateway.errors import BadRequest, NoBackend
+from gateway.hints.prefix_hints import PrefixHints
 from gateway.policy.decide import Decision, decide
 from gateway.policy.schema import Policy
+from gateway.routing.gather import PromptKey, gather_candidates
 from gateway.routing.profile import evaluate_pool
 from proto.gen import worker_pb2
+from proto.prefix_hash import DEFAULT_BLOCK_SIZE_TOKENS
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -54,6 +58,7 @@ async def dispatch(
     timeout_s: float,
     first_token_deadline_s: float = 30.0,
     attempt_timeout_s: float = 10.0,
+    hints: PrefixHints | None = None,
 ) -> RoutedStream:
     """Start the request on the best allowed backend; retry others until a first token or the deadline.
 
@@ -71,8 +76,10 @@ async def dispatch(
     deadline = loop.time() + first_token_deadline_s
     failures: list[str] = []
     attempts = 0
+    prompt = PromptKey(request.tenant, tuple(request.prompt_token_ids))
     for pool_name in decision.pools:
-        for backend in _ranked(policy, registry, pool_name, decision):
+        ranked, hashes, predicted = await _ranked(policy, registry, pool_name, decision, prompt, hints)
+        for backend in ranked:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 failures.append(f"gave up after {first_token_deadline_s:g} s without a first token")
@@ -96,19 +103,42 @@ async def dispatch(
                 continue
             if attempts > 1:
                 metrics.FALLBACKS.labels(decision.rule).inc()
+            if hashes:
+                hints.record(backend.endpoint, hashes)
+                metrics.PREFIX_TOKENS.labels(pool_name, "predicted").inc(predicted[backend.endpoint])
             return RoutedStream(pool_name, decision.rule, backend, first, stream)
         failures.append(f"pool {pool_name!r}: no healthy backend left")
     raise NoBackend(_no_backend_message(decision, failures))
 
 
-def _ranked(policy: Policy, registry: BackendRegistry, pool_name: str, decision: Decision) -> list[WorkerBackend]:
+async def _ranked(
+    policy: Policy,
+    registry: BackendRegistry,
+    pool_name: str,
+    decision: Decision,
+    prompt: PromptKey,
+    hints: PrefixHints | None,
+) -> tuple[list[WorkerBackend], list[bytes], dict[str, int]]:
+    """The pool's backends best first, the prompt's block hashes, and each backend's hinted match in tokens."""
     with tracer.start_as_current_span("gateway.pick") as span:
+        started = time.perf_counter()
+        profile = policy.pools[pool_name].profile
         backends = {b.endpoint: b for b in registry.backends(policy.pools[pool_name])}
-        candidates = [b.candidate() for b in backends.values()]
-        ranked, _ = evaluate_pool(policy.pools[pool_name].profile, candidates, decision.is_private, next(_turns))
+        use_hints = hints if not decision.is_private else None  # private prompts are not even hashed here
+        candidates, hashes = await gather_candidates(list(backends.values()), profile, prompt, use_hints)
+        ranked, _ = evaluate_pool(profile, candidates, decision.is_private, next(_turns))
+        metrics.ROUTING_DECISION.observe(time.perf_counter() - started)
         span.set_attribute("tandem.pool", pool_name)
         span.set_attribute("tandem.candidates", [c.endpoint for c in ranked])
-        return [backends[c.endpoint] for c in ranked]
+        if hashes:
+            span.set_attribute("tandem.prefix_hint_mode", hints.mode)
+            span.set_attribute("tandem.prompt_blocks", len(hashes))
+            if ranked:
+                span.set_attribute("tandem.predicted_prefix_blocks", ranked[0].prefix_match_blocks)
+        predicted = {
+            c.endpoint: c.prefix_match_blocks * (c.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS) for c in candidates
+        }
+        return [backends[c.endpoint] for c in ranked], hashes, predicted
 
 
 def _no_backend_message(decision: Decision, failures: list[str]) -> str:

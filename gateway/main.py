@@ -24,6 +24,7 @@ from gateway.config import Settings, get_settings
 from gateway.decision_log import DecisionLog
 from gateway.edge_agents import EdgeAgents
 from gateway.errors import BadRequest, GatewayError
+from gateway.hints.prefix_hints import PrefixHints
 from gateway.limits.admission import AdmissionController
 from gateway.policy.loader import parse_policy
 from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
@@ -60,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             admission,
             EdgeAgents(s.edge_agent_ttl_s),
             decisions,
+            PrefixHints(model_id, redis_client),
         )
         app.state.gateway = state
         await registry.refresh_all()  # know each backend's kind before the first request

@@ -34,3 +34,18 @@ RATE_LIMIT_MODE = Gauge(
     "1 for the active mode: redis (shared by replicas) or local (per replica)",
     ["mode"],
 )
+PREFIX_HINT_MODE = Gauge(
+    "tandem_gateway_prefix_hint_mode",
+    "1 for the active prefix-hint source: redis (the workers' own hints) or approximate (this gateway's history)",
+    ["mode"],
+)
+PREFIX_TOKENS = Counter(
+    "tandem_gateway_prefix_tokens_total",
+    "Prompt tokens of cloud requests: prompt, predicted (the picked backend's hinted match), actual (cached, per usage)",
+    ["pool", "kind"],
+)
+ROUTING_DECISION = Histogram(
+    "tandem_gateway_routing_decision_seconds",
+    "Time to rank a pool's backends (hashing, hint lookup, scoring, pick)",
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05),
+)

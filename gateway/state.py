@@ -10,6 +10,7 @@ from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings
 from gateway.decision_log import DecisionLog
 from gateway.edge_agents import EdgeAgents
+from gateway.hints.prefix_hints import PrefixHints
 from gateway.limits.admission import AdmissionController
 from gateway.policy.reloader import PolicyStatus
 from gateway.policy.schema import Policy
@@ -28,6 +29,7 @@ class GatewayState:
     admission: AdmissionController
     edge_agents: EdgeAgents
     decisions: DecisionLog | None = None
+    hints: PrefixHints | None = None  # which backend holds which prompt prefix (Redis, or this gateway's history)
 
 
 def _state(request: Request) -> GatewayState:

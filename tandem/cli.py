@@ -123,6 +123,48 @@ def cloud_worker(
         raise typer.Exit(1) from exc
 
 
+@app.command("sim-worker")
+def sim_worker(
+    model: Annotated[
+        Path,
+        typer.Option("--model", help="checkpoint directory (only its tokenizer is used)", exists=True, file_okay=False),
+    ],
+    host: str = "127.0.0.1",
+    port: int = 50051,
+    http_port: Annotated[
+        int | None, typer.Option(help="also serve SGLang's /generate here (for sglang-router)")
+    ] = None,
+    model_id: Annotated[str | None, typer.Option(help="model id to report (default: the directory's name)")] = None,
+    num_kv_blocks: Annotated[int, typer.Option(help="KV pool in blocks: small enough and placement matters")] = 1024,
+    block_size: int = 16,
+    prefill_us_per_token: Annotated[float, typer.Option(help="simulated cost of one uncached prompt token")] = 200.0,
+    decode_us_per_token: Annotated[float, typer.Option(help="simulated cost of one output token")] = 2000.0,
+    redis_url: Annotated[str | None, typer.Option(envvar="REDIS_URL", help="publish prefix hints here")] = None,
+    worker_id: Annotated[str | None, typer.Option(help="host:port gateways dial (default: listen address)")] = None,
+    hint_ttl_s: float = 30.0,
+    log_level: str = "info",
+) -> None:
+    """A simulated worker: the engine's real scheduler and block manager, a sleep for the model."""
+    from cloud_worker.sim_worker import run
+    from tandem.checkpoint import model_id_for
+
+    _logging(log_level)
+    run(
+        model,
+        host,
+        port,
+        http_port,
+        model_id_for(model, model_id),
+        num_kv_blocks,
+        block_size,
+        prefill_us_per_token,
+        decode_us_per_token,
+        redis_url,
+        worker_id,
+        hint_ttl_s,
+    )
+
+
 @app.command("edge-agent")
 def edge_agent(
     model: ModelDir,

@@ -23,19 +23,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory) -> str:
-    """REDIS_URL if set, else a redis-server of our own on a free port."""
-    if os.environ.get("REDIS_URL"):
-        yield os.environ["REDIS_URL"]
-        return
+def start_redis_server(workdir: Path) -> tuple[str, subprocess.Popen]:
+    """A redis-server of our own on a free port; the caller terminates it."""
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail(
             "redis-server not found: install it (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) or set REDIS_URL"
         )
     port = free_port()
-    workdir = tmp_path_factory.mktemp("redis")
     process = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)],
         stdout=subprocess.DEVNULL,
@@ -44,6 +39,16 @@ def redis_url(tmp_path_factory) -> str:
     while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
         assert time.monotonic() < deadline, "redis-server did not start"
         time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
+    return f"redis://127.0.0.1:{port}/0", process
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory) -> str:
+    """REDIS_URL if set, else a redis-server of our own on a free port."""
+    if os.environ.get("REDIS_URL"):
+        yield os.environ["REDIS_URL"]
+        return
+    url, process = start_redis_server(tmp_path_factory.mktemp("redis"))
+    yield url
     process.terminate()
     process.wait(timeout=10)

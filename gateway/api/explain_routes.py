@@ -4,7 +4,9 @@ from fastapi import APIRouter, Request
 
 from gateway.api.prepare import prepare_chat
 from gateway.api.schemas import ChatCompletionRequest, error_responses
+from gateway.policy.decide import is_private
 from gateway.policy.explain import explain
+from gateway.routing.gather import PromptKey, gather_candidates
 from gateway.state import State
 
 router = APIRouter(prefix="/v1", responses=error_responses(400, 401, 404, 413))
@@ -14,8 +16,9 @@ router = APIRouter(prefix="/v1", responses=error_responses(400, 401, 404, 413))
 async def route_explain(body: ChatCompletionRequest, request: Request, state: State) -> dict:
     policy = state.policy
     prepared = prepare_chat(body, request, state, policy)
-
-    def candidates_for(pool: str):
-        return [b.candidate() for b in state.registry.backends(policy.pools[pool])]
-
-    return explain(policy, prepared.features, candidates_for) | {"policy": state.policy_status.as_dict()}
+    prompt = PromptKey(prepared.features.tenant, tuple(prepared.prompt_ids))
+    hints = None if is_private(policy, prepared.features) else state.hints  # as dispatch: private is not hashed
+    candidates = {}
+    for name, pool in policy.pools.items():
+        candidates[name], _ = await gather_candidates(state.registry.backends(pool), pool.profile, prompt, hints)
+    return explain(policy, prepared.features, candidates.__getitem__) | {"policy": state.policy_status.as_dict()}

@@ -82,6 +82,7 @@ async def _serve(
             state.settings.backend_timeout_s,
             state.settings.first_token_deadline_s,
             state.settings.attempt_timeout_s,
+            state.hints,
         )
     except BaseException as exc:
         await admission.release(0)
@@ -168,4 +169,5 @@ def _record(routed: RoutedStream, status: str, usage: worker_pb2.Usage | None, s
     metrics.E2E.labels(routed.pool).observe(time.perf_counter() - started)
     if usage is not None:
         metrics.PROMPT_TOKENS.labels(routed.pool).inc(usage.prompt_tokens)
+        metrics.PREFIX_TOKENS.labels(routed.pool, "actual").inc(usage.cached_prompt_tokens)
         metrics.COMPLETION_TOKENS.labels(routed.pool).inc(usage.completion_tokens)

@@ -54,12 +54,17 @@ class WorkerBackend:
         return self.problem is None
 
     def candidate(self) -> Candidate:
+        s = self.stats
         return Candidate(
             endpoint=self.endpoint,
             is_healthy=self.is_healthy and self.breaker.can_send(),
-            kind=self.stats.kind if self.stats else None,
-            queue_depth=self.stats.queue_depth if self.stats else 0,
+            kind=s.kind if s else None,
+            queue_depth=s.queue_depth if s else 0,
             inflight=self.inflight,
+            running=s.running if s else 0,
+            kv_blocks_used=s.kv_blocks_used if s else 0,
+            kv_blocks_total=s.kv_blocks_total if s else 0,
+            block_size_tokens=s.block_size_tokens if s else 0,
         )
 
     async def refresh(self) -> None:

@@ -70,10 +70,38 @@ class ScorerSpec(_Strict):
         return _known("scorer", value, SCORERS)
 
 
+class PickerSpec(_Strict):
+    """`picker: max-score`, or `picker: {type: cache-affinity, abs_threshold: 4, rel_threshold: 1.5}`."""
+
+    type: str
+    abs_threshold: float | None = Field(default=None, description="cache-affinity: requests above the pool mean")
+    rel_threshold: float | None = Field(default=None, description="cache-affinity: times the pool mean")
+
+    @model_validator(mode="after")
+    def _valid_config(self) -> "PickerSpec":
+        _known("picker", self.type, PICKERS)
+        self.build()  # bad config fails when the policy loads
+        return self
+
+    def build(self):
+        """The pick function: (scored candidates, turn) -> candidates, best first."""
+        config_class, factory = PICKERS[self.type]
+        params = {
+            k: v
+            for k, v in (("abs_threshold", self.abs_threshold), ("rel_threshold", self.rel_threshold))
+            if v is not None
+        }
+        if config_class is None:
+            if params:
+                raise ValueError(f"picker {self.type!r} takes no {sorted(params)}")
+            return factory(None)
+        return factory(config_class(**params))
+
+
 class Profile(_Strict):
     filters: list[str] = ["healthy"]
     scorers: list[ScorerSpec] = [ScorerSpec(type="queue-depth")]
-    picker: str = "max-score"
+    picker: str | PickerSpec = Field(default="max-score", validate_default=True)
 
     @field_validator("filters")
     @classmethod
@@ -82,8 +110,12 @@ class Profile(_Strict):
 
     @field_validator("picker")
     @classmethod
-    def _known_picker(cls, value: str) -> str:
-        return _known("picker", value, PICKERS)
+    def _picker_spec(cls, value: str | PickerSpec) -> PickerSpec:
+        return PickerSpec(type=value) if isinstance(value, str) else value
+
+    @property
+    def uses_prefix_hints(self) -> bool:
+        return any(s.type == "prefix-hit" for s in self.scorers)
 
 
 class Pool(_Strict):

@@ -1,4 +1,9 @@
-"""What routing plugins see of a backend: a snapshot, gathered before scoring."""
+"""What routing plugins see of a backend: a snapshot, gathered before scoring.
+
+Everything a scorer needs is in here, so scorers are pure functions: the
+producer step (`gateway/routing/gather.py`) fills in the prefix match from
+the hint index before the profile runs.
+"""
 
 from dataclasses import dataclass
 
@@ -10,3 +15,14 @@ class Candidate:
     kind: str | None  # as the backend reports it in Stats; None until first heard from
     queue_depth: int = 0  # waiting in the worker (Stats)
     inflight: int = 0  # requests this gateway has open on it
+    running: int = 0  # sequences the worker is running (Stats)
+    kv_blocks_used: int = 0
+    kv_blocks_total: int = 0  # 0: not reported
+    block_size_tokens: int = 0  # 0: not reported
+    prompt_blocks: int = 0  # full blocks in this request's prompt
+    prefix_match_blocks: int = 0  # of those, how many leading ones the hint index says this backend holds
+
+    @property
+    def load(self) -> int:
+        """Requests on the backend: its own count (all gateways, as of the last poll) or ours (now), the larger."""
+        return max(self.queue_depth + self.running, self.inflight)

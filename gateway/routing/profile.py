@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 from gateway.policy.schema import Profile
 from gateway.routing.candidate import Candidate
-from gateway.routing.registry import FILTERS, PICKERS, SCORERS
+from gateway.routing.registry import FILTERS, SCORERS
 
 
 @dataclass
@@ -35,7 +35,7 @@ def evaluate(
         report.scores = {s.type: SCORERS[s.type](c) for s in profile.scorers}
         report.score = sum(s.weight * report.scores[s.type] for s in profile.scorers) / total_weight
         scored.append((c, report.score))
-    return PICKERS[profile.picker](scored, turn), list(reports.values())
+    return profile.picker.build()(scored, turn), list(reports.values())
 
 
 def evaluate_pool(

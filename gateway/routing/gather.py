@@ -1,0 +1,32 @@
+"""The producer step: snapshot a pool's backends as candidates and, when the profile
+scores prefix hits, fill in how much of this prompt each one holds.
+
+Scorers stay pure; the one lookup (Redis or the gateway's history) happens here.
+"""
+
+from dataclasses import dataclass, replace
+
+from gateway.backends.worker_backend import WorkerBackend
+from gateway.hints.prefix_hints import PrefixHints
+from gateway.policy.schema import Profile
+from gateway.routing.candidate import Candidate
+
+
+@dataclass(frozen=True)
+class PromptKey:
+    tenant: str
+    token_ids: tuple[int, ...]
+
+
+async def gather_candidates(
+    backends: list[WorkerBackend], profile: Profile, prompt: PromptKey | None, hints: PrefixHints | None
+) -> tuple[list[Candidate], list[bytes]]:
+    """Candidates for the profile, and the prompt's block hashes (empty when hints are not used)."""
+    candidates = [b.candidate() for b in backends]
+    if hints is None or prompt is None or not profile.uses_prefix_hints or not candidates:
+        return candidates, []
+    block_size = next((c.block_size_tokens for c in candidates if c.block_size_tokens), 0)
+    hashes = hints.hashes(prompt.tenant, prompt.token_ids, block_size)
+    matched = await hints.match(hashes, [c.endpoint for c in candidates])
+    candidates = [replace(c, prompt_blocks=len(hashes), prefix_match_blocks=matched[c.endpoint]) for c in candidates]
+    return candidates, hashes

@@ -1,0 +1,78 @@
+"""The gateway's hint store against a real Redis: one round trip, the workers' key format,
+and a Redis that dies mid-run (requests go on, on the approximate index, and the mode says so)."""
+
+import asyncio
+
+import pytest
+import redis
+import redis.asyncio
+
+from gateway import metrics
+from gateway.hints.prefix_hints import PrefixHints
+from proto.prefix_hash import prefix_hashes
+from proto.prefix_hints import hint_key
+from tests.conftest import start_redis_server
+
+pytestmark = pytest.mark.integration
+MODEL = "tandem-demo"
+A, B = "grpc://127.0.0.1:7001", "grpc://127.0.0.1:7002"
+
+
+def publish(client: redis.Redis, worker: str, hashes: list[bytes]) -> None:
+    """What a worker's HintPublisher writes (proto/prefix_hints.py)."""
+    for h in hashes:
+        client.set(hint_key(MODEL, worker, h), b"1", px=30_000)
+
+
+def mode_gauge(mode: str) -> float:
+    return metrics.PREFIX_HINT_MODE.labels(mode)._value.get()
+
+
+def test_lookup_reads_what_workers_publish(tmp_path):
+    url, server = start_redis_server(tmp_path)
+    try:
+        sync = redis.Redis.from_url(url)
+        tokens = list(range(100, 170))  # 4 full blocks
+        hashes = prefix_hashes(tokens, MODEL, "acme")
+        publish(sync, "127.0.0.1:7001", hashes)
+        publish(sync, "127.0.0.1:7002", hashes[:2])
+
+        async def lookups():
+            client = redis.asyncio.from_url(url)
+            hints = PrefixHints(MODEL, client)
+            assert hints.hashes("acme", tokens, 16) == hashes  # same function as the workers
+            mine = await hints.match(hashes, [A, B, "grpc://127.0.0.1:7003"])
+            other_tenant = await hints.match(hints.hashes("globex", tokens, 16), [A, B])
+            await client.aclose()
+            return hints.mode, mine, other_tenant
+
+        mode, mine, other_tenant = asyncio.run(lookups())
+        assert mode == "redis" and mode_gauge("redis") == 1
+        assert mine == {A: 4, B: 2, "grpc://127.0.0.1:7003": 0}
+        assert other_tenant == {A: 0, B: 0}
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_redis_dying_mid_run_falls_back_to_history_without_failing(tmp_path):
+    url, server = start_redis_server(tmp_path)
+    hashes = prefix_hashes(list(range(64)), MODEL, "t")
+
+    async def run():
+        client = redis.asyncio.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        hints = PrefixHints(MODEL, client, retry_after_s=0.2)
+        assert await hints.match(hashes, [A]) == {A: 0}
+        hints.record(A, hashes)  # what dispatch does after routing
+        server.terminate()
+        server.wait(timeout=10)
+        during = await hints.match(hashes, [A, B])  # must not raise
+        mode_during = hints.mode
+        await asyncio.sleep(0.3)
+        again = await hints.match(hashes, [A, B])  # retried Redis, still down: still answers
+        await client.aclose()
+        return mode_during, during, again
+
+    mode_during, during, again = asyncio.run(run())
+    assert mode_during == "approximate" and mode_gauge("approximate") == 1
+    assert during == again == {A: 4, B: 0}  # the gateway's own routing history

@@ -1,0 +1,104 @@
+"""Each routing plugin, table-driven; and the cache-aware profile end to end on candidates."""
+
+import pytest
+from pydantic import ValidationError
+
+from gateway.policy.schema import Profile
+from gateway.routing.cache_affinity_picker import CacheAffinityConfig, cache_affinity_picker
+from gateway.routing.candidate import Candidate
+from gateway.routing.kv_utilization_scorer import kv_utilization_scorer
+from gateway.routing.prefix_hit_scorer import prefix_hit_scorer
+from gateway.routing.profile import evaluate
+
+
+def c(name, **fields) -> Candidate:
+    return Candidate(f"grpc://{name}:1", fields.pop("healthy", True), "cloud", **fields)
+
+
+def names(ranked) -> list[str]:
+    return [x.endpoint.split("//")[1].split(":")[0] for x in ranked]
+
+
+@pytest.mark.parametrize(
+    ("candidate", "score"),
+    [
+        (c("a", prompt_blocks=4, prefix_match_blocks=4), 1.0),
+        (c("a", prompt_blocks=4, prefix_match_blocks=1), 0.25),
+        (c("a", prompt_blocks=4), 0.0),
+        (c("a"), 0.0),  # a prompt shorter than one block: nothing to match
+    ],
+)
+def test_prefix_hit_is_the_matched_fraction(candidate, score):
+    assert prefix_hit_scorer(candidate) == score
+
+
+@pytest.mark.parametrize(
+    ("candidate", "score"),
+    [
+        (c("a", kv_blocks_used=0, kv_blocks_total=100), 1.0),
+        (c("a", kv_blocks_used=75, kv_blocks_total=100), 0.25),
+        (c("a", kv_blocks_used=120, kv_blocks_total=100), 0.0),  # never below 0
+        (c("a"), 1.0),  # not reported (an edge agent, an HTTP backend): neutral
+    ],
+)
+def test_kv_utilization_is_the_free_fraction(candidate, score):
+    assert kv_utilization_scorer(candidate) == score
+
+
+AFFINITY_CASES = [
+    # name, candidates with scores, expected order
+    ("balanced: best score wins", [(c("a", queue_depth=3), 0.9), (c("b", queue_depth=2), 0.1)], ["a", "b"]),
+    (
+        "hot backend moves behind the rest",
+        [(c("a", queue_depth=20), 0.9), (c("b", queue_depth=1), 0.1), (c("c", queue_depth=2), 0.0)],
+        ["b", "c", "a"],
+    ),
+    (
+        "above the mean but within the absolute threshold: stays first",
+        [(c("a", queue_depth=5), 0.9), (c("b", queue_depth=1), 0.1)],
+        ["a", "b"],
+    ),
+    (
+        "far above in absolute terms but not relative: stays first",
+        [(c("a", queue_depth=60), 0.9), (c("b", queue_depth=50), 0.1)],
+        ["a", "b"],
+    ),
+    (
+        "this gateway's in-flight count counts when Stats lag",
+        [(c("a", inflight=20), 0.9), (c("b"), 0.1), (c("c"), 0.0)],
+        ["b", "c", "a"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "scored", "expected"), AFFINITY_CASES, ids=[x[0] for x in AFFINITY_CASES])
+def test_cache_affinity_picker(name, scored, expected):
+    pick = cache_affinity_picker(CacheAffinityConfig(abs_threshold=4, rel_threshold=1.5))
+    assert names(pick(scored, 0)) == expected
+
+
+def test_a_cache_aware_profile_follows_the_prefix_until_the_holder_runs_hot():
+    profile = Profile.model_validate(
+        {
+            "scorers": [{"type": "prefix-hit", "weight": 3}, {"type": "queue-depth", "weight": 1}],
+            "picker": {"type": "cache-affinity", "abs_threshold": 4, "rel_threshold": 1.5},
+        }
+    )
+    holder = c("holder", prompt_blocks=8, prefix_match_blocks=8, queue_depth=2)
+    others = [c(f"w{i}", prompt_blocks=8, queue_depth=1) for i in range(3)]
+    assert names(evaluate(profile, [*others, holder])[0])[0] == "holder"
+    hot = c("holder", prompt_blocks=8, prefix_match_blocks=8, queue_depth=12)
+    assert names(evaluate(profile, [*others, hot])[0])[-1] == "holder"
+
+
+@pytest.mark.parametrize(
+    ("picker", "message"),
+    [
+        ({"type": "max-score", "abs_threshold": 3}, "takes no"),
+        ({"type": "cache-affinity", "rel_threshold": 0.5}, "rel_threshold >= 1"),
+        ({"type": "nearest"}, "unknown picker"),
+    ],
+)
+def test_bad_picker_config_fails_when_the_policy_loads(picker, message):
+    with pytest.raises(ValidationError, match=message):
+        Profile.model_validate({"picker": picker})
