@@ -45,11 +45,14 @@ class SimulatedRunner:
     def __init__(self, prefill_us_per_token: float, decode_us_per_token: float) -> None:
         self.prefill_s = prefill_us_per_token / 1e6
         self.decode_s = decode_us_per_token / 1e6
+        self.busy_s = 0.0  # simulated compute so far: the work this worker was given
 
     def run(self, scheduled: list[ScheduledSeq]) -> tuple[list[int], list[float]]:
         prefill = sum(s.num_new_tokens for s in scheduled if s.num_new_tokens > 1 or s.seq.num_output_tokens == 0)
         decode = sum(1 for s in scheduled if s.num_new_tokens == 1 and s.seq.num_output_tokens > 0)
-        time.sleep(prefill * self.prefill_s + decode * self.decode_s)
+        cost_s = prefill * self.prefill_s + decode * self.decode_s
+        time.sleep(cost_s)
+        self.busy_s += cost_s
         tokens = [SIM_TOKEN_BASE + s.seq.num_tokens % 100 for s in scheduled if s.is_sampling]
         return tokens, [0.0] * len(tokens)
 
@@ -80,7 +83,7 @@ def build_sim_engine(
     )
 
 
-def sglang_app(engine: PagedEngine, tokenizer, model_id: str) -> FastAPI:
+def sglang_app(engine: PagedEngine, runner: SimulatedRunner, tokenizer, model_id: str) -> FastAPI:
     """The part of SGLang's HTTP API that sglang-router needs."""
     app = FastAPI(title="tandem sim-worker (SGLang-compatible subset)")
     counter = iter(range(1 << 62))
@@ -97,7 +100,11 @@ def sglang_app(engine: PagedEngine, tokenizer, model_id: str) -> FastAPI:
     @app.get("/get_server_info")
     async def server_info() -> dict:
         stats = engine.stats()
-        return {"model_path": model_id, "max_total_num_tokens": stats.kv_blocks_total * stats.block_size_tokens}
+        return {
+            "model_path": model_id,
+            "max_total_num_tokens": stats.kv_blocks_total * stats.block_size_tokens,
+            "busy_s": runner.busy_s,
+        }
 
     @app.get("/v1/models")
     async def models() -> dict:
@@ -183,7 +190,10 @@ def run(
     background = None
     if http_port:
         config = uvicorn.Config(
-            sglang_app(engine, load_tokenizer(model_dir), model_id), host=host, port=http_port, log_level="warning"
+            sglang_app(engine, engine.runner, load_tokenizer(model_dir), model_id),
+            host=host,
+            port=http_port,
+            log_level="warning",
         )
         server = _EmbeddedServer(config)
 

@@ -78,13 +78,16 @@ async def dispatch(
     attempts = 0
     prompt = PromptKey(request.tenant, tuple(request.prompt_token_ids))
     for pool_name in decision.pools:
-        ranked, hashes, predicted = await _ranked(policy, registry, pool_name, decision, prompt, hints)
+        ranked, hashes, matched = await _ranked(policy, registry, pool_name, decision, prompt, hints)
         for backend in ranked:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 failures.append(f"gave up after {first_token_deadline_s:g} s without a first token")
                 raise NoBackend(_no_backend_message(decision, failures))
             attempts += 1
+            if hashes:
+                # Now, so the next request sharing the prefix follows, through any replica.
+                hints.record(backend.endpoint, hashes, matched[backend.endpoint])
             stream = backend.generate(request, timeout_s)
             wait_s = min(attempt_timeout_s, remaining)
             try:
@@ -104,8 +107,8 @@ async def dispatch(
             if attempts > 1:
                 metrics.FALLBACKS.labels(decision.rule).inc()
             if hashes:
-                hints.record(backend.endpoint, hashes)
-                metrics.PREFIX_TOKENS.labels(pool_name, "predicted").inc(predicted[backend.endpoint])
+                block_size = backend.candidate().block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS
+                metrics.PREFIX_TOKENS.labels(pool_name, "predicted").inc(matched[backend.endpoint] * block_size)
             return RoutedStream(pool_name, decision.rule, backend, first, stream)
         failures.append(f"pool {pool_name!r}: no healthy backend left")
     raise NoBackend(_no_backend_message(decision, failures))
@@ -119,7 +122,7 @@ async def _ranked(
     prompt: PromptKey,
     hints: PrefixHints | None,
 ) -> tuple[list[WorkerBackend], list[bytes], dict[str, int]]:
-    """The pool's backends best first, the prompt's block hashes, and each backend's hinted match in tokens."""
+    """The pool's backends best first, the prompt's block hashes, and each backend's hinted match in blocks."""
     with tracer.start_as_current_span("gateway.pick") as span:
         started = time.perf_counter()
         profile = policy.pools[pool_name].profile
@@ -135,10 +138,8 @@ async def _ranked(
             span.set_attribute("tandem.prompt_blocks", len(hashes))
             if ranked:
                 span.set_attribute("tandem.predicted_prefix_blocks", ranked[0].prefix_match_blocks)
-        predicted = {
-            c.endpoint: c.prefix_match_blocks * (c.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS) for c in candidates
-        }
-        return [backends[c.endpoint] for c in ranked], hashes, predicted
+        matched = {c.endpoint: c.prefix_match_blocks for c in candidates}
+        return [backends[c.endpoint] for c in ranked], hashes, matched
 
 
 def _no_backend_message(decision: Decision, failures: list[str]) -> str:

@@ -97,6 +97,7 @@ class EngineStats:
     tokens_per_s: float = 0.0
     memory_bytes: int = 0
     memory_watermark_bytes: int = 0
+    requests_total: int = 0
 
 
 class Engine(Protocol):

@@ -106,6 +106,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServicer):
             memory_bytes=s.memory_bytes,
             memory_watermark_bytes=s.memory_watermark_bytes,
             max_context_tokens=s.max_context_tokens,
+            requests_total=s.requests_total,
         )
 
 

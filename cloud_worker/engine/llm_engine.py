@@ -72,7 +72,7 @@ class PagedEngine:
         self.model_id = model_id
         self.block_manager = block_manager
         self.scheduler = Scheduler(scheduler_config, block_manager)
-        self._runner, self._tokenizer, self._eos_token_ids = runner, tokenizer, frozenset(eos_token_ids)
+        self.runner, self._tokenizer, self._eos_token_ids = runner, tokenizer, frozenset(eos_token_ids)
         self._max_context_tokens = min(max_context_tokens, block_manager.num_blocks * block_manager.block_size_tokens)
         self._on_block_events = on_block_events
         self._inbox: queue.SimpleQueue[_Job | int | None] = queue.SimpleQueue()  # job, cancelled job's key, or stop
@@ -81,6 +81,7 @@ class PagedEngine:
         self._closed = False
         self.step_overhead_s = 0.0  # scheduling and bookkeeping time, outside the model (bench reads it)
         self.num_steps = 0
+        self.num_requests = 0
         self._thread = threading.Thread(target=self._run, name="paged-engine", daemon=True)
         self._thread.start()
 
@@ -142,13 +143,14 @@ class PagedEngine:
             tokens_per_s=recent / TOKEN_RATE_WINDOW_S,
             memory_bytes=memory_bytes(),
             memory_watermark_bytes=memory_watermark_bytes(),
+            requests_total=self.num_requests,
         )
 
     def close(self) -> None:
         self._closed = True
         self._inbox.put(None)
         self._thread.join(timeout=10)
-        self._runner.close()
+        self.runner.close()
 
     # -- the engine thread ----------------------------------------------------------------------
 
@@ -182,6 +184,7 @@ class PagedEngine:
                     self._retire(job, "cancelled")
             else:
                 self._jobs[item.seq.arrival] = item
+                self.num_requests += 1
                 self.scheduler.add(item.seq)
 
     def step(self) -> None:
@@ -190,7 +193,7 @@ class PagedEngine:
         if not scheduled:
             return
         model_started = time.perf_counter()
-        tokens, logprobs = self._runner.run(scheduled)
+        tokens, logprobs = self.runner.run(scheduled)
         model_s = time.perf_counter() - model_started
         self.scheduler.finish_step(scheduled)
         self._postprocess(scheduled, tokens, logprobs)

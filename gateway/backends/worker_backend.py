@@ -6,6 +6,8 @@ gRPC status codes as their one vocabulary.
 """
 
 import logging
+import time
+from collections import deque
 from collections.abc import AsyncIterator
 
 import grpc
@@ -16,6 +18,7 @@ from proto.gen import worker_pb2
 
 log = logging.getLogger(__name__)
 STATS_TIMEOUT_S = 1.0
+RECENT_WINDOW_S = 5.0
 # Statuses that say the request never ran or the worker is gone: try another backend.
 RETRYABLE = {
     grpc.StatusCode.UNAVAILABLE,
@@ -48,6 +51,7 @@ class WorkerBackend:
         self.problem: str | None = None  # why it is unhealthy; None (optimistic) until a poll or call says otherwise
         self.stats: worker_pb2.StatsReply | None = None
         self.inflight = 0
+        self._sent: deque[float] = deque()  # when this gateway sent it requests, for the last RECENT_WINDOW_S
 
     @property
     def is_healthy(self) -> bool:
@@ -65,7 +69,14 @@ class WorkerBackend:
             kv_blocks_used=s.kv_blocks_used if s else 0,
             kv_blocks_total=s.kv_blocks_total if s else 0,
             block_size_tokens=s.block_size_tokens if s else 0,
+            recent_requests=self._num_recent(),
         )
+
+    def _num_recent(self) -> int:
+        cutoff = time.monotonic() - RECENT_WINDOW_S
+        while self._sent and self._sent[0] < cutoff:
+            self._sent.popleft()
+        return len(self._sent)
 
     async def refresh(self) -> None:
         try:
@@ -103,6 +114,7 @@ class WorkerBackend:
                 self.endpoint, grpc.StatusCode.UNAVAILABLE, "circuit breaker open after repeated failures"
             )
         self.inflight += 1
+        self._sent.append(time.monotonic())
         answered = failed = False
         try:
             async for chunk in self._stream(request, timeout_s):

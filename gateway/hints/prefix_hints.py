@@ -1,14 +1,17 @@
 """Which backend holds how much of a prompt's prefix: Redis hints when they work, routing history otherwise.
 
-The mode is visible: `tandem_prefix_hint_mode` says which is active, and
+In Redis mode the gateway's routing of the last `pending_s` seconds counts
+too (see approximate_index.py). The mode is visible: `tandem_prefix_hint_mode` says which is active, and
 every switch is logged once. A Redis failure never fails a request: the
 lookup falls back to the approximate index at once and tries Redis again
 after `retry_after_s`. The approximate index is fed on every routed request
 in both modes, so it is warm when it is needed.
 """
 
+import asyncio
 import logging
 import time
+from collections import OrderedDict, deque
 
 from gateway import metrics
 from gateway.hints.approximate_index import ApproximateIndex
@@ -17,15 +20,23 @@ from proto.prefix_hash import DEFAULT_BLOCK_SIZE_TOKENS, prefix_hashes
 from proto.prefix_hints import worker_id_for
 
 log = logging.getLogger(__name__)
+# How long this gateway trusts its own routing over Redis: a prefill's duration plus a publish flush.
+PENDING_S = 2.0
+FLOW_WINDOW_S = 5.0  # same window as WorkerBackend's recent requests
+MAX_FLOW_PREFIXES = 10_000
 MAX_LOOKUP_BLOCKS = 256  # prompts longer than 4096 tokens (at 16 per block) are matched on their first 4096
 
 
 class PrefixHints:
-    def __init__(self, model_id: str, redis_client=None, retry_after_s: float = 5.0) -> None:
+    def __init__(
+        self, model_id: str, redis_client=None, retry_after_s: float = 5.0, pending_s: float = PENDING_S
+    ) -> None:
         self.model_id = model_id
         self.approximate = ApproximateIndex()
         self._redis = RedisHintIndex(redis_client, model_id) if redis_client is not None else None
-        self._retry_after_s = retry_after_s
+        self._retry_after_s, self._pending_s = retry_after_s, pending_s
+        self._pending_writes: set[asyncio.Task] = set()
+        self._flow: OrderedDict[bytes, deque[float]] = OrderedDict()  # first block hash -> when routed
         self._redis_down_until = 0.0
         self._set_mode("redis" if self._redis else "approximate", reason="REDIS_URL not set" if not self._redis else "")
 
@@ -48,12 +59,49 @@ class PrefixHints:
                 self._set_mode("approximate", reason=f"Redis failed: {exc}")
             else:
                 self._set_mode("redis")
-                return {e: by_worker[w] for e, w in workers.items()}
+                # Prompts routed moments ago may still be in prefill, their blocks not yet announced.
+                pending = self.approximate.match(hashes, list(workers.values()), max_age_s=self._pending_s)
+                return {e: max(by_worker[w], pending[w]) for e, w in workers.items()}
         by_worker = self.approximate.match(hashes, list(workers.values()))
         return {e: by_worker[w] for e, w in workers.items()}
 
-    def record(self, endpoint: str, hashes: list[bytes]) -> None:
-        self.approximate.record(worker_id_for(endpoint), hashes)
+    def flow(self, hashes: list[bytes]) -> int:
+        """Requests routed in the last FLOW_WINDOW_S whose prompt starts with the same block."""
+        if not hashes:
+            return 0
+        times = self._flow.get(hashes[0])
+        if not times:
+            return 0
+        cutoff = time.monotonic() - FLOW_WINDOW_S
+        while times and times[0] < cutoff:
+            times.popleft()
+        return len(times)
+
+    def record(self, endpoint: str, hashes: list[bytes], already_held: int = 0) -> None:
+        """This gateway just sent a prompt with these block hashes to endpoint.
+
+        Besides its own history, it announces the blocks the worker did not hold yet as
+        *pending* hints in Redis: the worker's key format, `SET NX` with a short TTL. Other
+        replicas then see the prompt before the worker has computed (and announced) it; the
+        worker's own SET later replaces the pending one, and NX never shortens a worker's key.
+        """
+        worker = worker_id_for(endpoint)
+        self.approximate.record(worker, hashes)
+        if hashes:
+            self._flow.setdefault(hashes[0], deque()).append(time.monotonic())
+            self._flow.move_to_end(hashes[0])
+            while len(self._flow) > MAX_FLOW_PREFIXES:
+                self._flow.popitem(last=False)
+        if self._redis is not None and self._mode == "redis" and len(hashes) > already_held:
+            task = asyncio.get_running_loop().create_task(self._announce_pending(worker, hashes[already_held:]))
+            self._pending_writes.add(task)
+            task.add_done_callback(self._pending_writes.discard)
+
+    async def _announce_pending(self, worker: str, hashes: list[bytes]) -> None:
+        try:
+            await self._redis.announce(worker, hashes, int(self._pending_s * 1000))
+        except Exception as exc:  # noqa: BLE001 - a lost announcement costs a hit, never a request
+            log.debug("pending hints not written: %s", exc)
 
     def _set_mode(self, mode: str, reason: str = "") -> None:
         if getattr(self, "_mode", None) == mode:

@@ -18,3 +18,10 @@ class RedisHintIndex:
             row = values[i * len(hashes) : (i + 1) * len(hashes)]
             matched[worker] = next((n for n, v in enumerate(row) if v is None), len(hashes))
         return matched
+
+    async def announce(self, worker_id: str, hashes: list[bytes], ttl_ms: int) -> None:
+        """Pending hints: set only where the worker has not (NX), expiring soon unless the worker confirms."""
+        pipe = self._client.pipeline(transaction=False)
+        for h in hashes:
+            pipe.set(hint_key(self._model_id, worker_id, h), b"p", px=ttl_ms, nx=True)
+        await pipe.execute()

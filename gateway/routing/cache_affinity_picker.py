@@ -1,12 +1,23 @@
 """`cache-affinity`: best score first (so cache affinity wins), except that a backend whose
-load runs away from the pool's is moved behind the others.
+share of the traffic runs away from the pool's is moved behind the others.
 
-A candidate is overloaded when its load exceeds the pool's mean load by more
-than `abs_threshold` requests *and* is more than `rel_threshold` times that
-mean. Both must hold: the absolute one keeps small pools from flapping, the
-relative one scales with traffic. So a hot prefix stays on the backends that
-hold it until one of them runs hot, then spills to the next best, which soon
-holds the prefix too.
+Load here is the flow of work: the requests this gateway sent each backend in
+the last few seconds (`Candidate.recent_requests`), not the instantaneous
+queue. Cached requests are quick, so a backend holding a hot prefix rarely
+shows a long queue, yet it does most of the pool's work. A candidate is
+overloaded when its recent requests exceed the pool's mean by more than
+`abs_threshold` *and* are more than `rel_threshold` times that mean. Both
+must hold: the absolute one keeps quiet pools from flapping, the relative one
+scales with traffic. So a hot prefix stays on the backends that hold it
+until they carry more than their share. Then it spills to the next best
+backend, which soon holds the prefix too, and so on until the holders' share
+is within the thresholds.
+
+Only a request that can help is moved: one whose prefix is itself hot (it
+arrived more often in the window than the pool's mean per backend), or one
+with no cached prefix anywhere. A request for a rare prefix that happens to
+live on a busy backend stays there. Moving it would cost a full prefill and
+barely relieve the backend.
 """
 
 from dataclasses import dataclass
@@ -32,13 +43,18 @@ def cache_affinity_picker(config: CacheAffinityConfig):
         ranked = max_score_picker(scored, turn)
         if len(ranked) < 2:
             return ranked
-        mean = sum(c.load for c in ranked) / len(ranked)
+        mean = sum(c.recent_requests for c in ranked) / len(ranked)
+        has_affinity = ranked[0].prefix_match_blocks > 0
+        if has_affinity and ranked[0].prefix_recent_requests <= mean:
+            return ranked  # a rare prefix: keep it where it is cached
         hot = {
-            c.endpoint for c in ranked if c.load - mean > config.abs_threshold and c.load > config.rel_threshold * mean
+            c.endpoint
+            for c in ranked
+            if c.recent_requests - mean > config.abs_threshold and c.recent_requests > config.rel_threshold * mean
         }
         # Overloaded ones go last, least loaded of them first.
         return [c for c in ranked if c.endpoint not in hot] + sorted(
-            (c for c in ranked if c.endpoint in hot), key=lambda c: c.load
+            (c for c in ranked if c.endpoint in hot), key=lambda c: c.recent_requests
         )
 
     return pick

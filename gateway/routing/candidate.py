@@ -21,6 +21,8 @@ class Candidate:
     block_size_tokens: int = 0  # 0: not reported
     prompt_blocks: int = 0  # full blocks in this request's prompt
     prefix_match_blocks: int = 0  # of those, how many leading ones the hint index says this backend holds
+    recent_requests: int = 0  # requests this gateway sent it in the last RECENT_WINDOW_S: its share of the flow
+    prefix_recent_requests: int = 0  # requests with this prompt's first block, same window (same for all candidates)
 
     @property
     def load(self) -> int:

@@ -28,5 +28,9 @@ async def gather_candidates(
     block_size = next((c.block_size_tokens for c in candidates if c.block_size_tokens), 0)
     hashes = hints.hashes(prompt.tenant, prompt.token_ids, block_size)
     matched = await hints.match(hashes, [c.endpoint for c in candidates])
-    candidates = [replace(c, prompt_blocks=len(hashes), prefix_match_blocks=matched[c.endpoint]) for c in candidates]
+    flow = hints.flow(hashes)
+    candidates = [
+        replace(c, prompt_blocks=len(hashes), prefix_match_blocks=matched[c.endpoint], prefix_recent_requests=flow)
+        for c in candidates
+    ]
     return candidates, hashes

@@ -76,3 +76,54 @@ def test_redis_dying_mid_run_falls_back_to_history_without_failing(tmp_path):
     mode_during, during, again = asyncio.run(run())
     assert mode_during == "approximate" and mode_gauge("approximate") == 1
     assert during == again == {A: 4, B: 0}  # the gateway's own routing history
+
+
+def test_with_redis_a_prefix_routed_moments_ago_counts_before_its_worker_announces_it(tmp_path):
+    url, server = start_redis_server(tmp_path)
+    hashes = prefix_hashes(list(range(64)), MODEL, "t")
+
+    async def run():
+        client = redis.asyncio.from_url(url)
+        hints = PrefixHints(MODEL, client, pending_s=0.3)
+        hints.record(A, hashes)  # routed, still in prefill: nothing in Redis yet
+        moments_later = await hints.match(hashes, [A, B])
+        await asyncio.sleep(0.4)
+        after_pending = await hints.match(hashes, [A, B])  # the worker never announced it (evicted, failed)
+        await client.aclose()
+        return hints.mode, moments_later, after_pending
+
+    try:
+        mode, moments_later, after_pending = asyncio.run(run())
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert mode == "redis"
+    assert moments_later == {A: 4, B: 0}
+    assert after_pending == {A: 0, B: 0}  # from then on Redis, which knows evictions, is the truth
+
+
+def test_a_replica_sees_another_replicas_pending_route_and_never_shortens_a_workers_hint(tmp_path):
+    url, server = start_redis_server(tmp_path)
+    hashes = prefix_hashes(list(range(64)), MODEL, "t")
+    sync = redis.Redis.from_url(url)
+    publish(sync, "127.0.0.1:7001", hashes[:1])  # the worker already holds block 0, with its long TTL
+
+    async def run():
+        one, two = redis.asyncio.from_url(url), redis.asyncio.from_url(url)
+        first, second = PrefixHints(MODEL, one), PrefixHints(MODEL, two)
+        await first.match(hashes, [A])
+        first.record(A, hashes, already_held=1)
+        await asyncio.sleep(0.1)  # the announcement is written in the background
+        seen = await second.match(hashes, [A, B])
+        await one.aclose()
+        await two.aclose()
+        return seen
+
+    try:
+        seen = asyncio.run(run())
+        assert seen == {A: 4, B: 0}
+        assert sync.pttl(hint_key(MODEL, "127.0.0.1:7001", hashes[0])) > 10_000  # the worker's key kept its TTL
+        assert 0 < sync.pttl(hint_key(MODEL, "127.0.0.1:7001", hashes[3])) <= 2_000  # pending: expires soon
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

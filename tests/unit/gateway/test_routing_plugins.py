@@ -45,28 +45,44 @@ def test_kv_utilization_is_the_free_fraction(candidate, score):
     assert kv_utilization_scorer(candidate) == score
 
 
+HOT = dict(prefix_recent_requests=50)  # this request's prefix is itself hot: it may be moved
 AFFINITY_CASES = [
     # name, candidates with scores, expected order
-    ("balanced: best score wins", [(c("a", queue_depth=3), 0.9), (c("b", queue_depth=2), 0.1)], ["a", "b"]),
     (
-        "hot backend moves behind the rest",
-        [(c("a", queue_depth=20), 0.9), (c("b", queue_depth=1), 0.1), (c("c", queue_depth=2), 0.0)],
+        "balanced: best score wins",
+        [(c("a", recent_requests=12, **HOT), 0.9), (c("b", recent_requests=10, **HOT), 0.1)],
+        ["a", "b"],
+    ),
+    (
+        "a backend with far more than its share of recent requests moves behind the rest",
+        [(c("a", recent_requests=40, **HOT), 0.9), (c("b", recent_requests=5, **HOT), 0.1), (c("c", **HOT), 0.0)],
         ["b", "c", "a"],
     ),
     (
         "above the mean but within the absolute threshold: stays first",
-        [(c("a", queue_depth=5), 0.9), (c("b", queue_depth=1), 0.1)],
+        [(c("a", recent_requests=6, **HOT), 0.9), (c("b", recent_requests=1, **HOT), 0.1)],
         ["a", "b"],
     ),
     (
-        "far above in absolute terms but not relative: stays first",
-        [(c("a", queue_depth=60), 0.9), (c("b", queue_depth=50), 0.1)],
+        "far above in absolute terms but not relatively: stays first",
+        [(c("a", recent_requests=60, **HOT), 0.9), (c("b", recent_requests=50, **HOT), 0.1)],
         ["a", "b"],
     ),
     (
-        "this gateway's in-flight count counts when Stats lag",
-        [(c("a", inflight=20), 0.9), (c("b"), 0.1), (c("c"), 0.0)],
-        ["b", "c", "a"],
+        "a rare prefix cached on a busy backend stays there",
+        [
+            (c("a", recent_requests=40, prompt_blocks=4, prefix_match_blocks=4, prefix_recent_requests=2), 0.9),
+            (c("b", recent_requests=5, prompt_blocks=4, prefix_recent_requests=2), 0.1),
+        ],
+        ["a", "b"],
+    ),
+    (
+        "the hot prefix itself spills off its busy holder",
+        [
+            (c("a", recent_requests=40, prompt_blocks=4, prefix_match_blocks=4, prefix_recent_requests=35), 0.9),
+            (c("b", recent_requests=5, prompt_blocks=4, prefix_recent_requests=35), 0.1),
+        ],
+        ["b", "a"],
     ),
 ]
 
@@ -84,11 +100,12 @@ def test_a_cache_aware_profile_follows_the_prefix_until_the_holder_runs_hot():
             "picker": {"type": "cache-affinity", "abs_threshold": 4, "rel_threshold": 1.5},
         }
     )
-    holder = c("holder", prompt_blocks=8, prefix_match_blocks=8, queue_depth=2)
-    others = [c(f"w{i}", prompt_blocks=8, queue_depth=1) for i in range(3)]
+    hot_prefix = dict(prompt_blocks=8, prefix_recent_requests=30)
+    holder = c("holder", prefix_match_blocks=8, queue_depth=2, recent_requests=10, **hot_prefix)
+    others = [c(f"w{i}", queue_depth=1, recent_requests=8, **hot_prefix) for i in range(3)]
     assert names(evaluate(profile, [*others, holder])[0])[0] == "holder"
-    hot = c("holder", prompt_blocks=8, prefix_match_blocks=8, queue_depth=12)
-    assert names(evaluate(profile, [*others, hot])[0])[-1] == "holder"
+    busy = c("holder", prefix_match_blocks=8, queue_depth=2, recent_requests=40, **hot_prefix)
+    assert names(evaluate(profile, [*others, busy])[0])[-1] == "holder"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,176 @@
+"""What a router adds: the Tandem gateway against calling the worker directly, and
+sglang-router against calling the same worker directly, same run.
+
+One `tandem sim-worker` with zero simulated cost answers one token per
+request, so what is measured is the routing layer: parsing, tokenizing (the
+gateway tokenizes; sglang-router passes text), policy, pick, proxying.
+- latency: sequential requests, p50 / p99 of each path, and the difference
+  to the direct path (Tandem over gRPC, sglang-router over HTTP, each
+  against its own direct call);
+- max rate: 32 concurrent clients for a few seconds, requests per second.
+
+On the 2-core development machine the client, the router and the worker
+share the cores, which is the same handicap for both. Last line: one JSON object.
+
+    python bench/gateway_overhead.py --quick
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+import httpx
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from routing import MODEL_ID, Pool, SglangRouter, _start, checkpoint, free_port, start_gateway  # noqa: E402
+
+from proto.gen import worker_pb2, worker_pb2_grpc  # noqa: E402
+
+PROMPT = "Tell me about the gateway and how it routes requests to workers. " * 3
+
+
+class Paths:
+    """The four ways to get one token: direct gRPC, Tandem gateway, direct HTTP, sglang-router."""
+
+    def __init__(self, grpc_port: int, http_port: int, gateway_url: str, sglang_url: str, token_ids: list[int]):
+        self.grpc_target, self.http = f"127.0.0.1:{grpc_port}", f"http://127.0.0.1:{http_port}"
+        self.gateway, self.sglang, self.token_ids = gateway_url, sglang_url, token_ids
+
+    async def open(self):
+        self.channel = grpc.aio.insecure_channel(self.grpc_target)
+        self.stub = worker_pb2_grpc.WorkerStub(self.channel)
+        self.client = httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=64))
+
+    async def close(self):
+        await self.channel.close()
+        await self.client.aclose()
+
+    async def direct_grpc(self):
+        request = worker_pb2.GenerateRequest(
+            request_id="b", prompt_token_ids=self.token_ids, sampling=worker_pb2.SamplingParams(max_tokens=1)
+        )
+        async for _ in self.stub.Generate(request):
+            pass
+
+    async def tandem(self):
+        body = {"model": MODEL_ID, "prompt": PROMPT, "max_tokens": 1}
+        (await self.client.post(f"{self.gateway}/v1/completions", json=body)).raise_for_status()
+
+    async def direct_http(self):
+        body = {"text": PROMPT, "sampling_params": {"max_new_tokens": 1}}
+        (await self.client.post(f"{self.http}/generate", json=body)).raise_for_status()
+
+    async def sglang_router(self):
+        body = {"text": PROMPT, "sampling_params": {"max_new_tokens": 1}}
+        (await self.client.post(f"{self.sglang}/generate", json=body)).raise_for_status()
+
+
+async def latencies_ms(call, n: int) -> list[float]:
+    for _ in range(10):
+        await call()  # warm-up: connections, caches
+    out = []
+    for _ in range(n):
+        started = time.perf_counter()
+        await call()
+        out.append((time.perf_counter() - started) * 1000)
+    return sorted(out)
+
+
+async def max_rate(call, seconds: float, concurrency: int = 32) -> float:
+    done = 0
+    deadline = time.perf_counter() + seconds
+
+    async def client():
+        nonlocal done
+        while time.perf_counter() < deadline:
+            await call()
+            done += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    return done / (time.perf_counter() - started)
+
+
+def p(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="200 requests and 3 s of load per path (else 1000, 10 s)")
+    args = parser.parse_args()
+    n, seconds = (200, 3.0) if args.quick else (1000, 10.0)
+    model = checkpoint()
+    logs = Path(tempfile.mkdtemp(prefix="gateway-overhead-"))
+    grpc_port, http_port, edge_port = free_port(), free_port(), free_port()
+    sim = ["--prefill-us-per-token", "0", "--decode-us-per-token", "0"]
+    worker = _start(["sim-worker", "--model", str(model), "--port", str(grpc_port), "--http-port", str(http_port),
+                     *sim], {}, logs / "worker.log", "ready")  # fmt: skip
+    edge = _start(["sim-worker", "--model", str(model), "--port", str(edge_port)], {}, logs / "edge.log", "ready")
+    policy = {
+        "version": 1,
+        "pools": {
+            "cloud": {"kind": "cloud", "endpoints": [f"grpc://127.0.0.1:{grpc_port}"]},
+            "edge": {"kind": "edge", "endpoints": [f"grpc://127.0.0.1:{edge_port}"]},
+        },
+        "rules": [
+            {"name": "private", "match": {"privacy": ["private", "pii", "confidential"]}, "route": "edge"},
+            {"name": "default", "route": "cloud"},
+        ],
+    }
+    (logs / "policy.yaml").write_text(yaml.safe_dump(policy))
+    env = {**os.environ, "OTEL_SDK_DISABLED": "true", "TANDEM_WATCH_POLICY": "false", "REDIS_URL": ""}
+    gateway = start_gateway(model, logs / "policy.yaml", free_port(), env, logs)
+    pool = Pool(model, "", logs, grpc_ports=[grpc_port], http_ports=[http_port])
+    router = SglangRouter(pool, "cache_aware")
+    from tokenizers import Tokenizer
+
+    token_ids = Tokenizer.from_file(str(model / "tokenizer.json")).encode(PROMPT).ids
+    paths = Paths(grpc_port, http_port, gateway.url, router.url, token_ids)
+
+    async def measure():
+        await paths.open()
+        try:
+            names = ("direct_grpc", "tandem", "direct_http", "sglang_router")
+            lat = {name: await latencies_ms(getattr(paths, name), n) for name in names}
+            rate = {name: await max_rate(getattr(paths, name), seconds) for name in names}
+            return lat, rate
+        finally:
+            await paths.close()
+
+    try:
+        lat, rate = asyncio.run(measure())
+    finally:
+        router.stop()
+        gateway.stop()
+        for process in (worker, edge):
+            process.terminate()
+            process.wait(timeout=10)
+    result = {
+        "tandem_added_p50_ms": round(statistics.median(lat["tandem"]) - statistics.median(lat["direct_grpc"]), 2),
+        "tandem_added_p99_ms": round(p(lat["tandem"], 0.99) - p(lat["direct_grpc"], 0.99), 2),
+        "sglang_added_p50_ms": round(
+            statistics.median(lat["sglang_router"]) - statistics.median(lat["direct_http"]), 2
+        ),
+        "sglang_added_p99_ms": round(p(lat["sglang_router"], 0.99) - p(lat["direct_http"], 0.99), 2),
+        "tandem_max_rps": round(rate["tandem"], 1),
+        "sglang_max_rps": round(rate["sglang_router"], 1),
+        "direct_grpc_max_rps": round(rate["direct_grpc"], 1),
+        "direct_http_max_rps": round(rate["direct_http"], 1),
+    }
+    for name in lat:
+        print(f"  {name:14s} p50 {statistics.median(lat[name]):7.2f} ms  p99 {p(lat[name], 0.99):7.2f} ms  "
+              f"max {rate[name]:7.1f} req/s")  # fmt: skip
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
