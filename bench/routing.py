@@ -387,7 +387,7 @@ def plot(results: dict, path: Path) -> None:
             ax.bar([i + offset for i in range(len(routers))], values, width=0.4, label=workload)
         ax.set_xticks(range(len(routers)), routers, rotation=30, ha="right")
         ax.set_title(label)
-    axes[0].legend()
+    axes[0].legend(loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
