@@ -26,11 +26,12 @@ test: $(STAMP)
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml sdk/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "Tandem needs Python >= 3.11; found $$($(PYTHON) --version 2>&1). Set PYTHON=python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
+	$(BIN)/pip install --quiet -e ./sdk
 	$(BIN)/pip install --quiet -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $@

@@ -15,13 +15,11 @@ It serves the `Worker` gRPC service (for Tandem gateways) and, on
 """
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
 from pathlib import Path
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -31,6 +29,7 @@ from cloud_worker.engine.scheduler import ScheduledSeq, SchedulerConfig
 from cloud_worker.hint_publisher import HintPublisher
 from proto.prefix_hints import DEFAULT_HINT_TTL_S
 from tandem.checkpoint import load_tokenizer
+from tandem.embedded_http import serve_http
 from tandem.engine_api import GenerationRequest, RequestRejected, SamplingParams
 from tandem.telemetry import setup_tracing, shutdown_tracing
 from tandem.worker_service import serve
@@ -152,14 +151,6 @@ def sglang_app(engine: PagedEngine, runner: SimulatedRunner, tokenizer, model_id
     return app
 
 
-class _EmbeddedServer(uvicorn.Server):
-    """uvicorn inside our loop: the gRPC side owns the signals and the shutdown."""
-
-    @contextlib.contextmanager
-    def capture_signals(self):
-        yield
-
-
 def run(
     model_dir: Path,
     host: str,
@@ -189,19 +180,10 @@ def run(
     )
     background = None
     if http_port:
-        config = uvicorn.Config(
-            sglang_app(engine, engine.runner, load_tokenizer(model_dir), model_id),
-            host=host,
-            port=http_port,
-            log_level="warning",
-        )
-        server = _EmbeddedServer(config)
+        app = sglang_app(engine, engine.runner, load_tokenizer(model_dir), model_id)
 
-        async def background():
-            try:
-                await server.serve()
-            finally:
-                server.should_exit = True
+        def background():
+            return serve_http(app, host, http_port)
 
     try:
         asyncio.run(serve(engine, host, port, background))

@@ -7,11 +7,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edge_agent.export import cached_export
+from edge_agent.local_api import local_app
 from edge_agent.providers import DEFAULT_PRIORITY
 from edge_agent.quantize import FP32, Quantization
 from edge_agent.registration import keep_registered
 from edge_agent.runner import OnnxStepModel
+from gateway.chat_tokenizer import ChatTokenizer
 from tandem.checkpoint import load_tokenizer, model_id_for
+from tandem.embedded_http import serve_http
 from tandem.serial_engine import SerialEngine
 from tandem.telemetry import setup_tracing, shutdown_tracing
 from tandem.worker_service import serve
@@ -58,20 +61,29 @@ def run(
     require_npu: bool = False,
     register: RegisterWith | None = None,
     quantization: Quantization = FP32,
+    local_http_port: int | None = None,
 ) -> None:
     setup_tracing("tandem-edge-agent")
     try:
         engine = build_engine(model_dir, cache_dir, model_id, priority, require_npu, quantization)
-        background = None
+        tasks = []
+        if local_http_port:
+            # Private prompts from this device's SDK: loopback only, whatever --host says.
+            app = local_app(engine, ChatTokenizer(model_dir), engine.stats().model_id)
+            tasks.append(lambda: serve_http(app, "127.0.0.1", local_http_port))
+            log.info("local agent API on http://127.0.0.1:%d (loopback only)", local_http_port)
         if register is not None:
             stats = engine.stats()
             endpoint = register.advertise or f"grpc://{host}:{port}"
             agent_id = register.agent_id or f"{socket.gethostname()}-{port}"
 
-            def background():
-                return keep_registered(register.gateway_url, register.token, agent_id, endpoint, stats.model_id,
-                                       stats.execution_provider, stats.max_context_tokens)  # fmt: skip
+            tasks.append(lambda: keep_registered(register.gateway_url, register.token, agent_id, endpoint,
+                                                 stats.model_id, stats.execution_provider,
+                                                 stats.max_context_tokens))  # fmt: skip
 
-        asyncio.run(serve(engine, host, port, background))
+        async def background():
+            await asyncio.gather(*(task() for task in tasks))
+
+        asyncio.run(serve(engine, host, port, background if tasks else None))
     finally:
         shutdown_tracing()

@@ -98,9 +98,17 @@ def spawn(name: str, pool: str | None, endpoint: str, args: list[str], log_dir: 
 
 
 def start_local_stack(
-    model_dir: Path, policy_path: Path, state_dir: Path, gateway_port: int, env: dict[str, str] | None = None
+    model_dir: Path,
+    policy_path: Path,
+    state_dir: Path,
+    gateway_port: int,
+    env: dict[str, str] | None = None,
+    local_agent_port: int | None = None,
 ) -> LocalStack:
-    """Start every worker the policy names (loopback only) and the gateway; return once all are healthy."""
+    """Start every worker the policy names (loopback only) and the gateway; return once all are healthy.
+
+    With `local_agent_port`, the first edge agent also serves the SDK's local agent API there.
+    """
     policy = load_policy(policy_path)
     log_dir = state_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -113,8 +121,11 @@ def start_local_stack(
             args = [command, "--model", str(model_dir), "--host", parsed.hostname, "--port", str(parsed.port)]
             if pool.kind == "edge":
                 args += ["--cache-dir", str(state_dir / "edge")]
+                if local_agent_port and not any("--local-http-port" in w[3] for w in workers):
+                    args += ["--local-http-port", str(local_agent_port)]
             workers.append((f"{pool_name}-{parsed.port}", pool_name, endpoint, args, parsed.port))
-    busy = [p for p in [gateway_port, *(w[-1] for w in workers)] if not _port_is_free("127.0.0.1", p)]
+    ports = [gateway_port, *(w[-1] for w in workers), *([local_agent_port] if local_agent_port else [])]
+    busy = [p for p in ports if not _port_is_free("127.0.0.1", p)]
     if busy:
         raise StackError(f"port(s) {busy} already in use (another `make up`?); set TANDEM_PORT or edit {policy_path}")
     stack = LocalStack(f"http://127.0.0.1:{gateway_port}")
@@ -160,7 +171,13 @@ def run_stack(state_dir: Path, policy_path: Path) -> int:
     stack = None
     try:
         with console.status("starting gateway, cloud worker and edge agent…"):
-            stack = start_local_stack(model_dir, policy_path, state_dir, int(os.environ.get("TANDEM_PORT", "8000")))
+            stack = start_local_stack(
+                model_dir,
+                policy_path,
+                state_dir,
+                int(os.environ.get("TANDEM_PORT", "8000")),
+                local_agent_port=int(os.environ.get("TANDEM_LOCAL_AGENT_PORT", "50062")),
+            )
         _print_banner(stack.url, state_dir / "logs", policy_path)
         while (dead := stack.first_dead()) is None:
             time.sleep(0.5)

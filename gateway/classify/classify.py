@@ -1,6 +1,7 @@
 """Features from a request's parts: the one place the gateway, explain and the CLI build them."""
 
-from gateway.classify.detectors import detect
+from tandem_sdk.detectors import detect
+
 from gateway.classify.features import DeviceCapability, RequestFeatures, parse_device_header
 from gateway.classify.privacy import privacy_tags
 from gateway.policy.schema import Policy

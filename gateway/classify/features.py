@@ -14,6 +14,13 @@ class DeviceCapability:
     ram_gb: float | None = None
     battery: float | None = None  # 0..1
     network: str | None = None  # e.g. "wifi", "cellular", "metered"
+    gpu: bool = False
+    cores: int | None = None
+    charging: bool | None = None
+    providers: tuple[str, ...] = ()  # onnxruntime execution providers the device has
+
+
+DEVICE_FIELDS = {"npu", "ram_gb", "battery", "network", "gpu", "cores", "charging", "providers"}
 
 
 @dataclass(frozen=True)
@@ -36,21 +43,30 @@ def parse_device_header(value: str | None) -> DeviceCapability | None:
         raise BadRequest(f"X-Tandem-Device must be a JSON object: {exc.msg} at column {exc.colno}") from exc
     if not isinstance(raw, dict):
         raise BadRequest('X-Tandem-Device must be a JSON object, e.g. {"npu": true, "ram_gb": 8}')
-    unknown = set(raw) - {"npu", "ram_gb", "battery", "network"}
+    unknown = set(raw) - DEVICE_FIELDS
     if unknown:
-        raise BadRequest(f"X-Tandem-Device: unknown field(s) {sorted(unknown)}; known: npu, ram_gb, battery, network")
+        raise BadRequest(
+            f"X-Tandem-Device: unknown field(s) {sorted(unknown)}; known: {', '.join(sorted(DEVICE_FIELDS))}"
+        )
     try:
+        providers = raw.get("providers") or []
+        if not isinstance(providers, list) or not all(isinstance(p, str) for p in providers):
+            raise ValueError("providers must be a list of strings")
         return DeviceCapability(
-            npu=_as_bool(raw.get("npu", False)),
+            npu=_as_bool("npu", raw.get("npu", False)),
             ram_gb=None if raw.get("ram_gb") is None else float(raw["ram_gb"]),
             battery=None if raw.get("battery") is None else float(raw["battery"]),
             network=None if raw.get("network") is None else str(raw["network"]),
+            gpu=_as_bool("gpu", raw.get("gpu", False)),
+            cores=None if raw.get("cores") is None else int(raw["cores"]),
+            charging=None if raw.get("charging") is None else _as_bool("charging", raw["charging"]),
+            providers=tuple(providers),
         )
     except (TypeError, ValueError) as exc:
         raise BadRequest(f"X-Tandem-Device: {exc}") from exc
 
 
-def _as_bool(value) -> bool:
+def _as_bool(name: str, value) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"npu must be true or false, got {value!r}")
+        raise ValueError(f"{name} must be true or false, got {value!r}")
     return value

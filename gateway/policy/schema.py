@@ -8,8 +8,8 @@ from typing import Literal
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from tandem_sdk.detectors import DETECTORS
 
-from gateway.classify.detectors import DETECTORS
 from gateway.routing.registry import FILTERS, PICKERS, SCORERS
 
 

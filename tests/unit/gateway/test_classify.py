@@ -37,7 +37,9 @@ def test_device_header():
     [
         ("{npu", "JSON object"),
         ("[1]", "JSON object"),
-        ('{"gpu": 1}', "unknown field"),
+        ('{"tpu": true}', "unknown field"),
+        ('{"gpu": 1}', "gpu must be true or false"),
+        ('{"providers": "CPU"}', "providers must be a list"),
         ('{"npu": "yes"}', "true or false"),
         ('{"ram_gb": "lots"}', "X-Tandem-Device"),
     ],

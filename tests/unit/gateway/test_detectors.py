@@ -1,8 +1,7 @@
 """PII detectors: true positives and the near-misses that must not fire."""
 
 import pytest
-
-from gateway.classify.detectors import DETECTORS, cn_id_ok, detect, iban_ok, luhn_ok
+from tandem_sdk.detectors import DETECTORS, cn_id_ok, detect, iban_ok, luhn_ok
 
 CASES = {
     "email": (

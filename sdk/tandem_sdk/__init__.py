@@ -1,0 +1,19 @@
+"""Tandem's client SDK: OpenAI-shaped, device-aware, and private prompts never leave the device."""
+
+from tandem_sdk.client import DEFAULT_LOCAL_AGENT, AsyncClient, AsyncStream, Client, Stream
+from tandem_sdk.device import DeviceCapability, detect_device
+from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError, TandemError
+
+__all__ = [
+    "DEFAULT_LOCAL_AGENT",
+    "APIError",
+    "AsyncClient",
+    "AsyncStream",
+    "Client",
+    "DeviceCapability",
+    "GatewayUnavailable",
+    "PrivateRequestError",
+    "Stream",
+    "TandemError",
+    "detect_device",
+]

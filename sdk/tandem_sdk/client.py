@@ -1,0 +1,332 @@
+"""`Client` and `AsyncClient`: OpenAI-shaped chat completions with Tandem's routing rules.
+
+For every call, before any byte leaves:
+1. private? (app tag or PII detector) -> the local agent on loopback, or
+   PrivateRequestError. Never the gateway, whatever fails.
+2. otherwise -> the gateway, with X-Tandem-Device and the API key; 429 and
+   503 are retried, honouring Retry-After. If the gateway cannot be reached
+   and the app allowed it, a local agent serves the request instead.
+
+Planning is shared (`_plan`); the two classes only differ in doing I/O.
+"""
+
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+
+import httpx
+
+from tandem_sdk.device import DeviceCapability, detect_device
+from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError
+from tandem_sdk.privacy import DEFAULT_DETECTORS, check_loopback, private_reason
+
+DEFAULT_LOCAL_AGENT = "http://127.0.0.1:50062"
+LOCAL_PROBE_TIMEOUT_S = 0.5
+RETRY_STATUSES = {429, 503}
+MAX_BACKOFF_S = 8.0
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str  # the chat completions endpoint
+    headers: dict[str, str]
+    served_by: str  # "gateway" or "local-agent"
+
+
+@dataclass
+class _Settings:
+    gateway_url: str | None
+    api_key: str | None
+    local_agent_url: str | None
+    device: DeviceCapability
+    timeout_s: float
+    max_retries: int
+    allow_local_fallback: bool
+    detectors: tuple[str, ...]
+
+
+def _settings(gateway_url, api_key, local_agent_url, device, timeout_s, max_retries, allow_local_fallback, detectors):
+    return _Settings(
+        gateway_url=gateway_url.rstrip("/") if gateway_url else None,
+        api_key=api_key,
+        local_agent_url=check_loopback(local_agent_url) if local_agent_url else None,
+        device=detect_device().with_overrides(device or {}),
+        timeout_s=timeout_s,
+        max_retries=max_retries,
+        allow_local_fallback=allow_local_fallback,
+        detectors=tuple(detectors),
+    )
+
+
+def _gateway_target(s: _Settings) -> Target:
+    headers = {"X-Tandem-Device": s.device.header()}
+    if s.api_key:
+        headers["Authorization"] = f"Bearer {s.api_key}"
+    return Target(f"{s.gateway_url}/v1/chat/completions", headers, "gateway")
+
+
+def _local_target(s: _Settings) -> Target:
+    return Target(f"{s.local_agent_url}/v1/chat/completions", {}, "local-agent")
+
+
+def _body(model: str, messages: list[dict], stream: bool, params: dict) -> dict:
+    body = {"model": model, "messages": messages, "stream": stream} | {k: v for k, v in params.items() if v is not None}
+    if stream:
+        body.setdefault("stream_options", {"include_usage": True})
+    return body
+
+
+def _retry_delay_s(response: httpx.Response, attempt: int) -> float:
+    value = response.headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else min(MAX_BACKOFF_S, 0.5 * 2**attempt)
+    except ValueError:
+        return min(MAX_BACKOFF_S, 0.5 * 2**attempt)  # an HTTP-date: fall back to backoff
+
+
+def _raise_for(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    try:
+        error = response.json().get("error", {})
+        message, code = error.get("message") or response.text, error.get("code")
+    except ValueError:
+        message, code = response.text, None
+    raise APIError(response.status_code, message, code)
+
+
+def _annotate(data: dict, target: Target, response: httpx.Response, private_reason_: str | None) -> dict:
+    data["tandem"] = {
+        "served_by": target.served_by,
+        "route": response.headers.get("x-tandem-route"),
+        "backend": response.headers.get("x-tandem-backend"),
+        "private": private_reason_ is not None,
+        "private_reason": private_reason_,
+    }
+    return data
+
+
+def _sse_payload(line: str) -> dict | None:
+    if not line.startswith("data:"):
+        return None
+    data = line[5:].strip()
+    return None if data == "[DONE]" else json.loads(data)
+
+
+# -- sync ----------------------------------------------------------------------------------------
+
+
+class Stream:
+    """Iterate for OpenAI chunk dicts; `close()` (or leaving a `with` block) cancels the request."""
+
+    def __init__(self, response: httpx.Response, target: Target, context) -> None:
+        self.response, self.served_by, self._context = response, target.served_by, context
+        self.route = response.headers.get("x-tandem-route")
+
+    def __iter__(self) -> Iterator[dict]:
+        try:
+            for line in self.response.iter_lines():
+                payload = _sse_payload(line)
+                if payload is not None:
+                    yield payload
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._context.__exit__(None, None, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _ClientBase:
+    """Settings shared by both clients: where the gateway and the local agent are, and who this device is."""
+
+    def __init__(
+        self,
+        gateway_url: str | None = None,
+        api_key: str | None = None,
+        local_agent_url: str | None = DEFAULT_LOCAL_AGENT,
+        device: dict | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        allow_local_fallback: bool = False,
+        detectors: tuple[str, ...] = DEFAULT_DETECTORS,
+    ) -> None:
+        self._s = _settings(gateway_url, api_key, local_agent_url, device, timeout_s, max_retries,
+                            allow_local_fallback, detectors)  # fmt: skip
+        self._http = self._new_http(timeout_s)
+        self.chat = _Chat(self)
+
+    @property
+    def device(self) -> DeviceCapability:
+        return self._s.device
+
+    def _no_local_agent(self, reason: str) -> PrivateRequestError:
+        return PrivateRequestError(
+            f"private request ({reason}) and no local agent at {self._s.local_agent_url}; it was not sent anywhere"
+        )
+
+
+class Client(_ClientBase):
+    @staticmethod
+    def _new_http(timeout_s: float) -> httpx.Client:
+        return httpx.Client(timeout=timeout_s)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def local_agent(self) -> dict | None:
+        """The local agent's health, or None when there is none (or it is not an edge agent)."""
+        if not self._s.local_agent_url:
+            return None
+        try:
+            reply = self._http.get(f"{self._s.local_agent_url}/v1/local/health", timeout=LOCAL_PROBE_TIMEOUT_S)
+            health = reply.json() if reply.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        return health if health and health.get("kind") == "edge" else None
+
+    def create(self, *, model: str, messages: list[dict], stream: bool = False, privacy=None, **params):
+        reason = private_reason(messages, privacy, self._s.detectors)
+        body = _body(model, messages, stream, params)
+        if reason is not None:
+            if self.local_agent() is None:
+                raise self._no_local_agent(reason)
+            return self._send(_local_target(self._s), body, stream, reason, retries=0)
+        if not self._s.gateway_url:
+            raise GatewayUnavailable("no gateway_url configured for non-private requests")
+        try:
+            return self._send(_gateway_target(self._s), body, stream, None, self._s.max_retries)
+        except httpx.TransportError as exc:
+            if self._s.allow_local_fallback and self.local_agent() is not None:
+                return self._send(_local_target(self._s), body, stream, None, retries=0)
+            raise GatewayUnavailable(f"gateway {self._s.gateway_url} unreachable: {exc}") from exc
+
+    def _send(self, target: Target, body: dict, stream: bool, reason: str | None, retries: int):
+        for attempt in range(retries + 1):
+            context = self._http.stream("POST", target.url, json=body, headers=target.headers)
+            response = context.__enter__()
+            if response.status_code in RETRY_STATUSES and attempt < retries:
+                response.read()
+                context.__exit__(None, None, None)
+                time.sleep(_retry_delay_s(response, attempt))
+                continue
+            if response.status_code >= 400:
+                response.read()
+                context.__exit__(None, None, None)
+                _raise_for(response)
+            if stream:
+                return Stream(response, target, context)
+            try:
+                return _annotate(json.loads(response.read()), target, response, reason)
+            finally:
+                context.__exit__(None, None, None)
+        raise AssertionError("unreachable")
+
+
+class _Completions:
+    def __init__(self, client) -> None:
+        self.create = client.create
+
+
+class _Chat:
+    def __init__(self, client) -> None:
+        self.completions = _Completions(client)
+
+
+# -- async ---------------------------------------------------------------------------------------
+
+
+class AsyncStream:
+    """`async for` OpenAI chunk dicts; `await aclose()` (or cancelling the task) cancels the request."""
+
+    def __init__(self, response: httpx.Response, target: Target, context) -> None:
+        self.response, self.served_by, self._context = response, target.served_by, context
+        self.route = response.headers.get("x-tandem-route")
+
+    async def __aiter__(self) -> AsyncIterator[dict]:
+        try:
+            async for line in self.response.aiter_lines():
+                payload = _sse_payload(line)
+                if payload is not None:
+                    yield payload
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._context.__aexit__(None, None, None)
+
+
+class AsyncClient(_ClientBase):
+    @staticmethod
+    def _new_http(timeout_s: float) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=timeout_s)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.aclose()
+
+    async def local_agent(self) -> dict | None:
+        if not self._s.local_agent_url:
+            return None
+        try:
+            reply = await self._http.get(f"{self._s.local_agent_url}/v1/local/health", timeout=LOCAL_PROBE_TIMEOUT_S)
+            health = reply.json() if reply.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+        return health if health and health.get("kind") == "edge" else None
+
+    async def create(self, *, model: str, messages: list[dict], stream: bool = False, privacy=None, **params):
+        reason = private_reason(messages, privacy, self._s.detectors)
+        body = _body(model, messages, stream, params)
+        if reason is not None:
+            if await self.local_agent() is None:
+                raise self._no_local_agent(reason)
+            return await self._send(_local_target(self._s), body, stream, reason, retries=0)
+        if not self._s.gateway_url:
+            raise GatewayUnavailable("no gateway_url configured for non-private requests")
+        try:
+            return await self._send(_gateway_target(self._s), body, stream, None, self._s.max_retries)
+        except httpx.TransportError as exc:
+            if self._s.allow_local_fallback and await self.local_agent() is not None:
+                return await self._send(_local_target(self._s), body, stream, None, retries=0)
+            raise GatewayUnavailable(f"gateway {self._s.gateway_url} unreachable: {exc}") from exc
+
+    async def _send(self, target: Target, body: dict, stream: bool, reason: str | None, retries: int):
+        import asyncio
+
+        for attempt in range(retries + 1):
+            context = self._http.stream("POST", target.url, json=body, headers=target.headers)
+            response = await context.__aenter__()
+            if response.status_code in RETRY_STATUSES and attempt < retries:
+                await response.aread()
+                await context.__aexit__(None, None, None)
+                await asyncio.sleep(_retry_delay_s(response, attempt))
+                continue
+            if response.status_code >= 400:
+                await response.aread()
+                await context.__aexit__(None, None, None)
+                _raise_for(response)
+            if stream:
+                return AsyncStream(response, target, context)
+            try:
+                return _annotate(json.loads(await response.aread()), target, response, reason)
+            finally:
+                await context.__aexit__(None, None, None)
+        raise AssertionError("unreachable")

@@ -1,0 +1,21 @@
+"""What the SDK raises. Every message says what happened and what was (not) sent."""
+
+
+class TandemError(Exception):
+    """Base class."""
+
+
+class PrivateRequestError(TandemError):
+    """A private request could not be served on this device. Nothing was sent anywhere."""
+
+
+class GatewayUnavailable(TandemError):
+    """The gateway could not be reached (and no local fallback was allowed or available)."""
+
+
+class APIError(TandemError):
+    """The gateway or the local agent answered with an error (OpenAI shape)."""
+
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status, self.message, self.code = status, message, code

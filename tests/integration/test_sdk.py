@@ -1,0 +1,172 @@
+"""The SDK against real processes: the gateway, a cloud worker, an edge agent with its local API."""
+
+import asyncio
+import http.server
+import re
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+from tandem_sdk import AsyncClient, Client, PrivateRequestError
+
+from tandem.stack import start_local_stack
+from tests.conftest import free_port
+from tests.stack import write_policy
+
+pytestmark = pytest.mark.integration
+MODEL = "tandem-demo"
+
+
+@pytest.fixture(scope="module")
+def stack(demo_checkpoint, tmp_path_factory):
+    work = tmp_path_factory.mktemp("sdk")
+    policy = write_policy(work / "policy.yaml", free_port(), free_port())
+    agent_port = free_port()
+    stack = start_local_stack(demo_checkpoint, policy, work, free_port(), local_agent_port=agent_port)
+    yield stack.url, f"http://127.0.0.1:{agent_port}"
+    stack.stop()
+
+
+def gateway_requests(url: str) -> float:
+    """Every request the gateway has seen, whatever became of it (its own Prometheus counter)."""
+    text = httpx.get(f"{url}/metrics").text
+    return sum(float(v) for v in re.findall(r"^tandem_gateway_requests_total\{[^}]*\} (\S+)$", text, re.M))
+
+
+def test_a_private_request_is_answered_on_the_device_and_the_gateway_sees_nothing(stack):
+    gateway, agent = stack
+    before = gateway_requests(gateway)
+    with Client(gateway, local_agent_url=agent) as client:
+        detected = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Mail ann@example.com the plan."}], max_tokens=8
+        )
+        tagged = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=8, privacy="private"
+        )
+    for reply in (detected, tagged):
+        assert reply["tandem"]["served_by"] == "local-agent" and reply["tandem"]["private"]
+        assert reply["choices"][0]["message"]["content"]
+        assert reply["usage"]["completion_tokens"] >= 1
+    assert "email" in detected["tandem"]["private_reason"]
+    assert gateway_requests(gateway) == before
+
+
+class CountingListener:
+    """A TCP port that records every connection made to it (what a gateway would have received)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.sock.settimeout(0.2)
+        self.connections = 0
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self._stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def close(self):
+        self._stop.set()
+        self.sock.close()
+
+
+def test_a_private_request_without_a_local_agent_fails_and_sends_nothing():
+    gateway = CountingListener()
+    closed_port = free_port()
+    try:
+        with Client(gateway.url, local_agent_url=f"http://127.0.0.1:{closed_port}") as client:
+            with pytest.raises(PrivateRequestError, match="no local agent .* it was not sent anywhere"):
+                client.chat.completions.create(
+                    model=MODEL, messages=[{"role": "user", "content": "My card is 4111 1111 1111 1111"}]
+                )
+            with pytest.raises(PrivateRequestError):  # no fallback to the gateway, even when asked for one
+                Client(gateway.url, local_agent_url=None, allow_local_fallback=True).chat.completions.create(
+                    model=MODEL, messages=[{"role": "user", "content": "hi"}], privacy="pii"
+                )
+        time.sleep(0.3)
+        assert gateway.connections == 0
+    finally:
+        gateway.close()
+
+
+@pytest.mark.parametrize(
+    ("device", "route"),
+    [({"npu": True}, "edge; rule=short-on-capable-device"), ({"npu": False}, "cloud; rule=default")],
+)
+def test_a_public_request_carries_the_device_and_routes_as_the_policy_says(stack, device, route):
+    gateway, agent = stack
+    with Client(gateway, local_agent_url=agent, device=device) as client:
+        reply = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=4)
+    assert reply["tandem"]["served_by"] == "gateway"
+    assert reply["tandem"]["route"] == route
+
+
+def test_retries_wait_as_long_as_retry_after_says():
+    answers = iter([(429, "2"), (503, "1"), (200, None)])
+    seen: list[float] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(time.monotonic())
+            status, retry_after = next(answers)
+            body = (
+                b'{"error": {"message": "slow down", "type": "rate_limit_error", "code": "rate_limited"}}'
+                if status != 200
+                else b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]}'
+            )
+            self.send_response(status)
+            if retry_after:
+                self.send_header("Retry-After", retry_after)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = Client(f"http://127.0.0.1:{server.server_address[1]}", local_agent_url=None, max_retries=2)
+        reply = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+    finally:
+        server.shutdown()
+    assert reply["choices"][0]["message"]["content"] == "ok"
+    assert len(seen) == 3
+    assert seen[1] - seen[0] >= 2.0 and seen[2] - seen[1] >= 1.0
+
+
+def test_the_async_client_streams_what_the_whole_answer_says(stack):
+    gateway, agent = stack
+    ask = [{"role": "user", "content": "Tandem answers a question where it is"}]
+
+    async def run():
+        async with AsyncClient(gateway, local_agent_url=agent) as client:
+            whole = await client.chat.completions.create(model=MODEL, messages=ask, max_tokens=12, temperature=0)
+            stream = await client.chat.completions.create(
+                model=MODEL, messages=ask, max_tokens=12, temperature=0, stream=True
+            )
+            chunks = [c async for c in stream]
+            private = await client.chat.completions.create(
+                model=MODEL, messages=ask, max_tokens=12, temperature=0, stream=True, privacy="private"
+            )
+            private_chunks = [c async for c in private]
+            return whole, stream.served_by, chunks, private.served_by, private_chunks
+
+    whole, served_by, chunks, private_served_by, private_chunks = asyncio.run(run())
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert served_by == "gateway" and len(chunks) > 3
+    assert text == whole["choices"][0]["message"]["content"]
+    assert private_served_by == "local-agent"
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in private_chunks if c["choices"])

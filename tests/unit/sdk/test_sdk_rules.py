@@ -1,0 +1,43 @@
+"""The SDK's decisions before the network: privacy, loopback, device header."""
+
+import json
+
+import pytest
+from tandem_sdk import Client, detect_device
+from tandem_sdk.privacy import check_loopback, private_reason
+
+ASK = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+@pytest.mark.parametrize(
+    ("messages", "privacy", "expected"),
+    [
+        (ASK, None, None),
+        (ASK, "private", "the app tagged it 'private'"),
+        (ASK, ["confidential", "x"], "the app tagged it 'confidential'"),
+        (ASK, "public", None),  # any other tag: not private
+        ([{"role": "user", "content": "mail ann@example.com"}], None, "the email detector fired on its text"),
+        ([{"role": "user", "content": [{"type": "text", "text": "card 4111 1111 1111 1111"}]}], None,
+         "the credit-card detector fired on its text"),
+        ([{"role": "user", "content": "card 4111 1111 1111 1112"}], None, None),  # fails Luhn: not a card
+    ],
+)  # fmt: skip
+def test_private_reason(messages, privacy, expected):
+    assert private_reason(messages, privacy) == expected
+
+
+@pytest.mark.parametrize("url", ["http://192.168.1.5:50062", "http://agent.example.com:50062", "http://0.0.0.0:1"])
+def test_a_local_agent_must_be_on_loopback(url):
+    with pytest.raises(ValueError, match="not on loopback"):
+        check_loopback(url)
+    with pytest.raises(ValueError, match="not on loopback"):
+        Client("http://gw:8000", local_agent_url=url)
+
+
+def test_device_is_detected_once_and_the_app_can_override_it():
+    assert detect_device() is detect_device()  # cached
+    client = Client("http://gw:8000", device={"network": "metered", "npu": True})
+    header = json.loads(client.device.header())
+    assert header["network"] == "metered" and header["npu"] is True and header["cores"] >= 1
+    with pytest.raises(ValueError, match="unknown device field"):
+        Client("http://gw:8000", device={"nnpu": True})
