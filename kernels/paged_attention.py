@@ -16,9 +16,12 @@ The references below run everywhere; decode-only sequences go in one batched
 gather, sequences with several new tokens (prefill chunks) one at a time.
 """
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, replace
 
 import torch
+
+from kernels.dispatch import check, use_triton
 
 DECODE_GROUP_SEQS = 16
 
@@ -102,8 +105,77 @@ def _prefill(q, k_cache, v_cache, block_table, context_len):
     return out.reshape(heads, tokens, head_dim).transpose(0, 1).to(k_cache.dtype)
 
 
+@functools.cache
+def _decode_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def paged_decode_kernel(
+        q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, out_ptr,
+        stride_q_seq, stride_q_head, stride_kv_head, stride_kv_block, stride_kv_slot, stride_table, scale,
+        GROUP: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
+    ):  # fmt: skip
+        """One program per (sequence, query head): online softmax over the sequence's blocks."""
+        seq, head = tl.program_id(0), tl.program_id(1)
+        kv_head = head // GROUP
+        dims = tl.arange(0, HEAD_DIM)
+        slots = tl.arange(0, BLOCK_SIZE)
+        q = tl.load(q_ptr + seq * stride_q_seq + head * stride_q_head + dims).to(tl.float32)
+        context = tl.load(lens_ptr + seq)
+        m = tl.full((), float("-inf"), tl.float32)
+        total = tl.zeros((), tl.float32)
+        acc = tl.zeros((HEAD_DIM,), tl.float32)
+        for b in range(0, tl.cdiv(context, BLOCK_SIZE)):
+            block = tl.load(tables_ptr + seq * stride_table + b)
+            base = kv_head * stride_kv_head + block * stride_kv_block
+            offsets = base + slots[:, None] * stride_kv_slot + dims[None, :]
+            valid = (b * BLOCK_SIZE + slots) < context
+            k = tl.load(k_ptr + offsets, mask=valid[:, None], other=0.0).to(tl.float32)
+            v = tl.load(v_ptr + offsets, mask=valid[:, None], other=0.0).to(tl.float32)
+            scores = tl.where(valid, tl.sum(k * q[None, :], axis=1) * scale, float("-inf"))
+            m_new = tl.maximum(m, tl.max(scores, axis=0))
+            p = tl.exp(scores - m_new)
+            correction = tl.exp(m - m_new)
+            total = total * correction + tl.sum(p, axis=0)
+            acc = acc * correction + tl.sum(p[:, None] * v, axis=0)
+            m = m_new
+        out = acc / total
+        tl.store(out_ptr + seq * stride_q_seq + head * stride_q_head + dims, out.to(out_ptr.dtype.element_ty))
+
+    return paged_decode_kernel
+
+
+def paged_decode_triton(q, k_cache, v_cache, block_tables, context_lens):
+    """q [S, heads, head_dim] (one query token per sequence) -> [S, heads, head_dim]."""
+    num_seqs, heads, head_dim = q.shape
+    kv_heads, _, block_size, cache_dim = k_cache.shape
+    check(k_cache.shape == v_cache.shape, "k_cache and v_cache must have one shape")
+    check(cache_dim == head_dim, f"cache head_dim {cache_dim} != query head_dim {head_dim}")
+    check(heads % kv_heads == 0, f"{heads} query heads do not group over {kv_heads} KV heads")
+    check(head_dim & (head_dim - 1) == 0 and block_size & (block_size - 1) == 0, "head_dim and block size: powers of 2")
+    check(q.stride(-1) == 1 and k_cache.is_contiguous() and v_cache.is_contiguous(), "last dims must be contiguous")
+    check(block_tables.dtype == torch.int64 and context_lens.dtype == torch.int64, "tables and lengths: int64")
+    check(block_tables.shape[0] == num_seqs == context_lens.shape[0], "one block table and length per sequence")
+    out = torch.empty_like(q)
+    block_tables = block_tables.contiguous()
+    _decode_kernel()[(num_seqs, heads)](
+        q, k_cache, v_cache, block_tables, context_lens, out,
+        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), block_tables.stride(0),
+        head_dim**-0.5, GROUP=heads // kv_heads, BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
+    )  # fmt: skip
+    return out
+
+
 def paged_attention(q, k_cache, v_cache, meta):
-    return paged_attention_ref(q, k_cache, v_cache, meta)
+    if not use_triton(q) or not meta.decode_rows.numel():
+        return paged_attention_ref(q, k_cache, v_cache, meta)
+    # Decodes through the Triton kernel; prefill chunks still take the reference (no Triton prefill kernel yet).
+    out = paged_attention_ref(q, k_cache, v_cache, replace(meta, decode_rows=meta.decode_rows[:0]))
+    starts = torch.tensor(meta.query_start[:-1], device=q.device)[meta.decode_rows]
+    lens = torch.tensor(meta.context_lens, device=q.device)[meta.decode_rows]
+    out[starts] = paged_decode_triton(q[starts], k_cache, v_cache, meta.block_tables[meta.decode_rows], lens)
+    return out
 
 
 def write_kv(k_cache, v_cache, k, v, slots):

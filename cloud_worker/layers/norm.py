@@ -1,6 +1,8 @@
 import torch
 from torch import nn
 
+from kernels.rms_norm import rms_norm
+
 
 class RMSNorm(nn.Module):
     def __init__(self, hidden_size: int, eps: float) -> None:
@@ -9,7 +11,5 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Normalise in fp32, as HF does, then cast back before the weight.
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(x.dtype)
+        # Normalise in fp32, as HF does, then cast back before the weight (kernels/rms_norm.py).
+        return rms_norm(x, self.weight, self.eps)[0]

@@ -16,6 +16,7 @@ from cloud_worker.layers.rotary import RotaryEmbedding, apply_rotary
 from cloud_worker.model_config import ModelConfig
 from kernels.attention import causal_attention
 from kernels.paged_attention import PagedAttentionMetadata, paged_attention, write_kv
+from kernels.silu_and_mul import silu_and_mul
 
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: [batch, kv_heads, keys, head_dim]
 
@@ -80,7 +81,7 @@ class LlamaMLP(nn.Module):
         self.down_proj = nn.Linear(i, h, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(silu_and_mul(self.gate_proj(x), self.up_proj(x)))
 
 
 class LlamaDecoderLayer(nn.Module):

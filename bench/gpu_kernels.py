@@ -1,0 +1,100 @@
+"""GPU kernel figures a reader can check against the card: bandwidth and speed against torch baselines.
+
+- copy bandwidth of the card (a large device-to-device clone), the ceiling;
+- paged decode attention (Triton, bf16, Llama-3-8B heads: 32 query / 8 KV
+  heads of 128, and a 0.5B shape: 14 / 2 heads of 64), batch 1 to 256,
+  context 512 to 32k: achieved bandwidth (K and V bytes read / time), and
+  speed against torch SDPA on K/V already gathered contiguous (the gather
+  not counted, which favours SDPA);
+- SiLU-and-mul and RMSNorm (fused residual): achieved bandwidth.
+
+Not yet measured because the kernels do not exist yet (issue #4): the
+sampling kernel against a sort-based top-p, INT8 GEMM against bf16 matmul,
+paged prefill attention. Their JSON fields are null. Last line: one JSON object.
+
+    bash bench/gpu_suite.sh
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernels.paged_attention import paged_decode_triton  # noqa: E402
+from kernels.rms_norm import rms_norm_triton  # noqa: E402
+from kernels.silu_and_mul import silu_and_mul_triton  # noqa: E402
+
+SHAPES = {"llama3-8b": (32, 8, 128), "0.5b": (14, 2, 64)}
+BLOCK = 16
+
+
+def timed_ms(fn, repeats: int = 20) -> float:
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / repeats
+
+
+def copy_gb_s() -> float:
+    x = torch.empty(2 * 1024**3 // 2, dtype=torch.bfloat16, device="cuda")
+    ms = timed_ms(lambda: x.clone(), 10)
+    return 2 * x.numel() * 2 / (ms / 1000) / 1e9  # read + write
+
+
+def decode_case(name: str, batch: int, context: int) -> dict:
+    heads, kv_heads, dim = SHAPES[name]
+    per_seq = -(-context // BLOCK)
+    k = torch.randn(kv_heads, batch * per_seq, BLOCK, dim, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    tables = torch.randperm(batch * per_seq, device="cuda").view(batch, per_seq)
+    lens = torch.full((batch,), context, device="cuda", dtype=torch.int64)
+    q = torch.randn(batch, heads, dim, device="cuda", dtype=torch.bfloat16)
+    triton_ms = timed_ms(lambda: paged_decode_triton(q, k, v, tables, lens))
+    kg = k[:, tables].flatten(2, 3).transpose(0, 1)  # [batch, kv_heads, context, dim], gathered once
+    vg = v[:, tables].flatten(2, 3).transpose(0, 1)
+    qs = q.view(batch, heads, 1, dim)
+    sdpa_ms = timed_ms(lambda: torch.nn.functional.scaled_dot_product_attention(qs, kg, vg, enable_gqa=True))
+    kv_bytes = 2 * batch * kv_heads * context * dim * 2
+    return {"shape": name, "batch": batch, "context": context, "triton_ms": round(triton_ms, 4),
+            "sdpa_ms": round(sdpa_ms, 4), "gb_s": round(kv_bytes / (triton_ms / 1000) / 1e9, 1)}  # fmt: skip
+
+
+def main() -> None:
+    ceiling = copy_gb_s()
+    print(f"copy bandwidth: {ceiling:.0f} GB/s")
+    rows = []
+    for name in SHAPES:
+        for batch, context in [(1, 512), (1, 32768), (32, 4096), (64, 8192), (256, 512), (256, 2048)]:
+            if 2 * batch * context * SHAPES[name][1] * SHAPES[name][2] * 2 > 40 * 1024**3:
+                continue
+            row = decode_case(name, batch, context)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    long = [r for r in rows if r["context"] >= 8192]
+    x = torch.randn(256, 14336, device="cuda", dtype=torch.bfloat16)
+    silu_ms = timed_ms(lambda: silu_and_mul_triton(x, x))
+    h = torch.randn(256, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.ones(4096, device="cuda", dtype=torch.bfloat16)
+    norm_ms = timed_ms(lambda: rms_norm_triton(h, w, 1e-5, h))
+    result = {
+        "copy_gb_s": round(ceiling, 1),
+        "decode_long_context_bw_fraction": round(max(r["gb_s"] for r in long) / ceiling, 3) if long else None,
+        "decode_vs_sdpa_speedup_median": round(sorted(r["sdpa_ms"] / r["triton_ms"] for r in rows)[len(rows) // 2], 3),
+        "silu_and_mul_gb_s": round(3 * x.numel() * 2 / (silu_ms / 1000) / 1e9, 1),
+        "rms_norm_gb_s": round(4 * h.numel() * 2 / (norm_ms / 1000) / 1e9, 1),
+        "sampling_vs_sort_top_p": None,  # kernel not built yet (issue #4)
+        "int8_gemm_vs_bf16": None,  # kernel not built yet (issue #4)
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""The Triton kernels on a real GPU, in bf16, against their references (bench/gpu_suite.sh runs these)."""
+
+import pytest
+import torch
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+]
+
+
+def test_silu_and_mul_bf16():
+    from kernels.silu_and_mul import silu_and_mul_ref, silu_and_mul_triton
+
+    gate, up = (torch.randn(64, 14336, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    torch.testing.assert_close(silu_and_mul_triton(gate, up), silu_and_mul_ref(gate, up), rtol=2e-2, atol=2e-2)
+
+
+def test_rms_norm_bf16():
+    from kernels.rms_norm import rms_norm_ref, rms_norm_triton
+
+    x, res = (torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    w = torch.rand(4096, device="cuda", dtype=torch.bfloat16)
+    for a, b in zip(rms_norm_triton(x, w, 1e-5, res), rms_norm_ref(x, w, 1e-5, res), strict=True):
+        torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("context", [17, 1000, 8192])
+def test_paged_decode_bf16_llama3_8b_heads(context):
+    from kernels.paged_attention import PagedAttentionMetadata, paged_attention_ref, paged_decode_triton
+
+    seqs, heads, kv_heads, dim, block = 8, 32, 8, 128, 16
+    blocks_per_seq = -(-context // block)
+    k = torch.randn(kv_heads, seqs * blocks_per_seq, block, dim, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    tables = torch.randperm(seqs * blocks_per_seq, device="cuda").view(seqs, blocks_per_seq)
+    q = torch.randn(seqs, heads, dim, device="cuda", dtype=torch.bfloat16)
+    lens = torch.full((seqs,), context, device="cuda", dtype=torch.int64)
+    meta = PagedAttentionMetadata(torch.empty(0, dtype=torch.int64), tuple(range(seqs + 1)), (context,) * seqs,
+                                  tables, torch.arange(seqs, device="cuda"), ())  # fmt: skip
+    expected = paged_attention_ref(q, k, v, meta)
+    torch.testing.assert_close(paged_decode_triton(q, k, v, tables, lens), expected, rtol=2e-2, atol=2e-2)
