@@ -4,7 +4,7 @@ shapes, dtypes and strides. `dispatch.use_triton` picks Triton on CUDA and the
 reference elsewhere (`TANDEM_KERNELS=triton|torch` forces one). Tests run
 every Triton kernel on CPU through Triton's interpreter.
 
-Built: paged decode attention, SiLU-and-mul, RMSNorm with fused residual.
-References only so far: paged prefill attention, the K/V write, rotary,
-the sampler, INT8 matmul.
+Built: paged decode attention, the K/V write, rotary, SiLU-and-mul, RMSNorm
+with fused residual. References only so far: paged prefill attention, the
+sampler, INT8 matmul.
 """

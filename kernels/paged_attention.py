@@ -10,7 +10,7 @@ flat batch of T query tokens; sequence i owns queries
 query_start[i] .. query_start[i + 1] and, after this step's write, has
 context_lens[i] tokens in the cache, the last query_len of them new. Query j
 of sequence i is at position context_lens[i] - query_len + j and attends to
-keys 0 .. its position (causal).
+keys 0 .. its position (causal). The new K/V are written first (kv_write.py).
 
 The references below run everywhere; decode-only sequences go in one batched
 gather, sequences with several new tokens (prefill chunks) one at a time.
@@ -38,13 +38,6 @@ class PagedAttentionMetadata:
     @property
     def num_seqs(self) -> int:
         return len(self.context_lens)
-
-
-def write_kv_ref(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor):
-    """k, v: [T, kv_heads, head_dim] written to the cache slots [T]."""
-    kv_heads, _, _, head_dim = k_cache.shape
-    k_cache.view(kv_heads, -1, head_dim).index_copy_(1, slots, k.transpose(0, 1).to(k_cache.dtype))
-    v_cache.view(kv_heads, -1, head_dim).index_copy_(1, slots, v.transpose(0, 1).to(v_cache.dtype))
 
 
 def paged_attention_ref(
@@ -176,7 +169,3 @@ def paged_attention(q, k_cache, v_cache, meta):
     lens = torch.tensor(meta.context_lens, device=q.device)[meta.decode_rows]
     out[starts] = paged_decode_triton(q[starts], k_cache, v_cache, meta.block_tables[meta.decode_rows], lens)
     return out
-
-
-def write_kv(k_cache, v_cache, k, v, slots):
-    write_kv_ref(k_cache, v_cache, k, v, slots)

@@ -44,11 +44,3 @@ class RotaryEmbedding(nn.Module):
         freqs = positions.float().unsqueeze(-1) * self.inv_freq
         angles = torch.cat((freqs, freqs), dim=-1)
         return angles.cos(), angles.sin()
-
-
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x: [batch, heads, tokens, head_dim]; cos/sin: [batch, tokens, head_dim]."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    cos, sin = cos.unsqueeze(1).to(x.dtype), sin.unsqueeze(1).to(x.dtype)
-    return x * cos + rotated * sin

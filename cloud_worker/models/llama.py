@@ -12,10 +12,12 @@ import torch
 from torch import nn
 
 from cloud_worker.layers.norm import RMSNorm
-from cloud_worker.layers.rotary import RotaryEmbedding, apply_rotary
+from cloud_worker.layers.rotary import RotaryEmbedding
 from cloud_worker.model_config import ModelConfig
 from kernels.attention import causal_attention
-from kernels.paged_attention import PagedAttentionMetadata, paged_attention, write_kv
+from kernels.kv_write import write_kv
+from kernels.paged_attention import PagedAttentionMetadata, paged_attention
+from kernels.rotary import apply_rotary
 from kernels.silu_and_mul import silu_and_mul
 
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: [batch, kv_heads, keys, head_dim]

@@ -40,3 +40,19 @@ def test_paged_decode_bf16_llama3_8b_heads(context):
                                   tables, torch.arange(seqs, device="cuda"), ())  # fmt: skip
     expected = paged_attention_ref(q, k, v, meta)
     torch.testing.assert_close(paged_decode_triton(q, k, v, tables, lens), expected, rtol=2e-2, atol=2e-2)
+
+
+def test_rotary_and_kv_write_bf16():
+    from cloud_worker.layers.rotary import RotaryEmbedding
+    from kernels.kv_write import write_kv_ref, write_kv_triton
+    from kernels.rotary import apply_rotary_ref, apply_rotary_triton
+
+    x = torch.randn(4, 32, 64, 128, device="cuda", dtype=torch.bfloat16)
+    cos, sin = RotaryEmbedding(128, 500000.0, None).cuda()(torch.arange(64, device="cuda").expand(4, 64))
+    torch.testing.assert_close(apply_rotary_triton(x, cos, sin), apply_rotary_ref(x, cos, sin), rtol=2e-2, atol=2e-2)
+    k, v = (torch.randn(256, 8, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    slots = torch.randperm(64 * 16, device="cuda")[:256]
+    caches = [torch.zeros(8, 64, 16, 128, device="cuda", dtype=torch.bfloat16) for _ in range(4)]
+    write_kv_triton(caches[0], caches[1], k, v, slots)
+    write_kv_ref(caches[2], caches[3], k, v, slots)
+    assert torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])

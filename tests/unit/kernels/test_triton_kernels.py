@@ -40,6 +40,42 @@ def test_rms_norm_with_fused_residual(hidden, with_residual):
     torch.testing.assert_close(h, ref_h, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    "scaling",
+    [
+        None,
+        {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16,
+        },
+    ],
+)
+def test_rotary_with_and_without_llama3_scaling(scaling):
+    from cloud_worker.layers.rotary import RotaryEmbedding
+    from kernels.rotary import apply_rotary_ref, apply_rotary_triton
+
+    x = torch.randn(2, 5, 3, 16, generator=gen(10)).transpose(1, 2)  # [batch, heads, tokens, dim], a view, as q arrives
+    positions = torch.tensor([[0, 1, 2, 40, 41], [7, 8, 9, 10, 900]])
+    cos, sin = RotaryEmbedding(16, 10000.0, scaling)(positions)
+    torch.testing.assert_close(apply_rotary_triton(x, cos, sin), apply_rotary_ref(x, cos, sin), rtol=1e-5, atol=1e-5)
+
+
+def test_kv_write_puts_each_token_in_its_slot():
+    from kernels.kv_write import write_kv_ref, write_kv_triton
+
+    k, v = torch.randn(6, 2, 16, generator=gen(11)), torch.randn(6, 2, 16, generator=gen(12))
+    slots = torch.tensor([0, 5, 6, 7, 19, 3])  # scattered over blocks of 4
+    caches = [torch.zeros(2, 5, 4, 16) for _ in range(4)]
+    write_kv_triton(caches[0], caches[1], k, v, slots)
+    write_kv_ref(caches[2], caches[3], k, v, slots)
+    torch.testing.assert_close(caches[0], caches[2], rtol=0, atol=0)
+    torch.testing.assert_close(caches[1], caches[3], rtol=0, atol=0)
+    assert caches[0][1, 4, 3].tolist() == k[4, 1].tolist()  # slot 19: block 4, offset 3
+
+
 def decode_case(context_lens: list[int], heads: int = 4, kv_heads: int = 2, head_dim: int = 16, block: int = 4):
     num_blocks = sum(-(-n // block) for n in context_lens) + 3
     k_cache = torch.randn(kv_heads, num_blocks, block, head_dim, generator=gen(6))
@@ -83,14 +119,17 @@ def test_launchers_refuse_bad_arguments():
 
 def test_the_engine_through_the_triton_kernels_equals_hf(monkeypatch, demo_checkpoint):
     """The engine reaches the kernels through the dispatch: forced to Triton (interpreted), output is unchanged."""
+    import kernels.kv_write
     import kernels.paged_attention
     import kernels.rms_norm
+    import kernels.rotary
     import kernels.silu_and_mul
     from cloud_worker.engine.config import EngineConfig
     from cloud_worker.server import build_engine
     from tests.unit.cloud_worker.engine.test_engine_vs_hf import hf_greedy, mixed_prompts, run_batch
 
-    launchers = (kernels.paged_attention._decode_kernel, kernels.rms_norm._kernel, kernels.silu_and_mul._kernel)
+    launchers = (kernels.paged_attention._decode_kernel, kernels.rms_norm._kernel, kernels.silu_and_mul._kernel,
+                 kernels.rotary._kernel, kernels.kv_write._kernel)  # fmt: skip
     before = [f.cache_info().hits + f.cache_info().misses for f in launchers]
     prompts = mixed_prompts(demo_checkpoint, 3)
     monkeypatch.setenv("TANDEM_KERNELS", "triton")
