@@ -20,7 +20,9 @@ from cloud_worker.parallel.tensor_parallel import apply_tp, check_divisible_conf
 from cloud_worker.quantization import quantize_int8
 from proto.prefix_hints import DEFAULT_HINT_TTL_S
 from tandem.checkpoint import load_tokenizer, model_id_for
+from tandem.embedded_http import serve_http
 from tandem.telemetry import setup_tracing, shutdown_tracing
+from tandem.worker_metrics import metrics_app
 from tandem.worker_service import serve
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ def run(
     redis_url: str | None = None,
     worker_id: str | None = None,
     hint_ttl_s: float = DEFAULT_HINT_TTL_S,
+    metrics_port: int | None = None,
 ) -> None:
     setup_tracing("tandem-cloud-worker")
     model_id = model_id_for(model_dir, model_id)
@@ -93,7 +96,8 @@ def run(
         log.info("REDIS_URL not set: prefix hints are not published (gateways route by their own history)")
     try:
         engine = build_engine(model_dir, model_id, config, publisher.publish if publisher else None)
-        asyncio.run(serve(engine, host, port))
+        background = (lambda: serve_http(metrics_app(engine), host, metrics_port)) if metrics_port else None
+        asyncio.run(serve(engine, host, port, background))
     finally:
         if publisher:
             publisher.close()

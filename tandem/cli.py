@@ -92,6 +92,7 @@ def cloud_worker(
     hint_ttl_s: Annotated[
         float, typer.Option(help="prefix hints expire this long after the worker stops refreshing")
     ] = 30.0,
+    metrics_port: Annotated[int | None, typer.Option(help="serve Prometheus /metrics on this port")] = None,
     log_level: str = "info",
 ) -> None:
     """A cloud worker: the paged engine serving the checkpoint over the Worker gRPC service."""
@@ -117,7 +118,7 @@ def cloud_worker(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     try:
-        run(model, host, port, model_id, config, redis_url, worker_id, hint_ttl_s)
+        run(model, host, port, model_id, config, redis_url, worker_id, hint_ttl_s, metrics_port)
     except (CheckpointError, UnsupportedModelError, TensorParallelError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
