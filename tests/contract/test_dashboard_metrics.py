@@ -1,0 +1,39 @@
+"""Every metric the Grafana dashboard queries is one the gateway or a worker really exports."""
+
+import json
+import re
+from pathlib import Path
+
+from prometheus_client import REGISTRY, CollectorRegistry
+
+import gateway.metrics  # noqa: F401 - registers the gateway's metrics
+from tandem.engine_api import EngineStats
+from tandem.worker_metrics import EngineCollector
+
+DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana-dashboard.json"
+
+
+class _StatsOnly:
+    """Just enough of an engine for its collector to describe the worker's metrics."""
+
+    def stats(self) -> EngineStats:
+        return EngineStats(model_id="m", kind="cloud", execution_provider="torch-cpu", max_context_tokens=1)
+
+
+def exported_names() -> set[str]:
+    worker = CollectorRegistry()
+    worker.register(EngineCollector(_StatsOnly()))
+    names = set()
+    for registry in (REGISTRY, worker):
+        for family in registry.collect():
+            suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"]}.get(family.type, [""])
+            names |= {family.name + s for s in suffixes}
+    return names
+
+
+def test_the_dashboard_only_queries_metrics_that_exist():
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {name for e in exprs for name in re.findall(r"\btandem_[a-z_]+\b", e)}
+    assert len(used) >= 15
+    assert used <= exported_names(), sorted(used - exported_names())
