@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from edge_agent.export import MANIFEST_NAME, cached_export  # noqa: E402
 from edge_agent.quantize import FP32, INT4  # noqa: E402
 from edge_agent.runner import OnnxStepModel  # noqa: E402
-from tandem.demo_model import DemoShape, write_demo_checkpoint  # noqa: E402
+from tandem.demo_model import DemoShape, cached_demo_checkpoint  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "tandem" / "bench"
 SHAPE = DemoShape(hidden_size=768, intermediate_size=2048, num_hidden_layers=8, num_attention_heads=12,
@@ -36,11 +36,7 @@ SHAPE = DemoShape(hidden_size=768, intermediate_size=2048, num_hidden_layers=8, 
 
 
 def checkpoint() -> Path:
-    path = CACHE / "llama-100m"
-    if not (path / "model.safetensors").is_file():
-        print(f"building the benchmark checkpoint in {path} (once)", file=sys.stderr)
-        write_demo_checkpoint(path, SHAPE)
-    return path
+    return cached_demo_checkpoint(CACHE / "llama-100m", SHAPE)
 
 
 def num_params(path: Path) -> int:

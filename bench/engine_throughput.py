@@ -37,7 +37,7 @@ from cloud_worker.engine.model_runner import prepare_inputs  # noqa: E402
 from cloud_worker.engine.scheduler import Scheduler, SchedulerConfig  # noqa: E402
 from cloud_worker.engine.sequence import Sequence  # noqa: E402
 from cloud_worker.server import build_engine  # noqa: E402
-from tandem.demo_model import DemoShape, write_demo_checkpoint  # noqa: E402
+from tandem.demo_model import DemoShape, cached_demo_checkpoint  # noqa: E402
 from tandem.engine_api import GenerationRequest, SamplingParams  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "tandem" / "bench"
@@ -47,11 +47,7 @@ HF_BATCH = 8
 
 
 def checkpoint() -> Path:
-    path = CACHE / "llama-55m"
-    if not (path / "model.safetensors").is_file():
-        print(f"building the benchmark checkpoint in {path} (once)", file=sys.stderr)
-        write_demo_checkpoint(path, SHAPE)
-    return path
+    return cached_demo_checkpoint(CACHE / "llama-55m", SHAPE)
 
 
 def workload(num_requests: int, seed: int = 0) -> list[tuple[list[int], int]]:

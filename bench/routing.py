@@ -65,7 +65,7 @@ from gateway.routing.profile import evaluate  # noqa: E402
 from proto.gen import worker_pb2, worker_pb2_grpc  # noqa: E402
 from proto.prefix_hash import prefix_hashes  # noqa: E402
 from proto.prefix_hints import hint_key  # noqa: E402
-from tandem.demo_model import write_demo_checkpoint  # noqa: E402
+from tandem.demo_model import cached_demo_checkpoint  # noqa: E402
 from tests.conftest import free_port, start_redis_server  # noqa: E402
 from tests.stack import start_gateway  # noqa: E402
 
@@ -82,10 +82,7 @@ PROFILE = {
 
 
 def checkpoint() -> Path:
-    path = CACHE / MODEL_ID
-    if not (path / "tokenizer.json").is_file():
-        write_demo_checkpoint(path)
-    return path
+    return cached_demo_checkpoint(CACHE / MODEL_ID)
 
 
 # -- workloads -----------------------------------------------------------------------------------

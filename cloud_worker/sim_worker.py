@@ -82,7 +82,7 @@ def build_sim_engine(
     )
 
 
-def sglang_app(engine: PagedEngine, runner: SimulatedRunner, tokenizer, model_id: str) -> FastAPI:
+def sglang_app(engine: PagedEngine, tokenizer, model_id: str) -> FastAPI:
     """The part of SGLang's HTTP API that sglang-router needs."""
     app = FastAPI(title="tandem sim-worker (SGLang-compatible subset)")
     counter = iter(range(1 << 62))
@@ -102,7 +102,7 @@ def sglang_app(engine: PagedEngine, runner: SimulatedRunner, tokenizer, model_id
         return {
             "model_path": model_id,
             "max_total_num_tokens": stats.kv_blocks_total * stats.block_size_tokens,
-            "busy_s": runner.busy_s,
+            "busy_s": engine.runner.busy_s,
         }
 
     @app.get("/v1/models")
@@ -180,7 +180,7 @@ def run(
     )
     background = None
     if http_port:
-        app = sglang_app(engine, engine.runner, load_tokenizer(model_dir), model_id)
+        app = sglang_app(engine, load_tokenizer(model_dir), model_id)
 
         def background():
             return serve_http(app, host, http_port)

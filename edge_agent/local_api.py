@@ -33,7 +33,7 @@ def _request(body: dict, prompt_ids: list[int], counter) -> GenerationRequest:
         request_id=f"local-{next(counter)}",
         prompt_token_ids=tuple(prompt_ids),
         sampling=SamplingParams(
-            temperature=float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0),
+            temperature=float(1.0 if body.get("temperature") is None else body["temperature"]),
             top_p=float(body.get("top_p") or 1.0),
             seed=body.get("seed"),
             max_tokens=int(body.get("max_tokens") or body.get("max_completion_tokens") or DEFAULT_MAX_TOKENS),

@@ -28,16 +28,36 @@ DECODE_GROUP_SEQS = 16
 
 @dataclass(frozen=True)
 class PagedAttentionMetadata:
+    """One step's attention layout, built once per step (`build`) and read by every layer."""
+
     slot_mapping: torch.Tensor  # [T] int64: cache slot (block * block_size + offset) of each new token
     query_start: tuple[int, ...]  # len S + 1
     context_lens: tuple[int, ...]  # len S
     block_tables: torch.Tensor  # [S, max_blocks] int64, padded with 0
-    decode_rows: torch.Tensor  # [D] int64: sequences with exactly one query token
+    # Sequences with exactly one query token, shortest context first (so groups pad little):
+    decode_starts: torch.Tensor  # [D] flat index of each one's query token
+    decode_lens: torch.Tensor  # [D] its context length
+    decode_tables: torch.Tensor  # [D, max_blocks] its block table
     prefill_rows: tuple[int, ...]  # sequences with more than one query token
 
-    @property
-    def num_seqs(self) -> int:
-        return len(self.context_lens)
+    @classmethod
+    def build(cls, slot_mapping: torch.Tensor, query_start, context_lens, block_tables: torch.Tensor):
+        rows = range(len(context_lens))
+        decode = sorted((i for i in rows if query_start[i + 1] - query_start[i] == 1), key=lambda i: context_lens[i])
+        return cls(
+            slot_mapping=slot_mapping,
+            query_start=tuple(query_start),
+            context_lens=tuple(context_lens),
+            block_tables=block_tables,
+            decode_starts=torch.tensor([query_start[i] for i in decode], dtype=torch.int64),
+            decode_lens=torch.tensor([context_lens[i] for i in decode], dtype=torch.int64),
+            decode_tables=block_tables[torch.tensor(decode, dtype=torch.int64)],
+            prefill_rows=tuple(i for i in rows if query_start[i + 1] - query_start[i] > 1),
+        )
+
+    def to(self, device) -> "PagedAttentionMetadata":
+        tensors = ("slot_mapping", "block_tables", "decode_starts", "decode_lens", "decode_tables")
+        return replace(self, **{name: getattr(self, name).to(device) for name in tensors})
 
 
 def paged_attention_ref(
@@ -47,14 +67,11 @@ def paged_attention_ref(
     meta: PagedAttentionMetadata,
 ) -> torch.Tensor:
     out = torch.empty_like(q)
-    if meta.decode_rows.numel():
+    if meta.decode_starts.numel():
         # Decodes run in groups of similar context length, so padding to a group's longest stays small.
-        lens = torch.tensor(meta.context_lens, device=q.device)[meta.decode_rows]
-        order = torch.argsort(lens)
-        for group in torch.split(meta.decode_rows[order], DECODE_GROUP_SEQS):
-            starts = torch.tensor(meta.query_start[:-1], device=q.device)[group]
-            group_lens = torch.tensor(meta.context_lens, device=q.device)[group]
-            out[starts] = _decode(q[starts], k_cache, v_cache, meta.block_tables[group], group_lens)
+        decodes = (meta.decode_starts, meta.decode_lens, meta.decode_tables)
+        for starts, lens, tables in zip(*(t.split(DECODE_GROUP_SEQS) for t in decodes), strict=True):
+            out[starts] = _decode(q[starts], k_cache, v_cache, tables, lens)
     for row in meta.prefill_rows:
         start, end = meta.query_start[row], meta.query_start[row + 1]
         out[start:end] = _prefill(q[start:end], k_cache, v_cache, meta.block_tables[row], meta.context_lens[row])
@@ -161,11 +178,12 @@ def paged_decode_triton(q, k_cache, v_cache, block_tables, context_lens):
 
 
 def paged_attention(q, k_cache, v_cache, meta):
-    if not use_triton(q) or not meta.decode_rows.numel():
+    if not use_triton(q) or not meta.decode_starts.numel():
         return paged_attention_ref(q, k_cache, v_cache, meta)
     # Decodes through the Triton kernel; prefill chunks still take the reference (no Triton prefill kernel yet).
-    out = paged_attention_ref(q, k_cache, v_cache, replace(meta, decode_rows=meta.decode_rows[:0]))
-    starts = torch.tensor(meta.query_start[:-1], device=q.device)[meta.decode_rows]
-    lens = torch.tensor(meta.context_lens, device=q.device)[meta.decode_rows]
-    out[starts] = paged_decode_triton(q[starts], k_cache, v_cache, meta.block_tables[meta.decode_rows], lens)
+    no_decodes = replace(meta, decode_starts=meta.decode_starts[:0], decode_lens=meta.decode_lens[:0],
+                         decode_tables=meta.decode_tables[:0])  # fmt: skip
+    out = paged_attention_ref(q, k_cache, v_cache, no_decodes)
+    starts = meta.decode_starts
+    out[starts] = paged_decode_triton(q[starts], k_cache, v_cache, meta.decode_tables, meta.decode_lens)
     return out

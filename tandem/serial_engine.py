@@ -9,8 +9,6 @@ stats). The cloud worker's paged engine replaces it behind `Engine`.
 import asyncio
 import queue
 import threading
-import time
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,6 +20,7 @@ from tandem.detokenizer import IncrementalDetokenizer
 from tandem.engine_api import EngineStats, GenerationChunk, GenerationRequest, Usage, check_fits_context
 from tandem.process_memory import memory_bytes, memory_watermark_bytes
 from tandem.sampling import make_generator, sample_token
+from tandem.sliding_count import SlidingCount
 
 TOKEN_RATE_WINDOW_S = 10.0
 
@@ -64,7 +63,7 @@ class SerialEngine:
         self._model_id = model_id
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._num_running = 0
-        self._token_times: deque[float] = deque()
+        self._tokens = SlidingCount(TOKEN_RATE_WINDOW_S)
         self._thread = threading.Thread(target=self._run, name=f"{kind}-engine", daemon=True)
         self._thread.start()
 
@@ -84,8 +83,6 @@ class SerialEngine:
             job.cancelled.set()  # no-op when finished; frees the sequence when the caller left
 
     def stats(self) -> EngineStats:
-        now = time.monotonic()
-        recent = sum(1 for t in list(self._token_times) if now - t <= TOKEN_RATE_WINDOW_S)
         return EngineStats(
             model_id=self._model_id,
             kind=self.kind,
@@ -93,7 +90,7 @@ class SerialEngine:
             max_context_tokens=self._model.max_context_tokens,
             queue_depth=self._jobs.qsize(),
             running=self._num_running,
-            tokens_per_s=recent / TOKEN_RATE_WINDOW_S,
+            tokens_per_s=self._tokens.per_second(),
             memory_bytes=memory_bytes(),
             memory_watermark_bytes=memory_watermark_bytes(),
         )
@@ -129,8 +126,7 @@ class SerialEngine:
                 break
             token = sample_token(logits, params, generator)
             num_out += 1
-            self._token_times.append(time.monotonic())
-            self._trim_token_times()
+            self._tokens.add()
             if token in stop_ids:
                 finish, text, ids = "stop", detok.flush(), ()
             else:
@@ -147,8 +143,3 @@ class SerialEngine:
                 job.emit(GenerationChunk(ids, text, finish, usage))
                 return
         job.emit(GenerationChunk((), "", finish, Usage(len(prompt), num_out)))
-
-    def _trim_token_times(self) -> None:
-        cutoff = time.monotonic() - TOKEN_RATE_WINDOW_S
-        while self._token_times and self._token_times[0] < cutoff:
-            self._token_times.popleft()

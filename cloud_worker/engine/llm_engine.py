@@ -13,8 +13,6 @@ import logging
 import queue
 import random
 import threading
-import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -34,6 +32,7 @@ from tandem.engine_api import (
     check_fits_context,
 )
 from tandem.process_memory import memory_bytes, memory_watermark_bytes
+from tandem.sliding_count import SlidingCount
 
 log = logging.getLogger(__name__)
 TOKEN_RATE_WINDOW_S = 10.0
@@ -77,9 +76,8 @@ class PagedEngine:
         self._on_block_events = on_block_events
         self._inbox: queue.SimpleQueue[_Job | int | None] = queue.SimpleQueue()  # job, cancelled job's key, or stop
         self._jobs: dict[int, _Job] = {}  # by Sequence.arrival (request ids come from callers, may repeat)
-        self._token_times: deque[float] = deque()
+        self._tokens = SlidingCount(TOKEN_RATE_WINDOW_S)
         self._closed = False
-        self.step_overhead_s = 0.0  # scheduling and bookkeeping time, outside the model (bench reads it)
         self.num_steps = 0
         self.num_requests = 0
         self._thread = threading.Thread(target=self._run, name="paged-engine", daemon=True)
@@ -125,8 +123,6 @@ class PagedEngine:
         check_fits_context(request, self._max_context_tokens)
 
     def stats(self) -> EngineStats:
-        now = time.monotonic()
-        recent = sum(1 for t in list(self._token_times) if now - t <= TOKEN_RATE_WINDOW_S)
         bm = self.block_manager
         return EngineStats(
             model_id=self.model_id,
@@ -140,7 +136,7 @@ class PagedEngine:
             block_size_tokens=bm.block_size_tokens,
             prefix_hit_tokens=bm.num_hit_tokens,
             prefix_query_tokens=bm.num_query_tokens,
-            tokens_per_s=recent / TOKEN_RATE_WINDOW_S,
+            tokens_per_s=self._tokens.per_second(),
             memory_bytes=memory_bytes(),
             memory_watermark_bytes=memory_watermark_bytes(),
             requests_total=self.num_requests,
@@ -188,35 +184,22 @@ class PagedEngine:
                 self.scheduler.add(item.seq)
 
     def step(self) -> None:
-        started = time.perf_counter()
         scheduled = self.scheduler.schedule()
         if not scheduled:
             return
-        model_started = time.perf_counter()
         tokens, logprobs = self.runner.run(scheduled)
-        model_s = time.perf_counter() - model_started
         self.scheduler.finish_step(scheduled)
         self._postprocess(scheduled, tokens, logprobs)
-        if self._on_block_events is not None:
-            events = self.block_manager.drain_events()
-            if events:
-                self._on_block_events(events)
+        events = self.block_manager.drain_events()  # always: undrained events would pile up without a publisher
+        if events and self._on_block_events is not None:
+            self._on_block_events(events)
         self.num_steps += 1
-        self.step_overhead_s += time.perf_counter() - started - model_s
 
     def _postprocess(self, scheduled: list[ScheduledSeq], tokens: list[int], logprobs: list[float]) -> None:
-        now = time.monotonic()
-        sampled = iter(zip(tokens, logprobs, strict=True))
-        for item in scheduled:
-            if not item.is_sampling:
-                continue
-            token, logprob = next(sampled)
-            job = self._jobs[item.seq.arrival]
-            self._token_times.append(now)
-            self._emit_token(job, token, logprob)
-        cutoff = now - TOKEN_RATE_WINDOW_S
-        while self._token_times and self._token_times[0] < cutoff:
-            self._token_times.popleft()
+        sampling = [item for item in scheduled if item.is_sampling]
+        for item, token, logprob in zip(sampling, tokens, logprobs, strict=True):
+            self._emit_token(self._jobs[item.seq.arrival], token, logprob)
+        self._tokens.add(len(tokens))
 
     def _emit_token(self, job: _Job, token: int, logprob: float) -> None:
         seq, params = job.seq, job.seq.request.sampling

@@ -29,20 +29,11 @@ class StepInputs:
     meta: PagedAttentionMetadata
     sample_indices: torch.Tensor  # [N]: the flat index of each sampling sequence's last token
 
-    def to(self, device) -> "StepInputs":
-        meta = self.meta
+    def to(self, device: torch.device) -> "StepInputs":
+        if device.type == "cpu":
+            return self  # built on the CPU already
         return StepInputs(
-            self.input_ids.to(device),
-            self.positions.to(device),
-            PagedAttentionMetadata(
-                meta.slot_mapping.to(device),
-                meta.query_start,
-                meta.context_lens,
-                meta.block_tables.to(device),
-                meta.decode_rows.to(device),
-                meta.prefill_rows,
-            ),
-            self.sample_indices.to(device),
+            self.input_ids.to(device), self.positions.to(device), self.meta.to(device), self.sample_indices.to(device)
         )
 
 
@@ -57,8 +48,8 @@ def prepare_inputs(scheduled: list[ScheduledSeq], block_size_tokens: int) -> Ste
     input_ids: list[int] = []
     positions: list[int] = []
     slots: list[int] = []
-    query_start, context_lens, sample_indices, decode_rows, prefill_rows = [0], [], [], [], []
-    for row, item in enumerate(scheduled):
+    query_start, context_lens, sample_indices = [0], [], []
+    for item in scheduled:
         seq, start = item.seq, item.seq.num_computed_tokens
         end = start + item.num_new_tokens
         input_ids += seq.token_ids[start:end]
@@ -72,7 +63,6 @@ def prepare_inputs(scheduled: list[ScheduledSeq], block_size_tokens: int) -> Ste
             ]
         query_start.append(query_start[-1] + item.num_new_tokens)
         context_lens.append(end)
-        (decode_rows if item.num_new_tokens == 1 else prefill_rows).append(row)
         if item.is_sampling:
             sample_indices.append(query_start[-1] - 1)
     max_blocks = max(len(item.seq.block_table) for item in scheduled)
@@ -80,13 +70,8 @@ def prepare_inputs(scheduled: list[ScheduledSeq], block_size_tokens: int) -> Ste
     for item in scheduled:
         tables += item.seq.block_table
         tables += [0] * (max_blocks - len(item.seq.block_table))
-    meta = PagedAttentionMetadata(
-        slot_mapping=_int64(slots),
-        query_start=tuple(query_start),
-        context_lens=tuple(context_lens),
-        block_tables=_int64(tables).view(len(scheduled), max_blocks),
-        decode_rows=_int64(decode_rows),
-        prefill_rows=tuple(prefill_rows),
+    meta = PagedAttentionMetadata.build(
+        _int64(slots), query_start, context_lens, _int64(tables).view(len(scheduled), max_blocks)
     )
     return StepInputs(_int64(input_ids), _int64(positions), meta, _int64(sample_indices))
 

@@ -6,19 +6,17 @@ gRPC status codes as their one vocabulary.
 """
 
 import logging
-import time
-from collections import deque
 from collections.abc import AsyncIterator
 
 import grpc
 
 from gateway.backends.circuit_breaker import CircuitBreaker
-from gateway.routing.candidate import Candidate
+from gateway.routing.candidate import RECENT_WINDOW_S, Candidate
 from proto.gen import worker_pb2
+from tandem.sliding_count import SlidingCount
 
 log = logging.getLogger(__name__)
 STATS_TIMEOUT_S = 1.0
-RECENT_WINDOW_S = 5.0
 # Statuses that say the request never ran or the worker is gone: try another backend.
 RETRYABLE = {
     grpc.StatusCode.UNAVAILABLE,
@@ -51,7 +49,7 @@ class WorkerBackend:
         self.problem: str | None = None  # why it is unhealthy; None (optimistic) until a poll or call says otherwise
         self.stats: worker_pb2.StatsReply | None = None
         self.inflight = 0
-        self._sent: deque[float] = deque()  # when this gateway sent it requests, for the last RECENT_WINDOW_S
+        self._sent = SlidingCount(RECENT_WINDOW_S)  # requests this gateway sent it lately
 
     @property
     def is_healthy(self) -> bool:
@@ -69,14 +67,8 @@ class WorkerBackend:
             kv_blocks_used=s.kv_blocks_used if s else 0,
             kv_blocks_total=s.kv_blocks_total if s else 0,
             block_size_tokens=s.block_size_tokens if s else 0,
-            recent_requests=self._num_recent(),
+            recent_requests=self._sent.count(),
         )
-
-    def _num_recent(self) -> int:
-        cutoff = time.monotonic() - RECENT_WINDOW_S
-        while self._sent and self._sent[0] < cutoff:
-            self._sent.popleft()
-        return len(self._sent)
 
     async def refresh(self) -> None:
         try:
@@ -114,7 +106,7 @@ class WorkerBackend:
                 self.endpoint, grpc.StatusCode.UNAVAILABLE, "circuit breaker open after repeated failures"
             )
         self.inflight += 1
-        self._sent.append(time.monotonic())
+        self._sent.add()
         answered = failed = False
         try:
             async for chunk in self._stream(request, timeout_s):

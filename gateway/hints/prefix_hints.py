@@ -1,7 +1,7 @@
 """Which backend holds how much of a prompt's prefix: Redis hints when they work, routing history otherwise.
 
 In Redis mode the gateway's routing of the last `pending_s` seconds counts
-too (see approximate_index.py). The mode is visible: `tandem_prefix_hint_mode` says which is active, and
+too (see approximate_index.py). The mode is visible: `tandem_gateway_prefix_hint_mode` says which is active, and
 every switch is logged once. A Redis failure never fails a request: the
 lookup falls back to the approximate index at once and tries Redis again
 after `retry_after_s`. The approximate index is fed on every routed request
@@ -11,18 +11,19 @@ in both modes, so it is warm when it is needed.
 import asyncio
 import logging
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 
 from gateway import metrics
 from gateway.hints.approximate_index import ApproximateIndex
 from gateway.hints.redis_index import RedisHintIndex
+from gateway.routing.candidate import RECENT_WINDOW_S
 from proto.prefix_hash import DEFAULT_BLOCK_SIZE_TOKENS, prefix_hashes
 from proto.prefix_hints import worker_id_for
+from tandem.sliding_count import SlidingCount
 
 log = logging.getLogger(__name__)
 # How long this gateway trusts its own routing over Redis: a prefill's duration plus a publish flush.
 PENDING_S = 2.0
-FLOW_WINDOW_S = 5.0  # same window as WorkerBackend's recent requests
 MAX_FLOW_PREFIXES = 10_000
 MAX_LOOKUP_BLOCKS = 256  # prompts longer than 4096 tokens (at 16 per block) are matched on their first 4096
 
@@ -36,8 +37,9 @@ class PrefixHints:
         self._redis = RedisHintIndex(redis_client, model_id) if redis_client is not None else None
         self._retry_after_s, self._pending_s = retry_after_s, pending_s
         self._pending_writes: set[asyncio.Task] = set()
-        self._flow: OrderedDict[bytes, deque[float]] = OrderedDict()  # first block hash -> when routed
+        self._flow: OrderedDict[bytes, SlidingCount] = OrderedDict()  # first block hash -> requests lately
         self._redis_down_until = 0.0
+        self._mode: str | None = None
         self._set_mode("redis" if self._redis else "approximate", reason="REDIS_URL not set" if not self._redis else "")
 
     @property
@@ -66,16 +68,9 @@ class PrefixHints:
         return {e: by_worker[w] for e, w in workers.items()}
 
     def flow(self, hashes: list[bytes]) -> int:
-        """Requests routed in the last FLOW_WINDOW_S whose prompt starts with the same block."""
-        if not hashes:
-            return 0
-        times = self._flow.get(hashes[0])
-        if not times:
-            return 0
-        cutoff = time.monotonic() - FLOW_WINDOW_S
-        while times and times[0] < cutoff:
-            times.popleft()
-        return len(times)
+        """Requests routed in the last RECENT_WINDOW_S whose prompt starts with the same block."""
+        recent = self._flow.get(hashes[0]) if hashes else None
+        return recent.count() if recent is not None else 0
 
     def record(self, endpoint: str, hashes: list[bytes], already_held: int = 0) -> None:
         """This gateway just sent a prompt with these block hashes to endpoint.
@@ -88,7 +83,7 @@ class PrefixHints:
         worker = worker_id_for(endpoint)
         self.approximate.record(worker, hashes)
         if hashes:
-            self._flow.setdefault(hashes[0], deque()).append(time.monotonic())
+            self._flow.setdefault(hashes[0], SlidingCount(RECENT_WINDOW_S)).add()
             self._flow.move_to_end(hashes[0])
             while len(self._flow) > MAX_FLOW_PREFIXES:
                 self._flow.popitem(last=False)
@@ -104,7 +99,7 @@ class PrefixHints:
             log.debug("pending hints not written: %s", exc)
 
     def _set_mode(self, mode: str, reason: str = "") -> None:
-        if getattr(self, "_mode", None) == mode:
+        if self._mode == mode:
             return
         self._mode = mode
         for m in ("redis", "approximate"):

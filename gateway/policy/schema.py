@@ -4,6 +4,7 @@ Unknown keys are errors (a typo must not silently change routing), and every
 name a rule uses must be a pool, checked when the policy loads.
 """
 
+import functools
 from typing import Literal
 from urllib.parse import urlparse
 
@@ -80,10 +81,11 @@ class PickerSpec(_Strict):
     @model_validator(mode="after")
     def _valid_config(self) -> "PickerSpec":
         _known("picker", self.type, PICKERS)
-        self.build()  # bad config fails when the policy loads
+        self.pick  # noqa: B018 - built once, when the policy loads, so bad config fails there
         return self
 
-    def build(self):
+    @functools.cached_property
+    def pick(self):
         """The pick function: (scored candidates, turn) -> candidates, best first."""
         config_class, factory = PICKERS[self.type]
         params = {

@@ -7,6 +7,8 @@ the hint index before the profile runs.
 
 from dataclasses import dataclass
 
+RECENT_WINDOW_S = 5.0  # the window of `recent_requests` and `prefix_recent_requests`
+
 
 @dataclass(frozen=True)
 class Candidate:

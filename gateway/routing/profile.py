@@ -35,7 +35,7 @@ def evaluate(
         report.scores = {s.type: SCORERS[s.type](c) for s in profile.scorers}
         report.score = sum(s.weight * report.scores[s.type] for s in profile.scorers) / total_weight
         scored.append((c, report.score))
-    return profile.picker.build()(scored, turn), list(reports.values())
+    return profile.picker.pick(scored, turn), list(reports.values())
 
 
 def evaluate_pool(

@@ -36,8 +36,9 @@ def test_paged_decode_bf16_llama3_8b_heads(context):
     tables = torch.randperm(seqs * blocks_per_seq, device="cuda").view(seqs, blocks_per_seq)
     q = torch.randn(seqs, heads, dim, device="cuda", dtype=torch.bfloat16)
     lens = torch.full((seqs,), context, device="cuda", dtype=torch.int64)
-    meta = PagedAttentionMetadata(torch.empty(0, dtype=torch.int64), tuple(range(seqs + 1)), (context,) * seqs,
-                                  tables, torch.arange(seqs, device="cuda"), ())  # fmt: skip
+    meta = PagedAttentionMetadata.build(
+        torch.empty(0, dtype=torch.int64), range(seqs + 1), [context] * seqs, tables.cpu()
+    ).to("cuda")
     expected = paged_attention_ref(q, k, v, meta)
     torch.testing.assert_close(paged_decode_triton(q, k, v, tables, lens), expected, rtol=2e-2, atol=2e-2)
 

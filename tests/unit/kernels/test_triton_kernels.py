@@ -86,13 +86,8 @@ def decode_case(context_lens: list[int], heads: int = 4, kv_heads: int = 2, head
         mine = [order.pop() for _ in range(-(-n // block))]
         tables.append(mine + [0] * (width - len(mine)))
     q = torch.randn(len(context_lens), heads, head_dim, generator=gen(9))
-    meta = PagedAttentionMetadata(
-        slot_mapping=torch.empty(0, dtype=torch.int64),
-        query_start=tuple(range(len(context_lens) + 1)),
-        context_lens=tuple(context_lens),
-        block_tables=torch.tensor(tables),
-        decode_rows=torch.arange(len(context_lens)),
-        prefill_rows=(),
+    meta = PagedAttentionMetadata.build(
+        torch.empty(0, dtype=torch.int64), range(len(context_lens) + 1), context_lens, torch.tensor(tables)
     )
     return q, k_cache, v_cache, meta
 

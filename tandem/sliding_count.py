@@ -1,0 +1,28 @@
+"""How many events happened in the last `window_s` seconds (tokens for tokens/s, requests for load)."""
+
+import time
+from collections import deque
+
+
+class SlidingCount:
+    def __init__(self, window_s: float) -> None:
+        assert window_s > 0
+        self.window_s = window_s
+        self._times: deque[float] = deque()
+
+    def add(self, count: int = 1) -> None:
+        now = time.monotonic()
+        self._times.extend([now] * count)
+        self._prune(now)
+
+    def count(self) -> int:
+        self._prune(time.monotonic())
+        return len(self._times)
+
+    def per_second(self) -> float:
+        return self.count() / self.window_s
+
+    def _prune(self, now: float) -> None:
+        cutoff = now - self.window_s
+        while self._times and self._times[0] < cutoff:
+            self._times.popleft()
