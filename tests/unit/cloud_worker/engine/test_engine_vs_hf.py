@@ -114,6 +114,7 @@ def test_warm_prefix_hit_equals_cold_run_and_hf(demo_checkpoint, make_engine, pr
     assert warm == cold == hf_greedy(demo_checkpoint, prompt)
     stats = engine.stats()
     assert (stats.prefix_hit_tokens, stats.prefix_query_tokens) == (cached, 2 * prompt_len)
+    assert engine.block_manager.events == []  # drained every step, even with no hint publisher
 
 
 def test_a_shared_system_prompt_is_served_from_cache_inside_one_batch(demo_checkpoint, make_engine):
