@@ -9,10 +9,12 @@ import asyncio
 import logging
 
 import httpx
+from opentelemetry import propagate, trace
 
 from edge_agent.device import probe
 
 log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
 MIN_INTERVAL_S, MAX_BACKOFF_S = 0.2, 30.0
 
 
@@ -38,12 +40,7 @@ async def keep_registered(
     async with httpx.AsyncClient(timeout=5.0) as client:
         while True:
             try:
-                response = await client.post(
-                    f"{gateway_url.rstrip('/')}/v1/edge/register",
-                    json=body | {"device": probe().as_dict()},
-                    headers=headers,
-                )
-                response.raise_for_status()
+                response = await _post(client, gateway_url, body | {"device": probe().as_dict()}, headers, registered)
                 interval = max(MIN_INTERVAL_S, float(response.json()["heartbeat_interval_s"]))
                 if not registered:
                     log.info("registered with %s as %s; heartbeat every %.1f s", gateway_url, agent_id, interval)
@@ -55,3 +52,21 @@ async def keep_registered(
                 registered = False
                 await asyncio.sleep(backoff)
                 backoff = min(MAX_BACKOFF_S, backoff * 2)
+
+
+async def _post(client: httpx.AsyncClient, gateway_url: str, body: dict, headers: dict, heartbeat: bool):
+    """A heartbeat is untraced; a (re-)registration is a span whose context the gateway continues."""
+    url = f"{gateway_url.rstrip('/')}/v1/edge/register"
+    if heartbeat:
+        response = await client.post(url, json=body, headers=headers)
+        response.raise_for_status()
+        return response
+    with tracer.start_as_current_span("edge.register") as span:
+        span.set_attribute("tandem.agent_id", body["agent_id"])
+        span.set_attribute("tandem.execution_provider", body["execution_provider"])
+        carrier = dict(headers)
+        propagate.inject(carrier)
+        response = await client.post(url, json=body, headers=carrier)
+        span.set_attribute("http.response.status_code", response.status_code)
+        response.raise_for_status()
+        return response

@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     watch_policy: bool = Field(default=True, description="reload the policy file when it changes")
     edge_token: str | None = Field(default=None, description="token edge agents register with; unset: registration off")
     edge_agent_ttl_s: float = Field(default=15.0, gt=0, description="drop an edge agent not heard from for this long")
+    trace_content: bool = Field(
+        default=False, description="put prompt and completion text in spans (never for private requests)"
+    )
     decision_log: Path | None = Field(default=None, description="append each routing decision here as JSON lines")
 
     @field_validator("api_keys", mode="before")

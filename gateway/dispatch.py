@@ -40,6 +40,7 @@ class RoutedStream:
     backend: WorkerBackend
     first: worker_pb2.GenerateChunk
     rest: AsyncIterator[worker_pb2.GenerateChunk]
+    predicted_cached_tokens: int = 0  # what the prefix hints promised for the chosen backend
 
     async def chunks(self) -> AsyncIterator[worker_pb2.GenerateChunk]:
         yield self.first
@@ -88,28 +89,38 @@ async def dispatch(
             if hashes:
                 # Now, so the next request sharing the prefix follows, through any replica.
                 hints.record(backend.endpoint, hashes, matched[backend.endpoint])
-            stream = backend.generate(request, timeout_s)
             wait_s = min(attempt_timeout_s, remaining)
-            try:
-                first = await asyncio.wait_for(anext(stream), wait_s)
-            except TimeoutError:
-                await stream.aclose()
-                backend.breaker.record_failure()
-                failures.append(f"{backend.endpoint}: no first token within {wait_s:.1f} s")
-                continue
-            except BackendError as exc:
-                await stream.aclose()
-                if not exc.is_retryable:
-                    raise BadRequest(exc.details) from exc
-                log.warning("backend %s failed before its first token: %s", backend.endpoint, exc)
-                failures.append(str(exc))
-                continue
+            # One span per attempt, up to its first token; the gRPC client span is its child.
+            with tracer.start_as_current_span("gateway.backend_call") as span:
+                span.set_attribute("tandem.pool", pool_name)
+                span.set_attribute("tandem.backend", backend.endpoint)
+                span.set_attribute("tandem.attempt", attempts)
+                stream = backend.generate(request, timeout_s)
+                try:
+                    first = await asyncio.wait_for(anext(stream), wait_s)
+                except TimeoutError:
+                    await stream.aclose()
+                    backend.breaker.record_failure()
+                    failures.append(f"{backend.endpoint}: no first token within {wait_s:.1f} s")
+                    span.set_attribute("tandem.outcome", "timeout")
+                    continue
+                except BackendError as exc:
+                    await stream.aclose()
+                    span.set_attribute("tandem.outcome", "error")
+                    if not exc.is_retryable:
+                        raise BadRequest(exc.details) from exc
+                    log.warning("backend %s failed before its first token: %s", backend.endpoint, exc)
+                    failures.append(str(exc))
+                    continue
+                span.set_attribute("tandem.outcome", "first_token")
             if attempts > 1:
                 metrics.FALLBACKS.labels(decision.rule).inc()
+            predicted = 0
             if hashes:
                 block_size = backend.candidate().block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS
-                metrics.PREFIX_TOKENS.labels(pool_name, "predicted").inc(matched[backend.endpoint] * block_size)
-            return RoutedStream(pool_name, decision.rule, backend, first, stream)
+                predicted = matched[backend.endpoint] * block_size
+                metrics.PREFIX_TOKENS.labels(pool_name, "predicted").inc(predicted)
+            return RoutedStream(pool_name, decision.rule, backend, first, stream, predicted)
         failures.append(f"pool {pool_name!r}: no healthy backend left")
     raise NoBackend(_no_backend_message(decision, failures))
 

@@ -70,6 +70,7 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     cached_prompt_tokens: int = 0
+    queue_wait_s: float = 0.0  # arrival to first scheduling; for the worker's trace, not sent on the wire
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ stats). The cloud worker's paged engine replaces it behind `Engine`.
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -43,6 +44,7 @@ class _Job:
     loop: asyncio.AbstractEventLoop
     chunks: asyncio.Queue
     cancelled: threading.Event = field(default_factory=threading.Event)
+    submitted_s: float = field(default_factory=time.monotonic)
 
     def emit(self, chunk: GenerationChunk | Exception) -> None:
         self.loop.call_soon_threadsafe(self.chunks.put_nowait, chunk)
@@ -118,6 +120,7 @@ class SerialEngine:
         generator = make_generator(params)
         detok = IncrementalDetokenizer(self._tokenizer, params.stop_strings)
         stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else self._eos_token_ids)
+        queue_wait_s = time.monotonic() - job.submitted_s
         logits, state = self._model.prefill(prompt)
         num_out, finish = 0, None
         while finish is None:
@@ -139,7 +142,7 @@ class SerialEngine:
                 job.emit(GenerationChunk(ids, text))
                 logits, state = self._model.decode(state, token, len(prompt) + num_out - 1)
             else:
-                usage = Usage(prompt_tokens=len(prompt), completion_tokens=num_out)
+                usage = Usage(len(prompt), num_out, queue_wait_s=queue_wait_s)
                 job.emit(GenerationChunk(ids, text, finish, usage))
                 return
-        job.emit(GenerationChunk((), "", finish, Usage(len(prompt), num_out)))
+        job.emit(GenerationChunk((), "", finish, Usage(len(prompt), num_out, queue_wait_s=queue_wait_s)))

@@ -7,6 +7,7 @@ and memory are the engine's. Errors map to gRPC status here and nowhere else.
 import asyncio
 import logging
 import signal
+import time
 from collections.abc import Awaitable, Callable
 
 import grpc
@@ -15,7 +16,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
 from proto.gen import worker_pb2, worker_pb2_grpc
-from tandem.engine_api import Engine, GenerationChunk, GenerationRequest, RequestRejected, SamplingParams
+from tandem.engine_api import Engine, GenerationChunk, GenerationRequest, RequestRejected, SamplingParams, Usage
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -61,6 +62,26 @@ def chunk_to_proto(chunk: GenerationChunk) -> worker_pb2.GenerateChunk:
     return out
 
 
+def _phase_spans(usage: Usage, started_ns: int, first_ns: int, ended_ns: int) -> None:
+    """The request's phases as child spans of the RPC, from the engine's own timings.
+
+    Queue wait runs to the first scheduling; prefill to the first token (which prefill yields); decode to the end.
+    """
+    scheduled_ns = min(started_ns + int(usage.queue_wait_s * 1e9), first_ns)
+    phases = (
+        ("worker.queue", started_ns, scheduled_ns, {}),
+        (
+            "worker.prefill",
+            scheduled_ns,
+            first_ns,
+            {"tandem.prompt_tokens": usage.prompt_tokens, "tandem.cached_prompt_tokens": usage.cached_prompt_tokens},
+        ),
+        ("worker.decode", first_ns, ended_ns, {"tandem.completion_tokens": usage.completion_tokens}),
+    )
+    for name, start, end, attributes in phases:
+        tracer.start_span(name, start_time=start, attributes=attributes).end(end_time=max(start, end))
+
+
 class WorkerServicer(worker_pb2_grpc.WorkerServicer):
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
@@ -77,12 +98,18 @@ class WorkerServicer(worker_pb2_grpc.WorkerServicer):
         span.set_attribute("tandem.worker.kind", self._engine.kind)
         span.set_attribute("tandem.execution_provider", self._engine.execution_provider)
         span.set_attribute("tandem.prompt_tokens", len(gen_request.prompt_token_ids))
+        started_ns = time.time_ns()
+        first_ns = None
         stream = self._engine.generate(gen_request)
         try:
             async for chunk in stream:
+                if first_ns is None:
+                    first_ns = time.time_ns()
                 if chunk.usage is not None:
                     span.set_attribute("tandem.completion_tokens", chunk.usage.completion_tokens)
+                    span.set_attribute("tandem.cached_prompt_tokens", chunk.usage.cached_prompt_tokens)
                     span.set_attribute("tandem.finish_reason", chunk.finish_reason or "")
+                    _phase_spans(chunk.usage, started_ns, first_ns, time.time_ns())
                 yield chunk_to_proto(chunk)
         except RequestRejected as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))

@@ -23,16 +23,26 @@ def write_policy(path: Path, cloud_port: int, edge_port: int) -> Path:
     return path
 
 
-def start_stack(model_dir: Path, work_dir: Path, otlp_endpoint: str | None = None) -> LocalStack:
+def otlp_env(otlp_endpoint: str) -> dict[str, str]:
+    """Environment that makes a Tandem process export its spans to `otlp_endpoint` within ~0.1 s."""
+    return {
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint,
+        "OTEL_EXPORTER_OTLP_INSECURE": "true",
+    }
+
+
+def start_stack(
+    model_dir: Path,
+    work_dir: Path,
+    otlp_endpoint: str | None = None,
+    env: dict[str, str] | None = None,
+    gateway_port: int | None = None,
+) -> LocalStack:
     policy = write_policy(work_dir / "policy.yaml", free_port(), free_port())
-    env = {"OTEL_BSP_SCHEDULE_DELAY": "100"}
-    if otlp_endpoint:
-        env |= {
-            "OTEL_TRACES_EXPORTER": "otlp",
-            "OTEL_EXPORTER_OTLP_ENDPOINT": otlp_endpoint,
-            "OTEL_EXPORTER_OTLP_INSECURE": "true",
-        }
-    return start_local_stack(model_dir, policy, work_dir, free_port(), env)
+    full_env = (otlp_env(otlp_endpoint) if otlp_endpoint else {}) | (env or {})
+    return start_local_stack(model_dir, policy, work_dir, gateway_port or free_port(), full_env)
 
 
 def endpoint_of(stack: LocalStack, pool: str) -> str:

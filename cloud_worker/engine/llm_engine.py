@@ -13,6 +13,7 @@ import logging
 import queue
 import random
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -187,6 +188,10 @@ class PagedEngine:
         scheduled = self.scheduler.schedule()
         if not scheduled:
             return
+        now = time.monotonic()
+        for item in scheduled:
+            if item.seq.first_scheduled_s is None:
+                item.seq.first_scheduled_s = now
         tokens, logprobs = self.runner.run(scheduled)
         self.scheduler.finish_step(scheduled)
         self._postprocess(scheduled, tokens, logprobs)
@@ -219,7 +224,8 @@ class PagedEngine:
         seq = job.seq
         self.scheduler.finish(seq)
         del self._jobs[seq.arrival]
-        usage = Usage(seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens)
+        waited = (seq.first_scheduled_s or time.monotonic()) - seq.submitted_s
+        usage = Usage(seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens, waited)
         job.emit(GenerationChunk(ids, text, reason, usage, logprobs))
 
     def _fail_all(self, exc: Exception) -> None:

@@ -1,6 +1,7 @@
 """One request's state inside the engine: its tokens, its blocks, how far it is computed."""
 
 import itertools
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -30,6 +31,8 @@ class Sequence:
     status: SequenceStatus = SequenceStatus.WAITING
     arrival: int = field(default_factory=lambda: next(_arrivals))
     num_preemptions: int = 0
+    submitted_s: float = field(default_factory=time.monotonic)
+    first_scheduled_s: float | None = None  # for the queue-wait span
     _block_hashes: list[bytes] = field(default_factory=list)
 
     def __post_init__(self) -> None:

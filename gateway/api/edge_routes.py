@@ -4,6 +4,7 @@ import hmac
 import logging
 
 from fastapi import APIRouter, Depends, Request
+from opentelemetry import trace
 
 from gateway.edge_agents import Registration
 from gateway.errors import GatewayError, Unauthorized
@@ -31,6 +32,9 @@ router = APIRouter(prefix="/v1/edge", dependencies=[Depends(require_edge_token)]
 
 @router.post("/register")
 async def register(body: Registration, state: State) -> dict:
+    span = trace.get_current_span()  # the server span, a child of the agent's `edge.register` span
+    span.set_attribute("tandem.agent_id", body.agent_id)
+    span.set_attribute("tandem.execution_provider", body.execution_provider)
     if state.edge_agents.heartbeat(body):
         log.info(
             "edge agent %s registered: %s, %s, npu=%s",

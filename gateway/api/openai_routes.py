@@ -3,11 +3,13 @@
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from opentelemetry import trace
+from opentelemetry import context, trace
 
 from gateway import metrics
 from gateway.api.openai_format import SSE_DONE, ResponseShape, sse
@@ -101,55 +103,105 @@ async def _serve(
         ("tandem.backend", routed.backend.endpoint),
     ):
         span.set_attribute(key, value)
+    traced = _StreamTrace(
+        context.get_current(),
+        prepared.text if state.settings.trace_content and not gen_request.private else None,
+    )
     headers = {"X-Tandem-Route": f"{routed.pool}; rule={routed.rule}", "X-Tandem-Backend": routed.backend.endpoint}
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        events = _stream_events(routed, shape, include_usage, started, admission)
+        events = _stream_events(routed, shape, include_usage, started, admission, traced)
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
-    return JSONResponse(await _collect(routed, shape, started, admission), headers=headers)
+    return JSONResponse(await _collect(routed, shape, started, admission, traced), headers=headers)
 
 
-async def _collect(routed: RoutedStream, shape: ResponseShape, started: float, admission: Admission) -> dict:
+@dataclass(frozen=True)
+class _StreamTrace:
+    """Where the `gateway.stream` span hangs (the request's span), and the prompt text when content is traced."""
+
+    parent: context.Context
+    prompt_text: str | None
+
+    @contextmanager
+    def span(self, routed: RoutedStream, parts: list[str]) -> Iterator[trace.Span]:
+        # Not made current: a streamed body may be closed from another context than it started in.
+        span = tracer.start_span("gateway.stream", context=self.parent)
+        span.set_attribute("tandem.backend", routed.backend.endpoint)
+        span.set_attribute("tandem.predicted_cached_tokens", routed.predicted_cached_tokens)
+        try:
+            yield span
+        except BaseException as exc:
+            span.record_exception(exc)
+            span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
+            raise
+        finally:
+            if self.prompt_text is not None:
+                span.set_attribute("tandem.prompt_text", self.prompt_text)
+                span.set_attribute("tandem.completion_text", "".join(parts))
+            span.end()
+
+
+def _end_of_stream(span: trace.Span, last: worker_pb2.GenerateChunk) -> None:
+    span.set_attribute("tandem.finish_reason", last.finish_reason)
+    if last.HasField("usage"):
+        span.set_attribute("tandem.completion_tokens", last.usage.completion_tokens)
+        span.set_attribute("tandem.cached_prompt_tokens", last.usage.cached_prompt_tokens)
+
+
+async def _collect(
+    routed: RoutedStream, shape: ResponseShape, started: float, admission: Admission, traced: _StreamTrace
+) -> dict:
     parts: list[str] = []
     last = None
-    try:
-        async for chunk in routed.chunks():  # read to the end so the RPC (and its span) completes
-            parts.append(chunk.text)
-            last = chunk
-    except BackendError as exc:
-        _record(routed, "backend_error", None, started)
-        raise BackendFailed(f"backend failed mid-answer: {exc}") from exc
-    finally:
-        await routed.aclose()
-        await admission.release(_used_tokens(last))
-    if last is None or not last.finish_reason:
-        _record(routed, "backend_error", None, started)
-        raise BackendFailed(f"{routed.backend.endpoint} ended the stream without a finish reason")
+    with traced.span(routed, parts) as span:
+        try:
+            async for chunk in routed.chunks():  # read to the end so the RPC (and its span) completes
+                parts.append(chunk.text)
+                last = chunk
+        except BackendError as exc:
+            _record(routed, "backend_error", None, started)
+            raise BackendFailed(f"backend failed mid-answer: {exc}") from exc
+        finally:
+            await routed.aclose()
+            await admission.release(_used_tokens(last))
+        if last is None or not last.finish_reason:
+            _record(routed, "backend_error", None, started)
+            raise BackendFailed(f"{routed.backend.endpoint} ended the stream without a finish reason")
+        _end_of_stream(span, last)
     _record(routed, "ok", last.usage, started)
     return shape.whole("".join(parts), last.finish_reason, last.usage)
 
 
 async def _stream_events(
-    routed: RoutedStream, shape: ResponseShape, include_usage: bool, started: float, admission: Admission
+    routed: RoutedStream,
+    shape: ResponseShape,
+    include_usage: bool,
+    started: float,
+    admission: Admission,
+    traced: _StreamTrace,
 ) -> AsyncIterator[str]:
     last = None
+    parts: list[str] = []
     yield shape.chunk(None, first=True)
-    try:
-        async for chunk in routed.chunks():
-            if chunk.text:
-                yield shape.chunk(chunk.text)
-            last = chunk
-            if chunk.finish_reason:
-                yield shape.chunk(None, reason=chunk.finish_reason)
-                if include_usage:
-                    yield shape.usage_chunk(chunk.usage)
-                _record(routed, "ok", chunk.usage, started)
-    except BackendError as exc:
-        _record(routed, "backend_error", None, started)
-        yield _error_event(BackendFailed(f"backend failed mid-answer: {exc}"))
-    finally:
-        await routed.aclose()  # the client left, or the answer ended: free the worker's sequence
-        await admission.release(_used_tokens(last))
+    with traced.span(routed, parts) as span:
+        try:
+            async for chunk in routed.chunks():
+                if chunk.text:
+                    parts.append(chunk.text)
+                    yield shape.chunk(chunk.text)
+                last = chunk
+                if chunk.finish_reason:
+                    _end_of_stream(span, chunk)
+                    yield shape.chunk(None, reason=chunk.finish_reason)
+                    if include_usage:
+                        yield shape.usage_chunk(chunk.usage)
+                    _record(routed, "ok", chunk.usage, started)
+        except BackendError as exc:
+            _record(routed, "backend_error", None, started)
+            yield _error_event(BackendFailed(f"backend failed mid-answer: {exc}"))
+        finally:
+            await routed.aclose()  # the client left, or the answer ended: free the worker's sequence
+            await admission.release(_used_tokens(last))
     yield SSE_DONE
 
 

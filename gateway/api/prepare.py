@@ -19,6 +19,7 @@ tracer = trace.get_tracer(__name__)
 class Prepared:
     prompt_ids: list[int]
     features: RequestFeatures
+    text: str  # what the prompt spells; traced only when TANDEM_TRACE_CONTENT is on and the request is not private
 
 
 def prepare_chat(body: ChatCompletionRequest, request: Request, state: GatewayState, policy: Policy) -> Prepared:
@@ -32,7 +33,7 @@ def prepare_chat(body: ChatCompletionRequest, request: Request, state: GatewaySt
         span.set_attribute("tandem.prompt_tokens", len(prompt_ids))
     text = "\n".join(m["content"] for m in messages)
     requested = body.max_completion_tokens or body.max_tokens
-    return Prepared(prompt_ids, _classify(body, prompt_ids, text, requested, request, state, policy))
+    return Prepared(prompt_ids, _classify(body, prompt_ids, text, requested, request, state, policy), text)
 
 
 def prepare_completion(body: CompletionRequest, request: Request, state: GatewayState, policy: Policy) -> Prepared:
@@ -49,7 +50,7 @@ def prepare_completion(body: CompletionRequest, request: Request, state: Gateway
                 raise BadRequest(f"prompt token ids out of range [0, {vocab}): {bad[:5]}")
             # Token ids must not be a way around the detectors: scan what they spell.
             prompt_ids, text = list(body.prompt), state.tokenizer.tokenizer.decode(body.prompt)
-    return Prepared(prompt_ids, _classify(body, prompt_ids, text, body.max_tokens, request, state, policy))
+    return Prepared(prompt_ids, _classify(body, prompt_ids, text, body.max_tokens, request, state, policy), text)
 
 
 def _check(body: _GenerationParams, state: GatewayState) -> None:

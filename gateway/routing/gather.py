@@ -6,10 +6,14 @@ Scorers stay pure; the one lookup (Redis or the gateway's history) happens here.
 
 from dataclasses import dataclass, replace
 
+from opentelemetry import trace
+
 from gateway.backends.worker_backend import WorkerBackend
 from gateway.hints.prefix_hints import PrefixHints
 from gateway.policy.schema import Profile
 from gateway.routing.candidate import Candidate
+
+tracer = trace.get_tracer(__name__)
 
 
 @dataclass(frozen=True)
@@ -26,9 +30,13 @@ async def gather_candidates(
     if hints is None or prompt is None or not profile.uses_prefix_hints or not candidates:
         return candidates, []
     block_size = next((c.block_size_tokens for c in candidates if c.block_size_tokens), 0)
-    hashes = hints.hashes(prompt.tenant, prompt.token_ids, block_size)
-    matched = await hints.match(hashes, [c.endpoint for c in candidates])
-    flow = hints.flow(hashes)
+    with tracer.start_as_current_span("gateway.hint_lookup") as span:
+        hashes = hints.hashes(prompt.tenant, prompt.token_ids, block_size)
+        matched = await hints.match(hashes, [c.endpoint for c in candidates])
+        flow = hints.flow(hashes)
+        span.set_attribute("tandem.prefix_hint_mode", hints.mode)
+        span.set_attribute("tandem.prompt_blocks", len(hashes))
+        span.set_attribute("tandem.best_match_blocks", max(matched.values(), default=0))
     candidates = [
         replace(c, prompt_blocks=len(hashes), prefix_match_blocks=matched[c.endpoint], prefix_recent_requests=flow)
         for c in candidates
