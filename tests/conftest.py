@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tandem.demo_model import write_demo_checkpoint
+from tests.otlp_collector import OtlpCollector
 
 
 @pytest.fixture(scope="session")
@@ -52,3 +53,11 @@ def redis_url(tmp_path_factory) -> str:
     yield url
     process.terminate()
     process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def collector():
+    """An OTLP/gRPC trace collector on loopback, for the processes a test module starts."""
+    c = OtlpCollector()
+    yield c
+    c.stop()

@@ -15,7 +15,7 @@ import pytest
 from tandem.stack import start_local_stack
 from tests.conftest import free_port
 from tests.otlp_collector import OtlpCollector
-from tests.stack import start_gateway, write_policy
+from tests.stack import otlp_env, start_gateway, write_policy
 
 pytestmark = pytest.mark.integration
 
@@ -24,8 +24,7 @@ pytestmark = pytest.mark.integration
 def front(demo_checkpoint, tmp_path_factory):
     work = tmp_path_factory.mktemp("http-backend")
     collector = OtlpCollector()
-    otlp = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": collector.endpoint,
-            "OTEL_EXPORTER_OTLP_INSECURE": "true", "OTEL_BSP_SCHEDULE_DELAY": "100"}  # fmt: skip
+    otlp = otlp_env(collector.endpoint)
     edge_port = free_port()
     back = start_local_stack(
         demo_checkpoint, write_policy(work / "back.yaml", free_port(), edge_port), work, free_port(), otlp

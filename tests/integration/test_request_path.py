@@ -7,19 +7,11 @@ import httpx
 import openai
 import pytest
 
-from tests.otlp_collector import OtlpCollector
 from tests.stack import endpoint_of, start_stack
 
 pytestmark = pytest.mark.integration
 MODEL = "tandem-demo"
 LONG_TEXT = "Tell me more about the gateway and its routing. " * 60  # > 512 tokens
-
-
-@pytest.fixture(scope="module")
-def collector():
-    c = OtlpCollector()
-    yield c
-    c.stop()
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,6 @@ LONG_TEXT = f"{SECRET} tell me more about the gateway and its routing. " * 50  #
 
 
 @pytest.fixture(scope="module")
-def collector():
-    c = OtlpCollector()
-    yield c
-    c.stop()
-
-
-@pytest.fixture(scope="module")
 def stack(demo_checkpoint, tmp_path_factory, collector, redis_url):
     port = free_port()
     env = {
