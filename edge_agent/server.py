@@ -17,6 +17,7 @@ from tandem.checkpoint import load_tokenizer, model_id_for
 from tandem.embedded_http import serve_http
 from tandem.serial_engine import SerialEngine
 from tandem.telemetry import setup_tracing, shutdown_tracing
+from tandem.worker_metrics import metrics_app
 from tandem.worker_service import serve
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ def run(
     register: RegisterWith | None = None,
     quantization: Quantization = FP32,
     local_http_port: int | None = None,
+    metrics_port: int | None = None,
 ) -> None:
     setup_tracing("tandem-edge-agent")
     try:
@@ -72,6 +74,8 @@ def run(
             app = local_app(engine, ChatTokenizer(model_dir), engine.stats().model_id)
             tasks.append(lambda: serve_http(app, "127.0.0.1", local_http_port))
             log.info("local agent API on http://127.0.0.1:%d (loopback only)", local_http_port)
+        if metrics_port:
+            tasks.append(lambda: serve_http(metrics_app(engine), host, metrics_port))
         if register is not None:
             stats = engine.stats()
             endpoint = register.advertise or f"grpc://{host}:{port}"

@@ -38,6 +38,14 @@ class Settings(BaseSettings):
     trace_content: bool = Field(
         default=False, description="put prompt and completion text in spans (never for private requests)"
     )
+    autoscale_queue_per_worker: float = Field(
+        default=4.0, gt=0, description="autoscaling target: waiting requests per worker"
+    )
+    autoscale_kv_usage: float = Field(
+        default=0.85, gt=0, le=1, description="autoscaling target: KV pool fraction in use"
+    )
+    autoscale_ttft_p90_s: float = Field(default=2.0, gt=0, description="autoscaling target: TTFT p90 in seconds")
+    autoscale_window_s: float = Field(default=60.0, gt=0, description="window of the TTFT p90 signal")
     decision_log: Path | None = Field(default=None, description="append each routing decision here as JSON lines")
 
     @field_validator("api_keys", mode="before")

@@ -40,7 +40,9 @@ class RoutedStream:
     backend: WorkerBackend
     first: worker_pb2.GenerateChunk
     rest: AsyncIterator[worker_pb2.GenerateChunk]
+    tenant: str
     predicted_cached_tokens: int = 0  # what the prefix hints promised for the chosen backend
+    ttft_s: float = 0.0  # set by the caller when the first token is in hand
 
     async def chunks(self) -> AsyncIterator[worker_pb2.GenerateChunk]:
         yield self.first
@@ -120,7 +122,7 @@ async def dispatch(
                 block_size = backend.candidate().block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS
                 predicted = matched[backend.endpoint] * block_size
                 metrics.PREFIX_TOKENS.labels(pool_name, "predicted").inc(predicted)
-            return RoutedStream(pool_name, decision.rule, backend, first, stream, predicted)
+            return RoutedStream(pool_name, decision.rule, backend, first, stream, request.tenant, predicted)
         failures.append(f"pool {pool_name!r}: no healthy backend left")
     raise NoBackend(_no_backend_message(decision, failures))
 

@@ -11,9 +11,11 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+from prometheus_client import REGISTRY
 
 from gateway.api import edge_routes, explain_routes, health_routes, openai_routes
 from gateway.auth import require_api_key
+from gateway.autoscale import AutoscaleCollector, TtftWindow
 from gateway.backends.circuit_breaker import CircuitBreaker
 from gateway.backends.grpc_backend import GrpcWorkerBackend
 from gateway.backends.http_backend import HttpWorkerBackend
@@ -62,8 +64,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             EdgeAgents(s.edge_agent_ttl_s),
             decisions,
             PrefixHints(model_id, redis_client),
+            TtftWindow(s.autoscale_window_s),
         )
         app.state.gateway = state
+        autoscale = AutoscaleCollector(s, registry, lambda: state.policy, state.ttft)
+        REGISTRY.register(autoscale)
         await registry.refresh_all()  # know each backend's kind before the first request
         tasks = [asyncio.create_task(registry.poll_forever(s.health_interval_s))]
         if s.watch_policy:
@@ -73,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        REGISTRY.unregister(autoscale)
         await registry.close()
         if redis_client is not None:
             await redis_client.aclose()

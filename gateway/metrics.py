@@ -2,14 +2,20 @@
 
 from prometheus_client import Counter, Gauge, Histogram
 
-REQUESTS = Counter("tandem_gateway_requests_total", "Requests by outcome", ["pool", "rule", "status"])
-PROMPT_TOKENS = Counter("tandem_gateway_prompt_tokens_total", "Prompt tokens routed", ["pool"])
-COMPLETION_TOKENS = Counter("tandem_gateway_completion_tokens_total", "Completion tokens streamed", ["pool"])
+REQUESTS = Counter("tandem_gateway_requests_total", "Requests by outcome", ["pool", "rule", "tenant", "status"])
+PROMPT_TOKENS = Counter("tandem_gateway_prompt_tokens_total", "Prompt tokens routed", ["pool", "tenant"])
+COMPLETION_TOKENS = Counter("tandem_gateway_completion_tokens_total", "Completion tokens streamed", ["pool", "tenant"])
 TTFT = Histogram(
     "tandem_gateway_ttft_seconds",
     "Time to first token",
     ["pool"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+TPOT = Histogram(
+    "tandem_gateway_time_per_output_token_seconds",
+    "Time per output token after the first, per request",
+    ["pool"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1),
 )
 E2E = Histogram(
     "tandem_gateway_request_seconds",

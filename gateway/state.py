@@ -5,6 +5,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from gateway.autoscale import TtftWindow
 from gateway.backends.registry import BackendRegistry
 from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings
@@ -30,6 +31,7 @@ class GatewayState:
     edge_agents: EdgeAgents
     decisions: DecisionLog | None = None
     hints: PrefixHints | None = None  # which backend holds which prompt prefix (Redis, or this gateway's history)
+    ttft: TtftWindow | None = None  # recent TTFT per pool, for the autoscaling signal
 
 
 def _state(request: Request) -> GatewayState:

@@ -195,6 +195,7 @@ def edge_agent(
     local_http_port: Annotated[
         int | None, typer.Option(help="serve this device's SDK (private prompts) on 127.0.0.1:PORT, e.g. 50062")
     ] = None,
+    metrics_port: Annotated[int | None, typer.Option(help="serve Prometheus /metrics on this port")] = None,
     log_level: str = "info",
 ) -> None:
     """An edge agent: exports the checkpoint to ONNX (cached) and serves it on onnxruntime."""
@@ -212,7 +213,19 @@ def edge_agent(
         register = RegisterWith(register_url, register_token, agent_id, advertise)
     try:
         quantization = _quantization(bits, block_size, accuracy_level, keep_lm_head)
-        run(model, host, port, cache_dir, model_id, priority, require_npu, register, quantization, local_http_port)
+        run(
+            model,
+            host,
+            port,
+            cache_dir,
+            model_id,
+            priority,
+            require_npu,
+            register,
+            quantization,
+            local_http_port,
+            metrics_port,
+        )
     except (ProviderError, ExportError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc

@@ -65,6 +65,7 @@ class SerialEngine:
         self._model_id = model_id
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._num_running = 0
+        self._num_requests = 0
         self._tokens = SlidingCount(TOKEN_RATE_WINDOW_S)
         self._thread = threading.Thread(target=self._run, name=f"{kind}-engine", daemon=True)
         self._thread.start()
@@ -73,6 +74,7 @@ class SerialEngine:
         check_fits_context(request, self._model.max_context_tokens)
         job = _Job(request, asyncio.get_running_loop(), asyncio.Queue())
         self._jobs.put(job)
+        self._num_requests += 1
         try:
             while True:
                 chunk = await job.chunks.get()
@@ -95,6 +97,7 @@ class SerialEngine:
             tokens_per_s=self._tokens.per_second(),
             memory_bytes=memory_bytes(),
             memory_watermark_bytes=memory_watermark_bytes(),
+            requests_total=self._num_requests,
         )
 
     def close(self) -> None:

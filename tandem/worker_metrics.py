@@ -30,8 +30,10 @@ class EngineCollector:
         yield gauge("tandem_worker_kv_blocks_used", "KV blocks in use", s.kv_blocks_used)
         yield gauge("tandem_worker_kv_blocks_total", "KV blocks in the pool", s.kv_blocks_total)
         yield gauge("tandem_worker_tokens_per_second", "Output tokens per second, last 10 s", s.tokens_per_s)
-        yield gauge("tandem_worker_memory_bytes", "Process memory (RSS) in bytes", s.memory_bytes)
-        yield gauge("tandem_worker_memory_watermark_bytes", "Highest process memory so far", s.memory_watermark_bytes)
+        yield gauge("tandem_worker_memory_bytes", "GPU memory reserved (CUDA) or process RSS (CPU)", s.memory_bytes)
+        yield gauge(
+            "tandem_worker_memory_watermark_bytes", "Peak of tandem_worker_memory_bytes", s.memory_watermark_bytes
+        )
         yield counter(
             "tandem_worker_prefix_hit_tokens", "Prompt tokens served from the prefix cache", s.prefix_hit_tokens
         )

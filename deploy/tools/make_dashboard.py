@@ -34,6 +34,22 @@ panel(
     "s",
 )
 panel(
+    "Time per output token (p50, p90)",
+    [
+        (
+            f"histogram_quantile({q}, sum by (le) (rate(tandem_gateway_time_per_output_token_seconds_bucket[5m])))",
+            f"p{int(q * 100)}",
+        )
+        for q in (0.5, 0.9)
+    ],
+    "s",
+)
+panel(
+    "Tokens per second by tenant (gateway)",
+    [("sum by (tenant) (rate(tandem_gateway_completion_tokens_total[1m]))", "{{tenant}}")],
+    "short",
+)
+panel(
     "Output tokens per second (workers)",
     [("sum by (instance) (tandem_worker_tokens_per_second)", "{{instance}}")],
     "short",
@@ -83,6 +99,14 @@ panel(
     ],
     "reqps",
 )
+panel(
+    "Autoscaling: saturation by pool (scale to ceil(replicas x this))",
+    [
+        ("max by (pool) (tandem_autoscale_saturation)", "{{pool}}"),
+        ("max by (pool, signal) (tandem_autoscale_signal_ratio)", "{{pool}} {{signal}}"),
+    ],
+)
+panel("Open circuit breakers", [('sum by (backend) (tandem_gateway_backend_circuit_state{state!="closed"})', "{{backend}}")])
 panel("Policy reloads", [("sum by (result) (increase(tandem_gateway_policy_reloads_total[1h]))", "{{result}}")])
 dashboard = {
     "title": "Tandem",

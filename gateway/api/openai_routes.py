@@ -89,13 +89,15 @@ async def _serve(
     except BaseException as exc:
         await admission.release(0)
         if isinstance(exc, GatewayError):
-            metrics.REQUESTS.labels("none", "none", exc.code or "error").inc()
+            metrics.REQUESTS.labels("none", "none", features.tenant, exc.code or "error").inc()
             if state.decisions:
                 state.decisions.record(shape.response_id, features, None, None, None, exc.code or "error")
         raise
     if state.decisions:
         state.decisions.record(shape.response_id, features, routed.rule, routed.pool, routed.backend.endpoint, "routed")
-    metrics.TTFT.labels(routed.pool).observe(time.perf_counter() - started)
+    routed.ttft_s = time.perf_counter() - started
+    metrics.TTFT.labels(routed.pool).observe(routed.ttft_s)
+    state.ttft.add(routed.pool, routed.ttft_s)
     span = trace.get_current_span()
     for key, value in (
         ("tandem.rule", routed.rule),
@@ -217,9 +219,12 @@ def _error_event(error: GatewayError) -> str:
 
 
 def _record(routed: RoutedStream, status: str, usage: worker_pb2.Usage | None, started: float) -> None:
-    metrics.REQUESTS.labels(routed.pool, routed.rule, status).inc()
-    metrics.E2E.labels(routed.pool).observe(time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    metrics.REQUESTS.labels(routed.pool, routed.rule, routed.tenant, status).inc()
+    metrics.E2E.labels(routed.pool).observe(elapsed)
     if usage is not None:
-        metrics.PROMPT_TOKENS.labels(routed.pool).inc(usage.prompt_tokens)
+        metrics.PROMPT_TOKENS.labels(routed.pool, routed.tenant).inc(usage.prompt_tokens)
         metrics.PREFIX_TOKENS.labels(routed.pool, "actual").inc(usage.cached_prompt_tokens)
-        metrics.COMPLETION_TOKENS.labels(routed.pool).inc(usage.completion_tokens)
+        metrics.COMPLETION_TOKENS.labels(routed.pool, routed.tenant).inc(usage.completion_tokens)
+        if usage.completion_tokens > 1:
+            metrics.TPOT.labels(routed.pool).observe((elapsed - routed.ttft_s) / (usage.completion_tokens - 1))

@@ -37,7 +37,7 @@ def test_private_gets_503_when_the_edge_is_gone_and_public_falls_back(stack):
     message = err.value.response.json()["error"]["message"]
     assert "private request: only edge pools may serve it" in message  # says why the cloud was not tried
     metrics = httpx.get(f"{stack.url}/metrics").text
-    assert 'tandem_gateway_requests_total{pool="none",rule="none",status="no_backend"} 1.0' in metrics
+    assert 'tandem_gateway_requests_total{pool="none",rule="none",status="no_backend",tenant="default"} 1.0' in metrics
     assert route_of(client) == "cloud; rule=default"  # public traffic is unaffected
     npu = {"extra_headers": {"X-Tandem-Device": '{"npu": true}'}}
     assert route_of(client, **npu) == "cloud; rule=short-on-capable-device"  # its edge route falls back to the cloud

@@ -83,27 +83,3 @@ def test_a_clean_shutdown_deletes_the_workers_hints_at_once(demo_checkpoint, red
     worker.terminate()
     worker.wait(timeout=15)
     assert client.exists(*keys) == 0
-
-
-def test_the_worker_exports_its_stats_as_prometheus_metrics(demo_checkpoint, redis_url):
-    import httpx
-
-    port, metrics_port = free_port(), free_port()
-    args = ["cloud-worker", "--model", str(demo_checkpoint), "--port", str(port), "--num-kv-blocks", "64"]
-    worker = start_worker_process([*args, "--metrics-port", str(metrics_port)], {"REDIS_URL": redis_url})
-    try:
-        asyncio.run(generate(port, "acme"))
-        asyncio.run(generate(port, "acme"))
-        text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).text
-    finally:
-        worker.terminate()
-        worker.wait(timeout=15)
-    values = {
-        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("tandem_worker_")
-    }
-    assert values["tandem_worker_kv_blocks_total"] == 64
-    assert values["tandem_worker_requests_total"] == 2
-    assert values["tandem_worker_prefix_hit_tokens_total"] == 32  # the second request's two cached blocks
-    assert values["tandem_worker_memory_watermark_bytes"] > 0

@@ -1,6 +1,7 @@
 """The whole request path with real processes, driven by the official openai client."""
 
 import os
+import re
 import time
 
 import httpx
@@ -227,3 +228,15 @@ def test_edge_registration_is_off_without_a_token(stack):
     response = httpx.post(f"{stack.url}/v1/edge/register", json={})
     assert response.status_code == 404
     assert "TANDEM_EDGE_TOKEN" in response.json()["error"]["message"]
+
+
+def test_metrics_carry_tenants_token_timing_and_autoscaling_signals(client, stack):
+    chat(client, LONG_TEXT, max_tokens=4)
+    text = httpx.get(f"{stack.url}/metrics").text
+    assert re.search(r'^tandem_gateway_requests_total\{.*tenant="default".*\} [1-9]', text, re.M)
+    assert re.search(r'^tandem_gateway_completion_tokens_total\{pool="cloud",tenant="default"\} [1-9]', text, re.M)
+    assert re.search(r'^tandem_gateway_time_per_output_token_seconds_count\{pool="cloud"\} [1-9]', text, re.M)
+    assert re.search(r'^tandem_gateway_ttft_p90_seconds\{pool="cloud"\} ', text, re.M)
+    saturation = float(re.search(r'^tandem_autoscale_saturation\{pool="cloud"\} (\S+)$', text, re.M).group(1))
+    assert 0 < saturation < 1  # one idle worker: the TTFT signal is the largest, and under its 2 s target
+    assert re.search(r'^tandem_gateway_backend_circuit_state\{backend="grpc://[^"]+",state="closed"\} 1.0$', text, re.M)

@@ -1,0 +1,86 @@
+"""Autoscaling signals: each a ratio to its target, the largest one the pool's saturation."""
+
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from gateway.autoscale import AutoscaleCollector, TtftWindow
+from gateway.backends.registry import BackendRegistry
+from gateway.backends.worker_backend import WorkerBackend
+from gateway.config import Settings
+from gateway.policy.loader import parse_policy
+from proto.gen import worker_pb2
+
+POLICY = """
+version: 1
+pools:
+  cloud: {kind: cloud, endpoints: ["grpc://w1:1", "grpc://w2:1"]}
+  edge: {kind: edge, endpoints: ["grpc://e1:1"]}
+rules:
+  - {name: private, match: {privacy: [private, pii, confidential]}, route: edge, fallback: []}
+  - {name: default, route: cloud}
+"""
+
+
+class Clock:
+    now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def world():
+    policy = parse_policy(POLICY, "test")
+    registry = BackendRegistry(policy, "m", lambda url, model, pool: WorkerBackend(url, model, pool.kind))
+    clock = Clock()
+    ttft = TtftWindow(60, clock)
+    settings = Settings(
+        model_dir=Path("unused"), autoscale_queue_per_worker=4, autoscale_kv_usage=0.8, autoscale_ttft_p90_s=2.0
+    )
+    backends = {b.endpoint: b for b in registry.all()}
+    return AutoscaleCollector(settings, registry, lambda: policy, ttft), backends, ttft, clock
+
+
+def report(backend: WorkerBackend, queue: int, used: int, total: int) -> None:
+    backend.stats = worker_pb2.StatsReply(kind="cloud", queue_depth=queue, kv_blocks_used=used, kv_blocks_total=total)
+
+
+def test_each_signal_is_a_ratio_to_its_target(world):
+    collector, backends, ttft, _ = world
+    report(backends["grpc://w1:1"], queue=10, used=60, total=100)
+    report(backends["grpc://w2:1"], queue=2, used=20, total=100)
+    for seconds in [0.1] * 8 + [3.0, 5.0]:
+        ttft.add("cloud", seconds)
+    signals = collector.signals()["cloud"]
+    assert signals["queue"] == pytest.approx(6 / 4)  # 12 waiting over 2 workers, target 4 each
+    assert signals["kv"] == pytest.approx(0.4 / 0.8)
+    assert signals["ttft"] == pytest.approx(3.0 / 2.0)  # p90 of ten samples is the 9th
+    assert collector.signals()["edge"] == {}  # nothing reported: no signal, saturation 0
+
+
+def test_saturation_is_the_largest_signal_and_unhealthy_workers_do_not_count(world):
+    collector, backends, _, _ = world
+    report(backends["grpc://w1:1"], queue=0, used=90, total=100)
+    report(backends["grpc://w2:1"], queue=40, used=0, total=100)
+    backends["grpc://w2:1"].problem = "unreachable"
+    registry = CollectorRegistry()
+    registry.register(collector)
+    assert registry.get_sample_value("tandem_autoscale_saturation", {"pool": "cloud"}) == pytest.approx(0.9 / 0.8)
+    assert registry.get_sample_value("tandem_autoscale_signal_ratio", {"pool": "cloud", "signal": "queue"}) == 0
+    closed = {"backend": "grpc://w1:1", "state": "closed"}
+    assert registry.get_sample_value("tandem_gateway_backend_circuit_state", closed) == 1
+
+
+def test_old_ttft_samples_leave_the_window(world):
+    collector, _, ttft, clock = world
+    ttft.add("cloud", 9.0)
+    clock.now += 30
+    ttft.add("cloud", 0.5)
+    assert ttft.p90("cloud") == 9.0
+    clock.now += 31  # the 9 s sample is now older than the 60 s window
+    assert ttft.p90("cloud") == 0.5
+    clock.now += 31
+    assert ttft.p90("cloud") is None
+    assert "ttft" not in collector.signals()["cloud"]
