@@ -3,11 +3,19 @@
 Requests look backends up by the endpoints of the policy they started with,
 so a reload never pulls a backend from under a request: clients that a new
 policy drops are closed once idle.
+
+A `dns://name:port` endpoint stands for every address the name resolves to
+(a Kubernetes headless Service: one address per ready worker pod). It is
+resolved again every `DNS_REFRESH_S`, so workers an autoscaler adds are used
+within seconds and removed ones are retired like endpoints a reload drops.
 """
 
 import asyncio
 import logging
-from collections.abc import Callable
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from urllib.parse import urlparse
 
 from gateway.backends.grpc_backend import GrpcWorkerBackend
 from gateway.backends.worker_backend import WorkerBackend
@@ -15,23 +23,44 @@ from gateway.policy.schema import Policy, Pool
 
 log = logging.getLogger(__name__)
 BackendFactory = Callable[[str, str, Pool], WorkerBackend]  # (endpoint, model id, pool)
+Resolver = Callable[[str, int], Awaitable[list[str]]]  # (host, port) -> addresses
 RETIRE_GRACE_S = 60.0
+DNS_REFRESH_S = 5.0
+
+
+async def resolve_addresses(host: str, port: int) -> list[str]:
+    """The name's addresses, IPv4 only when it has any (a dual-stack name would list each pod twice)."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    v4 = sorted({info[4][0] for info in infos if info[0] == socket.AF_INET})
+    return v4 or sorted({info[4][0] for info in infos})
 
 
 class BackendRegistry:
-    def __init__(self, policy: Policy, model_id: str, backend_factory: BackendFactory | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        model_id: str,
+        backend_factory: BackendFactory | None = None,
+        resolver: Resolver = resolve_addresses,
+    ) -> None:
         self._model_id = model_id
         self._backend_factory = backend_factory or (lambda url, model, pool: GrpcWorkerBackend(url, model, pool.kind))
+        self._resolver = resolver
+        self._policy = policy
+        self._resolved: dict[str, list[str]] = {}  # dns:// endpoint -> grpc://address:port, as last resolved
+        self._resolved_at = float("-inf")
         self._live: dict[tuple[str, str], WorkerBackend] = {}  # (endpoint, pool kind) -> client
         self._retiring: dict[tuple[str, str], WorkerBackend] = {}
-        self._live = {key: self._new(key, pool) for key, pool in _keys(policy).items()}
+        self._live = {key: self._new(key, pool) for key, pool in self._keys(policy).items()}
 
     def _new(self, key: tuple[str, str], pool: Pool) -> WorkerBackend:
         return self._backend_factory(key[0], self._model_id, pool)
 
     async def apply(self, policy: Policy) -> None:
         """Follow a new policy: new backends are polled once before any request can see them."""
-        wanted = _keys(policy)
+        self._policy = policy
+        await self._resolve(policy)
+        wanted = self._keys(policy)
         fresh = {key: self._new(key, pool) for key, pool in wanted.items() if key not in self._live}
         await asyncio.gather(*(b.refresh() for b in fresh.values()))
         dropped = {key: b for key, b in self._live.items() if key not in wanted}
@@ -50,14 +79,48 @@ class BackendRegistry:
 
     def backends(self, pool: Pool) -> list[WorkerBackend]:
         """The clients for a pool of the policy a request started with."""
-        keys = [(url, pool.kind) for url in pool.endpoints]
+        keys = [(url, pool.kind) for url in self._expand(pool)]
         return [b for key in keys if (b := self._live.get(key) or self._retiring.get(key)) is not None]
 
     def all(self) -> list[WorkerBackend]:
         return list(self._live.values())
 
     async def refresh_all(self) -> None:
+        """Poll every backend's health; first re-resolve dns:// endpoints when they are due."""
+        if self._has_dns(self._policy) and time.monotonic() - self._resolved_at >= DNS_REFRESH_S:
+            await self.apply(self._policy)
         await asyncio.gather(*(b.refresh() for b in self.all()))
+
+    @staticmethod
+    def _has_dns(policy: Policy) -> bool:
+        return any(url.startswith("dns://") for pool in policy.pools.values() for url in pool.endpoints)
+
+    async def _resolve(self, policy: Policy) -> None:
+        names = {url for pool in policy.pools.values() for url in pool.endpoints if url.startswith("dns://")}
+        for url in names:
+            parsed = urlparse(url)
+            try:
+                addresses = await self._resolver(parsed.hostname, parsed.port)
+            except OSError as exc:  # keep the last known addresses: a DNS hiccup must not empty a pool
+                log.warning(
+                    "cannot resolve %s (%s); keeping %d known address(es)", url, exc, len(self._resolved.get(url, []))
+                )
+                continue
+            found = [f"grpc://{a if ':' not in a else f'[{a}]'}:{parsed.port}" for a in addresses]
+            if found != self._resolved.get(url):
+                log.info("%s resolves to %s", url, found or "nothing")
+            self._resolved[url] = found
+        self._resolved_at = time.monotonic()
+
+    def _expand(self, pool: Pool) -> list[str]:
+        return [
+            target
+            for url in pool.endpoints
+            for target in self._resolved.get(url, [] if url.startswith("dns://") else [url])
+        ]
+
+    def _keys(self, policy: Policy) -> dict[tuple[str, str], Pool]:
+        return {(url, pool.kind): pool for pool in policy.pools.values() for url in self._expand(pool)}
 
     async def poll_forever(self, interval_s: float) -> None:
         while True:
@@ -66,7 +129,3 @@ class BackendRegistry:
 
     async def close(self) -> None:
         await asyncio.gather(*(b.close() for b in [*self._live.values(), *self._retiring.values()]))
-
-
-def _keys(policy: Policy) -> dict[tuple[str, str], Pool]:
-    return {(url, pool.kind): pool for pool in policy.pools.values() for url in pool.endpoints}

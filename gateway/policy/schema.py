@@ -122,7 +122,11 @@ class Profile(_Strict):
 
 class Pool(_Strict):
     kind: Literal["edge", "cloud"]
-    endpoints: list[str] = Field(min_length=1, description="grpc://host:port (Tandem workers) or http(s)://host:port")
+    endpoints: list[str] = Field(
+        min_length=1,
+        description="grpc://host:port (a Tandem worker), dns://name:port (every address of the name: a headless "
+        "Service's worker pods) or http(s)://host:port (an OpenAI-compatible server)",
+    )
     profile: Profile = Profile()
     upstream_model: str | None = Field(
         default=None, description="for http(s) endpoints: the model name to send (default: the gateway's model id)"
@@ -136,9 +140,11 @@ class Pool(_Strict):
     def _urls(cls, value: list[str]) -> list[str]:
         for url in value:
             parsed = urlparse(url)
-            if parsed.scheme not in ("grpc", "http", "https") or not parsed.hostname:
-                raise ValueError(f"endpoint {url!r} must look like grpc://host:port or http(s)://host[:port]")
-            if parsed.scheme == "grpc" and not parsed.port:
+            if parsed.scheme not in ("grpc", "dns", "http", "https") or not parsed.hostname:
+                raise ValueError(
+                    f"endpoint {url!r} must look like grpc://host:port, dns://name:port or http(s)://host[:port]"
+                )
+            if parsed.scheme in ("grpc", "dns") and not parsed.port:
                 raise ValueError(f"endpoint {url!r} needs a port")
         return value
 

@@ -32,7 +32,7 @@ CASES = [
     (
         "bad endpoint",
         "version: 1\npools:\n  c: {kind: edge, endpoints: ['ftp://x']}\nrules: [{name: d, route: c}]\n",
-        "pools.c.endpoints: Value error, endpoint 'ftp://x' must look like grpc://host:port or http(s)://host[:port]",
+        "pools.c.endpoints: Value error, endpoint 'ftp://x' must look like grpc://host:port, dns://name:port or http(s)://host[:port]",
         3,
     ),
     (
