@@ -17,8 +17,31 @@ app.add_typer(policy_app, name="policy")
 keys_app = typer.Typer(help="API keys (stored hashed).", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 
-ModelDir = Annotated[
-    Path, typer.Option("--model", help="Hugging Face checkpoint directory", exists=True, file_okay=False)
+
+def _resolve(reference: str, only: tuple[str, ...] | None = None) -> Path:
+    """A checkpoint directory, or an s3:// reference fetched through the model store's tiers."""
+    from tandem.model_store import ModelStore, StoreError
+
+    try:
+        return ModelStore.from_env().resolve(reference, only)  # the store's locks live as long as the process
+    except StoreError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
+def _resolve_model(value: str) -> Path:  # typer callbacks take the value alone
+    return _resolve(value)
+
+
+def _resolve_tokenizer(value: str) -> Path:
+    from tandem.model_store import TOKENIZER_FILES
+
+    return _resolve(value, TOKENIZER_FILES)
+
+
+MODEL_HELP = "checkpoint directory, or s3://bucket/path/model[@sha256:DIGEST] (fetched and cached; docs/operations.md)"
+ModelDir = Annotated[str, typer.Option("--model", help=MODEL_HELP, callback=_resolve_model)]
+TokenizerDir = Annotated[
+    str, typer.Option("--model", help=f"{MODEL_HELP}; only its tokenizer is used", callback=_resolve_tokenizer)
 ]
 DEFAULT_CACHE = Path.home() / ".cache" / "tandem"
 Bits = Annotated[int, typer.Option(help="4 or 8: MatMulNBits weight-only; 16: fp16; 32: fp32")]
@@ -46,7 +69,7 @@ def up(
 
 @app.command()
 def gateway(
-    model: ModelDir,
+    model: TokenizerDir,
     policy: Annotated[Path, typer.Option(help="policy YAML", exists=True, dir_okay=False)] = Path(
         "policies/default.yaml"
     ),
@@ -126,10 +149,7 @@ def cloud_worker(
 
 @app.command("sim-worker")
 def sim_worker(
-    model: Annotated[
-        Path,
-        typer.Option("--model", help="checkpoint directory (only its tokenizer is used)", exists=True, file_okay=False),
-    ],
+    model: TokenizerDir,
     host: str = "127.0.0.1",
     port: int = 50051,
     http_port: Annotated[
@@ -227,6 +247,45 @@ def edge_agent(
             metrics_port,
         )
     except (ProviderError, ExportError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+@model_app.command("push")
+def model_push(
+    checkpoint: Annotated[Path, typer.Argument(exists=True, file_okay=False, help="checkpoint directory")],
+    address: Annotated[str, typer.Argument(help="s3://bucket/path/to/model (AWS_ENDPOINT_URL for MinIO etc.)")],
+) -> None:
+    """Upload a checkpoint to an object store; print its pinned reference (s3://…@sha256:…)."""
+    from tandem.model_store import StoreError, push
+
+    try:
+        typer.echo(str(push(checkpoint, address)))
+    except StoreError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
+@model_app.command("fetch")
+def model_fetch(
+    reference: Annotated[str, typer.Argument(help="s3://bucket/path/to/model[@sha256:DIGEST]")],
+    cache_dir: Annotated[
+        Path | None, typer.Option(help="node-local cache (default: TANDEM_MODEL_CACHE_DIR or ~/.cache/tandem/models)")
+    ] = None,
+    verify: Annotated[str | None, typer.Option(help="stamp (sizes, times) or full (re-hash every file)")] = None,
+    log_level: str = "info",
+) -> None:
+    """Bring a model into the node-local cache (what a cache warmer runs); print its directory."""
+    from dataclasses import replace
+
+    from tandem.model_store import ModelStore, StoreError
+
+    _logging(log_level)
+    try:
+        store = ModelStore.from_env()
+        store = replace(store, cache_dir=cache_dir or store.cache_dir, verify=verify or store.verify)
+        typer.echo(str(store.resolve(reference)))
+    except StoreError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
 

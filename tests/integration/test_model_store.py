@@ -1,0 +1,190 @@
+"""The tiered model store against a real S3-compatible server on loopback (moto in server mode).
+
+Everything goes through the `tandem model` CLI and real processes, as a cache warmer or worker would.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import boto3
+import httpx
+import pytest
+
+from tests.conftest import free_port
+from tests.stack import start_worker_process
+
+pytestmark = pytest.mark.integration
+BUCKET = "models"
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """A moto S3 server; yields the environment that points boto3 (and so Tandem) at it."""
+    port = free_port()
+    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(url, timeout=1)
+            break
+        except httpx.HTTPError:
+            assert process.poll() is None and time.monotonic() < deadline, "moto server did not start"
+            time.sleep(0.1)
+    env = {
+        "AWS_ENDPOINT_URL": url,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    boto3.client(
+        "s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
+    ).create_bucket(Bucket=BUCKET)
+    yield env
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def tandem(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "tandem.cli", *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def ref(s3, demo_checkpoint):
+    pushed = tandem("model", "push", str(demo_checkpoint), f"s3://{BUCKET}/demo/tandem-demo", env=s3)
+    reference = pushed.stdout.strip()
+    assert reference.startswith(f"s3://{BUCKET}/demo/tandem-demo@sha256:")
+    return reference
+
+
+def fetch(ref: str, cache: Path, env: dict[str, str], *extra: str, check: bool = True):
+    return tandem("model", "fetch", ref, "--cache-dir", str(cache), *extra, env=env, check=check)
+
+
+def same_files(a: Path, b: Path) -> bool:
+    names = sorted(p.name for p in a.iterdir() if not p.name.startswith("."))
+    return names == sorted(p.name for p in b.iterdir() if not p.name.startswith(".")) and all(
+        (a / n).read_bytes() == (b / n).read_bytes() for n in names
+    )
+
+
+def test_cold_fetch_then_warm_hit_without_the_object_store(s3, ref, demo_checkpoint, tmp_path):
+    cold = fetch(ref, tmp_path, s3)
+    path = Path(cold.stdout.strip())
+    assert same_files(path, demo_checkpoint)
+    assert "fetched s3://" in cold.stderr and "MB/s" in cold.stderr  # progress is shown
+    offline = s3 | {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}  # nothing listens there
+    warm = fetch(ref, tmp_path, offline)
+    assert Path(warm.stdout.strip()) == path
+    assert "fetch" not in warm.stderr  # served from the node-local cache
+
+
+def test_the_latest_push_resolves_an_unpinned_reference(s3, ref, tmp_path):
+    unpinned = ref.split("@")[0]
+    out = fetch(unpinned, tmp_path, s3)
+    assert Path(out.stdout.strip()).name == "sha256-" + ref.split("sha256:")[1]
+    assert "not pinned" in out.stderr
+
+
+def test_a_corrupted_cache_entry_is_detected_and_fetched_again(s3, ref, demo_checkpoint, tmp_path):
+    path = Path(fetch(ref, tmp_path, s3).stdout.strip())
+    weights = path / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    again = fetch(ref, tmp_path, s3)
+    assert "unusable" in again.stderr and "changed after it was installed" in again.stderr
+    assert same_files(Path(again.stdout.strip()), demo_checkpoint)
+
+
+def test_full_verification_catches_what_the_stamp_cannot(s3, ref, tmp_path):
+    path = Path(fetch(ref, tmp_path, s3).stdout.strip())
+    weights = path / "model.safetensors"
+    stat = weights.stat()
+    data = bytearray(weights.read_bytes())
+    data[100] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same time: only a hash tells
+    assert "unusable" not in fetch(ref, tmp_path, s3).stderr
+    assert "fails its SHA-256 check" in fetch(ref, tmp_path, s3, "--verify", "full").stderr
+
+
+def test_concurrent_loaders_on_one_node_download_once(s3, ref, demo_checkpoint, tmp_path):
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: fetch(ref, tmp_path, s3), range(4)))
+    paths = {r.stdout.strip() for r in results}
+    assert len(paths) == 1
+    assert sum("fetched s3://" in r.stderr for r in results) == 1  # the others waited for it
+    assert same_files(Path(paths.pop()), demo_checkpoint)
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_the_shared_file_system_tier_serves_a_node_with_no_object_store(s3, ref, demo_checkpoint, tmp_path):
+    shared = tmp_path / "shared"
+    fetch(ref, shared, s3)  # an operator fills the shared directory once
+    offline = s3 | {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}", "TANDEM_MODEL_SHARED_DIR": str(shared)}
+    out = fetch(ref, tmp_path / "local", offline)
+    assert "from the shared file system" in out.stderr
+    assert same_files(Path(out.stdout.strip()), demo_checkpoint)
+
+
+def test_the_cache_is_bounded_and_evicts_the_least_recently_used(s3, ref, demo_checkpoint, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    for f in demo_checkpoint.iterdir():
+        (other / f.name).write_bytes(f.read_bytes())
+    (other / "README.md").write_text("a second model: same weights, one more file\n")
+    other_ref = tandem("model", "push", str(other), f"s3://{BUCKET}/demo/other", env=s3).stdout.strip()
+    size = sum(f.stat().st_size for f in demo_checkpoint.iterdir())
+    bounded = s3 | {"TANDEM_MODEL_CACHE_MAX_BYTES": str(int(size * 1.5))}  # room for one model
+    cache = tmp_path / "cache"
+    first = Path(fetch(ref, cache, bounded).stdout.strip())
+    second = Path(fetch(other_ref, cache, bounded).stdout.strip())
+    assert second.is_dir() and not first.exists()
+    assert "evicted" in fetch(ref, cache, bounded).stderr  # back again: now the other one goes
+
+
+def test_a_running_worker_holds_its_model_against_eviction(s3, ref, demo_checkpoint, tmp_path):
+    cache = tmp_path / "cache"
+    env = s3 | {"TANDEM_MODEL_CACHE_DIR": str(cache), "TANDEM_MODEL_CACHE_MAX_BYTES": "1"}
+    worker = start_worker_process(["cloud-worker", "--model", ref, "--port", str(free_port())], env)
+    try:
+        path = cache / ("sha256-" + ref.split("sha256:")[1])
+        assert path.is_dir()
+        other = tmp_path / "other"
+        other.mkdir()
+        (other / "config.json").write_text("{}")
+        other_ref = tandem("model", "push", str(other), f"s3://{BUCKET}/demo/tiny", env=s3).stdout.strip()
+        out = fetch(other_ref, cache, env)  # over the 1-byte bound: evict what it can
+        assert path.is_dir() and "the rest is in use" in out.stderr
+    finally:
+        worker.terminate()
+        worker.wait(timeout=15)
+
+
+def test_bad_references_get_clear_errors(s3, ref, tmp_path):
+    missing = ref[:-8] + "00000000"
+    out = fetch(missing, tmp_path, s3, check=False)
+    assert out.returncode == 1 and "NoSuchKey" in out.stderr and "Traceback" not in out.stderr
+    out = fetch(f"s3://{BUCKET}/demo/tandem-demo@md5:abc", tmp_path, s3, check=False)
+    assert out.returncode == 1 and "@sha256:<64 lowercase hex digits>" in out.stderr
+    worker = tandem("cloud-worker", "--model", "s3://nobucket", "--port", str(free_port()), env=s3, check=False)
+    message = " ".join(re.sub("[│╭╮╰╯─]", " ", worker.stderr).split())  # typer draws a box around it
+    assert worker.returncode == 2 and "'s3://nobucket': expected s3://bucket/path/to/model" in message
