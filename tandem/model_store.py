@@ -189,10 +189,15 @@ class Progress:
 class ObjectStore:
     """S3-compatible object store through boto3; the endpoint and credentials come from the AWS_* variables."""
 
-    def __init__(self, endpoint_url: str | None = None, max_workers: int = 8, part_bytes: int = PART_BYTES) -> None:
+    def __init__(
+        self, endpoint_url: str | None = None, max_workers: int | None = None, part_bytes: int = PART_BYTES
+    ) -> None:
         import boto3
         from botocore.config import Config
 
+        max_workers = max_workers or int(os.environ.get("TANDEM_MODEL_FETCH_STREAMS", "8"))
+        if max_workers < 1:
+            raise StoreError(f"TANDEM_MODEL_FETCH_STREAMS={max_workers}: use 1 or more")
         self.max_workers, self.part_bytes = max_workers, part_bytes
         config = Config(max_pool_connections=max_workers * 2, retries={"max_attempts": 5, "mode": "standard"})
         self._s3 = boto3.client(
@@ -216,22 +221,34 @@ class ObjectStore:
             return False
 
     def download(self, bucket: str, key: str, size: int, dest: Path, progress: Progress) -> None:
-        """Ranged GETs in parallel, each written at its offset of a preallocated file."""
+        """Ranged GETs in parallel, each written at its offset of a preallocated file.
+
+        Parts are at least `part_bytes` and at most one per worker: enough streams to fill the link, and few
+        requests (some S3-compatible servers pay for the whole object on every ranged GET).
+        """
+        part_bytes = max(self.part_bytes, -(-size // self.max_workers))
         with open(dest, "wb") as f:
             f.truncate(size)
             fd = f.fileno()
 
             def part(offset: int) -> None:
-                end = min(offset + self.part_bytes, size) - 1
-                body = self._s3.get_object(Bucket=bucket, Key=key, Range=f"bytes={offset}-{end}")["Body"].read()
-                if len(body) != end - offset + 1:
-                    raise StoreError(f"s3://{bucket}/{key}: short read at {offset} ({len(body)} bytes)")
-                os.pwrite(fd, body, offset)
-                progress.add(len(body))
+                end = min(offset + part_bytes, size)
+                whole = offset == 0 and end == size  # one part: a plain GET, no Range
+                ranged = {} if whole else {"Range": f"bytes={offset}-{end - 1}"}
+                body = self._s3.get_object(Bucket=bucket, Key=key, **ranged)["Body"]
+                position = offset
+                for chunk in body.iter_chunks(HASH_CHUNK):  # streamed: a part never sits whole in memory
+                    os.pwrite(fd, chunk, position)
+                    position += len(chunk)
+                    progress.add(len(chunk))
+                if position != end:
+                    raise StoreError(
+                        f"s3://{bucket}/{key}: short read of bytes {offset}-{end - 1} ({position - offset})"
+                    )
 
             try:
                 with ThreadPoolExecutor(self.max_workers) as pool:
-                    list(pool.map(part, range(0, size, self.part_bytes)))
+                    list(pool.map(part, range(0, size, part_bytes)))
             except StoreError:
                 raise
             except Exception as exc:  # noqa: BLE001
