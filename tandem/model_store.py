@@ -4,6 +4,7 @@ A reference is a local directory (used as it is) or an object-store address:
 
     s3://bucket/models/llama-3-8b@sha256:<manifest digest>   pinned
     s3://bucket/models/llama-3-8b                            the version last pushed (logged as unpinned)
+    demo://tandem-demo                                       the deterministic demo checkpoint, built here once
 
 It resolves through three tiers, fastest first:
 
@@ -324,6 +325,8 @@ class ModelStore:
 
     def resolve(self, reference: str, only: Iterable[str] | None = None) -> Path:
         """A local checkpoint directory for `reference`; with `only`, just those files of it (e.g. a tokenizer)."""
+        if reference.startswith("demo://"):
+            return self._demo(reference)
         ref = ModelRef.parse(reference)
         if ref is None:
             path = Path(reference)
@@ -359,6 +362,19 @@ class ModelStore:
         self._held[entry] = fd  # kept: eviction by other processes skips entries someone holds
         self._evict(keep=entry)
         return entry
+
+    def _demo(self, reference: str) -> Path:
+        """The demo checkpoint (the same bytes everywhere: its weights are seeded), built under a lock."""
+        from tandem.demo_model import cached_demo_checkpoint
+
+        name = reference.removeprefix("demo://")
+        if name != "tandem-demo":
+            raise StoreError(f"{reference!r}: the only demo model is demo://tandem-demo")
+        directory = self.cache_dir / "demo"
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return cached_demo_checkpoint(directory / name)
 
     def release(self) -> None:
         """Let go of every entry this store resolved (they become evictable)."""
