@@ -3,8 +3,10 @@
 from prometheus_client import Counter, Gauge, Histogram
 
 REQUESTS = Counter("tandem_gateway_requests_total", "Requests by outcome", ["pool", "rule", "tenant", "status"])
-PROMPT_TOKENS = Counter("tandem_gateway_prompt_tokens_total", "Prompt tokens routed", ["pool", "tenant"])
-COMPLETION_TOKENS = Counter("tandem_gateway_completion_tokens_total", "Completion tokens streamed", ["pool", "tenant"])
+PROMPT_TOKENS = Counter("tandem_gateway_prompt_tokens_total", "Prompt tokens routed", ["pool", "rule", "tenant"])
+COMPLETION_TOKENS = Counter(
+    "tandem_gateway_completion_tokens_total", "Completion tokens streamed", ["pool", "rule", "tenant"]
+)
 TTFT = Histogram(
     "tandem_gateway_ttft_seconds",
     "Time to first token",

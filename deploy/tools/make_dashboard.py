@@ -106,7 +106,10 @@ panel(
         ("max by (pool, signal) (tandem_autoscale_signal_ratio)", "{{pool}} {{signal}}"),
     ],
 )
-panel("Open circuit breakers", [('sum by (backend) (tandem_gateway_backend_circuit_state{state!="closed"})', "{{backend}}")])
+panel(
+    "Open circuit breakers",
+    [('sum by (backend) (tandem_gateway_backend_circuit_state{state!="closed"})', "{{backend}}")],
+)
 panel("Policy reloads", [("sum by (result) (increase(tandem_gateway_policy_reloads_total[1h]))", "{{result}}")])
 dashboard = {
     "title": "Tandem",

@@ -223,8 +223,8 @@ def _record(routed: RoutedStream, status: str, usage: worker_pb2.Usage | None, s
     metrics.REQUESTS.labels(routed.pool, routed.rule, routed.tenant, status).inc()
     metrics.E2E.labels(routed.pool).observe(elapsed)
     if usage is not None:
-        metrics.PROMPT_TOKENS.labels(routed.pool, routed.tenant).inc(usage.prompt_tokens)
+        metrics.PROMPT_TOKENS.labels(routed.pool, routed.rule, routed.tenant).inc(usage.prompt_tokens)
         metrics.PREFIX_TOKENS.labels(routed.pool, "actual").inc(usage.cached_prompt_tokens)
-        metrics.COMPLETION_TOKENS.labels(routed.pool, routed.tenant).inc(usage.completion_tokens)
+        metrics.COMPLETION_TOKENS.labels(routed.pool, routed.rule, routed.tenant).inc(usage.completion_tokens)
         if usage.completion_tokens > 1:
             metrics.TPOT.labels(routed.pool).observe((elapsed - routed.ttft_s) / (usage.completion_tokens - 1))

@@ -234,7 +234,9 @@ def test_metrics_carry_tenants_token_timing_and_autoscaling_signals(client, stac
     chat(client, LONG_TEXT, max_tokens=4)
     text = httpx.get(f"{stack.url}/metrics").text
     assert re.search(r'^tandem_gateway_requests_total\{.*tenant="default".*\} [1-9]', text, re.M)
-    assert re.search(r'^tandem_gateway_completion_tokens_total\{pool="cloud",tenant="default"\} [1-9]', text, re.M)
+    assert re.search(
+        r'^tandem_gateway_completion_tokens_total\{pool="cloud",rule="default",tenant="default"\} [1-9]', text, re.M
+    )
     assert re.search(r'^tandem_gateway_time_per_output_token_seconds_count\{pool="cloud"\} [1-9]', text, re.M)
     assert re.search(r'^tandem_gateway_ttft_p90_seconds\{pool="cloud"\} ', text, re.M)
     saturation = float(re.search(r'^tandem_autoscale_saturation\{pool="cloud"\} (\S+)$', text, re.M).group(1))
