@@ -136,6 +136,13 @@ def test_services_budgets_and_autoscalers_select_what_exists(name):
     assert metric["external"]["target"] == {"type": "Value", "value": "1"}  # replicas = ceil(replicas * saturation)
 
 
+def test_the_dev_overlay_needs_no_gpu_image_or_node():
+    for obj in render("overlays/dev"):
+        for container in containers(obj):
+            assert "cuda" not in container["image"] and "nvidia.com/gpu" not in str(container.get("resources"))
+        assert "nvidia.com/gpu" not in str(obj.get("spec", {}).get("template", {}).get("spec", {}).get("affinity"))
+
+
 def test_workers_publish_hints_under_the_address_the_gateway_dials():
     for name in ["overlays/dev", "overlays/prod"]:
         worker = find(render(name), "Deployment", "cloud-worker")
