@@ -1,13 +1,23 @@
 """Checkpoint → ONNX decoder with explicit past/present KV → optional INT4/INT8/fp16.
 
 The graph is exported from the same torch model the cloud worker runs, so
-both sides compute the same function. Inputs: input_ids and position_ids
-[batch, tokens] (int64), past_key_values.{i}.key/value [batch, kv_heads,
-past, head_dim]; outputs: logits [batch, tokens, vocab] and
-present.{i}.key/value [batch, kv_heads, past + tokens, head_dim] (the names
-onnxruntime-genai uses). An export is cached by the checkpoint's content hash and
-its quantization; its manifest records both and every file's checksum, and the
-agent refuses a folder that does not match it.
+both sides compute the same function. Attention is onnxruntime's fused
+`com.microsoft.GroupQueryAttention`, whose past and present K/V are one
+preallocated buffer per layer: each step writes its new K/V in place, and
+nothing is concatenated or copied as the context grows (what onnxruntime-genai
+does too).
+
+Rotary is applied inside the same op (positions follow from the cache length,
+with the config's rope scaling baked into its cos/sin tables).
+
+Inputs: input_ids [1, tokens] (int64); seqlens_k [1] and
+total_sequence_length [] (int32: tokens in the cache after this step, minus
+one, and that count); past_key_values.{i}.key/value [1, kv_heads, capacity,
+head_dim]. Outputs: logits [1, tokens, vocab] and present.{i}.key/value, the
+same buffers (bind each to its past input's memory). An export is cached by
+the checkpoint's content hash and its quantization; its manifest records
+both and every file's checksum, and the agent refuses a folder that does not
+match it.
 """
 
 import hashlib
@@ -24,27 +34,99 @@ from torch import nn
 from cloud_worker.loader import load_model, weight_files
 from cloud_worker.models.llama import LlamaForCausalLM
 from edge_agent.quantize import FP32, Quantization, linear_weight_bytes, quantize
+from kernels.attention import causal_attention
+from kernels.rotary import apply_rotary
 
 log = logging.getLogger(__name__)
 MANIFEST_NAME = "manifest.json"
 MODEL_NAME = "model.onnx"
-FORMAT_VERSION = 1
-GRAPH_VERSION = 2  # bump when the exported graph changes, so cached exports are remade
+FORMAT_VERSION = 2  # 2: shared past/present KV buffers (GroupQueryAttention)
+GRAPH_VERSION = 4  # bump when the exported graph changes, so cached exports are remade
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json")
 OPSET = 17
 
 
-class _ExplicitKVDecoder(nn.Module):
-    """Flattens the per-layer (key, value) cache into positional ONNX inputs and outputs."""
+class _GroupQueryAttention(torch.autograd.Function):
+    """Exports as onnxruntime's GroupQueryAttention; runs (for tracing) as the same computation in torch.
+
+    q [1, tokens, heads*head_dim], k and v [1, tokens, kv_heads*head_dim] straight from the projections;
+    caches [1, kv_heads, capacity, head_dim]; cos/sin caches [positions, head_dim/2]. Rotary is applied at
+    positions total-tokens .. total-1, the step's K/V are written there in the caches, and each query
+    attends causally to the first `total` cached positions.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, k_cache, v_cache, seqlens_k, total, cos_cache, sin_cache, heads: int, kv_heads: int):
+        tokens, end = q.shape[1], int(total)
+        split = lambda x, n: x.view(1, tokens, n, -1).transpose(1, 2)  # noqa: E731
+        positions = torch.arange(end - tokens, end)
+        cos, sin = (torch.cat((c[positions], c[positions]), dim=-1).unsqueeze(0) for c in (cos_cache, sin_cache))
+        q, k = apply_rotary(split(q, heads), cos, sin), apply_rotary(split(k, kv_heads), cos, sin)
+        k_cache, v_cache = k_cache.clone(), v_cache.clone()
+        k_cache[:, :, end - tokens : end], v_cache[:, :, end - tokens : end] = k, split(v, kv_heads)
+        out = causal_attention(q, k_cache[:, :, :end], v_cache[:, :, :end], positions.unsqueeze(0))
+        return out.transpose(1, 2).reshape(1, tokens, -1), k_cache, v_cache
+
+    @staticmethod
+    def symbolic(g, q, k, v, k_cache, v_cache, seqlens_k, total, cos_cache, sin_cache, heads: int, kv_heads: int):
+        return g.op(
+            "com.microsoft::GroupQueryAttention",
+            *(q, k, v, k_cache, v_cache, seqlens_k, total, cos_cache, sin_cache),
+            num_heads_i=heads,
+            kv_num_heads_i=kv_heads,
+            do_rotary_i=1,
+            rotary_interleaved_i=0,  # HF Llama's rotate-half layout
+            outputs=3,
+        )
+
+
+class SharedBufferKV:
+    """The model's KVStore for the export: rotary, the in-place cache write and attention are one fused op."""
+
+    fuses_rotary = True
+
+    def __init__(self, config, caches: list, seqlens_k, total, cos_cache, sin_cache) -> None:
+        # Head counts from the config: plain ints, where shapes read while tracing would be traced values.
+        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.caches, self.seqlens_k, self.total, self.present = caches, seqlens_k, total, []
+        self.cos_cache, self.sin_cache = cos_cache, sin_cache
+
+    def attend_projections(self, layer: int, q, k, v):
+        k_cache, v_cache = self.caches[layer]
+        out, k_cache, v_cache = _GroupQueryAttention.apply(
+            q,
+            k,
+            v,
+            k_cache,
+            v_cache,
+            self.seqlens_k,
+            self.total,
+            self.cos_cache,
+            self.sin_cache,
+            self.heads,
+            self.kv_heads,
+        )
+        self.present += [k_cache, v_cache]
+        return out
+
+
+class _SharedBufferDecoder(nn.Module):
+    """Flattens the per-layer (key, value) buffers into positional ONNX inputs and outputs."""
 
     def __init__(self, model: LlamaForCausalLM) -> None:
         super().__init__()
         self.model = model
+        c = model.config
+        # cos/sin of every position the model may see, half a head wide (the op's layout), with rope scaling.
+        cos, sin = model.model.rotary_emb(torch.arange(c.max_position_embeddings).unsqueeze(0))
+        self.register_buffer("cos_cache", cos[0, :, : c.head_dim // 2].contiguous())
+        self.register_buffer("sin_cache", sin[0, :, : c.head_dim // 2].contiguous())
 
-    def forward(self, input_ids, position_ids, *past_flat):
-        past = list(zip(past_flat[0::2], past_flat[1::2], strict=True))
-        logits, present = self.model(input_ids, position_ids, past)
-        return (logits, *[t for kv in present for t in kv])
+    def forward(self, input_ids, seqlens_k, total_sequence_length, *caches):
+        caches = list(zip(caches[0::2], caches[1::2], strict=True))
+        kv = SharedBufferKV(self.model.config, caches, seqlens_k, total_sequence_length, self.cos_cache, self.sin_cache)
+        logits = self.model.lm_head(self.model.hidden_states(input_ids, None, kv)).float()
+        return (logits, *kv.present)
 
 
 def _export(module: nn.Module, args: tuple, path: Path, names_in: list[str], names_out: list[str], axes: dict) -> None:
@@ -56,6 +138,7 @@ def _export(module: nn.Module, args: tuple, path: Path, names_in: list[str], nam
         output_names=names_out,
         dynamic_axes=axes,
         opset_version=OPSET,
+        custom_opsets={"com.microsoft": 1},
         dynamo=False,
     )
 
@@ -88,22 +171,23 @@ def export_onnx(
         model = load_model(checkpoint_dir)
         progress.advance(task)
         c = model.config
-        names_in = ["input_ids", "position_ids"]
+        if c.head_dim % 16:
+            raise ExportError(
+                f"head_dim {c.head_dim}: onnxruntime's GroupQueryAttention with rotary needs a multiple of 16"
+            )
+        names_in = ["input_ids", "seqlens_k", "total_sequence_length"]
         names_out = ["logits"]
-        axes = {
-            "input_ids": {0: "batch", 1: "tokens"},
-            "position_ids": {0: "batch", 1: "tokens"},
-            "logits": {0: "batch", 1: "tokens"},
-        }
+        axes = {"input_ids": {1: "tokens"}, "logits": {1: "tokens"}}
         for i in range(c.num_hidden_layers):
             for kind in ("key", "value"):
                 names_in.append(f"past_key_values.{i}.{kind}")
                 names_out.append(f"present.{i}.{kind}")
-                axes[names_in[-1]] = {0: "batch", 2: "past_tokens"}
-                axes[names_out[-1]] = {0: "batch", 2: "total_tokens"}
-        # Trace with a non-empty past so no shape is specialised to zero.
-        past = [torch.zeros(1, c.num_key_value_heads, 2, c.head_dim) for _ in range(2 * c.num_hidden_layers)]
-        args = (torch.tensor([[1, 2, 3]]), torch.tensor([[2, 3, 4]]), *past)
+                axes[names_in[-1]] = {2: "capacity"}
+                axes[names_out[-1]] = {2: "capacity"}
+        # Trace a step with cached tokens before it, so no shape is specialised to an empty cache.
+        caches = [torch.zeros(1, c.num_key_value_heads, 8, c.head_dim) for _ in range(2 * c.num_hidden_layers)]
+        seqlens_k, total = torch.tensor([4], dtype=torch.int32), torch.tensor(5, dtype=torch.int32)
+        args = (torch.tensor([[1, 2, 3]]), seqlens_k, total, *caches)
         tmp_dir = out_dir.with_name(out_dir.name + ".partial")
         shutil.rmtree(tmp_dir, ignore_errors=True)
         tmp_dir.mkdir(parents=True)
@@ -111,7 +195,7 @@ def export_onnx(
         with warnings.catch_warnings():
             # The tracer warns about Python-level shape checks; they are constant for a given config.
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            _export(_ExplicitKVDecoder(model).eval(), args, fp32_path, names_in, names_out, axes)
+            _export(_SharedBufferDecoder(model).eval(), args, fp32_path, names_in, names_out, axes)
         progress.advance(task)
         quantize(fp32_path, tmp_dir / MODEL_NAME, quantization)
         sizes = {

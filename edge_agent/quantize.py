@@ -13,7 +13,7 @@ from pathlib import Path
 
 import onnx
 
-LM_HEAD_NODE = "/model/lm_head/MatMul"
+LM_HEAD_NODE = "lm_head/MatMul"  # the end of the LM head's node name (the exporter prefixes module scopes)
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,9 @@ def quantize(fp32_model: Path, out_model: Path, q: Quantization) -> None:
             block_size=q.block_size,
             is_symmetric=True,
             accuracy_level=q.accuracy_level,
-            nodes_to_exclude=[LM_HEAD_NODE] if q.keep_lm_head else [],
+            nodes_to_exclude=[n.name for n in model.graph.node if n.name.endswith(LM_HEAD_NODE)]
+            if q.keep_lm_head
+            else [],
         )
         quantizer.process()
     finally:

@@ -1,13 +1,19 @@
-"""The ONNX decoder as a StepModel: explicit past/present KV through onnxruntime, with IO binding.
+"""The ONNX decoder as a StepModel: onnxruntime with IO binding and preallocated KV buffers.
 
-The growing KV cache never leaves onnxruntime between steps: each step's
-`present.*` outputs (OrtValues, allocated by the session) are bound as the
-next step's `past_key_values.*` inputs, so only the last position's logits
-are copied out. The graph concatenates past and new K/V, so the cache is
-not preallocated at full length; that needs a shared past/present buffer
-(GroupQueryAttention), which is left for later.
+Each layer's K/V live in one buffer of `capacity` positions, allocated once
+per model (edge_agent/export.py): every step binds the same buffers as its
+past inputs and present outputs, and GroupQueryAttention writes the step's
+K/V in place. A step copies in only the new token ids and copies out only the
+last position's logits; nothing grows, concatenates or reallocates with the
+context.
+
+The agent serves one sequence at a time (the SerialEngine queues the rest),
+so one set of buffers is enough: a prefill starts a new sequence in them, and
+the state of the previous one is then stale, which decode refuses.
 """
 
+from dataclasses import dataclass
+from itertools import count
 from pathlib import Path
 
 import numpy as np
@@ -17,42 +23,78 @@ import torch
 from edge_agent.export import MODEL_NAME, verify_export
 from edge_agent.providers import DEFAULT_PRIORITY, create_session
 
-State = list[ort.OrtValue]  # past key/value per layer, flattened (key0, value0, key1, …)
+DEFAULT_CAPACITY = 4096  # KV positions preallocated per layer, unless the model's context is shorter
+_sequences = count(1)
+
+
+@dataclass(frozen=True)
+class State:
+    sequence: int  # which prefill filled the buffers
+    length: int  # tokens in the cache
+
+
+class StaleState(RuntimeError):
+    """decode() on a sequence whose buffers a later prefill has taken."""
 
 
 class OnnxStepModel:
-    def __init__(self, export_dir: Path, priority=DEFAULT_PRIORITY, require_npu: bool = False) -> None:
+    def __init__(
+        self,
+        export_dir: Path,
+        priority=DEFAULT_PRIORITY,
+        require_npu: bool = False,
+        capacity: int = DEFAULT_CAPACITY,
+    ) -> None:
         manifest = verify_export(export_dir)
-        self.max_context_tokens: int = manifest["max_context_tokens"]
+        self.max_context_tokens: int = min(manifest["max_context_tokens"], capacity)
         self.eos_token_ids: tuple[int, ...] = tuple(manifest["eos_token_ids"])
         self.quantization: str = _variant(manifest)
         self.session, self.execution_provider = create_session(
             str(Path(export_dir) / MODEL_NAME), priority, require_npu
         )
-        self._past_names = [i.name for i in self.session.get_inputs() if i.name.startswith("past_key_values.")]
+        inputs = {i.name: i for i in self.session.get_inputs()}
+        self._past_names = [name for name in inputs if name.startswith("past_key_values.")]
         self._present_names = [o.name for o in self.session.get_outputs() if o.name.startswith("present.")]
-        past_input = self.session.get_inputs()[2]
-        self._kv_heads, self._head_dim = past_input.shape[1], past_input.shape[3]
+        _, kv_heads, _, head_dim = inputs[self._past_names[0]].shape
+        shape = (1, kv_heads, self.max_context_tokens, head_dim)
+        self._buffers = [ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32)) for _ in self._past_names]
+        self._sequence = 0
+
+    @property
+    def kv_buffer_bytes(self) -> int:
+        return sum(int(np.prod(b.shape())) * 4 for b in self._buffers)
 
     def prefill(self, prompt_token_ids: list[int]) -> tuple[torch.Tensor, State]:
-        empty = ort.OrtValue.ortvalue_from_numpy(np.zeros((1, self._kv_heads, 0, self._head_dim), dtype=np.float32))
-        return self._run(prompt_token_ids, 0, [empty] * len(self._past_names))
+        self._sequence = next(_sequences)
+        logits = self._run(prompt_token_ids, 0)
+        return torch.from_numpy(logits[-1].copy()), State(self._sequence, len(prompt_token_ids))
 
     def decode(self, state: State, token_id: int, position: int) -> tuple[torch.Tensor, State]:
-        return self._run([token_id], position, state)
+        if state.sequence != self._sequence:
+            raise StaleState("this sequence's KV buffers were taken by a later prefill")
+        assert position == state.length, (position, state.length)
+        logits = self._run([token_id], position)
+        return torch.from_numpy(logits[-1].copy()), State(state.sequence, state.length + 1)
 
-    def _run(self, token_ids: list[int], start: int, past: State) -> tuple[torch.Tensor, State]:
+    def logits(self, token_ids: list[int]) -> np.ndarray:
+        """Logits at every position of one prompt [tokens, vocab] (for scoring; starts a new sequence)."""
+        self._sequence = next(_sequences)
+        return self._run(token_ids, 0).copy()
+
+    def _run(self, token_ids: list[int], start: int) -> np.ndarray:
+        total = start + len(token_ids)
+        if total > self.max_context_tokens:
+            raise ValueError(f"{total} tokens exceed this agent's context of {self.max_context_tokens}")
         binding = self.session.io_binding()
         binding.bind_cpu_input("input_ids", np.array([token_ids], dtype=np.int64))
-        binding.bind_cpu_input("position_ids", np.arange(start, start + len(token_ids), dtype=np.int64)[None])
-        for name, value in zip(self._past_names, past, strict=True):
-            binding.bind_ortvalue_input(name, value)
-        binding.bind_output("logits")
-        for name in self._present_names:
-            binding.bind_output(name)
+        binding.bind_cpu_input("seqlens_k", np.array([total - 1], dtype=np.int32))
+        binding.bind_cpu_input("total_sequence_length", np.array(total, dtype=np.int32))
+        binding.bind_output("logits")  # first: get_outputs() follows the binding order
+        for past, present, buffer in zip(self._past_names, self._present_names, self._buffers, strict=True):
+            binding.bind_ortvalue_input(past, buffer)
+            binding.bind_ortvalue_output(present, buffer)  # the same memory: written in place
         self.session.run_with_iobinding(binding)
-        logits, *present = binding.get_outputs()
-        return torch.from_numpy(logits.numpy()[0, -1].copy()), present
+        return binding.get_outputs()[0].numpy()[0]
 
 
 def _variant(manifest: dict) -> str:

@@ -65,6 +65,9 @@ class LlamaAttention(nn.Module):
         self.o_proj = nn.Linear(self.num_heads * d, h, bias=False)
 
     def forward(self, x, cos, sin, positions, kv):
+        if getattr(kv, "fuses_rotary", False):
+            # The store applies rotary with its attention (onnxruntime's GroupQueryAttention, edge_agent/export.py).
+            return self.o_proj(kv.attend_projections(self.layer, self.q_proj(x), self.k_proj(x), self.v_proj(x)))
         batch, tokens, _ = x.shape
         q = self.q_proj(x).view(batch, tokens, self.num_heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(x).view(batch, tokens, self.num_kv_heads, self.head_dim).transpose(1, 2)
@@ -129,7 +132,7 @@ class LlamaForCausalLM(nn.Module):
     def hidden_states(self, input_ids: torch.Tensor, positions: torch.Tensor, kv) -> torch.Tensor:
         """The final-norm hidden states [batch, tokens, hidden]; K/V go through `kv`."""
         x = self.model.embed_tokens(input_ids)
-        cos, sin = self.model.rotary_emb(positions)
+        cos, sin = (None, None) if getattr(kv, "fuses_rotary", False) else self.model.rotary_emb(positions)
         for layer in self.model.layers:
             x = layer(x, cos, sin, positions, kv)
         return self.model.norm(x)

@@ -41,7 +41,7 @@ def test_decode_with_past_equals_hf(export_dir, hf):
     with torch.no_grad():
         expected = hf(torch.tensor([PROMPT])).logits[0, -1]
     torch.testing.assert_close(logits, expected, atol=1e-4, rtol=0)
-    assert state[0].shape()[2] == len(PROMPT)  # present KV grew by one per step
+    assert state.length == len(PROMPT)
 
 
 def test_export_is_cached_by_checkpoint_content(demo_checkpoint, export_dir):

@@ -35,7 +35,8 @@ def test_int4_linear_weights_are_at_most_0_3_of_fp32(exports):
     sizes = manifest(exports["int4"])["sizes"]
     assert sizes["linear_weight_bytes"] <= 0.3 * sizes["fp32_linear_weight_bytes"], sizes
     ops = [n.op_type for n in onnx.load(str(exports["int4"] / "model.onnx")).graph.node]
-    assert ops.count("MatMulNBits") == 15 and "MatMul" in ops  # 2 layers x 7 linears + LM head; attention stays MatMul
+    assert ops.count("MatMulNBits") == 15  # 2 layers x 7 linears + LM head
+    assert ops.count("GroupQueryAttention") == 2 and "MatMul" not in ops  # attention is the fused op
     head_kept = [n.op_type for n in onnx.load(str(exports["int4-head32"] / "model.onnx")).graph.node]
     assert head_kept.count("MatMulNBits") == 14
 
@@ -88,11 +89,7 @@ def test_bad_quantization_settings_are_refused(kwargs):
 
 def all_logits(export_dir, ids):
     """Logits at every position of one prefill (the runner returns only the last)."""
-    step = OnnxStepModel(export_dir)
-    kv_heads, head_dim = step.session.get_inputs()[2].shape[1], step.session.get_inputs()[2].shape[3]
-    feeds = {"input_ids": np.array([ids]), "position_ids": np.arange(len(ids))[None]}
-    feeds |= {name: np.zeros((1, kv_heads, 0, head_dim), np.float32) for name in step._past_names}
-    return step.session.run(["logits"], feeds)[0][0]
+    return OnnxStepModel(export_dir).logits(ids)
 
 
 def test_int4_against_fp32_on_real_text(exports, demo_checkpoint):
