@@ -6,11 +6,14 @@
   context 512 to 32k: achieved bandwidth (K and V bytes read / time), and
   speed against torch SDPA on K/V already gathered contiguous (the gather
   not counted, which favours SDPA);
-- SiLU-and-mul and RMSNorm (fused residual): achieved bandwidth.
+- SiLU-and-mul and RMSNorm (fused residual): achieved bandwidth;
+- sampling (top-k 50, top-p 0.9, Llama-3's 128256-token vocabulary, 64 and
+  256 rows): the Triton kernel (no sort) against the torch reference, which
+  sorts the rows that ask for top-p; both draw the same tokens.
 
-Not yet measured because the kernels do not exist yet (issue #4): the
-sampling kernel against a sort-based top-p, INT8 GEMM against bf16 matmul,
-paged prefill attention. Their JSON fields are null. Last line: one JSON object.
+Not yet measured because the kernels do not exist yet (issue #4): INT8 GEMM
+against bf16 matmul, paged prefill attention. Their JSON fields are null.
+Last line: one JSON object.
 
     bash bench/gpu_suite.sh
 """
@@ -25,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.paged_attention import paged_decode_triton  # noqa: E402
 from kernels.rms_norm import rms_norm_triton  # noqa: E402
+from kernels.sampling import sample_ref, sample_triton  # noqa: E402
 from kernels.silu_and_mul import silu_and_mul_triton  # noqa: E402
 
 SHAPES = {"llama3-8b": (32, 8, 128), "0.5b": (14, 2, 64)}
@@ -67,6 +71,28 @@ def decode_case(name: str, batch: int, context: int) -> dict:
             "sdpa_ms": round(sdpa_ms, 4), "gb_s": round(kv_bytes / (triton_ms / 1000) / 1e9, 1)}  # fmt: skip
 
 
+def sampling_case(rows: int, vocab: int = 128256) -> dict:
+    logits = torch.randn(rows, vocab, device="cuda") * 4
+    params = dict(
+        temperature=torch.full((rows,), 0.8, device="cuda"),
+        top_k=torch.full((rows,), 50, device="cuda", dtype=torch.int64),
+        top_p=torch.full((rows,), 0.9, device="cuda"),
+        min_p=torch.zeros(rows, device="cuda"),
+        seed=torch.arange(rows, device="cuda", dtype=torch.int64),
+        step=torch.zeros(rows, device="cuda", dtype=torch.int64),
+    )
+    same = bool((sample_triton(logits, **params) == sample_ref(logits, **params)).all())
+    triton_ms = timed_ms(lambda: sample_triton(logits, **params))
+    sort_ms = timed_ms(lambda: sample_ref(logits, **params))
+    return {
+        "rows": rows,
+        "vocab": vocab,
+        "triton_ms": round(triton_ms, 4),
+        "sort_ms": round(sort_ms, 4),
+        "same_tokens": same,
+    }
+
+
 def main() -> None:
     ceiling = copy_gb_s()
     print(f"copy bandwidth: {ceiling:.0f} GB/s")
@@ -84,13 +110,17 @@ def main() -> None:
     h = torch.randn(256, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.ones(4096, device="cuda", dtype=torch.bfloat16)
     norm_ms = timed_ms(lambda: rms_norm_triton(h, w, 1e-5, h))
+    sampling = [sampling_case(rows) for rows in (64, 256)]
+    for row in sampling:
+        print(json.dumps(row), flush=True)
     result = {
         "copy_gb_s": round(ceiling, 1),
         "decode_long_context_bw_fraction": round(max(r["gb_s"] for r in long) / ceiling, 3) if long else None,
         "decode_vs_sdpa_speedup_median": round(sorted(r["sdpa_ms"] / r["triton_ms"] for r in rows)[len(rows) // 2], 3),
         "silu_and_mul_gb_s": round(3 * x.numel() * 2 / (silu_ms / 1000) / 1e9, 1),
         "rms_norm_gb_s": round(4 * h.numel() * 2 / (norm_ms / 1000) / 1e9, 1),
-        "sampling_vs_sort_top_p": None,  # kernel not built yet (issue #4)
+        "sampling_vs_sort_top_p": round(min(r["sort_ms"] / r["triton_ms"] for r in sampling), 3),
+        "sampling_same_tokens": all(r["same_tokens"] for r in sampling),
         "int8_gemm_vs_bf16": None,  # kernel not built yet (issue #4)
     }
     print(json.dumps(result))

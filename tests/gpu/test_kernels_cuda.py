@@ -57,3 +57,19 @@ def test_rotary_and_kv_write_bf16():
     write_kv_triton(caches[0], caches[1], k, v, slots)
     write_kv_ref(caches[2], caches[3], k, v, slots)
     assert torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
+
+
+def test_sampling_kernel_draws_what_the_reference_draws():
+    from kernels.sampling import sample_ref, sample_triton
+
+    rows, vocab = 32, 128256
+    logits = torch.randn(rows, vocab, device="cuda") * 4
+    params = dict(
+        temperature=torch.full((rows,), 0.8, device="cuda"),
+        top_k=torch.tensor([0, 50] * (rows // 2), device="cuda"),
+        top_p=torch.tensor([0.9, 1.0, 0.95, 0.5] * (rows // 4), device="cuda"),
+        min_p=torch.zeros(rows, device="cuda"),
+        seed=torch.arange(rows, device="cuda", dtype=torch.int64),
+        step=torch.zeros(rows, device="cuda", dtype=torch.int64),
+    )
+    assert sample_triton(logits, **params).tolist() == sample_ref(logits, **params).tolist()
