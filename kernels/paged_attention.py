@@ -115,6 +115,10 @@ def _prefill(q, k_cache, v_cache, block_table, context_len):
     return out.reshape(heads, tokens, head_dim).transpose(0, 1).to(k_cache.dtype)
 
 
+SPLIT_KEYS = 2048  # split-K: one partial per this many keys of the longest context (up to MAX_SPLITS)
+MAX_SPLITS = 16
+
+
 @functools.cache
 def _decode_kernel():
     import triton
@@ -122,21 +126,29 @@ def _decode_kernel():
 
     @triton.jit
     def paged_decode_kernel(
-        q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, out_ptr,
+        q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, out_ptr, part_ptr, stats_ptr,
         stride_q_seq, stride_q_head, stride_kv_head, stride_kv_block, stride_kv_slot, stride_table, scale,
-        GROUP: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
+        num_splits, GROUP: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, SPLIT: tl.constexpr,
     ):  # fmt: skip
-        """One program per (sequence, query head): online softmax over the sequence's blocks."""
-        seq, head = tl.program_id(0), tl.program_id(1)
+        """One program per (sequence, query head, split): online softmax over the split's share of blocks.
+
+        Without SPLIT the one split is the whole context and the program writes the output; with SPLIT it
+        writes its unnormalised partial and (max, sum) for paged_decode_combine_kernel.
+        """
+        seq, head, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
         kv_head = head // GROUP
         dims = tl.arange(0, HEAD_DIM)
         slots = tl.arange(0, BLOCK_SIZE)
         q = tl.load(q_ptr + seq * stride_q_seq + head * stride_q_head + dims).to(tl.float32)
         context = tl.load(lens_ptr + seq)
+        num_blocks = tl.cdiv(context, BLOCK_SIZE)
+        per_split = tl.cdiv(num_blocks, num_splits)
+        first = split * per_split
+        last = tl.minimum(first + per_split, num_blocks)
         m = tl.full((), float("-inf"), tl.float32)
         total = tl.zeros((), tl.float32)
         acc = tl.zeros((HEAD_DIM,), tl.float32)
-        for b in range(0, tl.cdiv(context, BLOCK_SIZE)):
+        for b in range(first, last):
             block = tl.load(tables_ptr + seq * stride_table + b)
             base = kv_head * stride_kv_head + block * stride_kv_block
             offsets = base + slots[:, None] * stride_kv_slot + dims[None, :]
@@ -150,13 +162,43 @@ def _decode_kernel():
             total = total * correction + tl.sum(p, axis=0)
             acc = acc * correction + tl.sum(p[:, None] * v, axis=0)
             m = m_new
-        out = acc / total
-        tl.store(out_ptr + seq * stride_q_seq + head * stride_q_head + dims, out.to(out_ptr.dtype.element_ty))
+        if SPLIT:
+            row = (seq * tl.num_programs(1) + head) * num_splits + split
+            tl.store(part_ptr + row * HEAD_DIM + dims, acc)
+            tl.store(stats_ptr + row * 2, m)
+            tl.store(stats_ptr + row * 2 + 1, total)
+        else:
+            out = acc / total
+            tl.store(out_ptr + seq * stride_q_seq + head * stride_q_head + dims, out.to(out_ptr.dtype.element_ty))
 
-    return paged_decode_kernel
+    @triton.jit
+    def paged_decode_combine_kernel(
+        part_ptr, stats_ptr, out_ptr, stride_q_seq, stride_q_head, num_splits, HEAD_DIM: tl.constexpr
+    ):
+        """One program per (sequence, query head): rescale the splits' partials to their common maximum."""
+        seq, head = tl.program_id(0), tl.program_id(1)
+        dims = tl.arange(0, HEAD_DIM)
+        rows = (seq * tl.num_programs(1) + head) * num_splits
+        m = tl.full((), float("-inf"), tl.float32)
+        for i in range(0, num_splits):
+            m = tl.maximum(m, tl.load(stats_ptr + (rows + i) * 2))
+        total = tl.zeros((), tl.float32)
+        acc = tl.zeros((HEAD_DIM,), tl.float32)
+        for i in range(0, num_splits):
+            weight = tl.exp(tl.load(stats_ptr + (rows + i) * 2) - m)  # 0 for a split with no keys (max -inf)
+            total += weight * tl.load(stats_ptr + (rows + i) * 2 + 1)
+            acc += weight * tl.load(part_ptr + (rows + i) * HEAD_DIM + dims)
+        tl.store(out_ptr + seq * stride_q_seq + head * stride_q_head + dims, (acc / total).to(out_ptr.dtype.element_ty))
+
+    return paged_decode_kernel, paged_decode_combine_kernel
 
 
-def paged_decode_triton(q, k_cache, v_cache, block_tables, context_lens):
+def decode_splits(max_context: int) -> int:
+    """Split-K only where one program per (sequence, head) would walk a long context alone."""
+    return max(1, min(MAX_SPLITS, -(-max_context // SPLIT_KEYS)))
+
+
+def paged_decode_triton(q, k_cache, v_cache, block_tables, context_lens, num_splits: int | None = None):
     """q [S, heads, head_dim] (one query token per sequence) -> [S, heads, head_dim]."""
     num_seqs, heads, head_dim = q.shape
     kv_heads, _, block_size, cache_dim = k_cache.shape
@@ -167,13 +209,22 @@ def paged_decode_triton(q, k_cache, v_cache, block_tables, context_lens):
     check(q.stride(-1) == 1 and k_cache.is_contiguous() and v_cache.is_contiguous(), "last dims must be contiguous")
     check(block_tables.dtype == torch.int64 and context_lens.dtype == torch.int64, "tables and lengths: int64")
     check(block_tables.shape[0] == num_seqs == context_lens.shape[0], "one block table and length per sequence")
+    if num_splits is None:
+        num_splits = decode_splits(block_tables.shape[1] * block_size)
+    check(num_splits >= 1, "num_splits >= 1")
     out = torch.empty_like(q)
     block_tables = block_tables.contiguous()
-    _decode_kernel()[(num_seqs, heads)](
-        q, k_cache, v_cache, block_tables, context_lens, out,
+    split = num_splits > 1
+    part = torch.empty(num_seqs * heads * num_splits * head_dim if split else 1, device=q.device, dtype=torch.float32)
+    stats = torch.empty(num_seqs * heads * num_splits * 2 if split else 1, device=q.device, dtype=torch.float32)
+    attend, combine = _decode_kernel()
+    attend[(num_seqs, heads, num_splits)](
+        q, k_cache, v_cache, block_tables, context_lens, out, part, stats,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), block_tables.stride(0),
-        head_dim**-0.5, GROUP=heads // kv_heads, BLOCK_SIZE=block_size, HEAD_DIM=head_dim,
+        head_dim**-0.5, num_splits, GROUP=heads // kv_heads, BLOCK_SIZE=block_size, HEAD_DIM=head_dim, SPLIT=split,
     )  # fmt: skip
+    if split:
+        combine[(num_seqs, heads)](part, stats, out, q.stride(0), q.stride(1), num_splits, HEAD_DIM=head_dim)
     return out
 
 

@@ -100,6 +100,22 @@ def test_paged_decode_attention_matches_the_reference(monkeypatch, context_lens)
     torch.testing.assert_close(paged_attention(q, k_cache, v_cache, meta), expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("num_splits", [2, 3, 8])  # 8 > the blocks of some sequences: empty splits
+def test_split_k_decode_matches_the_reference(num_splits):
+    from kernels.paged_attention import paged_decode_triton
+
+    q, k_cache, v_cache, meta = decode_case([1, 5, 17, 30, 9])
+    expected = paged_attention_ref(q, k_cache, v_cache, meta)
+    got = paged_decode_triton(q, k_cache, v_cache, meta.block_tables, torch.tensor(meta.context_lens), num_splits)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_long_contexts_are_split():
+    from kernels.paged_attention import decode_splits
+
+    assert decode_splits(512) == 1 and decode_splits(8192) == 4 and decode_splits(131072) == 16
+
+
 def test_launchers_refuse_bad_arguments():
     with pytest.raises(ValueError, match="one shape"):
         silu_and_mul_triton(torch.zeros(2, 3), torch.zeros(3, 2))
