@@ -24,6 +24,7 @@ import torch
 from kernels.dispatch import check, use_triton
 
 DECODE_GROUP_SEQS = 16
+PREFILL_TILE = 16  # query tokens per program of the prefill kernel
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,16 @@ class PagedAttentionMetadata:
     slot_mapping: torch.Tensor  # [T] int64: cache slot (block * block_size + offset) of each new token
     query_start: tuple[int, ...]  # len S + 1
     context_lens: tuple[int, ...]  # len S
+    lens: torch.Tensor  # [S] int64: context_lens on the device
     block_tables: torch.Tensor  # [S, max_blocks] int64, padded with 0
     # Sequences with exactly one query token, shortest context first (so groups pad little):
     decode_starts: torch.Tensor  # [D] flat index of each one's query token
     decode_lens: torch.Tensor  # [D] its context length
     decode_tables: torch.Tensor  # [D, max_blocks] its block table
     prefill_rows: tuple[int, ...]  # sequences with more than one query token
+    # The prefill kernel's work list, one row per PREFILL_TILE query tokens of a prefill sequence:
+    # (sequence, first query's flat index, one past the last, first query's position).
+    prefill_tiles: torch.Tensor  # [tiles, 4] int64
 
     @classmethod
     def build(cls, slot_mapping: torch.Tensor, query_start, context_lens, block_tables: torch.Tensor):
@@ -48,16 +53,38 @@ class PagedAttentionMetadata:
             slot_mapping=slot_mapping,
             query_start=tuple(query_start),
             context_lens=tuple(context_lens),
+            lens=torch.tensor(list(context_lens), dtype=torch.int64),
             block_tables=block_tables,
             decode_starts=torch.tensor([query_start[i] for i in decode], dtype=torch.int64),
             decode_lens=torch.tensor([context_lens[i] for i in decode], dtype=torch.int64),
             decode_tables=block_tables[torch.tensor(decode, dtype=torch.int64)],
             prefill_rows=tuple(i for i in rows if query_start[i + 1] - query_start[i] > 1),
+            prefill_tiles=_prefill_tiles(query_start, context_lens),
         )
 
     def to(self, device) -> "PagedAttentionMetadata":
-        tensors = ("slot_mapping", "block_tables", "decode_starts", "decode_lens", "decode_tables")
+        tensors = (
+            "slot_mapping",
+            "lens",
+            "block_tables",
+            "decode_starts",
+            "decode_lens",
+            "decode_tables",
+            "prefill_tiles",
+        )
         return replace(self, **{name: getattr(self, name).to(device) for name in tensors})
+
+
+def _prefill_tiles(query_start, context_lens) -> torch.Tensor:
+    tiles = []
+    for i, context in enumerate(context_lens):
+        start, end = query_start[i], query_start[i + 1]
+        if end - start > 1:
+            first_position = context - (end - start)
+            tiles += [
+                (i, t, min(t + PREFILL_TILE, end), first_position + t - start) for t in range(start, end, PREFILL_TILE)
+            ]
+    return torch.tensor(tiles, dtype=torch.int64).view(-1, 4)
 
 
 def paged_attention_ref(
@@ -228,13 +255,100 @@ def paged_decode_triton(q, k_cache, v_cache, block_tables, context_lens, num_spl
     return out
 
 
+@functools.cache
+def _prefill_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def paged_prefill_kernel(
+        q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, tiles_ptr, out_ptr,
+        stride_q_tok, stride_q_head, stride_kv_head, stride_kv_block, stride_kv_slot, stride_table, scale,
+        GROUP: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, TILE: tl.constexpr,
+    ):  # fmt: skip
+        """One program per (tile of a sequence's new tokens, query head): causal attention over its blocks.
+
+        The tile's queries sit at positions first .. first + n - 1; the keys before them may come from the
+        prefix cache or earlier chunks, the rest were just written. Online softmax over the blocks.
+        """
+        tile, head = tl.program_id(0), tl.program_id(1)
+        seq = tl.load(tiles_ptr + tile * 4)
+        q_begin = tl.load(tiles_ptr + tile * 4 + 1)
+        q_end = tl.load(tiles_ptr + tile * 4 + 2)
+        first = tl.load(tiles_ptr + tile * 4 + 3)
+        kv_head = head // GROUP
+        rows = tl.arange(0, TILE)
+        dims = tl.arange(0, HEAD_DIM)
+        slots = tl.arange(0, BLOCK_SIZE)
+        row_valid = q_begin + rows < q_end
+        q_offsets = (q_begin + rows)[:, None] * stride_q_tok + head * stride_q_head + dims[None, :]
+        q = tl.load(q_ptr + q_offsets, mask=row_valid[:, None], other=0.0).to(tl.float32)
+        positions = first + rows
+        context = tl.load(lens_ptr + seq)
+        m = tl.full((TILE,), float("-inf"), tl.float32)
+        total = tl.zeros((TILE,), tl.float32)
+        acc = tl.zeros((TILE, HEAD_DIM), tl.float32)
+        last_key = tl.minimum(first + (q_end - q_begin), context)  # keys past the tile's last query are masked
+        for b in range(0, tl.cdiv(last_key, BLOCK_SIZE)):
+            block = tl.load(tables_ptr + seq * stride_table + b)
+            offsets = (
+                kv_head * stride_kv_head + block * stride_kv_block + slots[:, None] * stride_kv_slot + dims[None, :]
+            )
+            key_positions = b * BLOCK_SIZE + slots
+            k = tl.load(k_ptr + offsets, mask=(key_positions < context)[:, None], other=0.0).to(tl.float32)
+            v = tl.load(v_ptr + offsets, mask=(key_positions < context)[:, None], other=0.0).to(tl.float32)
+            scores = tl.dot(q, tl.trans(k)) * scale  # [TILE, BLOCK_SIZE]
+            allowed = (key_positions[None, :] <= positions[:, None]) & (key_positions[None, :] < context)
+            scores = tl.where(allowed, scores, float("-inf"))
+            m_new = tl.maximum(m, tl.max(scores, axis=1))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # padded rows see no key at all
+            p = tl.exp(scores - m_safe[:, None])
+            correction = tl.exp(m - m_safe)
+            total = total * correction + tl.sum(p, axis=1)
+            acc = acc * correction[:, None] + tl.dot(p, v)
+            m = m_new
+        out = acc / tl.where(total > 0, total, 1.0)[:, None]
+        tl.store(out_ptr + q_offsets, out.to(out_ptr.dtype.element_ty), mask=row_valid[:, None])
+
+    return paged_prefill_kernel
+
+
+def paged_prefill_triton(q, k_cache, v_cache, block_tables, context_lens, tiles):
+    """q [T, heads, head_dim] -> out [T, heads, head_dim] for the tokens `tiles` (PagedAttentionMetadata) cover.
+
+    Rows of the output that no tile covers are left unwritten (they are the decodes').
+    """
+    _, heads, head_dim = q.shape
+    kv_heads, _, block_size, cache_dim = k_cache.shape
+    check(k_cache.shape == v_cache.shape and cache_dim == head_dim, "caches: one shape, the queries' head_dim")
+    check(heads % kv_heads == 0, f"{heads} query heads do not group over {kv_heads} KV heads")
+    check(head_dim >= 16 and block_size >= 16, "tl.dot needs head_dim and block size of at least 16")
+    check(head_dim & (head_dim - 1) == 0 and block_size & (block_size - 1) == 0, "head_dim and block size: powers of 2")
+    check(q.stride(-1) == 1 and k_cache.is_contiguous() and v_cache.is_contiguous(), "last dims must be contiguous")
+    check(tiles.dtype == torch.int64 and tiles.dim() == 2 and tiles.shape[1] == 4, "tiles: [n, 4] int64")
+    check(block_tables.dtype == torch.int64 and context_lens.dtype == torch.int64, "tables and lengths: int64")
+    out = torch.empty_like(q)
+    block_tables = block_tables.contiguous()
+    _prefill_kernel()[(tiles.shape[0], heads)](
+        q, k_cache, v_cache, block_tables, context_lens, tiles.contiguous(), out,
+        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), block_tables.stride(0),
+        head_dim**-0.5, GROUP=heads // kv_heads, BLOCK_SIZE=block_size, HEAD_DIM=head_dim, TILE=PREFILL_TILE,
+    )  # fmt: skip
+    return out
+
+
 def paged_attention(q, k_cache, v_cache, meta):
-    if not use_triton(q) or not meta.decode_starts.numel():
+    if not use_triton(q):
         return paged_attention_ref(q, k_cache, v_cache, meta)
-    # Decodes through the Triton kernel; prefill chunks still take the reference (no Triton prefill kernel yet).
-    no_decodes = replace(meta, decode_starts=meta.decode_starts[:0], decode_lens=meta.decode_lens[:0],
-                         decode_tables=meta.decode_tables[:0])  # fmt: skip
-    out = paged_attention_ref(q, k_cache, v_cache, no_decodes)
+    head_dim, block_size = q.shape[-1], k_cache.shape[2]
+    if meta.prefill_rows and (head_dim < 16 or block_size < 16):
+        # Shapes tl.dot cannot take (tiny test models): prefill chunks take the reference.
+        out = paged_attention_ref(q, k_cache, v_cache, replace(meta, decode_starts=meta.decode_starts[:0]))
+    elif meta.prefill_rows:
+        out = paged_prefill_triton(q, k_cache, v_cache, meta.block_tables, meta.lens, meta.prefill_tiles)
+    else:
+        out = torch.empty_like(q)
     starts = meta.decode_starts
-    out[starts] = paged_decode_triton(q[starts], k_cache, v_cache, meta.decode_tables, meta.decode_lens)
+    if starts.numel():
+        out[starts] = paged_decode_triton(q[starts], k_cache, v_cache, meta.decode_tables, meta.decode_lens)
     return out

@@ -73,3 +73,20 @@ def test_sampling_kernel_draws_what_the_reference_draws():
         step=torch.zeros(rows, device="cuda", dtype=torch.int64),
     )
     assert sample_triton(logits, **params).tolist() == sample_ref(logits, **params).tolist()
+
+
+def test_paged_prefill_bf16_with_a_cached_prefix():
+    from kernels.paged_attention import PagedAttentionMetadata, paged_attention_ref, paged_prefill_triton
+
+    heads, kv_heads, dim, block = 32, 8, 128, 16
+    queries, contexts = [300, 77, 1], [300, 1101, 64]  # a full prompt, a chunk after 1024 cached tokens, a decode
+    width = max(-(-n // block) for n in contexts)
+    k = torch.randn(kv_heads, len(contexts) * width, block, dim, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    tables = torch.randperm(len(contexts) * width).view(len(contexts), width)
+    starts = [0, 300, 377, 378]
+    meta = PagedAttentionMetadata.build(torch.empty(0, dtype=torch.int64), starts, contexts, tables).to("cuda")
+    q = torch.randn(starts[-1], heads, dim, device="cuda", dtype=torch.bfloat16)
+    expected = paged_attention_ref(q, k, v, meta)[:377]
+    got = paged_prefill_triton(q, k, v, meta.block_tables, meta.lens, meta.prefill_tiles)[:377]
+    torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)

@@ -116,6 +116,31 @@ def test_long_contexts_are_split():
     assert decode_splits(512) == 1 and decode_splits(8192) == 4 and decode_splits(131072) == 16
 
 
+def test_paged_prefill_attention_matches_the_reference(monkeypatch):
+    """Chunks with part of the prompt already cached, a chunk over two tiles, and a decode in the same step."""
+    block, heads, kv_heads, head_dim = 16, 4, 2, 16
+    queries = [20, 9, 18, 1]  # new tokens per sequence
+    contexts = [20, 37, 50, 12]  # tokens in the cache after the step: 0, 28, 32 and 11 were there before
+    num_blocks = sum(-(-n // block) for n in contexts) + 2
+    k_cache = torch.randn(kv_heads, num_blocks, block, head_dim, generator=gen(20))
+    v_cache = torch.randn(kv_heads, num_blocks, block, head_dim, generator=gen(21))
+    order = torch.randperm(num_blocks, generator=gen(22)).tolist()
+    width = max(-(-n // block) for n in contexts)
+    tables = []
+    for n in contexts:
+        mine = [order.pop() for _ in range(-(-n // block))]
+        tables.append(mine + [0] * (width - len(mine)))
+    starts = [0]
+    for n in queries:
+        starts.append(starts[-1] + n)
+    meta = PagedAttentionMetadata.build(torch.empty(0, dtype=torch.int64), starts, contexts, torch.tensor(tables))
+    q = torch.randn(starts[-1], heads, head_dim, generator=gen(23))
+    expected = paged_attention_ref(q, k_cache, v_cache, meta)
+    assert meta.prefill_tiles.shape[0] == 5  # tiles of 16 queries: 20 -> 2, 9 -> 1, 18 -> 2; the decode has none
+    monkeypatch.setenv("TANDEM_KERNELS", "triton")
+    torch.testing.assert_close(paged_attention(q, k_cache, v_cache, meta), expected, rtol=1e-4, atol=1e-4)
+
+
 def test_launchers_refuse_bad_arguments():
     with pytest.raises(ValueError, match="one shape"):
         silu_and_mul_triton(torch.zeros(2, 3), torch.zeros(3, 2))
@@ -139,7 +164,7 @@ def test_the_engine_through_the_triton_kernels_equals_hf(monkeypatch, demo_check
     from cloud_worker.server import build_engine
     from tests.unit.cloud_worker.engine.test_engine_vs_hf import hf_greedy, mixed_prompts, run_batch
 
-    launchers = (kernels.paged_attention._decode_kernel, kernels.rms_norm._kernel, kernels.silu_and_mul._kernel,
+    launchers = (kernels.paged_attention._decode_kernel, kernels.paged_attention._prefill_kernel, kernels.rms_norm._kernel, kernels.silu_and_mul._kernel,
                  kernels.rotary._kernel, kernels.kv_write._kernel)  # fmt: skip
     before = [f.cache_info().hits + f.cache_info().misses for f in launchers]
     prompts = mixed_prompts(demo_checkpoint, 3)
