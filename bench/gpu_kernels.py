@@ -11,8 +11,10 @@
   256 rows): the Triton kernel (no sort) against the torch reference, which
   sorts the rows that ask for top-p; both draw the same tokens.
 
-Not yet measured because the kernels do not exist yet (issue #4): INT8 GEMM
-against bf16 matmul, paged prefill attention. Their JSON fields are null.
+- INT8 weight-only matmul against bf16 `torch.matmul` on Llama-3-8B's
+  linear shapes (4096x4096, 14336x4096, 4096x14336), 1 to 256 rows: the
+  decode regime, where reading half the weight bytes should show.
+
 Last line: one JSON object.
 
     bash bench/gpu_suite.sh
@@ -26,6 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from kernels.int8_linear import int8_linear_triton, quantize_per_channel  # noqa: E402
 from kernels.paged_attention import paged_decode_triton  # noqa: E402
 from kernels.rms_norm import rms_norm_triton  # noqa: E402
 from kernels.sampling import sample_ref, sample_triton  # noqa: E402
@@ -93,6 +96,16 @@ def sampling_case(rows: int, vocab: int = 128256) -> dict:
     }
 
 
+def int8_case(rows: int, out_features: int, in_features: int) -> dict:
+    weight = torch.randn(out_features, in_features, device="cuda", dtype=torch.bfloat16)
+    weight_q, scale = quantize_per_channel(weight)
+    x = torch.randn(rows, in_features, device="cuda", dtype=torch.bfloat16)
+    int8_ms = timed_ms(lambda: int8_linear_triton(x, weight_q, scale))
+    bf16_ms = timed_ms(lambda: torch.matmul(x, weight.t()))
+    return {"rows": rows, "out": out_features, "in": in_features, "int8_ms": round(int8_ms, 4),
+            "bf16_ms": round(bf16_ms, 4), "int8_weight_gb_s": round(weight_q.numel() / (int8_ms / 1000) / 1e9, 1)}  # fmt: skip
+
+
 def main() -> None:
     ceiling = copy_gb_s()
     print(f"copy bandwidth: {ceiling:.0f} GB/s")
@@ -113,6 +126,9 @@ def main() -> None:
     sampling = [sampling_case(rows) for rows in (64, 256)]
     for row in sampling:
         print(json.dumps(row), flush=True)
+    gemm = [int8_case(rows, o, i) for rows in (1, 16, 256) for o, i in ((4096, 4096), (14336, 4096), (4096, 14336))]
+    for row in gemm:
+        print(json.dumps(row), flush=True)
     result = {
         "copy_gb_s": round(ceiling, 1),
         "decode_long_context_bw_fraction": round(max(r["gb_s"] for r in long) / ceiling, 3) if long else None,
@@ -121,7 +137,8 @@ def main() -> None:
         "rms_norm_gb_s": round(4 * h.numel() * 2 / (norm_ms / 1000) / 1e9, 1),
         "sampling_vs_sort_top_p": round(min(r["sort_ms"] / r["triton_ms"] for r in sampling), 3),
         "sampling_same_tokens": all(r["same_tokens"] for r in sampling),
-        "int8_gemm_vs_bf16": None,  # kernel not built yet (issue #4)
+        "int8_gemm_vs_bf16_decode": round(sorted(r["bf16_ms"] / r["int8_ms"] for r in gemm if r["rows"] <= 16)[0], 3),
+        "int8_gemm_vs_bf16_256_rows": round(min(r["bf16_ms"] / r["int8_ms"] for r in gemm if r["rows"] == 256), 3),
     }
     print(json.dumps(result))
 

@@ -84,9 +84,19 @@ def test_paged_prefill_bf16_with_a_cached_prefix():
     k = torch.randn(kv_heads, len(contexts) * width, block, dim, device="cuda", dtype=torch.bfloat16)
     v = torch.randn_like(k)
     tables = torch.randperm(len(contexts) * width).view(len(contexts), width)
-    starts = [0, 300, 377, 378]
+    starts = [0, *torch.tensor(queries).cumsum(0).tolist()]  # [0, 300, 377, 378]
     meta = PagedAttentionMetadata.build(torch.empty(0, dtype=torch.int64), starts, contexts, tables).to("cuda")
     q = torch.randn(starts[-1], heads, dim, device="cuda", dtype=torch.bfloat16)
     expected = paged_attention_ref(q, k, v, meta)[:377]
     got = paged_prefill_triton(q, k, v, meta.block_tables, meta.lens, meta.prefill_tiles)[:377]
     torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("rows", [1, 64, 512])
+def test_int8_linear_bf16(rows):
+    from kernels.int8_linear import int8_linear_ref, int8_linear_triton, quantize_per_channel
+
+    weight_q, scale = quantize_per_channel(torch.randn(4096, 4096, device="cuda"))
+    x = torch.randn(rows, 4096, device="cuda", dtype=torch.bfloat16)
+    expected = int8_linear_ref(x.float(), weight_q, scale).to(torch.bfloat16)
+    torch.testing.assert_close(int8_linear_triton(x, weight_q, scale), expected, rtol=2e-2, atol=2e-1)

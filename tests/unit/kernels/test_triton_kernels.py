@@ -178,3 +178,30 @@ def test_the_engine_through_the_triton_kernels_equals_hf(monkeypatch, demo_check
         assert tokens == hf_greedy(demo_checkpoint, prompt, 6)
     after = [f.cache_info().hits + f.cache_info().misses for f in launchers]
     assert all(a > b for a, b in zip(after, before, strict=True))  # every kernel was launched, many times
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("leading", [(5,), (2, 3)])  # a decode batch; [batch, tokens] as a layer sees it
+def test_int8_linear_matches_the_reference(with_bias, leading):
+    from kernels.int8_linear import int8_linear_ref, int8_linear_triton, quantize_per_channel
+
+    weight_q, scale = quantize_per_channel(torch.randn(40, 72, generator=gen(30)))  # 40 x 72: ragged tiles
+    x = torch.randn(*leading, 72, generator=gen(31))
+    bias = torch.randn(40, generator=gen(32)) if with_bias else None
+    got = int8_linear_triton(x, weight_q, scale, bias, block_n=16, block_k=32)
+    torch.testing.assert_close(got, int8_linear_ref(x, weight_q, scale, bias), rtol=1e-4, atol=1e-4)
+
+
+def test_an_int8_model_gives_the_same_logits_through_the_kernel(monkeypatch, demo_checkpoint):
+    from cloud_worker.loader import load_model
+    from cloud_worker.quantization import quantize_int8
+
+    model = quantize_int8(load_model(demo_checkpoint))
+    ids = torch.tensor([[1, 309, 201, 428, 307, 265]])
+    positions = torch.arange(6).unsqueeze(0)
+    with torch.no_grad():
+        monkeypatch.setenv("TANDEM_KERNELS", "torch")
+        expected, _ = model(ids, positions, model.empty_cache())
+        monkeypatch.setenv("TANDEM_KERNELS", "triton")
+        got, _ = model(ids, positions, model.empty_cache())
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
