@@ -20,6 +20,7 @@ import functools
 from dataclasses import dataclass, replace
 
 import torch
+import torch.nn.functional as F
 
 from kernels.dispatch import check, use_triton
 
@@ -121,10 +122,8 @@ def _decode(q, k_cache, v_cache, block_tables, context_lens):
     v = _gather(v_cache, block_tables, num_keys).float()
     # Query head h = kv_head * group + j (HF's repeat_kv order): [S, kvh, group, d] -> [kvh, S, group, d].
     q = q.float().view(num_seqs, kv_heads, heads // kv_heads, head_dim).transpose(0, 1)
-    scores = torch.matmul(q, k.transpose(-1, -2)) * head_dim**-0.5  # [kvh, S, group, L]
-    past_end = torch.arange(num_keys, device=q.device).view(1, 1, 1, -1) >= context_lens.view(1, -1, 1, 1)
-    probs = torch.softmax(scores.masked_fill(past_end, float("-inf")), dim=-1)
-    out = torch.matmul(probs, v)  # [kvh, S, group, d]
+    within = torch.arange(num_keys, device=q.device).view(1, 1, 1, -1) < context_lens.view(1, -1, 1, 1)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=within)  # [kvh, S, group, d], fused on CPU too
     return out.transpose(0, 1).reshape(num_seqs, heads, head_dim).to(k_cache.dtype)
 
 
@@ -134,11 +133,9 @@ def _prefill(q, k_cache, v_cache, block_table, context_len):
     k = _gather(k_cache, block_table.unsqueeze(0), context_len).float()  # [kvh, 1, L, d]
     v = _gather(v_cache, block_table.unsqueeze(0), context_len).float()
     q = q.float().transpose(0, 1).reshape(kv_heads, heads // kv_heads, tokens, head_dim)
-    scores = torch.matmul(q, k.transpose(-1, -2)) * head_dim**-0.5  # [kvh, group, tokens, L]
     positions = torch.arange(context_len - tokens, context_len, device=q.device)
-    future = torch.arange(context_len, device=q.device).view(1, -1) > positions.view(-1, 1)
-    probs = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)
-    out = torch.matmul(probs, v)  # [kvh, group, tokens, d]
+    past = torch.arange(context_len, device=q.device).view(1, -1) <= positions.view(-1, 1)  # causal, offset
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=past)  # [kvh, group, tokens, d]
     return out.reshape(heads, tokens, head_dim).transpose(0, 1).to(k_cache.dtype)
 
 
