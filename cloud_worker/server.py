@@ -60,7 +60,15 @@ def build_engine(
     num_blocks = config.num_blocks_for(model_config, model_dtype(config.device).itemsize)
     peers = TensorParallelPeers(model_dir, config, num_blocks) if config.tensor_parallel_size > 1 else None
     model = prepare_model(model_dir, config)
-    runner = ModelRunner(model, num_blocks, config.block_size_tokens, peers)
+    runner = ModelRunner(
+        model,
+        num_blocks,
+        config.block_size_tokens,
+        peers,
+        config.decode_graph_mode(),
+        model.config.max_position_embeddings,
+        config.max_num_seqs,
+    )
     return PagedEngine(
         runner,
         BlockManager(num_blocks, config.block_size_tokens),

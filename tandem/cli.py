@@ -105,6 +105,7 @@ def cloud_worker(
     tp: Annotated[int, typer.Option(help="tensor parallel ranks; the worker starts them itself")] = 1,
     quantize: Annotated[str, typer.Option(help="none, or int8 (weight-only, per channel)")] = "none",
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when available)")] = None,
+    cuda_graphs: Annotated[bool, typer.Option(help="replay decode steps from CUDA graphs (CUDA, no TP)")] = True,
     redis_url: Annotated[
         str | None, typer.Option(envvar="REDIS_URL", help="publish prefix hints here (unset: not published)")
     ] = None,
@@ -136,6 +137,7 @@ def cloud_worker(
             tensor_parallel_size=tp,
             quantize=quantize,
             device=device or default_device(),
+            decode_graphs="auto" if cuda_graphs else "off",
         )
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -6,6 +6,7 @@ from typing import Literal
 from cloud_worker.model_config import ModelConfig
 
 QUANTIZATIONS = ("none", "int8")
+DECODE_GRAPHS = ("auto", "off", "eager")
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,9 @@ class EngineConfig:
     tensor_parallel_size: int = 1
     quantize: Literal["none", "int8"] = "none"
     device: str = "cpu"
+    # CUDA graphs for decode steps: auto = captured on CUDA (without TP), off elsewhere; eager = the bucketed
+    # static-input path without capture (how the tests exercise it on CPU).
+    decode_graphs: Literal["auto", "off", "eager"] = "auto"
 
     def __post_init__(self) -> None:
         if self.block_size_tokens < 1:
@@ -30,8 +34,17 @@ class EngineConfig:
             raise ValueError("max_num_batched_tokens and max_num_seqs must be >= 1")
         if self.tensor_parallel_size < 1:
             raise ValueError(f"tensor parallel size must be >= 1, got {self.tensor_parallel_size}")
+        if self.decode_graphs not in DECODE_GRAPHS:
+            raise ValueError(f"decode_graphs must be one of {DECODE_GRAPHS}, got {self.decode_graphs!r}")
         if self.quantize not in QUANTIZATIONS:
             raise ValueError(f"quantize must be one of {QUANTIZATIONS}, got {self.quantize!r}")
+
+    def decode_graph_mode(self) -> Literal["capture", "eager"] | None:
+        if self.decode_graphs == "eager":
+            return "eager"
+        if self.decode_graphs == "auto" and self.device.startswith("cuda") and self.tensor_parallel_size == 1:
+            return "capture"
+        return None
 
     def kv_block_bytes(self, model: ModelConfig, dtype_bytes: int) -> int:
         """K and V of one block, all layers, this rank's share of the KV heads."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from cloud_worker.engine.decode_graphs import DecodeGraphs, Mode
 from cloud_worker.engine.sampler import SamplingBatch, sample
 from cloud_worker.engine.scheduler import ScheduledSeq
 from cloud_worker.models.llama import KVCache, LlamaForCausalLM, PagedKV
@@ -90,12 +91,21 @@ class ModelRunner:
         num_blocks: int,
         block_size_tokens: int,
         peers: "TensorParallelPeers | None" = None,
+        decode_graphs: Mode | None = None,
+        max_context_tokens: int = 0,
+        max_num_seqs: int = 0,
     ) -> None:
         self.model = model
         self.block_size_tokens = block_size_tokens
-        self.kv_caches = allocate_kv_cache(model, num_blocks, block_size_tokens)
+        # With decode graphs, one block more than the block manager knows of: the padding rows' scratch block.
+        self.kv_caches = allocate_kv_cache(model, num_blocks + (decode_graphs is not None), block_size_tokens)
         self.device = model.model.layers[0].input_layernorm.weight.device
         self._peers = peers  # tensor parallelism: the other ranks, which run every step too
+        self.graphs = None
+        if decode_graphs is not None and peers is None:
+            self.graphs = DecodeGraphs(
+                model, self.kv_caches, block_size_tokens, max_context_tokens, max_num_seqs, num_blocks, decode_graphs
+            )
 
     @torch.inference_mode()
     def forward(self, inputs: StepInputs) -> torch.Tensor:
@@ -110,7 +120,9 @@ class ModelRunner:
         inputs = prepare_inputs(scheduled, self.block_size_tokens)
         if self._peers is not None:
             self._peers.send(inputs)
-        logits = self.forward(inputs)
+        logits = self._replay(inputs)
+        if logits is None:
+            logits = self.forward(inputs)
         sampling = [item.seq for item in scheduled if item.is_sampling]
         if not sampling:
             return [], []
@@ -122,6 +134,22 @@ class ModelRunner:
         )
         tokens, logprobs = sample(logits, batch)
         return tokens.tolist(), logprobs.tolist()
+
+    def _replay(self, inputs: StepInputs) -> torch.Tensor | None:
+        """Logits from a decode graph, or None when the step is not one a graph can run."""
+        if self.graphs is None:
+            return None
+        meta = inputs.meta
+        num_seqs = len(meta.context_lens)
+        all_decode = inputs.input_ids.numel() == num_seqs == inputs.sample_indices.numel()
+        bucket = self.graphs.bucket_for(num_seqs, meta.block_tables.shape[1], all_decode)
+        if bucket is None:
+            return None
+        inputs = inputs.to(self.device)
+        meta = inputs.meta
+        return self.graphs.run(
+            bucket, inputs.input_ids, inputs.positions, meta.slot_mapping, meta.lens, meta.block_tables
+        )
 
     def close(self) -> None:
         if self._peers is not None:

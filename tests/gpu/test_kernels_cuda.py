@@ -100,3 +100,21 @@ def test_int8_linear_bf16(rows):
     x = torch.randn(rows, 4096, device="cuda", dtype=torch.bfloat16)
     expected = int8_linear_ref(x.float(), weight_q, scale).to(torch.bfloat16)
     torch.testing.assert_close(int8_linear_triton(x, weight_q, scale), expected, rtol=2e-2, atol=2e-1)
+
+
+def test_decode_steps_replayed_from_cuda_graphs_equal_the_eager_engine(demo_checkpoint):
+    from cloud_worker.engine.config import EngineConfig
+    from cloud_worker.server import build_engine
+    from tests.unit.cloud_worker.engine.test_engine_vs_hf import mixed_prompts, run_batch
+
+    prompts = mixed_prompts(demo_checkpoint, 5)
+    outputs = {}
+    for mode in ("auto", "off"):
+        engine = build_engine(demo_checkpoint, config=EngineConfig(device="cuda", num_kv_blocks=64, decode_graphs=mode))
+        try:
+            outputs[mode] = [tokens for tokens, _ in run_batch(engine, prompts, num_out=16)]
+            if mode == "auto":
+                assert engine.runner.graphs.num_replays > 0 and engine.runner.graphs.buckets[-1].graph is not None
+        finally:
+            engine.close()
+    assert outputs["auto"] == outputs["off"]
