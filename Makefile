@@ -33,6 +33,7 @@ $(STAMP): pyproject.toml sdk/pyproject.toml
 	$(BIN)/pip install --quiet $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
 	$(BIN)/pip install --quiet -e ./sdk
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m kernels.cpu_extension  # compiles the C++ CPU kernel once; says so and goes on without a compiler
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -18,6 +18,7 @@ from cloud_worker.models.llama import LlamaForCausalLM
 from cloud_worker.parallel.ranks import TensorParallelPeers, rank_device
 from cloud_worker.parallel.tensor_parallel import apply_tp, check_divisible_config
 from cloud_worker.quantization import quantize_int8
+from kernels import cpu_extension
 from proto.prefix_hints import DEFAULT_HINT_TTL_S
 from tandem.checkpoint import load_tokenizer, model_id_for
 from tandem.embedded_http import serve_http
@@ -54,6 +55,7 @@ def build_engine(
     config = config or EngineConfig(device=default_device())
     if config.device == "cpu":
         keep_freed_memory()
+        cpu_extension.extension()  # load (or report the lack of) the C++ attention kernel before serving
     model_config = read_config(model_dir)
     if config.tensor_parallel_size > 1:
         check_divisible_config(model_config, config.tensor_parallel_size)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
 
+from kernels import cpu_extension
 from kernels.dispatch import check, use_triton
 
 DECODE_GROUP_SEQS = 16
@@ -336,7 +337,7 @@ def paged_prefill_triton(q, k_cache, v_cache, block_tables, context_lens, tiles)
 
 def paged_attention(q, k_cache, v_cache, meta):
     if not use_triton(q):
-        return paged_attention_ref(q, k_cache, v_cache, meta)
+        return _paged_attention_cpu(q, k_cache, v_cache, meta)
     head_dim, block_size = q.shape[-1], k_cache.shape[2]
     if meta.prefill_rows and (head_dim < 16 or block_size < 16):
         # Shapes tl.dot cannot take (tiny test models): prefill chunks take the reference.
@@ -348,4 +349,17 @@ def paged_attention(q, k_cache, v_cache, meta):
     starts = meta.decode_starts
     if starts.numel():
         out[starts] = paged_decode_triton(q[starts], k_cache, v_cache, meta.decode_tables, meta.decode_lens)
+    return out
+
+
+def _paged_attention_cpu(q, k_cache, v_cache, meta):
+    """Decodes through the C++ kernel (K/V read in place, kernels/csrc/) where it is built; the rest the reference."""
+    ext = cpu_extension.extension() if q.device.type == "cpu" and q.dtype == k_cache.dtype == torch.float32 else None
+    if ext is None or not meta.decode_starts.numel():
+        return paged_attention_ref(q, k_cache, v_cache, meta)
+    out = paged_attention_ref(q, k_cache, v_cache, replace(meta, decode_starts=meta.decode_starts[:0]))
+    starts = meta.decode_starts
+    out[starts] = ext.paged_decode(
+        q[starts].contiguous(), k_cache, v_cache, meta.decode_tables, meta.decode_lens, q.shape[-1] ** -0.5
+    )
     return out
