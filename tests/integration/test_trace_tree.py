@@ -148,3 +148,23 @@ def test_content_tracing_is_opt_in_and_never_for_private_requests(stack, collect
         assert not any(SECRET in str(s.attributes) for s in spans)
     finally:
         gateway.stop()
+
+
+def test_a_streamed_answer_has_its_stream_span_too(stack, collector):
+    trace_id = os.urandom(16).hex()
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": LONG_TEXT}],
+        max_tokens=5,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_headers={"traceparent": f"00-{trace_id}-{os.urandom(8).hex()}-01"},
+    )
+    assert sum(1 for _ in stream) >= 2
+    deadline = time.monotonic() + 10
+    while not (spans := [s for s in collector.trace(trace_id) if s.name == "gateway.stream"]):
+        assert time.monotonic() < deadline, "no gateway.stream span for a streamed answer"
+        time.sleep(0.1)
+    assert spans[0].attributes["tandem.completion_tokens"] == 5
+    assert spans[0].attributes["tandem.finish_reason"] == "length"
