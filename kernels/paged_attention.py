@@ -17,6 +17,7 @@ gather, sequences with several new tokens (prefill chunks) one at a time.
 """
 
 import functools
+import os
 from dataclasses import dataclass, replace
 
 import torch
@@ -153,48 +154,55 @@ def _decode_kernel():
     def paged_decode_kernel(
         q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, out_ptr, part_ptr, stats_ptr,
         stride_q_seq, stride_q_head, stride_kv_head, stride_kv_block, stride_kv_slot, stride_table, scale,
-        num_splits, GROUP: tl.constexpr, BLOCK_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, SPLIT: tl.constexpr,
+        num_splits, num_heads, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+        HEAD_DIM: tl.constexpr, SPLIT: tl.constexpr,
     ):  # fmt: skip
-        """One program per (sequence, query head, split): online softmax over the split's share of blocks.
+        """One program per (sequence, KV head, split): the GROUP query heads sharing the KV head together.
 
+        Each block's K and V are read once for all of them ([GROUP, d] x [d, block] on the tensor cores;
+        rows past GROUP are padding up to tl.dot's minimum), with an online softmax per query head.
         Without SPLIT the one split is the whole context and the program writes the output; with SPLIT it
-        writes its unnormalised partial and (max, sum) for paged_decode_combine_kernel.
+        writes its unnormalised partials and (max, sum) for paged_decode_combine_kernel.
         """
-        seq, head, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-        kv_head = head // GROUP
+        seq, kv_head, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+        rows = tl.arange(0, GROUP_PAD)
+        row_valid = rows < GROUP
+        heads = kv_head * GROUP + rows
         dims = tl.arange(0, HEAD_DIM)
         slots = tl.arange(0, BLOCK_SIZE)
-        q = tl.load(q_ptr + seq * stride_q_seq + head * stride_q_head + dims).to(tl.float32)
+        q_offsets = seq * stride_q_seq + heads[:, None] * stride_q_head + dims[None, :]
+        q = tl.load(q_ptr + q_offsets, mask=row_valid[:, None], other=0.0)
         context = tl.load(lens_ptr + seq)
         num_blocks = tl.cdiv(context, BLOCK_SIZE)
         per_split = tl.cdiv(num_blocks, num_splits)
         first = split * per_split
         last = tl.minimum(first + per_split, num_blocks)
-        m = tl.full((), float("-inf"), tl.float32)
-        total = tl.zeros((), tl.float32)
-        acc = tl.zeros((HEAD_DIM,), tl.float32)
+        m = tl.full((GROUP_PAD,), float("-inf"), tl.float32)
+        total = tl.zeros((GROUP_PAD,), tl.float32)
+        acc = tl.zeros((GROUP_PAD, HEAD_DIM), tl.float32)
         for b in range(first, last):
             block = tl.load(tables_ptr + seq * stride_table + b)
             base = kv_head * stride_kv_head + block * stride_kv_block
             offsets = base + slots[:, None] * stride_kv_slot + dims[None, :]
             valid = (b * BLOCK_SIZE + slots) < context
-            k = tl.load(k_ptr + offsets, mask=valid[:, None], other=0.0).to(tl.float32)
-            v = tl.load(v_ptr + offsets, mask=valid[:, None], other=0.0).to(tl.float32)
-            scores = tl.where(valid, tl.sum(k * q[None, :], axis=1) * scale, float("-inf"))
-            m_new = tl.maximum(m, tl.max(scores, axis=0))
-            p = tl.exp(scores - m_new)
+            k = tl.load(k_ptr + offsets, mask=valid[:, None], other=0.0)
+            v = tl.load(v_ptr + offsets, mask=valid[:, None], other=0.0)
+            scores = tl.dot(q, tl.trans(k)).to(tl.float32) * scale  # [GROUP_PAD, BLOCK_SIZE]
+            scores = tl.where(valid[None, :], scores, float("-inf"))
+            m_new = tl.maximum(m, tl.max(scores, axis=1))
+            p = tl.exp(scores - m_new[:, None])
             correction = tl.exp(m - m_new)
-            total = total * correction + tl.sum(p, axis=0)
-            acc = acc * correction + tl.sum(p[:, None] * v, axis=0)
+            total = total * correction + tl.sum(p, axis=1)
+            acc = acc * correction[:, None] + tl.dot(p.to(v.dtype), v).to(tl.float32)
             m = m_new
         if SPLIT:
-            row = (seq * tl.num_programs(1) + head) * num_splits + split
-            tl.store(part_ptr + row * HEAD_DIM + dims, acc)
-            tl.store(stats_ptr + row * 2, m)
-            tl.store(stats_ptr + row * 2 + 1, total)
+            part_rows = (seq * num_heads + heads) * num_splits + split
+            tl.store(part_ptr + part_rows[:, None] * HEAD_DIM + dims[None, :], acc, mask=row_valid[:, None])
+            tl.store(stats_ptr + part_rows * 2, m, mask=row_valid)
+            tl.store(stats_ptr + part_rows * 2 + 1, total, mask=row_valid)
         else:
-            out = acc / total
-            tl.store(out_ptr + seq * stride_q_seq + head * stride_q_head + dims, out.to(out_ptr.dtype.element_ty))
+            out = acc / total[:, None]
+            tl.store(out_ptr + q_offsets, out.to(out_ptr.dtype.element_ty), mask=row_valid[:, None])
 
     @triton.jit
     def paged_decode_combine_kernel(
@@ -218,6 +226,14 @@ def _decode_kernel():
     return paged_decode_kernel, paged_decode_combine_kernel
 
 
+def triton_next_power_of_2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+def _interpreted() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
 def decode_splits(max_context: int) -> int:
     """Split-K only where one program per (sequence, head) would walk a long context alone."""
     return max(1, min(MAX_SPLITS, -(-max_context // SPLIT_KEYS)))
@@ -234,6 +250,7 @@ def paged_decode_triton(q, k_cache, v_cache, block_tables, context_lens, num_spl
     check(q.stride(-1) == 1 and k_cache.is_contiguous() and v_cache.is_contiguous(), "last dims must be contiguous")
     check(block_tables.dtype == torch.int64 and context_lens.dtype == torch.int64, "tables and lengths: int64")
     check(block_tables.shape[0] == num_seqs == context_lens.shape[0], "one block table and length per sequence")
+    check(block_size >= 16 or _interpreted(), "block size >= 16 (tl.dot's minimum) on a GPU")
     if num_splits is None:
         num_splits = decode_splits(block_tables.shape[1] * block_size)
     check(num_splits >= 1, "num_splits >= 1")
@@ -243,10 +260,12 @@ def paged_decode_triton(q, k_cache, v_cache, block_tables, context_lens, num_spl
     part = torch.empty(num_seqs * heads * num_splits * head_dim if split else 1, device=q.device, dtype=torch.float32)
     stats = torch.empty(num_seqs * heads * num_splits * 2 if split else 1, device=q.device, dtype=torch.float32)
     attend, combine = _decode_kernel()
-    attend[(num_seqs, heads, num_splits)](
+    group = heads // kv_heads
+    attend[(num_seqs, kv_heads, num_splits)](
         q, k_cache, v_cache, block_tables, context_lens, out, part, stats,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), block_tables.stride(0),
-        head_dim**-0.5, num_splits, GROUP=heads // kv_heads, BLOCK_SIZE=block_size, HEAD_DIM=head_dim, SPLIT=split,
+        head_dim**-0.5, num_splits, heads, GROUP=group, GROUP_PAD=max(16, triton_next_power_of_2(group)),
+        BLOCK_SIZE=block_size, HEAD_DIM=head_dim, SPLIT=split,
     )  # fmt: skip
     if split:
         combine[(num_seqs, heads)](part, stats, out, q.stride(0), q.stride(1), num_splits, HEAD_DIM=head_dim)

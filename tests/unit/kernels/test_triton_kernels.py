@@ -100,11 +100,12 @@ def test_paged_decode_attention_matches_the_reference(monkeypatch, context_lens)
     torch.testing.assert_close(paged_attention(q, k_cache, v_cache, meta), expected, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("num_splits", [2, 3, 8])  # 8 > the blocks of some sequences: empty splits
-def test_split_k_decode_matches_the_reference(num_splits):
+@pytest.mark.parametrize("heads, kv_heads", [(4, 2), (4, 4), (8, 1)])  # query heads per KV head: 2, 1, 8
+@pytest.mark.parametrize("num_splits", [1, 2, 3, 8])  # 8 > the blocks of some sequences: empty splits
+def test_split_k_decode_matches_the_reference(num_splits, heads, kv_heads):
     from kernels.paged_attention import paged_decode_triton
 
-    q, k_cache, v_cache, meta = decode_case([1, 5, 17, 30, 9])
+    q, k_cache, v_cache, meta = decode_case([1, 5, 17, 30, 9], heads=heads, kv_heads=kv_heads)
     expected = paged_attention_ref(q, k_cache, v_cache, meta)
     got = paged_decode_triton(q, k_cache, v_cache, meta.block_tables, torch.tensor(meta.context_lens), num_splits)
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
