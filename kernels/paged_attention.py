@@ -135,9 +135,12 @@ def _prefill(q, k_cache, v_cache, block_table, context_len):
     k = _gather(k_cache, block_table.unsqueeze(0), context_len).float()  # [kvh, 1, L, d]
     v = _gather(v_cache, block_table.unsqueeze(0), context_len).float()
     q = q.float().transpose(0, 1).reshape(kv_heads, heads // kv_heads, tokens, head_dim)
-    positions = torch.arange(context_len - tokens, context_len, device=q.device)
-    past = torch.arange(context_len, device=q.device).view(1, -1) <= positions.view(-1, 1)  # causal, offset
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=past)  # [kvh, group, tokens, d]
+    if context_len == tokens:  # a whole prompt: plain causal, which lets SDPA skip the masked half
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        positions = torch.arange(context_len - tokens, context_len, device=q.device)
+        past = torch.arange(context_len, device=q.device).view(1, -1) <= positions.view(-1, 1)  # causal, offset
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=past)  # [kvh, group, tokens, d]
     return out.reshape(heads, tokens, head_dim).transpose(0, 1).to(k_cache.dtype)
 
 
