@@ -55,16 +55,18 @@ torch::Tensor paged_decode(const torch::Tensor& q, const torch::Tensor& k_cache,
           }
           const float correction = std::exp(m[g] - top);
           float* ag = acc.data() + g * D;
-          float total = l[g] * correction;
+          float* p = scores.data() + g * BS;
+          float total = 0.f;
+          for (int64_t t = 0; t < n; ++t) p[t] = std::exp(p[t] - top);  // its own loop: vectorised exp
+          for (int64_t t = 0; t < n; ++t) total += p[t];
           for (int64_t d = 0; d < D; ++d) ag[d] *= correction;
           for (int64_t t = 0; t < n; ++t) {
-            const float p = std::exp(scores[g * BS + t] - top);
-            total += p;
+            const float pt = p[t];
             const float* vt = vb + t * D;
-            for (int64_t d = 0; d < D; ++d) ag[d] += p * vt[d];
+            for (int64_t d = 0; d < D; ++d) ag[d] += pt * vt[d];
           }
           m[g] = top;
-          l[g] = total;
+          l[g] = l[g] * correction + total;
         }
       }
       for (int64_t g = 0; g < G; ++g) {
