@@ -60,10 +60,6 @@ class OnnxStepModel:
         self._buffers = [ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32)) for _ in self._past_names]
         self._sequence = 0
 
-    @property
-    def kv_buffer_bytes(self) -> int:
-        return sum(int(np.prod(b.shape())) * 4 for b in self._buffers)
-
     def prefill(self, prompt_token_ids: list[int]) -> tuple[torch.Tensor, State]:
         self._sequence = next(_sequences)
         logits = self._run(prompt_token_ids, 0)

@@ -94,8 +94,8 @@ class AutoscaleCollector(Collector):
             for signal, value in signals.items():
                 ratio.add_metric([pool, signal], value)
             saturation.add_metric([pool], max(signals.values(), default=0.0))
-            if (p90 := self._ttft.p90(pool)) is not None:
-                ttft.add_metric([pool], p90)
+            if "ttft" in signals:
+                ttft.add_metric([pool], signals["ttft"] * self._settings.autoscale_ttft_p90_s)
         circuit = GaugeMetricFamily(
             "tandem_gateway_backend_circuit_state",
             "1 for each backend's circuit-breaker state (closed, open, half-open)",

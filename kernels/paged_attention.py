@@ -229,10 +229,6 @@ def _decode_kernel():
     return paged_decode_kernel, paged_decode_combine_kernel
 
 
-def triton_next_power_of_2(n: int) -> int:
-    return 1 << (n - 1).bit_length()
-
-
 def _interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -244,6 +240,8 @@ def decode_splits(max_context: int) -> int:
 
 def paged_decode_triton(q, k_cache, v_cache, block_tables, context_lens, num_splits: int | None = None):
     """q [S, heads, head_dim] (one query token per sequence) -> [S, heads, head_dim]."""
+    import triton
+
     num_seqs, heads, head_dim = q.shape
     kv_heads, _, block_size, cache_dim = k_cache.shape
     check(k_cache.shape == v_cache.shape, "k_cache and v_cache must have one shape")
@@ -267,7 +265,7 @@ def paged_decode_triton(q, k_cache, v_cache, block_tables, context_lens, num_spl
     attend[(num_seqs, kv_heads, num_splits)](
         q, k_cache, v_cache, block_tables, context_lens, out, part, stats,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), block_tables.stride(0),
-        head_dim**-0.5, num_splits, heads, GROUP=group, GROUP_PAD=max(16, triton_next_power_of_2(group)),
+        head_dim**-0.5, num_splits, heads, GROUP=group, GROUP_PAD=max(16, triton.next_power_of_2(group)),
         BLOCK_SIZE=block_size, HEAD_DIM=head_dim, SPLIT=split,
     )  # fmt: skip
     if split:
@@ -363,7 +361,7 @@ def paged_attention(q, k_cache, v_cache, meta):
     head_dim, block_size = q.shape[-1], k_cache.shape[2]
     if meta.prefill_rows and (head_dim < 16 or block_size < 16):
         # Shapes tl.dot cannot take (tiny test models): prefill chunks take the reference.
-        out = paged_attention_ref(q, k_cache, v_cache, replace(meta, decode_starts=meta.decode_starts[:0]))
+        out = paged_attention_ref(q, k_cache, v_cache, _prefill_only(meta))
     elif meta.prefill_rows:
         out = paged_prefill_triton(q, k_cache, v_cache, meta.block_tables, meta.lens, meta.prefill_tiles)
     else:
@@ -379,9 +377,14 @@ def _paged_attention_cpu(q, k_cache, v_cache, meta):
     ext = cpu_extension.extension() if q.device.type == "cpu" and q.dtype == k_cache.dtype == torch.float32 else None
     if ext is None or not meta.decode_starts.numel():
         return paged_attention_ref(q, k_cache, v_cache, meta)
-    out = paged_attention_ref(q, k_cache, v_cache, replace(meta, decode_starts=meta.decode_starts[:0]))
+    out = paged_attention_ref(q, k_cache, v_cache, _prefill_only(meta))
     starts = meta.decode_starts
     out[starts] = ext.paged_decode(
         q[starts].contiguous(), k_cache, v_cache, meta.decode_tables, meta.decode_lens, q.shape[-1] ** -0.5
     )
     return out
+
+
+def _prefill_only(meta: PagedAttentionMetadata) -> PagedAttentionMetadata:
+    """The step without its decodes, for the reference to do the prefill rows while a kernel does the rest."""
+    return replace(meta, decode_starts=meta.decode_starts[:0])

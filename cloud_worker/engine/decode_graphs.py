@@ -51,10 +51,9 @@ class DecodeGraphs:
         scratch_block: int,
         mode: Mode,
     ) -> None:
-        self.model, self.kv_caches, self.block_size = model, kv_caches, block_size_tokens
+        self.model, self.kv_caches = model, kv_caches
         self.width = -(-max_context_tokens // block_size_tokens)  # block-table columns
-        self.scratch_slot = scratch_block * block_size_tokens
-        self.scratch_block, self.mode = scratch_block, mode
+        self.scratch_block, self.scratch_slot = scratch_block, scratch_block * block_size_tokens
         device = model.model.layers[0].input_layernorm.weight.device
         sizes = [b for b in BUCKETS if b < max_num_seqs] + [max_num_seqs]
         self.buckets = [self._static(size, device) for size in sorted(set(sizes))]
@@ -94,11 +93,7 @@ class DecodeGraphs:
         """Logits [n, vocab] for n decoding sequences (inputs on the model's device)."""
         n, width = block_tables.shape
         meta = bucket.meta
-        bucket.input_ids.zero_()
-        bucket.positions.zero_()
-        meta.slot_mapping.fill_(self.scratch_slot)
-        meta.lens.fill_(1)
-        meta.block_tables[:, 0] = self.scratch_block  # padding rows: one key, in the scratch slot
+        self._pad(bucket, n)
         bucket.input_ids[:n] = input_ids
         bucket.positions[:n] = positions
         meta.slot_mapping[:n] = slots
@@ -112,6 +107,15 @@ class DecodeGraphs:
         self.num_replays += 1
         return logits[:n]
 
+    def _pad(self, bucket: _Bucket, first: int) -> None:
+        """Rows from `first` on become padding: token 0 at position 0, one key, in the scratch slot."""
+        meta = bucket.meta
+        bucket.input_ids[first:] = 0
+        bucket.positions[first:] = 0
+        meta.slot_mapping[first:] = self.scratch_slot
+        meta.lens[first:] = 1
+        meta.block_tables[first:, 0] = self.scratch_block
+
     def _forward(self, bucket: _Bucket) -> torch.Tensor:
         kv = PagedKV(self.kv_caches, bucket.meta)
         hidden = self.model.hidden_states(bucket.input_ids.unsqueeze(0), bucket.positions.unsqueeze(0), kv)
@@ -119,9 +123,7 @@ class DecodeGraphs:
 
     @torch.inference_mode()
     def _capture(self, bucket: _Bucket, pool):
-        bucket.meta.slot_mapping.fill_(self.scratch_slot)
-        bucket.meta.lens.fill_(1)
-        bucket.meta.block_tables[:, 0] = self.scratch_block
+        self._pad(bucket, 0)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # warm up (Triton compiles here, never inside the capture)

@@ -188,10 +188,6 @@ class PagedEngine:
         scheduled = self.scheduler.schedule()
         if not scheduled:
             return
-        now = time.monotonic()
-        for item in scheduled:
-            if item.seq.first_scheduled_s is None:
-                item.seq.first_scheduled_s = now
         tokens, logprobs = self.runner.run(scheduled)
         self.scheduler.finish_step(scheduled)
         self._postprocess(scheduled, tokens, logprobs)

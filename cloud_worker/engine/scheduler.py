@@ -12,6 +12,7 @@ allow, and never in a step that had to preempt.
 """
 
 import bisect
+import time
 from dataclasses import dataclass
 
 from cloud_worker.engine.block_manager import BlockManager
@@ -91,6 +92,8 @@ class Scheduler:
             bm.allocate(seq, cached)
             bm.append_slots(seq, num_new)
             seq.status = SequenceStatus.RUNNING
+            if seq.first_scheduled_s is None:  # a preempted sequence's queue wait ended at its first admission
+                seq.first_scheduled_s = time.monotonic()
             bisect.insort(self.running, seq, key=lambda s: s.rank)
             scheduled.append(ScheduledSeq.of(seq, num_new))
             budget -= num_new
