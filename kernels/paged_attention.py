@@ -130,18 +130,19 @@ def _decode(q, k_cache, v_cache, block_tables, context_lens):
 
 
 def _prefill(q, k_cache, v_cache, block_table, context_len):
-    tokens, heads, head_dim = q.shape
-    kv_heads = k_cache.shape[0]
-    k = _gather(k_cache, block_table.unsqueeze(0), context_len).float()  # [kvh, 1, L, d]
-    v = _gather(v_cache, block_table.unsqueeze(0), context_len).float()
-    q = q.float().transpose(0, 1).reshape(kv_heads, heads // kv_heads, tokens, head_dim)
-    if context_len == tokens:  # a whole prompt: plain causal, which lets SDPA skip the masked half
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    tokens = q.shape[0]
+    # [1, kvh, L, d] and [1, heads, tokens, d] with enable_gqa (HF's repeat_kv order): on CPU this is the
+    # shape SDPA's fused flash kernel takes; a broadcast group dimension sends it to the 3x slower math path.
+    k = _gather(k_cache, block_table.unsqueeze(0), context_len).float().transpose(0, 1)
+    v = _gather(v_cache, block_table.unsqueeze(0), context_len).float().transpose(0, 1)
+    q = q.float().transpose(0, 1).unsqueeze(0)
+    if context_len == tokens:  # a whole prompt: plain causal
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
     else:
         positions = torch.arange(context_len - tokens, context_len, device=q.device)
         past = torch.arange(context_len, device=q.device).view(1, -1) <= positions.view(-1, 1)  # causal, offset
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=past)  # [kvh, group, tokens, d]
-    return out.reshape(heads, tokens, head_dim).transpose(0, 1).to(k_cache.dtype)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=past, enable_gqa=True)  # [1, heads, tokens, d]
+    return out[0].transpose(0, 1).to(k_cache.dtype)
 
 
 SPLIT_KEYS = 2048  # split-K: one partial per this many keys of the longest context (up to MAX_SPLITS)
