@@ -13,7 +13,13 @@ each request asked for are counted, for both.
 Also measured: TTFT and time per output token (p50) for the engine, KV
 waste (allocated token slots not holding a token, averaged over steps), and
 the scheduler's own time per step with 256 running sequences (schedule,
-input preparation and bookkeeping, no model). Last line: one JSON object.
+input preparation and bookkeeping, no model).
+
+The engine's CPU linears run oneDNN with packed weights by default
+(cloud_worker/layers/packed_linear.py); HF's run torch's BLAS. So that the
+reader can tell that gain from the scheduling's, HF runs a second time with
+its linears packed the same way: `ratio_same_linears` compares the engine with
+that. Last line: one JSON object.
 
     python bench/engine_throughput.py --quick
 """
@@ -36,6 +42,7 @@ from cloud_worker.engine.config import EngineConfig  # noqa: E402
 from cloud_worker.engine.model_runner import prepare_inputs  # noqa: E402
 from cloud_worker.engine.scheduler import Scheduler, SchedulerConfig  # noqa: E402
 from cloud_worker.engine.sequence import Sequence  # noqa: E402
+from cloud_worker.layers.packed_linear import pack_linears  # noqa: E402
 from cloud_worker.server import build_engine  # noqa: E402
 from tandem.demo_model import DemoShape, cached_demo_checkpoint  # noqa: E402
 from tandem.engine_api import GenerationRequest, SamplingParams  # noqa: E402
@@ -100,10 +107,12 @@ def run_engine(path: Path, requests: list[tuple[list[int], int]], budget: int) -
     }
 
 
-def run_hf(path: Path, requests: list[tuple[list[int], int]]) -> dict:
+def run_hf(path: Path, requests: list[tuple[list[int], int]], packed_linears: bool = False) -> dict:
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    if packed_linears:
+        pack_linears(model)
     outputs: list[list[int]] = []
 
     def batch_generate(batch):
@@ -165,6 +174,8 @@ def main() -> None:
     print(f"  tandem engine: {engine['elapsed_s']:.1f} s, {engine['steps']} steps", flush=True)
     hf = run_hf(path, requests)
     print(f"  HF generate, static batches of {HF_BATCH}: {hf['elapsed_s']:.1f} s", flush=True)
+    hf_packed = run_hf(path, requests, packed_linears=True)
+    print(f"  HF generate, same, linears packed as the engine's: {hf_packed['elapsed_s']:.1f} s", flush=True)
     same = sum(a == b for a, b in zip(engine["tokens"], hf["tokens"], strict=True))
     result = {
         "requests": len(requests),
@@ -172,6 +183,8 @@ def main() -> None:
         "engine_tok_s": round(num_out / engine["elapsed_s"], 1),
         "hf_tok_s": round(num_out / hf["elapsed_s"], 1),
         "ratio": round(hf["elapsed_s"] / engine["elapsed_s"], 2),
+        "hf_packed_linears_tok_s": round(num_out / hf_packed["elapsed_s"], 1),
+        "ratio_same_linears": round(hf_packed["elapsed_s"] / engine["elapsed_s"], 2),
         "ttft_p50_ms": round(engine["ttft_p50_ms"], 1),
         "tpot_p50_ms": round(engine["tpot_p50_ms"], 1),
         "kv_waste_pct": round(engine["kv_waste_pct"], 2),

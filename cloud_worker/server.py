@@ -13,6 +13,7 @@ from cloud_worker.engine.llm_engine import PagedEngine
 from cloud_worker.engine.model_runner import ModelRunner
 from cloud_worker.engine.scheduler import SchedulerConfig
 from cloud_worker.hint_publisher import HintPublisher
+from cloud_worker.layers.packed_linear import pack_linears
 from cloud_worker.loader import load_model, read_config
 from cloud_worker.models.llama import LlamaForCausalLM
 from cloud_worker.parallel.ranks import TensorParallelPeers, rank_device
@@ -41,11 +42,13 @@ def model_dtype(device: str) -> torch.dtype:
 
 
 def prepare_model(model_dir: Path, config: EngineConfig, rank: int = 0) -> LlamaForCausalLM:
-    """Load, then the transforms: this rank's tensor-parallel shard, then quantization."""
+    """Load, then the transforms: this rank's tensor-parallel shard, quantization, then CPU weight packing."""
     model = load_model(model_dir, dtype=model_dtype(config.device), device=rank_device(config, rank))
     apply_tp(model, rank, config.tensor_parallel_size)
     if config.quantize == "int8":
         quantize_int8(model)
+    if config.device == "cpu" and config.cpu_linear == "auto":
+        pack_linears(model)
     return model
 
 

@@ -106,6 +106,9 @@ def cloud_worker(
     quantize: Annotated[str, typer.Option(help="none, or int8 (weight-only, per channel)")] = "none",
     device: Annotated[str | None, typer.Option(help="cpu or cuda (default: cuda when available)")] = None,
     cuda_graphs: Annotated[bool, typer.Option(help="replay decode steps from CUDA graphs (CUDA, no TP)")] = True,
+    cpu_linear: Annotated[
+        str, typer.Option(help="CPU linears: auto (oneDNN, weights packed once, where torch has it) or aten")
+    ] = "auto",
     redis_url: Annotated[
         str | None, typer.Option(envvar="REDIS_URL", help="publish prefix hints here (unset: not published)")
     ] = None,
@@ -138,6 +141,7 @@ def cloud_worker(
             quantize=quantize,
             device=device or default_device(),
             decode_graphs="auto" if cuda_graphs else "off",
+            cpu_linear=cpu_linear,
         )
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)

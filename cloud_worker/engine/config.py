@@ -7,6 +7,7 @@ from cloud_worker.model_config import ModelConfig
 
 QUANTIZATIONS = ("none", "int8")
 DECODE_GRAPHS = ("auto", "off", "eager")
+CPU_LINEARS = ("auto", "aten")
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class EngineConfig:
     # CUDA graphs for decode steps: auto = captured on CUDA (without TP), off elsewhere; eager = the bucketed
     # static-input path without capture (how the tests exercise it on CPU).
     decode_graphs: Literal["auto", "off", "eager"] = "auto"
+    # CPU linears: auto = oneDNN with weights packed once (cloud_worker/layers/packed_linear.py) where torch
+    # has it; aten = nn.Linear as built (torch's BLAS).
+    cpu_linear: Literal["auto", "aten"] = "auto"
 
     def __post_init__(self) -> None:
         if self.block_size_tokens < 1:
@@ -36,6 +40,8 @@ class EngineConfig:
             raise ValueError(f"tensor parallel size must be >= 1, got {self.tensor_parallel_size}")
         if self.decode_graphs not in DECODE_GRAPHS:
             raise ValueError(f"decode_graphs must be one of {DECODE_GRAPHS}, got {self.decode_graphs!r}")
+        if self.cpu_linear not in CPU_LINEARS:
+            raise ValueError(f"cpu_linear must be one of {CPU_LINEARS}, got {self.cpu_linear!r}")
         if self.quantize not in QUANTIZATIONS:
             raise ValueError(f"quantize must be one of {QUANTIZATIONS}, got {self.quantize!r}")
 

@@ -120,7 +120,7 @@ class LlamaForCausalLM(nn.Module):
 
     def empty_cache(self, batch: int = 1) -> KVCache:
         c = self.config
-        p = self.lm_head.weight
+        p = self.model.norm.weight  # (the linears may be packed: no .weight)
         shape = (batch, c.num_key_value_heads, 0, c.head_dim)
         return [(p.new_zeros(shape), p.new_zeros(shape)) for _ in range(c.num_hidden_layers)]
 
