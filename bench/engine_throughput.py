@@ -38,7 +38,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cloud_worker.engine.block_manager import BlockManager  # noqa: E402
-from cloud_worker.engine.config import EngineConfig  # noqa: E402
+from cloud_worker.engine.config import CPU_LINEARS, EngineConfig  # noqa: E402
 from cloud_worker.engine.model_runner import prepare_inputs  # noqa: E402
 from cloud_worker.engine.scheduler import Scheduler, SchedulerConfig  # noqa: E402
 from cloud_worker.engine.sequence import Sequence  # noqa: E402
@@ -65,8 +65,9 @@ def workload(num_requests: int, seed: int = 0) -> list[tuple[list[int], int]]:
     ]
 
 
-def run_engine(path: Path, requests: list[tuple[list[int], int]], budget: int) -> dict:
-    engine = build_engine(path, config=EngineConfig(num_kv_blocks=4096, max_num_batched_tokens=budget))
+def run_engine(path: Path, requests: list[tuple[list[int], int]], budget: int, cpu_linear: str) -> dict:
+    config = EngineConfig(num_kv_blocks=4096, max_num_batched_tokens=budget, cpu_linear=cpu_linear)
+    engine = build_engine(path, config=config)
     waste: list[float] = []
     original_step = engine.step
 
@@ -165,12 +166,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="64 requests instead of 256")
     parser.add_argument("--max-batched-tokens", type=int, default=512, help="the engine's step budget (its default)")
+    parser.add_argument("--cpu-linear", choices=CPU_LINEARS, default="auto", help="the engine's CPU linears (default)")
     args = parser.parse_args()
     path = checkpoint()
     requests = workload(64 if args.quick else 256)
     num_out = sum(n for _, n in requests)
     print(f"{len(requests)} requests, {sum(len(p) for p, _ in requests)} prompt tokens, {num_out} output tokens")
-    engine = run_engine(path, requests, args.max_batched_tokens)
+    engine = run_engine(path, requests, args.max_batched_tokens, args.cpu_linear)
     print(f"  tandem engine: {engine['elapsed_s']:.1f} s, {engine['steps']} steps", flush=True)
     hf = run_hf(path, requests)
     print(f"  HF generate, static batches of {HF_BATCH}: {hf['elapsed_s']:.1f} s", flush=True)
@@ -180,6 +182,7 @@ def main() -> None:
     result = {
         "requests": len(requests),
         "max_batched_tokens": args.max_batched_tokens,
+        "cpu_linear": args.cpu_linear,
         "engine_tok_s": round(num_out / engine["elapsed_s"], 1),
         "hf_tok_s": round(num_out / hf["elapsed_s"], 1),
         "ratio": round(hf["elapsed_s"] / engine["elapsed_s"], 2),
