@@ -58,7 +58,7 @@ def build_engine(
     config = config or EngineConfig(device=default_device())
     if config.device == "cpu":
         keep_freed_memory()
-        cpu_extension.extension()  # load (or report the lack of) the C++ attention kernel before serving
+        cpu_extension.extension()  # load (or report the lack of) the C++ kernels before serving
     model_config = read_config(model_dir)
     if config.tensor_parallel_size > 1:
         check_divisible_config(model_config, config.tensor_parallel_size)

@@ -1,4 +1,7 @@
-"""CPU kernels in C++ (kernels/csrc/), compiled once per machine, with the torch references as the fallback.
+"""CPU kernels in C++ (kernels/csrc/cpu_kernels.cpp), compiled once per machine, the torch references as fallback.
+
+Paged decode attention, RMSNorm (residual fused), rotary, and SiLU-and-multiply: each kernel's dispatch in
+kernels/ calls its C++ version for fp32 CPU tensors (`usable_for`) and its torch reference otherwise.
 
 `make install` builds them (`python -m kernels.cpu_extension`), so no server start pays for the compile;
 the build lives under the Python prefix (the venv, or the image), keyed by the source's content. Where
@@ -13,8 +16,10 @@ import os
 import sys
 from pathlib import Path
 
+import torch
+
 log = logging.getLogger(__name__)
-SOURCE = Path(__file__).parent / "csrc" / "paged_attention_cpu.cpp"
+SOURCE = Path(__file__).parent / "csrc" / "cpu_kernels.cpp"
 # Built where it runs, so for this CPU's vector units by default; an image built on one machine for others
 # sets a baseline instead (deploy/Dockerfile: TANDEM_CPU_KERNEL_ARCH=x86-64-v3, AVX2 and FMA).
 ARCH = os.environ.get("TANDEM_CPU_KERNEL_ARCH", "native")
@@ -38,8 +43,23 @@ def extension():
         directory.mkdir(parents=True, exist_ok=True)
         return load("tandem_cpu_kernels", [str(SOURCE)], extra_cflags=FLAGS, build_directory=str(directory))
     except Exception as exc:  # noqa: BLE001 - no compiler, no write access, a failed build: all mean "use torch"
-        log.warning("CPU attention kernel unavailable (%s); using the torch reference", str(exc).splitlines()[0])
+        log.warning("CPU kernels unavailable (%s); using the torch references", str(exc).splitlines()[0])
         return None
+
+
+def usable_for(*tensors: torch.Tensor):
+    """The compiled module where it may run on these tensors, else None (the caller runs the torch reference).
+
+    fp32 CPU tensors only, and never while torch traces, exports or compiles the model (the ONNX export
+    must see the references' ops) or records autograd (the C++ functions have no backward).
+    """
+    if not all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors):
+        return None
+    if torch.is_grad_enabled() or torch.jit.is_tracing() or torch.compiler.is_compiling():
+        return None
+    if torch.onnx.is_in_onnx_export():
+        return None
+    return extension()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import functools
 
 import torch
 
+from kernels import cpu_extension
 from kernels.dispatch import check, use_triton
 
 
@@ -56,4 +57,10 @@ def apply_rotary_triton(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -
 
 
 def apply_rotary(x, cos, sin):
-    return apply_rotary_triton(x, cos, sin) if use_triton(x) else apply_rotary_ref(x, cos, sin)
+    if use_triton(x):
+        return apply_rotary_triton(x, cos, sin)
+    ext = cpu_extension.usable_for(x, cos, sin)
+    tokens_first = x.transpose(1, 2)  # [batch, tokens, heads, d]: contiguous when x is a projection's output
+    if ext is not None and tokens_first.is_contiguous() and cos.is_contiguous() and sin.is_contiguous():
+        return ext.rotary(tokens_first, cos, sin).transpose(1, 2)  # one pass (kernels/csrc/cpu_kernels.cpp)
+    return apply_rotary_ref(x, cos, sin)

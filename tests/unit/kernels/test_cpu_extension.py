@@ -1,4 +1,4 @@
-"""The C++ CPU decode kernel (K/V read in place) against the torch reference, and the fallback without it."""
+"""The C++ CPU kernels (decode attention with K/V read in place; RMSNorm, rotary, SiLU-and-mul) against the references."""
 
 import pytest
 import torch
@@ -35,3 +35,77 @@ def test_paged_attention_on_cpu_equals_the_reference_with_or_without_the_kernel(
     torch.testing.assert_close(paged_attention(q, k_cache, v_cache, meta), expected, rtol=1e-5, atol=1e-5)
     monkeypatch.setattr(cpu_extension, "extension", lambda: None)  # as on a machine without a compiler
     torch.testing.assert_close(paged_attention(q, k_cache, v_cache, meta), expected, rtol=0, atol=0)
+
+
+# -- the decoder layer's elementwise steps, one pass each ---------------------------------------------------
+
+
+@needs_ext
+@pytest.mark.parametrize("shape", [(1, 1, 8), (1, 37, 64), (2, 300, 512)])
+@pytest.mark.parametrize("with_residual", [False, True])
+def test_rms_norm_kernel_equals_the_reference(shape, with_residual):
+    from kernels.rms_norm import rms_norm_ref
+
+    x, residual = torch.randn(shape) * 3, (torch.randn(shape) if with_residual else None)
+    weight = torch.rand(shape[-1]) + 0.5
+    out, h = ext.rms_norm(x, residual, weight, 1e-6)
+    expected_out, expected_h = rms_norm_ref(x, weight, 1e-6, residual)
+    torch.testing.assert_close(out, expected_out, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(h, expected_h, rtol=0, atol=0)
+
+
+@needs_ext
+@pytest.mark.parametrize("batch, tokens, heads, dim", [(1, 1, 1, 2), (1, 29, 4, 16), (2, 130, 8, 64)])
+def test_rotary_kernel_equals_the_reference(batch, tokens, heads, dim):
+    from kernels.rotary import apply_rotary_ref
+
+    x = torch.randn(batch, tokens, heads, dim)  # a projection's output, heads not yet moved forward
+    angles = torch.randn(batch, tokens, dim)
+    cos, sin = angles.cos(), angles.sin()
+    got = ext.rotary(x, cos, sin).transpose(1, 2)
+    torch.testing.assert_close(got, apply_rotary_ref(x.transpose(1, 2), cos, sin), rtol=1e-6, atol=1e-6)
+
+
+@needs_ext
+@pytest.mark.parametrize("shape", [(1,), (3, 7), (1, 257, 1536)])
+def test_silu_and_mul_kernel_equals_the_reference(shape):
+    from kernels.silu_and_mul import silu_and_mul_ref
+
+    gate, up = torch.randn(shape) * 6, torch.randn(shape)
+    torch.testing.assert_close(ext.silu_and_mul(gate, up), silu_and_mul_ref(gate, up), rtol=1e-5, atol=1e-6)
+
+
+@needs_ext
+def test_the_elementwise_kernels_refuse_what_they_cannot_read():
+    x = torch.randn(4, 8)
+    with pytest.raises(RuntimeError, match="fp32 CPU tensors only"):
+        ext.silu_and_mul(x.double(), x.double())
+    with pytest.raises(RuntimeError, match="contiguous"):
+        ext.rms_norm(x.t(), None, torch.ones(4), 1e-6)
+    with pytest.raises(RuntimeError, match="one shape"):
+        ext.silu_and_mul(x, torch.randn(4, 9))
+
+
+@needs_ext
+def test_the_dispatch_uses_the_kernels_only_where_the_references_would_give_the_same():
+    from kernels.rms_norm import rms_norm, rms_norm_ref
+    from kernels.rotary import apply_rotary, apply_rotary_ref
+
+    x = torch.randn(2, 5, 16)
+    with torch.inference_mode():
+        assert cpu_extension.usable_for(x) is ext
+        assert cpu_extension.usable_for(x.double()) is None  # fp32 only
+        q = torch.randn(1, 5, 4, 16).transpose(1, 2)  # [batch, heads, tokens, d] over a projection's layout
+        angles = torch.randn(1, 5, 16)
+        torch.testing.assert_close(
+            apply_rotary(q, angles.cos(), angles.sin()), apply_rotary_ref(q, angles.cos(), angles.sin())
+        )
+        strided = torch.randn(16, 5).t().unsqueeze(0)  # not contiguous: the reference serves
+        torch.testing.assert_close(
+            rms_norm(strided, torch.ones(16), 1e-6)[0], rms_norm_ref(strided, torch.ones(16), 1e-6)[0]
+        )
+    # Recording autograd: the C++ functions have no backward, so the references run.
+    assert torch.is_grad_enabled() and cpu_extension.usable_for(x) is None
+    weight = torch.ones(16, requires_grad=True)
+    rms_norm(x, weight, 1e-6)[0].sum().backward()
+    assert weight.grad is not None
