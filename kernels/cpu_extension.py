@@ -23,11 +23,14 @@ SOURCE = Path(__file__).parent / "csrc" / "cpu_kernels.cpp"
 # Built where it runs, so for this CPU's vector units by default; an image built on one machine for others
 # sets a baseline instead (deploy/Dockerfile: TANDEM_CPU_KERNEL_ARCH=x86-64-v3, AVX2 and FMA).
 ARCH = os.environ.get("TANDEM_CPU_KERNEL_ARCH", "native")
-FLAGS = ["-O3", "-ffast-math", f"-march={ARCH}"]
+# -fopenmp: at::parallel_for is OpenMP in torch's CPU builds, and without the flag its pragma is ignored and
+# every kernel runs on one thread. The extension then links libgomp.so.1, which resolves to the copy torch
+# has already loaded (one OpenMP runtime, one thread pool).
+FLAGS = ["-O3", "-ffast-math", "-fopenmp", f"-march={ARCH}", "-mprefer-vector-width=512"]
 
 
 def build_directory() -> Path:
-    key = hashlib.sha256(SOURCE.read_bytes() + ARCH.encode()).hexdigest()[:16]
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode()).hexdigest()[:16]
     return Path(sys.prefix) / "tandem-kernels" / key
 
 
@@ -41,7 +44,13 @@ def extension():
 
         directory = build_directory()
         directory.mkdir(parents=True, exist_ok=True)
-        return load("tandem_cpu_kernels", [str(SOURCE)], extra_cflags=FLAGS, build_directory=str(directory))
+        return load(
+            "tandem_cpu_kernels",
+            [str(SOURCE)],
+            extra_cflags=FLAGS,
+            extra_ldflags=["-fopenmp"],
+            build_directory=str(directory),
+        )
     except Exception as exc:  # noqa: BLE001 - no compiler, no write access, a failed build: all mean "use torch"
         log.warning("CPU kernels unavailable (%s); using the torch references", str(exc).splitlines()[0])
         return None

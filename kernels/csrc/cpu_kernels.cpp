@@ -14,7 +14,110 @@
 #include <algorithm>
 #include <tuple>
 #include <cmath>
+#include <cstring>
 #include <vector>
+
+// 16 floats (one AVX-512 register; two AVX2 ones, or scalars, where the machine has less).
+typedef float v16 __attribute__((vector_size(64)));
+typedef int v16i __attribute__((vector_size(64)));
+constexpr int64_t kLanes = 16;
+constexpr int64_t kMaxGroup = 16, kMaxDimVectors = 16;  // the vector path's limits: 16 query heads per KV head, D 256
+
+static inline v16 load16(const float* p) {
+  v16 r;
+  std::memcpy(&r, p, sizeof(r));
+  return r;
+}
+
+// r[i] = sum of the lanes of x[i], for 16 vectors: a tree of shuffles instead of 16 horizontal sums.
+static inline v16 transpose_sum(v16 x[kLanes]) {
+  const v16i halves_lo = {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23};
+  const v16i halves_hi = {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
+  const v16i quarters_lo = {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27};
+  const v16i quarters_hi = {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31};
+  const v16i pairs_lo = {0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29};
+  const v16i pairs_hi = {2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31};
+  const v16i evens = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+  const v16i odds = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+  v16 a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i)  // [8 lanes of x[2i] | 8 of x[2i+1]]
+    a[i] = __builtin_shuffle(x[2 * i], x[2 * i + 1], halves_lo) + __builtin_shuffle(x[2 * i], x[2 * i + 1], halves_hi);
+  for (int i = 0; i < 4; ++i)  // 4 lanes each of four x
+    b[i] = __builtin_shuffle(a[2 * i], a[2 * i + 1], quarters_lo) + __builtin_shuffle(a[2 * i], a[2 * i + 1], quarters_hi);
+  for (int i = 0; i < 2; ++i)  // 2 lanes each of eight x
+    c[i] = __builtin_shuffle(b[2 * i], b[2 * i + 1], pairs_lo) + __builtin_shuffle(b[2 * i], b[2 * i + 1], pairs_hi);
+  return __builtin_shuffle(c[0], c[1], evens) + __builtin_shuffle(c[0], c[1], odds);
+}
+
+// One (sequence, KV head) of paged_decode with 16-token blocks and D a multiple of 16. Per query head and
+// block, the 16 scores come out as one vector (no horizontal sum per key), so the softmax update runs on
+// all 16 at once; values are read once per key for all the query heads.
+static void decode_task_vector(const float* qs, const float* kp, const float* vp, const int64_t* table, int64_t len,
+                               int64_t G, int64_t D, int64_t head_offset, int64_t block_stride, float scale,
+                               float* out) {
+  const int64_t C = D / kLanes;
+  alignas(64) v16 acc[kMaxGroup * kMaxDimVectors];
+  alignas(64) float probs[kMaxGroup][kLanes];
+  float m[kMaxGroup], l[kMaxGroup];
+  for (int64_t i = 0; i < G * C; ++i) acc[i] = v16{};
+  for (int64_t g = 0; g < G; ++g) m[g] = -INFINITY, l[g] = 0.f;
+  v16 lane;
+  for (int i = 0; i < kLanes; ++i) lane[i] = static_cast<float>(i);
+  const v16 minus_inf = v16{} - INFINITY;
+  for (int64_t b = 0; b * kLanes < len; ++b) {
+    const int64_t n = std::min(kLanes, len - b * kLanes);
+    const float* kb = kp + head_offset + table[b] * block_stride;
+    const float* vb = vp + head_offset + table[b] * block_stride;
+    const v16 valid = v16{} + static_cast<float>(n);
+    if ((b + 1) * kLanes < len) {
+      // Blocks sit anywhere in the pool, so the hardware prefetcher cannot guess the next one: ask for it
+      // now, to arrive while this one is computed.
+      const int64_t next = head_offset + table[b + 1] * block_stride;
+      for (int64_t i = 0; i < kLanes * D; i += kLanes) {
+        __builtin_prefetch(kp + next + i);
+        __builtin_prefetch(vp + next + i);
+      }
+    }
+    for (int64_t g = 0; g < G; ++g) {
+      const float* qg = qs + g * D;
+      v16 dots[kLanes];
+      for (int64_t t = 0; t < kLanes; ++t) {  // rows past n hold stale keys: computed, then masked
+        v16 sum = load16(qg) * load16(kb + t * D);
+        for (int64_t c = 1; c < C; ++c) sum += load16(qg + c * kLanes) * load16(kb + t * D + c * kLanes);
+        dots[t] = sum;
+      }
+      v16 scores = transpose_sum(dots) * scale;
+      scores = lane < valid ? scores : minus_inf;
+      float top = m[g];
+      for (int i = 0; i < kLanes; ++i) top = std::max(top, scores[i]);
+      float* p = probs[g];
+      const v16 shifted = scores - top;
+      std::memcpy(p, &shifted, sizeof(shifted));
+#pragma omp simd
+      for (int i = 0; i < kLanes; ++i) p[i] = std::exp(p[i]);  // one vector exp (libmvec), not 16 calls
+      float total = 0.f;
+      for (int i = 0; i < kLanes; ++i) total += p[i];
+      const float correction = std::exp(m[g] - top);
+      for (int64_t c = 0; c < C; ++c) acc[g * C + c] *= correction;
+      m[g] = top;
+      l[g] = l[g] * correction + total;
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      const float* vt = vb + t * D;
+      for (int64_t c = 0; c < C; ++c) {
+        const v16 v = load16(vt + c * kLanes);
+        for (int64_t g = 0; g < G; ++g) acc[g * C + c] += probs[g][t] * v;
+      }
+    }
+  }
+  for (int64_t g = 0; g < G; ++g) {
+    const float inverse = 1.f / l[g];
+    for (int64_t c = 0; c < C; ++c) {
+      const v16 o = acc[g * C + c] * inverse;
+      std::memcpy(out + g * D + c * kLanes, &o, sizeof(o));
+    }
+  }
+}
 
 // q [S, H, D]; k_cache, v_cache [KVH, blocks, block_size, D]; tables [S, W] int64; lens [S] int64.
 torch::Tensor paged_decode(const torch::Tensor& q, const torch::Tensor& k_cache, const torch::Tensor& v_cache,
@@ -36,6 +139,16 @@ torch::Tensor paged_decode(const torch::Tensor& q, const torch::Tensor& k_cache,
   float* op = out.data_ptr<float>();
   const int64_t head_stride = k_cache.stride(0), block_stride = k_cache.stride(1);
   const float fscale = static_cast<float>(scale);
+  if (BS == kLanes && D % kLanes == 0 && D / kLanes <= kMaxDimVectors && G <= kMaxGroup) {
+    at::parallel_for(0, S * KVH, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t work = begin; work < end; ++work) {
+        const int64_t s = work / KVH, kvh = work % KVH;
+        decode_task_vector(qp + (s * H + kvh * G) * D, kp, vp, tp + s * W, lp[s], G, D, kvh * head_stride,
+                           block_stride, fscale, op + (s * H + kvh * G) * D);
+      }
+    });
+    return out;
+  }
   at::parallel_for(0, S * KVH, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> acc(G * D), m(G), l(G), scores(G * BS);
     for (int64_t work = begin; work < end; ++work) {
