@@ -13,6 +13,7 @@ import functools
 import hashlib
 import logging
 import os
+import platform
 import sys
 from pathlib import Path
 
@@ -25,12 +26,16 @@ SOURCE = Path(__file__).parent / "csrc" / "cpu_kernels.cpp"
 ARCH = os.environ.get("TANDEM_CPU_KERNEL_ARCH", "native")
 # -fopenmp: at::parallel_for is OpenMP in torch's CPU builds, and without the flag its pragma is ignored and
 # every kernel runs on one thread. The extension then links libgomp.so.1, which resolves to the copy torch
-# has already loaded (one OpenMP runtime, one thread pool).
-FLAGS = ["-O3", "-ffast-math", "-fopenmp", f"-march={ARCH}", "-mprefer-vector-width=512"]
+# has already loaded (one OpenMP runtime, one thread pool). A compiler without OpenMP (Apple's clang) gets
+# the second variant: the same kernels on one thread.
+BASE_FLAGS = ["-O3", "-ffast-math", f"-march={ARCH}"]
+if platform.machine().lower() in ("x86_64", "amd64"):
+    BASE_FLAGS.append("-mprefer-vector-width=512")  # where AVX-512 exists, use it (GCC prefers 256 on some CPUs)
+VARIANTS = [(BASE_FLAGS + ["-fopenmp"], ["-fopenmp"]), (BASE_FLAGS, [])]  # (compile flags, link flags)
 
 
-def build_directory() -> Path:
-    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(FLAGS).encode()).hexdigest()[:16]
+def build_directory(flags: list[str]) -> Path:
+    key = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()[:16]
     return Path(sys.prefix) / "tandem-kernels" / key
 
 
@@ -39,21 +44,28 @@ def extension():
     """The compiled module, or None (with the reason logged once) when it cannot be had."""
     if os.environ.get("TANDEM_CPU_KERNELS", "1") == "0":
         return None
-    try:
-        from torch.utils.cpp_extension import load
+    failure = None
+    for cflags, ldflags in VARIANTS:
+        try:
+            from torch.utils.cpp_extension import load
 
-        directory = build_directory()
-        directory.mkdir(parents=True, exist_ok=True)
-        return load(
-            "tandem_cpu_kernels",
-            [str(SOURCE)],
-            extra_cflags=FLAGS,
-            extra_ldflags=["-fopenmp"],
-            build_directory=str(directory),
-        )
-    except Exception as exc:  # noqa: BLE001 - no compiler, no write access, a failed build: all mean "use torch"
-        log.warning("CPU kernels unavailable (%s); using the torch references", str(exc).splitlines()[0])
-        return None
+            directory = build_directory(cflags)
+            directory.mkdir(parents=True, exist_ok=True)
+            module = load(
+                "tandem_cpu_kernels",
+                [str(SOURCE)],
+                extra_cflags=cflags,
+                extra_ldflags=ldflags,
+                build_directory=str(directory),
+            )
+        except Exception as exc:  # noqa: BLE001 - no compiler, no write access, a failed build: try the next
+            failure = failure or exc
+            continue
+        if not ldflags:
+            log.warning("CPU kernels built without OpenMP (%s): they run on one thread", str(failure).splitlines()[0])
+        return module
+    log.warning("CPU kernels unavailable (%s); using the torch references", str(failure).splitlines()[0])
+    return None
 
 
 def usable_for(*tensors: torch.Tensor):

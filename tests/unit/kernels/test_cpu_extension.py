@@ -1,5 +1,8 @@
 """The C++ CPU kernels (decode attention with K/V read in place; RMSNorm, rotary, SiLU-and-mul) against the references."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -122,3 +125,20 @@ def test_the_dispatch_uses_the_kernels_only_where_the_references_would_give_the_
     weight = torch.ones(16, requires_grad=True)
     rms_norm(x, weight, 1e-6)[0].sum().backward()
     assert weight.grad is not None
+
+
+def test_a_compiler_without_openmp_still_gets_the_kernels_on_one_thread():
+    # The first variant cannot build here (an option no compiler knows), as -fopenmp cannot with Apple's clang.
+    script = """
+import logging, torch
+logging.basicConfig(level=logging.WARNING)
+from kernels import cpu_extension
+cpu_extension.VARIANTS = [(cpu_extension.BASE_FLAGS + ["-fno-such-option"], ["-fopenmp"]), (cpu_extension.BASE_FLAGS, [])]
+ext = cpu_extension.extension()
+gate, up = torch.randn(300), torch.randn(300)
+torch.testing.assert_close(ext.silu_and_mul(gate, up), torch.nn.functional.silu(gate) * up)
+print("ok")
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout + result.stderr[-2000:]
+    assert "built without OpenMP" in result.stderr and "one thread" in result.stderr
