@@ -4,7 +4,7 @@ Paged decode attention, RMSNorm (residual fused), rotary, and SiLU-and-multiply:
 kernels/ calls its C++ version for fp32 CPU tensors (`usable_for`) and its torch reference otherwise.
 
 `make install` builds them (`python -m kernels.cpu_extension`), so no server start pays for the compile;
-the build lives under the Python prefix (the venv, or the image), keyed by the source's content. Where
+the build lives under the Python prefix (the venv, or the image), keyed by the source and the flags. Where
 no compiler is found, or `TANDEM_CPU_KERNELS=0`, everything runs the torch references, and one log line
 says so. Checked against the references in tests/unit/kernels/test_cpu_extension.py.
 """
@@ -44,11 +44,11 @@ def extension():
     """The compiled module, or None (with the reason logged once) when it cannot be had."""
     if os.environ.get("TANDEM_CPU_KERNELS", "1") == "0":
         return None
+    from torch.utils.cpp_extension import load
+
     failure = None
     for cflags, ldflags in VARIANTS:
         try:
-            from torch.utils.cpp_extension import load
-
             directory = build_directory(cflags)
             directory.mkdir(parents=True, exist_ok=True)
             module = load(
@@ -62,10 +62,14 @@ def extension():
             failure = failure or exc
             continue
         if not ldflags:
-            log.warning("CPU kernels built without OpenMP (%s): they run on one thread", str(failure).splitlines()[0])
+            log.warning("CPU kernels built without OpenMP (%s): they run on one thread", _first_line(failure))
         return module
-    log.warning("CPU kernels unavailable (%s); using the torch references", str(failure).splitlines()[0])
+    log.warning("CPU kernels unavailable (%s); using the torch references", _first_line(failure))
     return None
+
+
+def _first_line(exc: BaseException | None) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def usable_for(*tensors: torch.Tensor):
