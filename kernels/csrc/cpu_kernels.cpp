@@ -139,7 +139,12 @@ torch::Tensor paged_decode(const torch::Tensor& q, const torch::Tensor& k_cache,
   float* op = out.data_ptr<float>();
   const int64_t head_stride = k_cache.stride(0), block_stride = k_cache.stride(1);
   const float fscale = static_cast<float>(scale);
-  if (BS == kLanes && D % kLanes == 0 && D / kLanes <= kMaxDimVectors && G <= kMaxGroup) {
+#if defined(__AVX512F__)  // 16-lane shuffles are single instructions only with AVX-512; elsewhere they cost more
+  const bool vector_path = BS == kLanes && D % kLanes == 0 && D / kLanes <= kMaxDimVectors && G <= kMaxGroup;
+#else
+  const bool vector_path = false;
+#endif
+  if (vector_path) {
     at::parallel_for(0, S * KVH, 1, [&](int64_t begin, int64_t end) {
       for (int64_t work = begin; work < end; ++work) {
         const int64_t s = work / KVH, kvh = work % KVH;

@@ -29,8 +29,8 @@ def test_the_kernel_equals_the_reference(context_lens, heads, kv_heads):
 @pytest.mark.parametrize("context_lens", [[1], [16, 17], [5, 300, 33, 64], [1000]])
 @pytest.mark.parametrize("heads, kv_heads, head_dim", [(8, 2, 64), (4, 4, 16), (16, 1, 128), (14, 2, 32), (32, 1, 16)])
 def test_the_vector_path_equals_the_reference(context_lens, heads, kv_heads, head_dim):
-    # 16-token blocks, head_dim a multiple of 16, at most 16 query heads per KV head: the vector path
-    # (scores 16 keys at a time); 32 per KV head takes the scalar one
+    # 16-token blocks, head_dim a multiple of 16, at most 16 query heads per KV head: in an AVX-512 build,
+    # the vector path (scores 16 keys at a time); 32 per KV head, or a build without AVX-512, the scalar one
     q, k_cache, v_cache, meta = decode_case(context_lens, heads=heads, kv_heads=kv_heads, head_dim=head_dim, block=16)
     lens = torch.tensor(context_lens)
     expected = _decode(q, k_cache, v_cache, meta.block_tables, lens)
