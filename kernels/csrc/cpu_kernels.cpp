@@ -134,8 +134,9 @@ torch::Tensor paged_decode(const torch::Tensor& q, const torch::Tensor& k_cache,
   const float* qp = q.data_ptr<float>();
   const float* kp = k_cache.data_ptr<float>();
   const float* vp = v_cache.data_ptr<float>();
-  const int64_t* tp = tables.contiguous().data_ptr<int64_t>();
-  const int64_t* lp = lens.contiguous().data_ptr<int64_t>();
+  const auto tables_c = tables.contiguous(), lens_c = lens.contiguous();  // held: the pointers below need them
+  const int64_t* tp = tables_c.data_ptr<int64_t>();
+  const int64_t* lp = lens_c.data_ptr<int64_t>();
   float* op = out.data_ptr<float>();
   const int64_t head_stride = k_cache.stride(0), block_stride = k_cache.stride(1);
   const float fscale = static_cast<float>(scale);

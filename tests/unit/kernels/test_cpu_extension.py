@@ -39,6 +39,18 @@ def test_the_vector_path_equals_the_reference(context_lens, heads, kv_heads, hea
 
 
 @needs_ext
+def test_the_kernel_reads_strided_block_tables_and_lengths():
+    q, k_cache, v_cache, meta = decode_case([5, 40, 17], heads=8, kv_heads=2, head_dim=64, block=16)
+    lens = torch.tensor([5, 40, 17])
+    expected = _decode(q, k_cache, v_cache, meta.block_tables, lens)
+    wide = torch.zeros(3, 2 * meta.block_tables.shape[1], dtype=torch.int64)
+    wide[:, ::2] = meta.block_tables  # a strided view: the kernel takes a contiguous copy and must keep it
+    strided_lens = torch.stack([lens, lens], dim=1)[:, 0]
+    got = ext.paged_decode(q, k_cache, v_cache, wide[:, ::2], strided_lens, 64**-0.5)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@needs_ext
 def test_the_kernel_refuses_what_it_cannot_read():
     q, k_cache, v_cache, meta = decode_case([5])
     with pytest.raises(RuntimeError, match="fp32 only"):
