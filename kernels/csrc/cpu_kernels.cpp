@@ -298,9 +298,12 @@ torch::Tensor silu_and_mul(const torch::Tensor& gate, const torch::Tensor& up) {
   return out;
 }
 
+// Each releases the GIL while it runs, as torch's own ops do: the worker's event loop keeps streaming
+// tokens while the engine thread computes.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("paged_decode", &paged_decode, "paged decode attention over block tables (fp32, CPU)");
-  m.def("rms_norm", &rms_norm, "RMSNorm with an optional fused residual add: (out, h) (fp32, CPU)");
-  m.def("rotary", &rotary, "rotary embedding on [B, T, H, D] (fp32, CPU)");
-  m.def("silu_and_mul", &silu_and_mul, "silu(gate) * up (fp32, CPU)");
+  using release = py::call_guard<py::gil_scoped_release>;
+  m.def("paged_decode", &paged_decode, "paged decode attention over block tables (fp32, CPU)", release());
+  m.def("rms_norm", &rms_norm, "RMSNorm with an optional fused residual add: (out, h) (fp32, CPU)", release());
+  m.def("rotary", &rotary, "rotary embedding on [B, T, H, D] (fp32, CPU)", release());
+  m.def("silu_and_mul", &silu_and_mul, "silu(gate) * up (fp32, CPU)", release());
 }
