@@ -96,12 +96,18 @@ def paged_attention_ref(
     v_cache: torch.Tensor,
     meta: PagedAttentionMetadata,
 ) -> torch.Tensor:
-    out = torch.empty_like(q)
+    out = _prefill_rows_ref(q, k_cache, v_cache, meta)
     if meta.decode_starts.numel():
         # Decodes run in groups of similar context length, so padding to a group's longest stays small.
         decodes = (meta.decode_starts, meta.decode_lens, meta.decode_tables)
         for starts, lens, tables in zip(*(t.split(DECODE_GROUP_SEQS) for t in decodes), strict=True):
             out[starts] = _decode(q[starts], k_cache, v_cache, tables, lens)
+    return out
+
+
+def _prefill_rows_ref(q, k_cache, v_cache, meta: PagedAttentionMetadata) -> torch.Tensor:
+    """An output [T, heads, head_dim] with the prefill rows attended (reference); decode rows left unwritten."""
+    out = torch.empty_like(q)
     for row in meta.prefill_rows:
         start, end = meta.query_start[row], meta.query_start[row + 1]
         out[start:end] = _prefill(q[start:end], k_cache, v_cache, meta.block_tables[row], meta.context_lens[row])
@@ -362,7 +368,7 @@ def paged_attention(q, k_cache, v_cache, meta):
     head_dim, block_size = q.shape[-1], k_cache.shape[2]
     if meta.prefill_rows and (head_dim < 16 or block_size < 16):
         # Shapes tl.dot cannot take (tiny test models): prefill chunks take the reference.
-        out = paged_attention_ref(q, k_cache, v_cache, _prefill_only(meta))
+        out = _prefill_rows_ref(q, k_cache, v_cache, meta)
     elif meta.prefill_rows:
         out = paged_prefill_triton(q, k_cache, v_cache, meta.block_tables, meta.lens, meta.prefill_tiles)
     else:
@@ -378,14 +384,9 @@ def _paged_attention_cpu(q, k_cache, v_cache, meta):
     ext = cpu_extension.extension() if q.device.type == "cpu" and q.dtype == k_cache.dtype == torch.float32 else None
     if ext is None or not meta.decode_starts.numel():
         return paged_attention_ref(q, k_cache, v_cache, meta)
-    out = paged_attention_ref(q, k_cache, v_cache, _prefill_only(meta))
+    out = _prefill_rows_ref(q, k_cache, v_cache, meta)
     starts = meta.decode_starts
     out[starts] = ext.paged_decode(
         q[starts].contiguous(), k_cache, v_cache, meta.decode_tables, meta.decode_lens, q.shape[-1] ** -0.5
     )
     return out
-
-
-def _prefill_only(meta: PagedAttentionMetadata) -> PagedAttentionMetadata:
-    """The step without its decodes, for the reference to do the prefill rows while a kernel does the rest."""
-    return replace(meta, decode_starts=meta.decode_starts[:0])

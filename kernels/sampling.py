@@ -79,7 +79,9 @@ def sample_ref(logits, temperature, top_k, top_p, min_p, seed, step) -> torch.Te
     return (probs / exponential).argmax(dim=-1)
 
 
-_order_key = _hash32_jit = None  # the kernel's @triton.jit helpers, defined with it (triton is imported lazily)
+_order_key = _hash32_jit = _scaled_logits = (
+    None  # the kernel's @triton.jit helpers, defined with it (triton is imported lazily)
+)
 
 
 @functools.cache
@@ -99,9 +101,14 @@ def _kernel():
         x = (((x >> 16) ^ x) * 0x45D9F3B) & 0xFFFFFFFF
         return (x >> 16) ^ x
 
+    @triton.jit
+    def scaled_logits(base, idx, vocab, temperature):
+        """One block of a row's logits / temperature, -inf past the vocabulary (every pass reads this)."""
+        return tl.load(base + idx, mask=idx < vocab, other=float("-inf")).to(tl.float32) / temperature
+
     # A kernel finds the functions it calls among its module's globals (compiled or interpreted).
-    global _order_key, _hash32_jit
-    _order_key, _hash32_jit = order_key, hash32
+    global _order_key, _hash32_jit, _scaled_logits
+    _order_key, _hash32_jit, _scaled_logits = order_key, hash32, scaled_logits
 
     @triton.jit
     def sample_kernel(
@@ -124,7 +131,7 @@ def _kernel():
         for start in range(0, vocab, BLOCK):
             idx = start + offsets
             valid = idx < vocab
-            s = tl.load(base + idx, mask=valid, other=float("-inf")).to(tl.float32) / temperature
+            s = _scaled_logits(base, idx, vocab, temperature)
             keys = _order_key(s)
             top = tl.maximum(top, tl.max(s, axis=0))
             low_key = tl.minimum(low_key, tl.min(tl.where(valid, keys, 2147483647), axis=0))
@@ -139,7 +146,7 @@ def _kernel():
                 count = tl.zeros((), tl.int64)
                 for start in range(0, vocab, BLOCK):
                     idx = start + offsets
-                    s = tl.load(base + idx, mask=idx < vocab, other=float("-inf")).to(tl.float32) / temperature
+                    s = _scaled_logits(base, idx, vocab, temperature)
                     count += tl.sum(((_order_key(s).to(tl.int64) >= mid) & (idx < vocab)).to(tl.int64), axis=0)
                 ok = count >= top_k
                 lo = tl.where(ok, mid, lo)
@@ -150,7 +157,7 @@ def _kernel():
         total = tl.zeros((), tl.float32)
         for start in range(0, vocab, BLOCK):
             idx = start + offsets
-            s = tl.load(base + idx, mask=idx < vocab, other=float("-inf")).to(tl.float32) / temperature
+            s = _scaled_logits(base, idx, vocab, temperature)
             kept = (idx < vocab) & (_order_key(s).to(tl.int64) >= k_cut)
             total += tl.sum(tl.where(kept, tl.exp(s - top), 0.0), axis=0)
         p_max = 1.0 / total
@@ -165,7 +172,7 @@ def _kernel():
                 mass = tl.zeros((), tl.float32)
                 for start in range(0, vocab, BLOCK):
                     idx = start + offsets
-                    s = tl.load(base + idx, mask=idx < vocab, other=float("-inf")).to(tl.float32) / temperature
+                    s = _scaled_logits(base, idx, vocab, temperature)
                     kept = (idx < vocab) & (_order_key(s).to(tl.int64) >= k_cut)
                     p = tl.where(kept, tl.exp(s - top) / total, 0.0)
                     mass += tl.sum(tl.where(p.to(tl.int32, bitcast=True).to(tl.int64) >= mid, p, 0.0), axis=0)
@@ -181,7 +188,7 @@ def _kernel():
         best_idx = tl.zeros((), tl.int64)
         for start in range(0, vocab, BLOCK):
             idx = start + offsets
-            s = tl.load(base + idx, mask=idx < vocab, other=float("-inf")).to(tl.float32) / temperature
+            s = _scaled_logits(base, idx, vocab, temperature)
             p = tl.exp(s - top) / total
             kept = (idx < vocab) & (_order_key(s).to(tl.int64) >= k_cut)
             kept = kept & (p.to(tl.int32, bitcast=True).to(tl.int64) >= p_cut) & (p >= floor)
