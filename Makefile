@@ -21,6 +21,7 @@ test: $(STAMP)
 		echo "note: no redis-server on PATH; tests that need Redis will fail. Install it (Debian/Ubuntu: apt-get install redis-server, macOS: brew install redis) or set REDIS_URL."
 	$(BIN)/python -m proto.regen --check
 	$(BIN)/python -m gateway.policy.json_schema --check
+	$(BIN)/python -m tandem_sdk.normalization_gen --check
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

@@ -15,7 +15,7 @@ from itertools import count
 
 from opentelemetry import trace
 
-from gateway import metrics
+from gateway import metrics, privacy
 from gateway.backends.registry import BackendRegistry
 from gateway.backends.worker_backend import BackendError, WorkerBackend
 from gateway.classify.features import RequestFeatures
@@ -140,7 +140,7 @@ async def _ranked(
         started = time.perf_counter()
         profile = policy.pools[pool_name].profile
         backends = {b.endpoint: b for b in registry.backends(policy.pools[pool_name])}
-        use_hints = hints if not decision.is_private else None  # private prompts are not even hashed here
+        use_hints = privacy.hints_for(decision.is_private, hints)
         candidates, hashes = await gather_candidates(list(backends.values()), profile, prompt, use_hints)
         ranked, _ = evaluate_pool(profile, candidates, decision.is_private, next(_turns))
         metrics.ROUTING_DECISION.observe(time.perf_counter() - started)

@@ -10,14 +10,17 @@ class GatewayError(Exception):
     error_type = "server_error"
     code: str | None = None
 
-    def __init__(self, message: str, code: str | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, message: str, code: str | None = None, headers: dict[str, str] | None = None, param: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code or self.code
         self.headers = headers or {}
+        self.param = param  # the request field at fault, as OpenAI names it
 
     def body(self) -> dict:
-        return {"error": {"message": self.message, "type": self.error_type, "param": None, "code": self.code}}
+        return {"error": {"message": self.message, "type": self.error_type, "param": self.param, "code": self.code}}
 
 
 class BadRequest(GatewayError):

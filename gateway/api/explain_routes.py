@@ -2,9 +2,9 @@
 
 from fastapi import APIRouter, Request
 
+from gateway import privacy
 from gateway.api.prepare import prepare_chat
 from gateway.api.schemas import ChatCompletionRequest, error_responses
-from gateway.policy.decide import is_private
 from gateway.policy.explain import explain
 from gateway.routing.gather import PromptKey, gather_candidates
 from gateway.state import State
@@ -17,7 +17,7 @@ async def route_explain(body: ChatCompletionRequest, request: Request, state: St
     policy = state.policy
     prepared = prepare_chat(body, request, state, policy)
     prompt = PromptKey(prepared.features.tenant, tuple(prepared.prompt_ids))
-    hints = None if is_private(policy, prepared.features) else state.hints  # as dispatch: private is not hashed
+    hints = privacy.hints_for(privacy.is_private(policy, prepared.features.privacy_tags), state.hints)
     candidates = {}
     for name, pool in policy.pools.items():
         candidates[name], _ = await gather_candidates(state.registry.backends(pool), pool.profile, prompt, hints)

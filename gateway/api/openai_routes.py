@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from opentelemetry import context, trace
 
-from gateway import metrics
+from gateway import metrics, privacy
 from gateway.api.openai_format import SSE_DONE, ResponseShape, sse
 from gateway.api.prepare import Prepared, prepare_chat, prepare_completion
 from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, _GenerationParams, error_responses
@@ -107,7 +107,7 @@ async def _serve(
         span.set_attribute(key, value)
     traced = _StreamTrace(
         context.get_current(),
-        prepared.text if state.settings.trace_content and not gen_request.private else None,
+        prepared.text if privacy.may_trace_content(gen_request.private, state.settings.trace_content) else None,
     )
     headers = {"X-Tandem-Route": f"{routed.pool}; rule={routed.rule}", "X-Tandem-Backend": routed.backend.endpoint}
     if body.stream:

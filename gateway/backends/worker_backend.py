@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from gateway import privacy
 from gateway.backends.circuit_breaker import CircuitBreaker
 from gateway.routing.candidate import RECENT_WINDOW_S, Candidate
 from proto.gen import worker_pb2
@@ -36,10 +37,6 @@ class BackendError(Exception):
     @property
     def is_retryable(self) -> bool:
         return self.code in RETRYABLE
-
-
-class PrivacyViolation(RuntimeError):
-    """A private request was about to leave for a backend that may not see it."""
 
 
 class WorkerBackend:
@@ -90,17 +87,12 @@ class WorkerBackend:
                 log.warning("backend %s unhealthy: %s", self.endpoint, problem)
         self.problem = problem
 
-    def may_serve_private(self) -> bool:
-        """Only a backend configured in an edge pool that has itself reported kind=edge."""
-        return self.pool_kind == "edge" and self.stats is not None and self.stats.kind == "edge"
-
     async def generate(
         self, request: worker_pb2.GenerateRequest, timeout_s: float
     ) -> AsyncIterator[worker_pb2.GenerateChunk]:
         """Stream the worker's chunks; closing this iterator cancels the RPC."""
-        if request.private and not self.may_serve_private():
-            # The last check before the wire. Routing never gets here; if it ever does, fail closed.
-            raise PrivacyViolation(f"refused to send a private request to {self.endpoint} ({self.pool_kind} pool)")
+        # The last check before the wire. Routing never gets here; if it ever does, fail closed.
+        privacy.check_before_wire(request.private, self.pool_kind, self.stats.kind if self.stats else None, self.endpoint)
         if not self.breaker.try_acquire():
             raise BackendError(
                 self.endpoint, grpc.StatusCode.UNAVAILABLE, "circuit breaker open after repeated failures"

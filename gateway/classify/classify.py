@@ -1,16 +1,16 @@
 """Features from a request's parts: the one place the gateway, explain and the CLI build them."""
 
-from tandem_sdk.detectors import detect
+from tandem_sdk.detectors import Scan
 
+from gateway import privacy
 from gateway.classify.features import DeviceCapability, RequestFeatures, parse_device_header
-from gateway.classify.privacy import privacy_tags
 from gateway.policy.schema import Policy
 
 
 def classify(
     policy: Policy,
     *,
-    text: str,
+    text: str | Scan,
     prompt_tokens: int,
     max_tokens: int,
     metadata_privacy: object = None,
@@ -20,14 +20,11 @@ def classify(
     tenant: str = "default",
     priority: int = 0,
 ) -> RequestFeatures:
-    tags = privacy_tags(metadata_privacy, privacy_header)
-    detected = tuple(detect(text, policy.privacy.detectors))
-    if detected:
-        tags |= {policy.privacy.detected_tag}
+    detected = privacy.detected(policy, text)
     return RequestFeatures(
         prompt_tokens=prompt_tokens,
         max_tokens=max_tokens,
-        privacy_tags=tags,
+        privacy_tags=privacy.tags_with_detection(policy, privacy.request_tags(metadata_privacy, privacy_header), detected),
         # The caller's own header wins; else what the device's registered edge agent reported.
         device=parse_device_header(device_header) or reported_device,
         tenant=tenant,

@@ -1,12 +1,13 @@
 """Match a request's features against the policy: first matching rule wins.
 
-The privacy invariant is enforced here too, after the rules, so no rule and
-no fallback can send a private request to a cloud pool (the load-time check
-in the schema refuses such policies; this is the second line).
+The privacy invariant is applied here too, after the rules (gateway.privacy
+decides), so no rule and no fallback can send a private request to a cloud
+pool; the load-time check refuses such policies, this is the second line.
 """
 
 from dataclasses import dataclass
 
+from gateway import privacy
 from gateway.classify.features import RequestFeatures
 from gateway.errors import NoBackend
 from gateway.policy.schema import DeviceMatch, IntRange, Match, Policy
@@ -27,10 +28,6 @@ class RuleTrace:
     reasons: tuple[str, ...]  # why not, when it did not match
 
 
-def is_private(policy: Policy, features: RequestFeatures) -> bool:
-    return bool(features.privacy_tags & set(policy.privacy.never_leave_device))
-
-
 def trace_rules(policy: Policy, features: RequestFeatures) -> list[RuleTrace]:
     """Every rule tried, in order, up to and including the first that matches."""
     traces = []
@@ -46,10 +43,8 @@ def decide(policy: Policy, features: RequestFeatures) -> Decision:
     rule = next((r for r in policy.rules if not mismatches(r.match, features)), None)
     if rule is None:
         raise NoBackend("no policy rule matched this request (add a catch-all rule without `match`)")
-    candidates = (rule.route, *rule.fallback)
-    private = is_private(policy, features)
-    allowed = tuple(p for p in candidates if not private or policy.pools[p].kind == "edge")
-    blocked = tuple(p for p in candidates if p not in allowed)
+    private = privacy.is_private(policy, features.privacy_tags)
+    allowed, blocked = privacy.allowed_pools(policy, (rule.route, *rule.fallback), private)
     return Decision(rule.name, allowed, private, blocked)
 
 

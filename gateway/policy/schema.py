@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from tandem_sdk.detectors import DETECTORS
 
+from gateway import privacy
 from gateway.routing.registry import FILTERS, PICKERS, SCORERS
 
 
@@ -151,8 +152,14 @@ class Pool(_Strict):
 
 class Privacy(_Strict):
     never_leave_device: list[str] = ["private", "pii", "confidential"]
-    detectors: list[str] = Field(default=[], description=f"content detectors to run: {sorted(DETECTORS)}")
-    detected_tag: str = Field(default="pii", description="the tag a request gets when any detector fires")
+    detectors: list[str] = Field(
+        default_factory=lambda: list(DETECTORS),
+        description=f"content detectors to run (default: all, {sorted(DETECTORS)}); `[]` turns detection off, "
+        "and the gateway logs a warning",
+    )
+    detected_tag: str = Field(
+        default="pii", description="the tag a request gets when any detector fires; must be in never_leave_device"
+    )
 
     @field_validator("detectors")
     @classmethod
@@ -197,25 +204,9 @@ class Policy(_Strict):
 
     @model_validator(mode="after")
     def _private_tags_never_reach_cloud(self) -> "Policy":
-        """Refuse a policy in which a rule could receive a never-leave tag and names a cloud pool.
-
-        Walks the rules in order: a rule that matches on privacy alone catches every
-        request with those tags, so later rules no longer receive them.
-        """
-        reachable = set(self.privacy.never_leave_device)
-        for i, rule in enumerate(self.rules):
-            match = rule.match
-            receives = reachable & set(match.privacy) if match.privacy is not None else set(reachable)
-            cloud = [p for p in (rule.route, *rule.fallback) if self.pools[p].kind == "cloud"]
-            if receives and cloud:
-                raise PolicyFieldError(
-                    ("rules", i),
-                    f"rule {rule.name!r} could receive requests tagged {sorted(receives)} (privacy.never_leave_device) "
-                    f"and names cloud pool(s) {cloud}; send those tags to edge pools in an earlier rule "
-                    f"(e.g. match: {{privacy: {sorted(receives)}}}, route: <edge pool>, fallback: [])",
-                )
-            if match.privacy is not None and match.model_dump(exclude_none=True).keys() == {"privacy"}:
-                reachable -= set(match.privacy)
+        """Refuse a policy that could let a never-leave tag reach a cloud pool (gateway.privacy says which)."""
+        for loc, message in privacy.policy_problems(self):
+            raise PolicyFieldError(loc, message)
         return self
 
 

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 
+from gateway import privacy
 from gateway.policy.schema import Profile
 from gateway.routing.candidate import Candidate
 from gateway.routing.registry import FILTERS, SCORERS
@@ -42,12 +43,7 @@ def evaluate_pool(
     profile: Profile, candidates: list[Candidate], is_private: bool, turn: int = 0
 ) -> tuple[list[Candidate], list[CandidateReport]]:
     """A pool's ranking for one request: for a private one, only backends that reported kind=edge."""
-    if not is_private:
-        return evaluate(profile, candidates, turn)
-    refused = [
-        CandidateReport(c, filtered_out_by=f"privacy: backend reports kind={c.kind}")
-        for c in candidates
-        if c.kind != "edge"
-    ]
-    ranked, reports = evaluate(profile, [c for c in candidates if c.kind == "edge"], turn)
+    refusals = {c.endpoint: privacy.candidate_refusal(c.kind, is_private) for c in candidates}
+    refused = [CandidateReport(c, filtered_out_by=refusals[c.endpoint]) for c in candidates if refusals[c.endpoint]]
+    ranked, reports = evaluate(profile, [c for c in candidates if not refusals[c.endpoint]], turn)
     return ranked, refused + reports

@@ -1,25 +1,31 @@
 """`Client` and `AsyncClient`: OpenAI-shaped chat completions with Tandem's routing rules.
 
 For every call, before any byte leaves:
-1. private? (app tag or PII detector) -> the local agent on loopback, or
-   PrivateRequestError. Never the gateway, whatever fails.
-2. otherwise -> the gateway, with X-Tandem-Device and the API key; 429 and
-   503 are retried, honouring Retry-After. If the gateway cannot be reached
-   and the app allowed it, a local agent serves the request instead.
+1. private? (a tag of the never-leave set, or a PII detector firing on any
+   text the request carries) -> the local agent on loopback, with the
+   device's token, or PrivateRequestError. Never the gateway, whatever fails.
+2. otherwise -> the gateway, with X-Tandem-Device, the app's tags in
+   X-Tandem-Privacy (so the gateway applies its own policy too) and the API
+   key; 429 and 503 are retried, honouring Retry-After. If the gateway cannot
+   be reached and the app allowed it, a local agent serves the request instead.
 
-Planning is shared (`_plan`); the two classes only differ in doing I/O.
+Calls to the local agent, and calls that carry privacy tags, ignore proxy
+environment variables (HTTP_PROXY and the like): they go straight to their
+host. Planning is shared; the two classes only differ in doing I/O.
 """
 
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
 from tandem_sdk.device import DeviceCapability, detect_device
 from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError
-from tandem_sdk.privacy import DEFAULT_DETECTORS, check_loopback, private_reason
+from tandem_sdk.local_token import read_token, token_file
+from tandem_sdk.privacy import DEFAULT_DETECTORS, NEVER_LEAVE_DEVICE, check_loopback, privacy_tags, private_reason
 
 DEFAULT_LOCAL_AGENT = "http://127.0.0.1:50062"
 LOCAL_PROBE_TIMEOUT_S = 0.5
@@ -32,6 +38,7 @@ class Target:
     url: str  # the chat completions endpoint
     headers: dict[str, str]
     served_by: str  # "gateway" or "local-agent"
+    direct: bool = False  # past any proxy the environment names: loopback, or a request with privacy tags
 
 
 @dataclass
@@ -44,30 +51,27 @@ class _Settings:
     max_retries: int
     allow_local_fallback: bool
     detectors: tuple[str, ...]
+    never_leave: frozenset[str]
+    local_token_file: Path
 
 
-def _settings(gateway_url, api_key, local_agent_url, device, timeout_s, max_retries, allow_local_fallback, detectors):
-    return _Settings(
-        gateway_url=gateway_url.rstrip("/") if gateway_url else None,
-        api_key=api_key,
-        local_agent_url=check_loopback(local_agent_url) if local_agent_url else None,
-        device=detect_device().with_overrides(device or {}),
-        timeout_s=timeout_s,
-        max_retries=max_retries,
-        allow_local_fallback=allow_local_fallback,
-        detectors=tuple(detectors),
-    )
-
-
-def _gateway_target(s: _Settings) -> Target:
+def _gateway_target(s: _Settings, tags: frozenset[str]) -> Target:
     headers = {"X-Tandem-Device": s.device.header()}
+    if tags:
+        headers["X-Tandem-Privacy"] = ",".join(sorted(tags))
     if s.api_key:
         headers["Authorization"] = f"Bearer {s.api_key}"
-    return Target(f"{s.gateway_url}/v1/chat/completions", headers, "gateway")
+    return Target(f"{s.gateway_url}/v1/chat/completions", headers, "gateway", direct=bool(tags))
 
 
-def _local_target(s: _Settings) -> Target:
-    return Target(f"{s.local_agent_url}/v1/chat/completions", {}, "local-agent")
+def _local_headers(s: _Settings) -> dict[str, str]:
+    token = read_token(s.local_token_file)
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _local_target(s: _Settings, tags: frozenset[str]) -> Target:
+    headers = _local_headers(s) | ({"X-Tandem-Privacy": ",".join(sorted(tags))} if tags else {})
+    return Target(f"{s.local_agent_url}/v1/chat/completions", headers, "local-agent", direct=True)
 
 
 def _body(model: str, messages: list[dict], stream: bool, params: dict) -> dict:
@@ -156,29 +160,54 @@ class _ClientBase:
         max_retries: int = 2,
         allow_local_fallback: bool = False,
         detectors: tuple[str, ...] = DEFAULT_DETECTORS,
+        never_leave: tuple[str, ...] | frozenset[str] = NEVER_LEAVE_DEVICE,
+        local_token_file: str | Path | None = None,
     ) -> None:
-        self._s = _settings(gateway_url, api_key, local_agent_url, device, timeout_s, max_retries,
-                            allow_local_fallback, detectors)  # fmt: skip
-        self._http = self._new_http(timeout_s)
+        self._s = _Settings(
+            gateway_url=gateway_url.rstrip("/") if gateway_url else None,
+            api_key=api_key,
+            local_agent_url=check_loopback(local_agent_url) if local_agent_url else None,
+            device=detect_device().with_overrides(device or {}),
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            allow_local_fallback=allow_local_fallback,
+            detectors=tuple(detectors),
+            never_leave=privacy_tags(list(never_leave)),
+            local_token_file=Path(local_token_file) if local_token_file else token_file(),
+        )
+        self._http = self._new_http(timeout_s, trust_env=True)
+        self._direct = self._new_http(timeout_s, trust_env=False)
         self.chat = _Chat(self)
+
+    def _plan(self, model: str, messages: list[dict], stream: bool, privacy, params: dict):
+        """The body, the app's tags, and why the request is private (None: it may go to the gateway)."""
+        tags = privacy_tags(privacy)
+        body = _body(model, messages, stream, params)
+        return body, tags, private_reason(body, tags, self._s.detectors, self._s.never_leave)
+
+    def _client_for(self, target: Target):
+        return self._direct if target.direct else self._http
 
     @property
     def device(self) -> DeviceCapability:
         return self._s.device
 
     def _no_local_agent(self, reason: str) -> PrivateRequestError:
+        token = "" if read_token(self._s.local_token_file) else f" (and no token file at {self._s.local_token_file})"
         return PrivateRequestError(
-            f"private request ({reason}) and no local agent at {self._s.local_agent_url}; it was not sent anywhere"
+            f"private request ({reason}) and no local agent at {self._s.local_agent_url}{token}; "
+            "it was not sent anywhere"
         )
 
 
 class Client(_ClientBase):
     @staticmethod
-    def _new_http(timeout_s: float) -> httpx.Client:
-        return httpx.Client(timeout=timeout_s)
+    def _new_http(timeout_s: float, trust_env: bool) -> httpx.Client:
+        return httpx.Client(timeout=timeout_s, trust_env=trust_env)
 
     def close(self) -> None:
         self._http.close()
+        self._direct.close()
 
     def __enter__(self):
         return self
@@ -191,31 +220,32 @@ class Client(_ClientBase):
         if not self._s.local_agent_url:
             return None
         try:
-            reply = self._http.get(f"{self._s.local_agent_url}/v1/local/health", timeout=LOCAL_PROBE_TIMEOUT_S)
+            reply = self._direct.get(
+                f"{self._s.local_agent_url}/v1/local/health", headers=_local_headers(self._s), timeout=LOCAL_PROBE_TIMEOUT_S
+            )
             health = reply.json() if reply.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
         return health if health and health.get("kind") == "edge" else None
 
     def create(self, *, model: str, messages: list[dict], stream: bool = False, privacy=None, **params):
-        reason = private_reason(messages, privacy, self._s.detectors)
-        body = _body(model, messages, stream, params)
+        body, tags, reason = self._plan(model, messages, stream, privacy, params)
         if reason is not None:
             if self.local_agent() is None:
                 raise self._no_local_agent(reason)
-            return self._send(_local_target(self._s), body, stream, reason, retries=0)
+            return self._send(_local_target(self._s, tags), body, stream, reason, retries=0)
         if not self._s.gateway_url:
             raise GatewayUnavailable("no gateway_url configured for non-private requests")
         try:
-            return self._send(_gateway_target(self._s), body, stream, None, self._s.max_retries)
+            return self._send(_gateway_target(self._s, tags), body, stream, None, self._s.max_retries)
         except httpx.TransportError as exc:
             if self._s.allow_local_fallback and self.local_agent() is not None:
-                return self._send(_local_target(self._s), body, stream, None, retries=0)
+                return self._send(_local_target(self._s, tags), body, stream, None, retries=0)
             raise GatewayUnavailable(f"gateway {self._s.gateway_url} unreachable: {exc}") from exc
 
     def _send(self, target: Target, body: dict, stream: bool, reason: str | None, retries: int):
         for attempt in range(retries + 1):
-            context = self._http.stream("POST", target.url, json=body, headers=target.headers)
+            context = self._client_for(target).stream("POST", target.url, json=body, headers=target.headers)
             response = context.__enter__()
             if response.status_code in RETRY_STATUSES and attempt < retries:
                 response.read()
@@ -270,11 +300,12 @@ class AsyncStream:
 
 class AsyncClient(_ClientBase):
     @staticmethod
-    def _new_http(timeout_s: float) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=timeout_s)
+    def _new_http(timeout_s: float, trust_env: bool) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=timeout_s, trust_env=trust_env)
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        await self._direct.aclose()
 
     async def __aenter__(self):
         return self
@@ -286,33 +317,34 @@ class AsyncClient(_ClientBase):
         if not self._s.local_agent_url:
             return None
         try:
-            reply = await self._http.get(f"{self._s.local_agent_url}/v1/local/health", timeout=LOCAL_PROBE_TIMEOUT_S)
+            reply = await self._direct.get(
+                f"{self._s.local_agent_url}/v1/local/health", headers=_local_headers(self._s), timeout=LOCAL_PROBE_TIMEOUT_S
+            )
             health = reply.json() if reply.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             return None
         return health if health and health.get("kind") == "edge" else None
 
     async def create(self, *, model: str, messages: list[dict], stream: bool = False, privacy=None, **params):
-        reason = private_reason(messages, privacy, self._s.detectors)
-        body = _body(model, messages, stream, params)
+        body, tags, reason = self._plan(model, messages, stream, privacy, params)
         if reason is not None:
             if await self.local_agent() is None:
                 raise self._no_local_agent(reason)
-            return await self._send(_local_target(self._s), body, stream, reason, retries=0)
+            return await self._send(_local_target(self._s, tags), body, stream, reason, retries=0)
         if not self._s.gateway_url:
             raise GatewayUnavailable("no gateway_url configured for non-private requests")
         try:
-            return await self._send(_gateway_target(self._s), body, stream, None, self._s.max_retries)
+            return await self._send(_gateway_target(self._s, tags), body, stream, None, self._s.max_retries)
         except httpx.TransportError as exc:
             if self._s.allow_local_fallback and await self.local_agent() is not None:
-                return await self._send(_local_target(self._s), body, stream, None, retries=0)
+                return await self._send(_local_target(self._s, tags), body, stream, None, retries=0)
             raise GatewayUnavailable(f"gateway {self._s.gateway_url} unreachable: {exc}") from exc
 
     async def _send(self, target: Target, body: dict, stream: bool, reason: str | None, retries: int):
         import asyncio
 
         for attempt in range(retries + 1):
-            context = self._http.stream("POST", target.url, json=body, headers=target.headers)
+            context = self._client_for(target).stream("POST", target.url, json=body, headers=target.headers)
             response = await context.__aenter__()
             if response.status_code in RETRY_STATUSES and attempt < retries:
                 await response.aread()

@@ -1,40 +1,53 @@
 """The decision that must be made before the network: is this request private?
 
-It is when the app says so (`privacy=` a tag, or tags) or when one of the
-same PII detectors the gateway runs fires on the messages' text. A private
-request is only ever sent to a local agent on this device's loopback.
+It is when the app tags it with a tag of the never-leave set (default
+`private`, `pii`, `confidential`; tags are read as the gateway reads them:
+case-insensitive, a string may be a comma list) or when one of the same PII
+detectors the gateway runs fires on the text the request would carry
+(`tandem_sdk.scan`). A private request is only ever sent to a local agent on
+this device's loopback. The gateway reads the same tags from
+`X-Tandem-Privacy`, which the SDK always sends, so it decides too.
 """
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from urllib.parse import urlparse
 
 from tandem_sdk.detectors import DETECTORS, detect
+from tandem_sdk.scan import request_text
 
-PRIVATE_TAGS = frozenset({"private", "pii", "confidential"})
+NEVER_LEAVE_DEVICE = frozenset({"private", "pii", "confidential"})
 DEFAULT_DETECTORS = tuple(DETECTORS)
 LOOPBACK_HOSTS = {"127.0.0.1", "::1", "localhost"}
 
 
-def message_text(messages: Iterable[dict]) -> str:
-    parts = []
-    for m in messages:
-        content = m.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):  # OpenAI content parts
-            parts.extend(p.get("text", "") for p in content if isinstance(p, dict))
-    return "\n".join(parts)
+class TagError(ValueError):
+    """Privacy tags that are not a string or a list of strings."""
+
+
+def privacy_tags(*values: object) -> frozenset[str]:
+    """Tags from any of: None, "pii", "Private, PII", ["PII", "internal"]: lower-cased, stripped, comma lists split."""
+    tags: set[str] = set()
+    for value in values:
+        if value is None:
+            continue
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list | tuple | set | frozenset) or not all(isinstance(v, str) for v in items):
+            raise TagError(f'privacy tags must be a string or a list of strings, e.g. "pii"; got {value!r}')
+        tags |= {part.strip().lower() for item in items for part in item.split(",") if part.strip()}
+    return frozenset(tags)
 
 
 def private_reason(
-    messages: list[dict], privacy: str | list[str] | None, detectors: tuple[str, ...] = DEFAULT_DETECTORS
+    body: Mapping,
+    tags: Iterable[str] = (),
+    detectors: tuple[str, ...] = DEFAULT_DETECTORS,
+    never_leave: Iterable[str] = NEVER_LEAVE_DEVICE,
 ) -> str | None:
     """Why this request must stay on the device, or None when it may go to the gateway."""
-    tags = {privacy} if isinstance(privacy, str) else set(privacy or ())
-    tagged = sorted(tags & PRIVATE_TAGS)
+    tagged = sorted(set(tags) & set(never_leave))
     if tagged:
         return f"the app tagged it {tagged[0]!r}"
-    fired = detect(message_text(messages), detectors)
+    fired = detect(request_text(body), detectors)
     if fired:
         return f"the {', '.join(fired)} detector{'s' if len(fired) > 1 else ''} fired on its text"
     return None

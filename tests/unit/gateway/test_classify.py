@@ -1,8 +1,8 @@
 import pytest
 
 from gateway.classify.features import DeviceCapability, parse_device_header
-from gateway.classify.privacy import privacy_tags
 from gateway.errors import BadRequest
+from gateway.privacy import request_tags
 
 
 @pytest.mark.parametrize(
@@ -13,16 +13,19 @@ from gateway.errors import BadRequest
         (["pii", "Confidential"], None, {"pii", "confidential"}),
         (None, "pii, private", {"pii", "private"}),
         ("pii", "confidential", {"pii", "confidential"}),
+        ("private,PII", None, {"private", "pii"}),
+        (["PII, Confidential", " private "], "Internal", {"pii", "confidential", "private", "internal"}),
+        ("", " , ", set()),
     ],
 )
 def test_privacy_tags(metadata, header, expected):
-    assert privacy_tags(metadata, header) == frozenset(expected)
+    assert request_tags(metadata, header) == frozenset(expected)
 
 
 @pytest.mark.parametrize("metadata", [3, {"a": 1}, ["pii", 2]])
 def test_malformed_privacy_metadata_is_a_400(metadata):
     with pytest.raises(BadRequest, match="metadata.privacy"):
-        privacy_tags(metadata, None)
+        request_tags(metadata, None)
 
 
 def test_device_header():

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gateway.backends.worker_backend import PrivacyViolation
+from gateway.privacy import PrivacyViolation
 from gateway.classify.features import RequestFeatures
 from gateway.dispatch import dispatch
 from gateway.errors import NoBackend

@@ -4,7 +4,7 @@ import json
 
 import pytest
 from tandem_sdk import Client, detect_device
-from tandem_sdk.privacy import check_loopback, private_reason
+from tandem_sdk.privacy import TagError, check_loopback, privacy_tags, private_reason
 
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -15,7 +15,11 @@ ASK = [{"role": "user", "content": "What is the capital of France?"}]
         (ASK, None, None),
         (ASK, "private", "the app tagged it 'private'"),
         (ASK, ["confidential", "x"], "the app tagged it 'confidential'"),
-        (ASK, "public", None),  # any other tag: not private
+        (ASK, "Confidential", "the app tagged it 'confidential'"),  # tags are read as the gateway reads them
+        (ASK, "PII", "the app tagged it 'pii'"),
+        (ASK, ["PII"], "the app tagged it 'pii'"),
+        (ASK, "internal, Private", "the app tagged it 'private'"),
+        (ASK, "public", None),  # any other tag: not private (it is forwarded; the gateway's policy decides)
         ([{"role": "user", "content": "mail ann@example.com"}], None, "the email detector fired on its text"),
         ([{"role": "user", "content": [{"type": "text", "text": "card 4111 1111 1111 1111"}]}], None,
          "the credit-card detector fired on its text"),
@@ -23,7 +27,25 @@ ASK = [{"role": "user", "content": "What is the capital of France?"}]
     ],
 )  # fmt: skip
 def test_private_reason(messages, privacy, expected):
-    assert private_reason(messages, privacy) == expected
+    assert private_reason({"messages": messages}, privacy_tags(privacy)) == expected
+
+
+def test_the_never_leave_set_is_the_apps_to_choose():
+    assert private_reason({"messages": ASK}, privacy_tags("internal"), never_leave={"internal"}) is not None
+    assert private_reason({"messages": ASK}, privacy_tags("pii"), never_leave={"internal"}) is None
+
+
+def test_text_outside_the_messages_is_scanned_too():
+    body = {"messages": ASK, "stop": ["ann@example.com"]}
+    assert private_reason(body) == "the email detector fired on its text"
+
+
+@pytest.mark.parametrize("bad", [3, {"pii": True}, ["pii", 2]])
+def test_malformed_tags_are_refused_before_the_network(bad):
+    with pytest.raises(TagError, match="privacy tags"):
+        privacy_tags(bad)
+    with pytest.raises(TagError):
+        Client("http://gw:8000").chat.completions.create(model="m", messages=ASK, privacy=bad)
 
 
 @pytest.mark.parametrize("url", ["http://192.168.1.5:50062", "http://agent.example.com:50062", "http://0.0.0.0:1"])

@@ -1,0 +1,142 @@
+"""Every privacy decision the gateway makes, in one place: a private request never reaches a cloud backend.
+
+Each path asks this module and nothing else:
+- load time (`policy_problems`, from the policy schema): a policy in which a
+  rule could send a never-leave tag to a cloud pool, or whose detectors tag
+  requests with a tag that is not never-leave, does not load;
+- classify (`request_tags`, `detected`): the tags a request carries, from
+  its body, its header and the PII detectors on the text it would send;
+- decide, explain, replay (`is_private`, `allowed_pools`): which pools a
+  request may go to;
+- rank, dispatch, failover (`candidate_refusal`): which backends of a pool
+  may see it, by the kind each backend reports of itself;
+- the wire (`check_before_wire`): the backend client's last check, which
+  fails closed;
+- hints and traces (`hints_for`, `may_trace_content`): a private prompt is
+  never hashed into shared prefix hints, and its text never goes into a span.
+The property test (tests/unit/gateway/test_privacy_guarantee.py) drives
+dispatch against all of them; tests/unit/gateway/test_privacy_owner.py names
+each path.
+"""
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from tandem_sdk.detectors import Scan, detect
+from tandem_sdk.privacy import TagError, privacy_tags
+
+from gateway.errors import BadRequest
+
+if TYPE_CHECKING:
+    from gateway.policy.schema import Policy
+
+H = TypeVar("H")
+
+
+class PrivacyViolation(RuntimeError):
+    """A private request was about to leave for a backend that may not see it."""
+
+
+# -- load time ---------------------------------------------------------------------------------------
+
+
+def policy_problems(policy: "Policy") -> list[tuple[tuple[str | int, ...], str]]:
+    """Where (a path into the policy file) and why the policy could let a private request reach a cloud pool."""
+    never = set(policy.privacy.never_leave_device)
+    problems = []
+    if policy.privacy.detectors and policy.privacy.detected_tag not in never:
+        problems.append((
+            ("privacy", "detected_tag"),
+            f"detected_tag {policy.privacy.detected_tag!r} is not in privacy.never_leave_device {sorted(never)}: "
+            "requests in which a detector finds PII would be free to leave the device",
+        ))  # fmt: skip
+    # A rule that matches on privacy alone catches every request with those tags: later rules no longer get them.
+    reachable = set(never)
+    for i, rule in enumerate(policy.rules):
+        match = rule.match
+        receives = reachable & set(match.privacy) if match.privacy is not None else set(reachable)
+        cloud = [p for p in (rule.route, *rule.fallback) if policy.pools[p].kind == "cloud"]
+        if receives and cloud:
+            problems.append((
+                ("rules", i),
+                f"rule {rule.name!r} could receive requests tagged {sorted(receives)} (privacy.never_leave_device) "
+                f"and names cloud pool(s) {cloud}; send those tags to edge pools in an earlier rule "
+                f"(e.g. match: {{privacy: {sorted(receives)}}}, route: <edge pool>, fallback: [])",
+            ))  # fmt: skip
+            break
+        if match.privacy is not None and match.model_dump(exclude_none=True).keys() == {"privacy"}:
+            reachable -= set(match.privacy)
+    return problems
+
+
+def detection_warning(policy: "Policy") -> str | None:
+    """What to log when the policy turned content detection off (only ever by writing `detectors: []`)."""
+    if policy.privacy.detectors:
+        return None
+    return (
+        "privacy.detectors is [] in the policy: PII detection is OFF; only requests the caller tags "
+        f"{sorted(policy.privacy.never_leave_device)} stay on the device"
+    )
+
+
+# -- classify ----------------------------------------------------------------------------------------
+
+
+def request_tags(metadata_value: object, header_value: str | None) -> frozenset[str]:
+    """Tags from `metadata.privacy` and X-Tandem-Privacy, read as the SDK reads them (case, comma lists)."""
+    try:
+        return privacy_tags(metadata_value, header_value)
+    except TagError as exc:
+        raise BadRequest(f"metadata.privacy: {exc}", param="metadata.privacy") from exc
+
+
+def detected(policy: "Policy", text: str | Scan) -> tuple[str, ...]:
+    """The policy's detectors that fire on the text the request would send (tandem_sdk.scan.request_text)."""
+    return tuple(detect(text, policy.privacy.detectors))
+
+
+def tags_with_detection(policy: "Policy", tags: frozenset[str], fired: Sequence[str]) -> frozenset[str]:
+    return tags | {policy.privacy.detected_tag} if fired else tags
+
+
+# -- decide ------------------------------------------------------------------------------------------
+
+
+def is_private(policy: "Policy", tags: Iterable[str]) -> bool:
+    return bool(set(tags) & set(policy.privacy.never_leave_device))
+
+
+def allowed_pools(policy: "Policy", pools: Sequence[str], private: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(allowed, blocked): a private request keeps only edge pools, whatever the rule named."""
+    allowed = tuple(p for p in pools if not private or policy.pools[p].kind == "edge")
+    return allowed, tuple(p for p in pools if p not in allowed)
+
+
+# -- rank, dispatch, failover ------------------------------------------------------------------------
+
+
+def candidate_refusal(reported_kind: str | None, private: bool) -> str | None:
+    """Why a backend may not be ranked for this request (it must report kind=edge itself), or None."""
+    if private and reported_kind != "edge":
+        return f"privacy: backend reports kind={reported_kind}"
+    return None
+
+
+def check_before_wire(private: bool, pool_kind: str, reported_kind: str | None, endpoint: str) -> None:
+    """The backend client's last check: a private request goes only to an edge-pool backend that says it is edge."""
+    if private and not (pool_kind == "edge" and reported_kind == "edge"):
+        raise PrivacyViolation(
+            f"refused to send a private request to {endpoint} ({pool_kind} pool, reports kind={reported_kind})"
+        )
+
+
+# -- hints and traces --------------------------------------------------------------------------------
+
+
+def hints_for(private: bool, hints: H | None) -> H | None:
+    """Prefix hints to use: none for a private prompt, which is never hashed into what other replicas read."""
+    return None if private else hints
+
+
+def may_trace_content(private: bool, trace_content: bool) -> bool:
+    return trace_content and not private

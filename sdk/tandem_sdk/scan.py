@@ -1,0 +1,91 @@
+"""What of a request the PII detectors read: one function, run by the SDK before the wire and by the gateway.
+
+`request_text(body)` takes an OpenAI chat or completions body (a dict, as
+sent) and returns everything in it that would leave the device:
+- every message of every role: its content (a string, or content parts,
+  whose texts are joined with nothing, as the model reads them), and every
+  other string in it (`name`, `tool_calls` names and arguments, an image
+  part's URL, refusal text);
+- the completions `prompt` in each accepted form (a string, strings, token
+  ids, lists of token ids: ids are decoded with `decode`, so token ids are no
+  way around the detectors), and `suffix`;
+- `stop` strings, `user`, and the `tools` given to the model.
+Messages and fields are joined with a line break, so a number split across
+two messages reads as one (a line break parts digit groups like a space).
+
+The detectors then see the same text on the device and at the gateway.
+"""
+
+from collections.abc import Callable, Iterator, Mapping
+
+_STRUCTURE_KEYS = frozenset({"role", "type"})  # what says how, not what: never PII
+
+
+def request_text(body: Mapping, decode: Callable[[list[int]], str] | None = None) -> str:
+    """Every piece of text in a chat or completions request body that leaves with it."""
+    return "\n".join(_pieces(body, decode))
+
+
+def _pieces(body: Mapping, decode: Callable[[list[int]], str] | None) -> Iterator[str]:
+    for message in body.get("messages") or ():
+        yield _message_text(message)
+    yield from _prompt_texts(body.get("prompt"), decode)
+    for key in ("suffix", "user"):
+        if isinstance(body.get(key), str):
+            yield body[key]
+    stop = body.get("stop")
+    if isinstance(stop, str):
+        yield stop
+    elif isinstance(stop, list):
+        yield from (s for s in stop if isinstance(s, str))
+    if body.get("tools"):
+        yield from _strings(body["tools"])
+
+
+def _message_text(message) -> str:
+    if not isinstance(message, Mapping):
+        return "\n".join(_strings(message))
+    pieces = []
+    content = message.get("content")
+    if isinstance(content, str):
+        pieces.append(content)
+    elif isinstance(content, list):
+        # Parts are one text to the model: "ann@exam" + "ple.com" is an address.
+        pieces.append("".join(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)))
+        pieces += [s for p in content for s in _strings(p, skip_text=True)]
+    for key, value in message.items():
+        if key != "content" and key not in _STRUCTURE_KEYS:
+            pieces += _strings(value)
+    return "\n".join(pieces)
+
+
+def _prompt_texts(prompt, decode: Callable[[list[int]], str] | None) -> Iterator[str]:
+    if prompt is None:
+        return
+    if isinstance(prompt, str):
+        yield prompt
+    elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        yield _decoded(prompt, decode)
+    elif isinstance(prompt, list):
+        for item in prompt:
+            yield from _prompt_texts(item, decode)
+
+
+def _decoded(token_ids: list[int], decode: Callable[[list[int]], str] | None) -> str:
+    if decode is None:
+        raise ValueError("a prompt of token ids needs a tokenizer to be scanned (pass decode=)")
+    return decode(token_ids)
+
+
+def _strings(value, skip_text: bool = False) -> Iterator[str]:
+    """Every string in a JSON value (keys that name structure aside)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if key in _STRUCTURE_KEYS or (skip_text and key == "text"):
+                continue
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)

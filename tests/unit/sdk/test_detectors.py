@@ -1,0 +1,144 @@
+"""PII detectors on text as people write it: true positives, the near-misses that must not fire, and cost.
+
+The recall and false-alarm figures over generated cases are bench/privacy.py's;
+these are the cases a reader can check by eye, one table per detector.
+"""
+
+import time
+
+import pytest
+from stdnum import luhn
+from tandem_sdk.detectors import DETECTORS, cn_id_ok, detect, iban_ok, luhn_ok
+
+ZWSP, NBSP, EN_DASH, SOFT_HYPHEN = "\u200b", "\u00a0", "\u2013", "\u00ad"
+
+FIRES = {
+    "email": [
+        "write to ann.lee+work@example.co.uk today",
+        "ANN@EXAMPLE.COM",
+        "x: bob_99@mail-server.example.org.",
+        "邮箱ann@example.com",  # CJK neighbours, no space
+        "请联系ann@example.com谢谢",
+        "ann＠example．com",  # full-width @ and dot
+        f"an{ZWSP}n@exa{SOFT_HYPHEN}mple.com",  # invisible characters inside
+        "mailto:ann@example.com",
+    ],
+    "phone": [
+        "call +44 20 7946 0958",
+        "电话+8613800138000",  # CJK neighbour
+        "+1-202-555-0143",
+        "+33 1 42 68 53 00",
+        "+44 (0)20 7946 0958",
+        "0044 20 7946 0958",
+        "tel:+1-201-555-0123",
+        "手机 13812345678",
+        "手机138 0013 8000",
+        "(555) 123-4567 ext. 89",
+        "my number is 555-123-4567",
+        "201.555.0123",
+        "1-800-555-0199",
+        "8 (912) 345-67-89",
+        "06 12 34 56 78",
+        "020 7946 0958",
+        "090-1234-5678",
+        "０３-１２３４-５６７８",  # full-width
+        f"+44{NBSP}20{NBSP}7946{NBSP}0958",
+        f"+1{EN_DASH}202{EN_DASH}555{EN_DASH}0143",
+        "٠٥٠ ١٢٣ ٤٥٦٧",  # Arabic-Indic digits: 050 123 4567
+    ],
+    "credit-card": [
+        "4111 1111 1111 1111",
+        "card: 5555-5555-5555-4444",
+        "amex 378282246310005",
+        "3782 822463 10005",  # Amex 4-6-5
+        "4012888888881881",
+        "４１１１ １１１１ １１１１ １１１１",  # full-width
+        f"4111{NBSP}1111{EN_DASH}1111{ZWSP}1111",
+        "4111.1111.1111.1111",
+        "4111/1111/1111/1111",
+        "4111  1111   1111  1111",  # repeated spaces
+        "卡号4111111111111111谢谢",
+        "cards: 12 4111 1111 1111 1111 99",  # among other numbers
+        "4111 1111 1111 1111 (555) 123-4567",  # looks like a phone after it too: both fire, neither suppresses
+    ],
+    "cn-id": [
+        "身份证 11010519491231002X",
+        "身份证号11010519491231002x呢",
+        "310115199307071238",
+        "110105 19491231 002X",
+    ],
+    "iban": [
+        "IBAN DE89 3704 0044 0532 0130 00",
+        "GB82WEST12345698765432",
+        "pay to FR1420041010050500013M02606",
+        "de89370400440532013000",  # lower case
+        "DE89-3704-0044-0532-0130-00",
+        "gb82 west 1234 5698 7654 32 please",
+        "账户DE89370400440532013000",
+        "NO9386011117947",  # the shortest in the registry
+    ],
+}
+
+QUIET = {
+    "email": ["user at example dot com", "@handle on social", "a@b", "version 1.2@latest", "email@localhost",
+              "icon@2x.png", "@app.route('/x')", "npm i react@18.2.0"],
+    "phone": ["on 2026-11-30 we met", "IP 192.168.100.200", "172.16.254.10", "order 12345", "pi is 3.14159265",
+              "year 2026 and 2027", "version 10.2.3", "05/06/2023 12:30", "ISBN 978-3-16-148410-0",
+              "250 000 000 euros", "C++17", "x = 3+4567890"],
+    "credit-card": ["4111 1111 1111 1112", "1234 5678 9012 3456", "tracking 9400111899223100001234",
+                    "0000 0000 0000 0000", "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"],
+    "cn-id": ["11010519491231002Y", "110105194913310021", "123456789012345678", "11010519491231002",
+              "440524188001010019", "110105194912310021"],
+    "iban": ["DE89 3704 0044 0532 0130 01", "GB82WEST1234569876543", "XX00 1234", "the ABCD1234 code",
+             "DE8937040044053201300"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "text"), [(n, t) for n, texts in FIRES.items() for t in texts])
+def test_fires(name, text):
+    assert name in detect(text, list(DETECTORS)), f"{name} missed {text!r}"
+
+
+@pytest.mark.parametrize(("name", "text"), [(n, t) for n, texts in QUIET.items() for t in texts])
+def test_quiet(name, text):
+    assert detect(text, [name]) == [], f"{name} fired on {text!r}"
+
+
+def test_no_detector_suppresses_another():
+    text = "mail ann@example.com, card 4111 1111 1111 1111, +44 20 7946 0958, DE89370400440532013000"
+    assert detect(text, list(DETECTORS)) == ["email", "phone", "credit-card", "iban"]
+    assert detect(text, ["iban", "email"]) == ["iban", "email"]  # only those asked, in the order asked
+
+
+@pytest.mark.parametrize("number", ["4111111111111111", "4111111111111112", "79927398713", "0", "378282246310005"])
+def test_fast_luhn_agrees_with_python_stdnum(number):
+    assert luhn_ok(number.encode()) == (luhn.checksum(number) == 0)
+
+
+def test_checksums():
+    assert cn_id_ok("11010519491231002X") and not cn_id_ok("110105194912310021")
+    assert iban_ok("DE89370400440532013000") and not iban_ok("DE89370400440532013001")
+
+
+ADVERSARIAL = {  # 1 MB each; a quadratic detector takes seconds to minutes on these
+    "percent": "%",
+    "url-encoded": "a%20",
+    "digits": "1",
+    "at-signs": "@",
+    "dots": ".",
+    "plus-digit": "+1",
+    "letters-then-digits": "x1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+def test_a_megabyte_of_adversarial_text_takes_under_50_ms(name):
+    text = (ADVERSARIAL[name] * (1_000_000 // len(ADVERSARIAL[name]) + 1))[:1_000_000]
+    best_s = min(_timed(lambda: detect(text, list(DETECTORS))) for _ in range(3))  # best of 3: not the machine's noise
+    assert best_s < 0.050, f"{name}: {best_s * 1e3:.1f} ms"
+
+
+def _timed(call) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started

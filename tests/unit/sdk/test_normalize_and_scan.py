@@ -1,0 +1,83 @@
+"""What the detectors read: the normalized text, and the one text a request carries (SDK and gateway alike)."""
+
+import subprocess
+import sys
+
+import pytest
+from tandem_sdk.detectors import DETECTORS, detect
+from tandem_sdk.normalize import normalize
+from tandem_sdk.scan import request_text
+
+
+@pytest.mark.parametrize(
+    ("raw", "normal"),
+    [
+        ("plain ascii stays", "plain ascii stays"),
+        ("４１１１\u00a0１１１１", "4111 1111"),  # full-width digits, NBSP
+        ("a\u200bb\u200dc\ufeffd\u00ade\u2060f", "abcdef"),  # zero-width space and joiner, BOM, soft hyphen, WJ
+        ("1\u20132\u20143\u22124\u20105", "1-2-3-4-5"),  # en dash, em dash, minus sign, hyphen
+        ("a\u3000b\u2009c\u202fd", "a b c d"),  # ideographic, thin, narrow no-break spaces
+        ("a\u2028b\u2029c", "a\nb\nc"),
+        ("٠١٢٣ ०१२३ ๐๑๒๓", "0123 0123 0123"),  # Arabic-Indic, Devanagari, Thai digits
+        ("ａｎｎ＠ｅｘａｍｐｌｅ．ｃｏｍ", "ann@example.com"),
+        ("𝟏𝟐𝟑 ① ﬁ", "123 1 fi"),  # mathematical digits (outside the BMP), circled digit, ligature
+        ("中文不变，😀", "中文不变,😀"),  # only what becomes ASCII changes
+    ],
+)
+def test_normalize(raw, normal):
+    assert normalize(raw) == normal
+
+
+def test_the_normalization_table_is_what_this_pythons_unicode_gives():
+    result = subprocess.run(
+        [sys.executable, "-m", "tandem_sdk.normalization_gen", "--check"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+CARD_A, CARD_B = "4111 1111", "1111 1111"
+
+
+@pytest.mark.parametrize(
+    ("body", "fires"),
+    [
+        ({"messages": [{"role": "system", "content": "reply to ann@example.com"}]}, "email"),
+        ({"messages": [{"role": "assistant", "content": "your card 4111111111111111"}]}, "credit-card"),
+        ({"messages": [{"role": "tool", "content": "+44 20 7946 0958", "tool_call_id": "c1"}]}, "phone"),
+        ({"messages": [{"role": "user", "content": [{"type": "text", "text": "mail ann@exam"},
+                                                    {"type": "text", "text": "ple.com"}]}]}, "email"),
+        ({"messages": [{"role": "user", "content": CARD_A}, {"role": "user", "content": CARD_B}]}, "credit-card"),
+        ({"messages": [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c", "type": "function",
+             "function": {"name": "send", "arguments": '{"to": "ann@example.com"}'}}]}]}, "email"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url",
+                                                     "image_url": {"url": "https://x.test/?m=ann@example.com"}}]}]},
+         "email"),
+        ({"messages": [{"role": "user", "content": "hi"}], "stop": ["4111 1111 1111 1111"]}, "credit-card"),
+        ({"messages": [{"role": "user", "content": "hi"}], "stop": "DE89370400440532013000"}, "iban"),
+        ({"messages": [{"role": "user", "content": "hi"}], "user": "ann@example.com"}, "email"),
+        ({"messages": [{"role": "user", "name": "ann@example.com", "content": "hi"}]}, "email"),
+        ({"prompt": "call +1-202-555-0143"}, "phone"),
+        ({"prompt": ["fine", "call +1-202-555-0143"]}, "phone"),
+        ({"prompt": [1, 2]}, "email"),  # token ids are decoded: no way around the detectors
+        ({"prompt": [[3], [1, 2]]}, "email"),
+        ({"prompt": "x", "suffix": "11010519491231002X"}, "cn-id"),
+        ({"messages": [{"role": "user", "content": "hi"}],
+          "tools": [{"type": "function", "function": {"name": "f", "description": "for ann@example.com"}}]},
+         "email"),
+    ],
+)  # fmt: skip
+def test_everything_that_leaves_is_scanned(body, fires):
+    spelled = {(1, 2): "mail ann@example.com", (3,): "hello"}
+    text = request_text(body, decode=lambda ids: spelled[tuple(ids)])
+    assert fires in detect(text, list(DETECTORS)), text
+
+
+def test_a_prompt_of_token_ids_cannot_be_scanned_without_a_tokenizer():
+    with pytest.raises(ValueError, match="tokenizer"):
+        request_text({"prompt": [1, 2, 3]})
+
+
+def test_role_and_type_are_structure_not_text():
+    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}
+    assert request_text(body) == "ab"
