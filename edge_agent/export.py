@@ -25,7 +25,7 @@ import json
 import logging
 import shutil
 import warnings
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import torch
 from rich.progress import Progress
@@ -160,6 +160,34 @@ class ExportError(ValueError):
     """An export folder that must not be run; the message says what is wrong with it."""
 
 
+def _file_in(export_dir: Path, name: object, manifest_path: Path) -> Path:
+    """`export_dir / name` for a file the manifest lists, when the name is a normalized relative POSIX path (no
+    absolute path, no `..`, no backslash or drive letter, no NUL, not empty) that stays inside the folder after
+    following any symlink already there; ExportError naming the file otherwise."""
+    if not isinstance(name, str) or not name:
+        problem = "an empty name" if name == "" else "not a string"
+    elif "\0" in name:
+        problem = "a NUL byte in it"
+    elif "\\" in name or PureWindowsPath(name).drive:
+        problem = "a Windows path (backslash or drive)"
+    elif PurePosixPath(name).is_absolute():
+        problem = "an absolute path"
+    elif ".." in PurePosixPath(name).parts:
+        problem = "a .. component"
+    elif name == "." or PurePosixPath(name).as_posix() != name:
+        problem = "not a normalized relative path"
+    else:
+        path = export_dir / name
+        try:
+            if export_dir.resolve() in path.resolve().parents:
+                return path
+        except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+            pass
+        problem = f"it leads outside {export_dir}"
+    shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
+    raise ExportError(f"{manifest_path}: file name {shown} is unsafe ({problem}); export it again")
+
+
 def export_onnx(
     checkpoint_dir: Path, out_dir: Path, quantization: Quantization = FP32, show_progress: bool = True
 ) -> Path:
@@ -238,12 +266,15 @@ def verify_export(export_dir: Path) -> dict:
     try:
         manifest = json.loads(manifest_path.read_text())
         version, files = manifest["format_version"], manifest["files"]
-    except (ValueError, KeyError) as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise ExportError(f"{manifest_path}: not a Tandem export manifest ({exc})") from exc
     if version != FORMAT_VERSION:
         raise ExportError(f"{manifest_path}: format version {version}; this agent reads version {FORMAT_VERSION}")
+    if not isinstance(files, dict):
+        raise ExportError(f"{manifest_path}: not a Tandem export manifest (files is not a name-to-checksum map)")
+    paths = {name: _file_in(export_dir, name, manifest_path) for name in files}  # every name, before any is read
     for name, expected in files.items():
-        path = export_dir / name
+        path = paths[name]
         if not path.is_file():
             raise ExportError(f"{export_dir}: {name} is missing; the export is incomplete, export it again")
         if _file_sha256(path) != expected:

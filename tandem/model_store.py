@@ -30,13 +30,14 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from urllib.parse import urlparse
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,64 @@ class StoreError(Exception):
     """A reference that cannot be resolved; the message says why and what to do."""
 
 
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def is_sha256_hex(value: object) -> bool:
+    """Exactly 64 lowercase hex digits: the only form a digest may take in a path, an object key or a reference."""
+    return isinstance(value, str) and _SHA256_HEX.fullmatch(value) is not None
+
+
+def checked_digest(value: object, where: str) -> str:
+    """A digest read from `where` (an object, a file, a name), without surrounding whitespace; StoreError if it
+    is not a SHA-256 hex digest, before it can become part of a path, a key or a reference."""
+    digest = value.strip() if isinstance(value, str) else value
+    if not is_sha256_hex(digest):
+        raise StoreError(f"{where} holds {_shown(value)}, not a sha256 digest (64 lowercase hex digits)")
+    return digest
+
+
+def _shown(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def checked_name(name: object, where: str) -> str:
+    """A manifest's file name, when it is a normalized relative POSIX path that cannot leave its folder by its
+    spelling (no absolute path, no `..`, no backslash or drive letter, no NUL, not empty); else StoreError.
+
+    Symlinks already in a folder are checked where the name meets the folder: `file_in`.
+    """
+    if not isinstance(name, str) or not name:
+        problem = "an empty name" if name == "" else "not a string"
+    elif "\0" in name:
+        problem = "a NUL byte in it"
+    elif "\\" in name or PureWindowsPath(name).drive:
+        problem = "a Windows path (backslash or drive); manifests use relative paths with /"
+    elif PurePosixPath(name).is_absolute():
+        problem = "an absolute path"
+    elif ".." in PurePosixPath(name).parts:
+        problem = "a .. component"
+    elif name == "." or PurePosixPath(name).as_posix() != name:
+        problem = "not a normalized relative path"
+    else:
+        return name
+    raise StoreError(f"{where}: unsafe path {_shown(name)} in the manifest ({problem})")
+
+
+def file_in(directory: Path, name: str, where: str) -> Path:
+    """`directory / name`, checked: a safe name (`checked_name`) that, following any symlink already there,
+    stays inside `directory`; else StoreError. Every manifest path is joined to a folder through this."""
+    path = directory / checked_name(name, where)
+    try:
+        inside = directory.resolve() in path.resolve().parents
+    except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+        inside = False
+    if not inside:
+        raise StoreError(f"{where}: unsafe path {name!r} in the manifest (it leads outside {directory})")
+    return path
+
+
 @dataclass(frozen=True)
 class ModelRef:
     bucket: str
@@ -77,9 +136,13 @@ class ModelRef:
         digest = None
         if pin:
             algorithm, _, digest = pin.partition(":")
-            if algorithm != "sha256" or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            if algorithm != "sha256" or not is_sha256_hex(digest):
                 raise StoreError(f"{text!r}: the pin must be @sha256:<64 lowercase hex digits>")
         return cls(parsed.netloc, prefix, digest)
+
+    def __post_init__(self) -> None:
+        if self.digest is not None and not is_sha256_hex(self.digest):  # a backstop: callers check at the source
+            raise StoreError(f"s3://{self.bucket}/{self.prefix}: digest {_shown(self.digest)} is not a sha256 digest")
 
     def pinned(self, digest: str) -> "ModelRef":
         return ModelRef(self.bucket, self.prefix, digest)
@@ -121,13 +184,15 @@ class Manifest:
             body = json.loads(data)
             if body.get("format") != 1:
                 raise StoreError(f"{where}: manifest format {body.get('format')!r}; this Tandem reads format 1")
-            files = tuple(FileEntry(f["path"], int(f["size"]), f["sha256"]) for f in body["files"])
-        except (ValueError, KeyError, TypeError) as exc:
+            files = [(f["path"], int(f["size"]), f["sha256"]) for f in body["files"]]
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise StoreError(f"{where}: not a Tandem model manifest ({exc})") from exc
-        for f in files:
-            if f.path.startswith("/") or ".." in f.path.split("/"):
-                raise StoreError(f"{where}: unsafe path {f.path!r} in the manifest")
-        return cls(files)
+        return cls(
+            tuple(
+                FileEntry(checked_name(path, where), size, checked_digest(sha256, f"{where}: the sha256 of {path!r}"))
+                for path, size, sha256 in files
+            )
+        )
 
     @classmethod
     def of_directory(cls, directory: Path) -> "Manifest":
@@ -334,7 +399,9 @@ class ModelStore:
                 raise StoreError(f"{reference}: no such directory (and not an s3:// model reference)")
             return path
         if ref.digest is None:
-            ref = ref.pinned(self.objects.get_bytes(ref.bucket, ref.key("manifests", "latest")).decode().strip())
+            key = ref.key("manifests", "latest")
+            latest = self.objects.get_bytes(ref.bucket, key).decode("utf-8", "replace")
+            ref = ref.pinned(checked_digest(latest, f"s3://{ref.bucket}/{key}"))
             log.warning("%s is not pinned: resolved the latest push to %s", reference, ref)
         only = tuple(sorted(only)) if only else None
         name = f"sha256-{ref.digest}" + (f"-{hashlib.sha256('/'.join(only).encode()).hexdigest()[:8]}" if only else "")
@@ -386,18 +453,20 @@ class ModelStore:
         """None when the entry is complete and unchanged since its install; else what is wrong."""
         try:
             record = json.loads((entry / ENTRY_FILE).read_text())
-        except (OSError, ValueError):
+            manifest_json, mtime_ns = json.dumps(record["manifest"]).encode(), dict(record["mtime_ns"])
+        except (OSError, ValueError, KeyError, TypeError):
             return "not installed" if not entry.exists() else "incomplete install"
-        manifest = Manifest.from_json(json.dumps(record["manifest"]).encode(), str(entry))
+        where = str(entry / ENTRY_FILE)
+        manifest = Manifest.from_json(manifest_json, where)
         for f in manifest.files:
-            path = entry / f.path
+            path = file_in(entry, f.path, where)
             try:
                 st = path.stat()
             except OSError:
                 return f"{f.path} is missing"
             if st.st_size != f.size:
                 return f"{f.path} has {st.st_size} bytes, the manifest says {f.size}"
-            if self.verify == "stamp" and st.st_mtime_ns != record["mtime_ns"].get(f.path):
+            if self.verify == "stamp" and st.st_mtime_ns != mtime_ns.get(f.path):
                 return f"{f.path} changed after it was installed"
             if self.verify == "full" and file_sha256(path) != f.sha256:
                 return f"{f.path} fails its SHA-256 check"
@@ -414,7 +483,7 @@ class ModelStore:
             record = {
                 "reference": str(ref),
                 "manifest": json.loads(manifest.to_json()),
-                "mtime_ns": {f.path: (temporary / f.path).stat().st_mtime_ns for f in manifest.files},
+                "mtime_ns": {f.path: file_in(temporary, f.path, str(ref)).stat().st_mtime_ns for f in manifest.files},
                 "installed_at": time.time(),
             }
             (temporary / ENTRY_FILE).write_text(json.dumps(record))
@@ -436,10 +505,12 @@ class ModelStore:
                 log.warning("%s holds a different manifest than %s; skipping it", shared, ref)
             else:
                 print(f"copying {ref} from the shared file system {shared}", file=sys.stderr)
-                for f in manifest.files:
-                    target = directory / f.path
+                where = str(shared / ENTRY_FILE)
+                sources = [file_in(shared, f.path, where) for f in manifest.files]  # all checked before copying
+                for f, source in zip(manifest.files, sources, strict=True):
+                    target = file_in(directory, f.path, where)
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(shared / f.path, target)
+                    shutil.copyfile(source, target)
                 if _verified(directory, manifest):
                     return manifest
                 log.warning("%s does not match its manifest; fetching from the object store", shared)
@@ -449,10 +520,11 @@ class ModelStore:
         data = self.objects.get_bytes(ref.bucket, key)
         if hashlib.sha256(data).hexdigest() != ref.digest:
             raise StoreError(f"s3://{ref.bucket}/{key} does not hash to the pinned digest {ref.digest}")
-        manifest = _select(Manifest.from_json(data, f"s3://{ref.bucket}/{key}"), only, ref)
+        where = f"s3://{ref.bucket}/{key}"
+        manifest = _select(Manifest.from_json(data, where), only, ref)
         progress = Progress(str(ref), manifest.total_bytes)
         for f in manifest.files:
-            target = directory / f.path
+            target = file_in(directory, f.path, where)
             target.parent.mkdir(parents=True, exist_ok=True)
             self.objects.download(ref.bucket, ref.key("blobs", f"sha256-{f.sha256}"), f.size, target, progress)
         elapsed = progress.finish()
@@ -515,13 +587,16 @@ def _select(manifest: Manifest, only: tuple[str, ...] | None, ref: ModelRef) -> 
 
 
 def _entry_manifest(entry: Path) -> bytes:
-    return json.dumps(json.loads((entry / ENTRY_FILE).read_text())["manifest"]).encode()
+    try:
+        return json.dumps(json.loads((entry / ENTRY_FILE).read_text())["manifest"]).encode()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"{entry / ENTRY_FILE}: not a Tandem cache entry ({exc})") from exc
 
 
 def _verified(directory: Path, manifest: Manifest) -> bool:
     files = list(manifest.files)
     with ThreadPoolExecutor(min(8, max(1, len(files)))) as pool:  # hashlib releases the GIL on large buffers
-        hashes = list(pool.map(lambda f: file_sha256(directory / f.path), files))
+        hashes = list(pool.map(lambda f: file_sha256(file_in(directory, f.path, str(directory))), files))
     return all(h == f.sha256 for h, f in zip(hashes, files, strict=True))
 
 

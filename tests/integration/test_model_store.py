@@ -3,6 +3,7 @@
 Everything goes through the `tandem model` CLI and real processes, as a cache warmer or worker would.
 """
 
+import hashlib
 import os
 import re
 import subprocess
@@ -15,6 +16,7 @@ import boto3
 import httpx
 import pytest
 
+from tandem.model_store import FileEntry, Manifest, ModelStore, ObjectStore, StoreError, push
 from tests.conftest import free_port
 from tests.stack import start_worker_process
 
@@ -188,3 +190,93 @@ def test_bad_references_get_clear_errors(s3, ref, tmp_path):
     worker = tandem("cloud-worker", "--model", "s3://nobucket", "--port", str(free_port()), env=s3, check=False)
     message = " ".join(re.sub("[│╭╮╰╯─]", " ", worker.stderr).split())  # typer draws a box around it
     assert worker.returncode == 2 and "'s3://nobucket': expected s3://bucket/path/to/model" in message
+
+
+# -- hostile values from the object store -------------------------------------------------------------------------
+
+HOSTILE_LATEST = [
+    pytest.param(b"../../etc", id="dot-dot"),
+    pytest.param(b"sha256-abc", id="prefixed-short"),
+    pytest.param(b"a" * 63, id="63-hex"),
+    pytest.param(b"a" * 65, id="65-hex"),
+    pytest.param(b"AB" * 32, id="uppercase"),
+    pytest.param(b"", id="empty"),
+    pytest.param(b"\xff" * 64, id="not-utf8"),
+]
+
+HOSTILE_NAMES = [
+    pytest.param("/etc/passwd", id="absolute"),
+    pytest.param("../x", id="dot-dot"),
+    pytest.param("a/../../x", id="dot-dot-inside"),
+    pytest.param("C:\\x", id="windows-drive"),
+    pytest.param("a\\..\\x", id="backslashes"),
+    pytest.param("", id="empty"),
+    pytest.param("a\0b", id="nul"),
+]
+
+
+@pytest.fixture
+def s3_client(s3):
+    return boto3.client(
+        "s3",
+        endpoint_url=s3["AWS_ENDPOINT_URL"],
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+
+
+@pytest.fixture
+def store(s3, monkeypatch, tmp_path):
+    """A model store in this process against the moto server, its cache three levels inside tmp_path (so a path
+    that climbs out of the cache would still land, and be seen, in tmp_path)."""
+    for name, value in s3.items():
+        monkeypatch.setenv(name, value)
+    return ModelStore(tmp_path / "node" / "models" / "cache")
+
+
+def written(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
+
+
+@pytest.mark.parametrize("latest", HOSTILE_LATEST)
+def test_a_latest_object_that_is_not_a_digest_is_refused(s3_client, store, tmp_path, request, latest):
+    prefix = f"hostile/latest/{request.node.callspec.id}"
+    s3_client.put_object(Bucket=BUCKET, Key=f"{prefix}/manifests/latest", Body=latest)
+    with pytest.raises(StoreError, match=rf"^s3://{BUCKET}/{prefix}/manifests/latest holds .*, not a sha256 digest"):
+        store.resolve(f"s3://{BUCKET}/{prefix}")
+    assert written(tmp_path) == []  # refused before anything touched the disk
+
+
+def test_a_latest_object_with_a_trailing_newline_resolves(s3_client, store, tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    pinned = push(model, f"s3://{BUCKET}/hostile/newline", ObjectStore())
+    s3_client.put_object(Bucket=BUCKET, Key="hostile/newline/manifests/latest", Body=f" {pinned.digest}\r\n".encode())
+    assert store.resolve(f"s3://{BUCKET}/hostile/newline").name == f"sha256-{pinned.digest}"
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_a_manifest_listing_an_unsafe_path_writes_nothing(s3_client, store, tmp_path, request, name):
+    prefix = f"hostile/names/{request.node.callspec.id}"
+    payload = b"written by a hostile manifest"
+    blob = hashlib.sha256(payload).hexdigest()
+    s3_client.put_object(Bucket=BUCKET, Key=f"{prefix}/blobs/sha256-{blob}", Body=payload)
+    manifest = Manifest((FileEntry(name, len(payload), blob),)).to_json()  # built unchecked, as an attacker would
+    digest = hashlib.sha256(manifest).hexdigest()
+    key = f"{prefix}/manifests/sha256-{digest}.json"
+    s3_client.put_object(Bucket=BUCKET, Key=key, Body=manifest)
+    s3_client.put_object(Bucket=BUCKET, Key=f"{prefix}/manifests/latest", Body=digest.encode())
+    for reference in (f"s3://{BUCKET}/{prefix}@sha256:{digest}", f"s3://{BUCKET}/{prefix}"):
+        with pytest.raises(StoreError, match=rf"^s3://{BUCKET}/{re.escape(key)}: unsafe path .* in the manifest"):
+            store.resolve(reference)
+        assert written(tmp_path) == [f"node/models/cache/sha256-{digest}.lock"]  # no file, no entry, no temporary
+
+
+def test_the_cli_refuses_a_hostile_latest_object_cleanly(s3, s3_client, tmp_path):
+    s3_client.put_object(Bucket=BUCKET, Key="hostile/cli/manifests/latest", Body=b"../../etc\n")
+    out = fetch(f"s3://{BUCKET}/hostile/cli", tmp_path / "cache", s3, check=False)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert f"s3://{BUCKET}/hostile/cli/manifests/latest holds '../../etc\\n', not a sha256 digest" in out.stderr
+    assert written(tmp_path) == []
