@@ -71,7 +71,7 @@ def run(
         tasks = []
         if local_http_port:
             # Private prompts from this device's SDK: loopback only, whatever --host says.
-            app = local_app(engine, ChatTokenizer(model_dir), engine.stats().model_id)
+            app = local_app(engine, ChatTokenizer(model_dir), engine.stats().model_id)  # token: tandem_sdk.local_token
             tasks.append(lambda: serve_http(app, "127.0.0.1", local_http_port))
             log.info("local agent API on http://127.0.0.1:%d (loopback only)", local_http_port)
         if metrics_port:

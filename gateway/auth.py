@@ -1,9 +1,15 @@
-"""Who is calling: a bearer API key maps to a tenant. With no keys configured the gateway is open."""
+"""Who is calling: a bearer API key maps to a tenant. Open only when the config says `auth: none`.
+
+Also the ops check: /metrics and the details of /readyz carry every tenant's
+names and traffic, so on the public listener they need the ops token.
+"""
+
+import hmac
 
 from fastapi import Request
 from opentelemetry import trace
 
-from gateway.errors import Unauthorized
+from gateway.errors import BadRequest, Unauthorized
 
 tracer = trace.get_tracer(__name__)
 
@@ -11,19 +17,40 @@ tracer = trace.get_tracer(__name__)
 def require_api_key(request: Request) -> None:
     """Sets request.state.tenant, or raises 401."""
     with tracer.start_as_current_span("gateway.auth") as span:
-        tenants = request.app.state.gateway.tenants
-        span.set_attribute("tandem.auth", "api_key" if tenants.requires_key else "open")
-        request.state.tenant = _tenant(request, tenants)
+        state = request.app.state.gateway
+        span.set_attribute("tandem.auth", state.settings.auth)
+        request.state.tenant = _tenant(request, state)
         span.set_attribute("tandem.tenant", request.state.tenant)
 
 
-def _tenant(request: Request, tenants) -> str:
-    if not tenants.requires_key:
+def _tenant(request: Request, state) -> str:
+    if state.settings.auth == "none":
         return request.headers.get("x-tandem-tenant", "default")
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token:
+    token = _bearer(request)
+    if not token:
         raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
-    tenant = tenants.authenticate(token.strip())
+    tenant = state.tenants.authenticate(token)
     if tenant is None:
         raise Unauthorized("invalid API key")
-    return tenant  # the key decides the tenant; X-Tandem-Tenant is ignored
+    claimed = request.headers.get("x-tandem-tenant")
+    if claimed is not None and claimed != tenant:
+        raise BadRequest(
+            "X-Tandem-Tenant is only read when the gateway runs with auth: none; with keys, the key decides the tenant",
+            param="X-Tandem-Tenant",
+        )
+    return tenant
+
+
+def is_ops(request: Request) -> bool:
+    """May this caller read /metrics and the details of /readyz? Anyone when auth is none; else the ops token."""
+    settings = request.app.state.gateway.settings
+    if settings.auth == "none":
+        return True
+    expected = settings.ops_token.get_secret_value() if settings.ops_token else ""
+    token = _bearer(request)
+    return bool(expected and token) and hmac.compare_digest(token.encode(), expected.encode())
+
+
+def _bearer(request: Request) -> str:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""

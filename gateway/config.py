@@ -2,9 +2,9 @@
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -16,6 +16,23 @@ class Settings(BaseSettings):
     model_dir: Path = Field(description="checkpoint directory whose tokenizer the gateway uses")
     model_id: str | None = Field(default=None, description="id clients send as `model`; default: model_dir's name")
     policy_file: Path = Path("policies/default.yaml")
+    auth: Literal["api-key", "none"] = Field(
+        default="api-key",
+        description="api-key: every request needs a key (TANDEM_API_KEYS or a tenants file), the key decides the "
+        "tenant; none: no keys, the tenant is X-Tandem-Tenant or 'default' (a local stack only: `tandem up`)",
+    )
+    cache_salt_secret: SecretStr | None = Field(
+        default=None,
+        description="key of the HMAC that salts each tenant's prefix hashes; replicas must share it (a Kubernetes "
+        "Secret). Unset: a random one per process, so replicas do not share prefix hints",
+    )
+    ops_token: SecretStr | None = Field(
+        default=None,
+        description="bearer token for /metrics and the details of /readyz (auth api-key); unset: not served",
+    )
+    max_body_bytes: int = Field(
+        default=2 * 1024 * 1024, ge=1024, description="larger request bodies get 413 before they are parsed"
+    )
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="comma-separated `[tenant:]key` (plaintext; use a tenants file in production)"
     )

@@ -79,7 +79,7 @@ async def dispatch(
     deadline = loop.time() + first_token_deadline_s
     failures: list[str] = []
     attempts = 0
-    prompt = PromptKey(request.tenant, tuple(request.prompt_token_ids))
+    prompt = PromptKey(request.cache_salt or request.tenant, tuple(request.prompt_token_ids))
     for pool_name in decision.pools:
         ranked, hashes, matched = await _ranked(policy, registry, pool_name, decision, prompt, hints)
         for backend in ranked:

@@ -13,6 +13,7 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 from prometheus_client import REGISTRY
 
+from gateway import privacy
 from gateway.api import edge_routes, explain_routes, health_routes, openai_routes
 from gateway.auth import require_api_key
 from gateway.autoscale import AutoscaleCollector, TtftWindow
@@ -21,6 +22,7 @@ from gateway.backends.grpc_backend import GrpcWorkerBackend
 from gateway.backends.http_backend import HttpWorkerBackend
 from gateway.backends.registry import BackendRegistry
 from gateway.backends.worker_backend import WorkerBackend
+from gateway.body_limit import BodyLimit
 from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings, get_settings
 from gateway.decision_log import DecisionLog
@@ -38,18 +40,38 @@ from tandem.checkpoint import model_id_for
 log = logging.getLogger(__name__)
 
 
+class ConfigError(RuntimeError):
+    """The gateway's settings cannot be served safely; the message says what to set."""
+
+
+def load_tenants(s: Settings) -> Tenants:
+    """The tenants and keys, refusing an open gateway that the config did not open in so many words."""
+    secret = s.cache_salt_secret.get_secret_value().encode() if s.cache_salt_secret else None
+    tenants = Tenants.load(s.tenants_file, s.api_keys, secret)
+    if s.auth == "api-key" and not tenants.requires_key:
+        raise ConfigError(
+            "no API keys: set TANDEM_API_KEYS ([tenant:]key,...) or TANDEM_TENANTS_FILE, "
+            "or TANDEM_AUTH=none to run without keys (every caller then picks its tenant; local use only)"
+        )
+    if s.auth == "none":
+        log.warning("auth is none: no API keys are checked; anyone who reaches %s:%d can use it", s.host, s.port)
+    return tenants
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         s = settings or get_settings()
+        tenants = load_tenants(s)
         text = s.policy_file.read_text()
         policy = parse_policy(text, str(s.policy_file))
+        if warning := privacy.detection_warning(policy):
+            log.warning("%s", warning)
         model_id = model_id_for(s.model_dir, s.model_id)
         tokenizer = ChatTokenizer(s.model_dir)
         registry = BackendRegistry(policy, model_id, backend_factory(s, tokenizer))
         status = PolicyStatus(s.policy_file, digest(text), time.time())
         decisions = DecisionLog(s.decision_log) if s.decision_log else None
-        tenants = Tenants.load(s.tenants_file, s.api_keys)
         redis_client = _redis(s.redis_url)
         admission = AdmissionController(tenants, redis_client)
         state = GatewayState(
@@ -86,6 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             decisions.close()
 
     app = FastAPI(title="Tandem gateway", version="0.1.0", lifespan=lifespan)
+    app.add_middleware(BodyLimit, max_bytes=(settings or get_settings()).max_body_bytes)
     app.include_router(health_routes.router)
     app.include_router(openai_routes.router, dependencies=[Depends(require_api_key)])
     app.include_router(explain_routes.router, dependencies=[Depends(require_api_key)])
@@ -116,7 +139,9 @@ def backend_factory(settings: Settings, tokenizer: ChatTokenizer):
         breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_open_s)
         if endpoint.startswith(("http://", "https://")):
             decode = tokenizer.tokenizer.decode if pool.prompt_format == "text" else None
-            return HttpWorkerBackend(endpoint, model_id, pool.kind, breaker, pool.upstream_model, decode)
+            return HttpWorkerBackend(
+                endpoint, model_id, pool.kind, breaker, pool.upstream_model, decode, pool.send_cache_salt
+            )
         return GrpcWorkerBackend(endpoint, model_id, pool.kind, breaker)
 
     return make
@@ -138,7 +163,7 @@ async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    problems = []
+    problems, fields = [], []
     for error in exc.errors():
         if error["type"] == "json_invalid":
             return await _gateway_error(
@@ -147,7 +172,8 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
             )
         where = ".".join(str(p) for p in error["loc"] if p != "body") or "body"
         problems.append(f"{where}: {error['msg']}")
-    return await _gateway_error(request, BadRequest("; ".join(problems)))
+        fields.append(where)
+    return await _gateway_error(request, BadRequest("; ".join(problems), param=fields[0] if fields else None))
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:

@@ -10,19 +10,26 @@ hash). The tenants file (TANDEM_TENANTS_FILE):
         requests_per_minute: 120
         tokens_per_minute: 50000
         max_concurrent: 4
+        max_priority: 5     # a request's `priority` above this is clamped (default 0)
 
 TANDEM_API_KEYS (`[tenant:]key,…`, plaintext, hashed on load) suits a laptop.
-With no keys at all the gateway is open and the tenant comes from
-X-Tandem-Tenant (default "default").
+The gateway refuses to start without keys unless TANDEM_AUTH=none says, in
+so many words, that it is open (the tenant then comes from X-Tandem-Tenant,
+default "default"). Each tenant's prefix hashes are salted with an HMAC of
+its name under TANDEM_CACHE_SALT_SECRET.
 """
 
 import hashlib
+import logging
 import secrets
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from proto.prefix_hash import tenant_salt
+
+log = logging.getLogger(__name__)
 HASH_PREFIX = "sha256:"
 
 
@@ -38,11 +45,17 @@ class TenantsError(ValueError):
     """The tenants configuration cannot be used; the message says where and why."""
 
 
+DEFAULT_MAX_PRIORITY = 0  # a request asking for more runs at this, unless the tenants file grants more
+
+
 class Limits(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     requests_per_minute: int | None = Field(default=None, ge=1)
     tokens_per_minute: int | None = Field(default=None, ge=1)
     max_concurrent: int | None = Field(default=None, ge=1)
+    max_priority: int | None = Field(
+        default=None, ge=-(2**31), lt=2**31, description=f"highest priority honoured (default {DEFAULT_MAX_PRIORITY})"
+    )
 
 
 class TenantConfig(Limits):
@@ -65,12 +78,19 @@ class TenantsFile(BaseModel):
 
 
 class Tenants:
-    def __init__(self, config: TenantsFile) -> None:
+    def __init__(self, config: TenantsFile, salt_secret: bytes | None = None) -> None:
         self._config = config
         self._by_hash = {key: name for name, tenant in config.tenants.items() for key in tenant.keys}
+        if salt_secret is None:
+            log.warning("TANDEM_CACHE_SALT_SECRET is not set: prefix-cache salts are random to this process")
+        self._salt_secret = salt_secret or secrets.token_bytes(32)
+
+    def cache_salt(self, tenant: str) -> str:
+        """What salts the tenant's prefix hashes: an HMAC of its name under the server secret."""
+        return tenant_salt(self._salt_secret, tenant)
 
     @classmethod
-    def load(cls, path: Path | None, env_keys: list[str]) -> "Tenants":
+    def load(cls, path: Path | None, env_keys: list[str], salt_secret: bytes | None = None) -> "Tenants":
         config = TenantsFile()
         if path is not None:
             try:
@@ -84,7 +104,7 @@ class Tenants:
             tenant = tenant or "default"
             existing = config.tenants.get(tenant, TenantConfig())
             config.tenants[tenant] = existing.model_copy(update={"keys": [*existing.keys, hash_key(key)]})
-        return cls(config)
+        return cls(config, salt_secret)
 
     @property
     def requires_key(self) -> bool:
@@ -98,9 +118,18 @@ class Tenants:
         """
         return self._by_hash.get(hash_key(presented_key))
 
+    def allowed_priority(self, tenant: str, requested: int) -> int:
+        """The priority a request runs at: what it asked for, clamped to its tenant's allowance."""
+        allowance = self.limits(tenant).max_priority
+        return min(requested, DEFAULT_MAX_PRIORITY if allowance is None else allowance)
+
     def limits(self, tenant: str) -> Limits:
         own = self._config.tenants.get(tenant)
         base = self._config.default_limits
         if own is None:
             return base
-        return Limits(**{f: getattr(own, f) or getattr(base, f) for f in Limits.model_fields})
+        return Limits(**{f: _first_set(getattr(own, f), getattr(base, f)) for f in Limits.model_fields})
+
+
+def _first_set(own, base):
+    return base if own is None else own

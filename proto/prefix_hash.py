@@ -2,16 +2,23 @@
 
 A prompt's full blocks are hashed as a chain, h_i = H(h_{i-1} || ids of block i),
 with h_0 derived from (model id, tenant salt), so two tenants never share or
-probe each other's cache. H is SHA-256 truncated to 16 bytes. Token ids are
+probe each other's cache. The gateway computes the salt (`tenant_salt`, an HMAC
+under its secret) and sends it with each request. H is SHA-256 truncated to 16 bytes. Token ids are
 encoded as little-endian uint32 so the bytes do not depend on the platform.
 """
 
 import hashlib
+import hmac
 import struct
 from collections.abc import Sequence
 
 HASH_BYTES = 16
 DEFAULT_BLOCK_SIZE_TOKENS = 16
+
+
+def tenant_salt(secret: bytes, tenant: str) -> str:
+    """A tenant's salt: HMAC-SHA256 of its name under a server secret, so knowing the name opens nothing."""
+    return hmac.new(secret, tenant.encode(), hashlib.sha256).hexdigest()[:32]
 
 
 def root_hash(model_id: str, tenant_salt: str) -> bytes:

@@ -51,6 +51,11 @@ class GenerationRequest:
     tenant: str = ""
     priority: int = 0
     private: bool = False
+    cache_salt: str = ""  # salts the prefix-hash chain (proto/prefix_hash.py); empty: the tenant
+
+    @property
+    def prefix_salt(self) -> str:
+        return self.cache_salt or self.tenant
 
 
 def check_fits_context(request: GenerationRequest, max_context_tokens: int) -> None:

@@ -9,6 +9,7 @@ every child on Ctrl-C or SIGTERM.
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -26,6 +27,7 @@ from tandem.demo_model import write_demo_checkpoint
 
 console = Console()
 READY_TIMEOUT_S = 180.0
+_LAUNCHER_SALT_SECRET = secrets.token_hex(16)
 STOP_TIMEOUT_S = 10.0
 
 
@@ -49,6 +51,11 @@ class Child:
 class LocalStack:
     url: str
     children: list[Child] = field(default_factory=list)
+    ops_token: str | None = None  # for /readyz's details when the gateway requires keys
+
+    @property
+    def ops_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.ops_token}"} if self.ops_token else {}
 
     def stop(self, pool: str | None = None) -> None:
         """Stop the workers of one pool, or everything (gateway last) when pool is None."""
@@ -112,7 +119,7 @@ def start_local_stack(
     policy = load_policy(policy_path)
     log_dir = state_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    env = local_env({**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     workers = []
     for pool_name, pool in policy.pools.items():
         for endpoint in pool.endpoints:
@@ -128,12 +135,22 @@ def start_local_stack(
     busy = [p for p in ports if not _port_is_free("127.0.0.1", p)]
     if busy:
         raise StackError(f"port(s) {busy} already in use (another `make up`?); set TANDEM_PORT or edit {policy_path}")
-    stack = LocalStack(f"http://127.0.0.1:{gateway_port}")
+    stack = LocalStack(f"http://127.0.0.1:{gateway_port}", ops_token=env.get("TANDEM_OPS_TOKEN"))
     stack.children = [spawn(name, pool, endpoint, args, log_dir, env) for name, pool, endpoint, args, _ in workers]
     gateway_args = ["gateway", "--model", str(model_dir), "--policy", str(policy_path), "--port", str(gateway_port)]
     stack.children.append(spawn("gateway", None, stack.url, gateway_args, log_dir, env))
     stack.wait_ready()
     return stack
+
+
+def local_env(env: dict[str, str]) -> dict[str, str]:
+    """A local stack runs without API keys, said in so many words (TANDEM_AUTH=none), unless keys are given."""
+    env.setdefault("TANDEM_CACHE_SALT_SECRET", _LAUNCHER_SALT_SECRET)  # every gateway this process starts shares it
+    if not env.get("TANDEM_API_KEYS") and not env.get("TANDEM_TENANTS_FILE"):
+        env.setdefault("TANDEM_AUTH", "none")
+    elif not env.get("TANDEM_OPS_TOKEN"):
+        env["TANDEM_OPS_TOKEN"] = secrets.token_urlsafe(24)  # so the launcher can read /readyz's details
+    return env
 
 
 def wait_ready(stack: LocalStack) -> None:
@@ -145,7 +162,7 @@ def wait_ready(stack: LocalStack) -> None:
                 f"{dead.name} exited with code {dead.process.returncode}; last lines of {dead.log_path}:\n{dead.tail()}"
             )
         try:
-            backends = httpx.get(f"{stack.url}/readyz", timeout=1).json()["backends"]
+            backends = httpx.get(f"{stack.url}/readyz", headers=stack.ops_headers, timeout=1).json()["backends"]
             if backends and all(b["healthy"] for b in backends.values()):
                 return
         except (httpx.HTTPError, ValueError, KeyError):
@@ -209,7 +226,13 @@ def _print_banner(url: str, log_dir: Path, policy_path: Path) -> None:
     )
     curl = f"curl -si {url}/v1/chat/completions -H 'Content-Type: application/json'"
     console.print(f"\n[bold green]Tandem is up[/bold green] at [bold]{url}[/bold] (OpenAI API under {url}/v1)")
-    console.print(f"policy: {policy_path}   logs: {log_dir}/   Ctrl-C stops everything\n")
+    console.print(f"policy: {policy_path}   logs: {log_dir}/   Ctrl-C stops everything")
+    if os.environ.get("TANDEM_AUTH", "none") == "none" and not os.environ.get("TANDEM_API_KEYS"):
+        console.print(
+            "[yellow]auth: none[/yellow] (a local stack: no API keys are checked; it listens on 127.0.0.1 only. "
+            "Set TANDEM_API_KEYS to require keys.)"
+        )
+    console.print()
     console.print("A private request (answered on the edge):", style="bold")
     console.print(f"{curl} -d '{json.dumps(private)}'\n", markup=False, highlight=False, soft_wrap=True)
     console.print("A long request from a device with an NPU (answered in the cloud):", style="bold")

@@ -43,6 +43,7 @@ def request_from_proto(msg: worker_pb2.GenerateRequest) -> GenerationRequest:
         tenant=msg.tenant,
         priority=msg.priority,
         private=msg.private,
+        cache_salt=msg.cache_salt,
     )
 
 

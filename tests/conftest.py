@@ -1,6 +1,7 @@
 """Shared fixtures: the demo checkpoint, free ports, a real redis-server."""
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -10,6 +11,17 @@ from pathlib import Path
 import pytest
 
 from tandem.demo_model import write_demo_checkpoint
+
+
+@pytest.fixture(scope="session", autouse=True)
+def local_token_file(tmp_path_factory) -> Path:
+    """The local agent's token file of this test session (never the user's ~/.tandem): agents and SDK clients
+    started by the tests, in this process or as children, all read TANDEM_LOCAL_TOKEN_FILE."""
+    path = tmp_path_factory.mktemp("device") / "local-agent.token"
+    os.environ["TANDEM_LOCAL_TOKEN_FILE"] = str(path)
+    # Every gateway the tests start shares one cache-salt secret, as replicas in a deployment do.
+    os.environ.setdefault("TANDEM_CACHE_SALT_SECRET", secrets.token_hex(16))
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from tandem.stack import LocalStack, spawn, start_local_stack
+from tandem.stack import LocalStack, local_env, spawn, start_local_stack
 from tests.conftest import free_port
 
 DEFAULT_POLICY = Path(__file__).parents[1] / "policies" / "default.yaml"
@@ -60,7 +60,10 @@ def start_gateway(
     log_dir.mkdir(parents=True, exist_ok=True)
     url = f"http://127.0.0.1:{port}"
     args = ["gateway", "--model", str(model_dir), "--policy", str(policy), "--port", str(port)]
-    stack = LocalStack(url, [spawn(f"gateway-{port}", None, url, args, log_dir, {**os.environ, **(env or {})})])
+    full_env = local_env({**os.environ, **(env or {})})
+    stack = LocalStack(
+        url, [spawn(f"gateway-{port}", None, url, args, log_dir, full_env)], full_env.get("TANDEM_OPS_TOKEN")
+    )
     stack.wait_ready()
     return stack
 

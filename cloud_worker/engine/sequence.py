@@ -64,7 +64,7 @@ class Sequence:
     def block_hashes(self) -> list[bytes]:
         """The chained prefix hash of every full block of token_ids (DESIGN.md section 3)."""
         size = self.block_size_tokens
-        parent = self._block_hashes[-1] if self._block_hashes else root_hash(self.model_id, self.request.tenant)
+        parent = self._block_hashes[-1] if self._block_hashes else root_hash(self.model_id, self.request.prefix_salt)
         for start in range(len(self._block_hashes) * size, self.num_tokens - size + 1, size):
             parent = block_hash(parent, self.token_ids[start : start + size])
             self._block_hashes.append(parent)

@@ -1,9 +1,11 @@
 """Liveness, readiness, the model list and Prometheus metrics."""
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from gateway.auth import is_ops
+from gateway.errors import Unauthorized
 from gateway.state import State
 
 router = APIRouter()
@@ -14,8 +16,11 @@ async def healthz() -> dict:
     return {"status": "ok"}
 
 
-@router.get("/readyz", responses={503: {"description": "no backend is healthy; the body says which is which"}})
-async def readyz(state: State) -> JSONResponse:
+@router.get(
+    "/readyz",
+    responses={503: {"description": "no backend is healthy; with the ops token, the body says which is which"}},
+)
+async def readyz(state: State, request: Request) -> JSONResponse:
     backends = {
         b.endpoint: {
             "healthy": b.is_healthy and b.stats is not None,
@@ -27,11 +32,15 @@ async def readyz(state: State) -> JSONResponse:
         for b in state.registry.all()
     }
     ready = any(b["healthy"] for b in backends.values())
+    if not is_ops(request):
+        return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
     edge_agents = [r.agent_id for r in state.edge_agents.live()]
     body = {"ready": ready, "backends": backends, "policy": state.policy_status.as_dict(), "edge_agents": edge_agents}
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
-@router.get("/metrics")
-async def prometheus_metrics() -> Response:
+@router.get("/metrics", responses={401: {"description": "needs 'Authorization: Bearer <TANDEM_OPS_TOKEN>'"}})
+async def prometheus_metrics(request: Request) -> Response:
+    if not is_ops(request):
+        raise Unauthorized("/metrics needs 'Authorization: Bearer <TANDEM_OPS_TOKEN>'")
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

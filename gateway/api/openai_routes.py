@@ -41,7 +41,7 @@ async def list_models(state: State) -> dict:
 @router.post("/chat/completions", responses=GENERATION_ERRORS)
 async def chat_completions(body: ChatCompletionRequest, request: Request, state: State):
     policy = state.policy  # one policy per request, even if a reload lands meanwhile
-    prepared = prepare_chat(body, request, state, policy)
+    prepared = await prepare_chat(body, request, state, policy)
     shape = ResponseShape.new(True, f"chatcmpl-{uuid.uuid4().hex}", state.model_id)
     return await _serve(body, prepared, shape, state, policy)
 
@@ -49,7 +49,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, state:
 @router.post("/completions", responses=GENERATION_ERRORS)
 async def completions(body: CompletionRequest, request: Request, state: State):
     policy = state.policy
-    prepared = prepare_completion(body, request, state, policy)
+    prepared = await prepare_completion(body, request, state, policy)
     shape = ResponseShape.new(False, f"cmpl-{uuid.uuid4().hex}", state.model_id)
     return await _serve(body, prepared, shape, state, policy)
 
@@ -61,6 +61,7 @@ async def _serve(
     gen_request = worker_pb2.GenerateRequest(
         request_id=shape.response_id,
         tenant=features.tenant,
+        cache_salt=state.tenants.cache_salt(features.tenant),
         model=state.model_id,
         prompt_token_ids=prepared.prompt_ids,
         sampling=worker_pb2.SamplingParams(
@@ -71,7 +72,7 @@ async def _serve(
             max_tokens=features.max_tokens,
             stop_strings=body.stop_strings(),
         ),
-        priority=body.priority,
+        priority=features.priority,  # clamped to the tenant's allowance
     )
     admission = await state.admission.admit(features.tenant, len(prepared.prompt_ids) + features.max_tokens)
     started = time.perf_counter()

@@ -1,9 +1,18 @@
-"""From an HTTP request to what routing needs: prompt ids and features. Shared by generation and explain."""
+"""From an HTTP request to what routing needs: prompt ids and features. Shared by generation and explain.
 
+Tokenizing and scanning for PII cost time proportional to the prompt, so both
+run in a worker thread, never on the event loop. The text scanned is what
+`tandem_sdk.scan.request_text` says the request carries (the same function
+the SDK runs on the device), not only the prompt.
+"""
+
+import asyncio
 from dataclasses import dataclass
 
 from fastapi import Request
 from opentelemetry import trace
+from tandem_sdk.detectors import Scan
+from tandem_sdk.scan import request_text
 
 from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, _GenerationParams
 from gateway.classify.classify import classify
@@ -22,43 +31,66 @@ class Prepared:
     text: str  # what the prompt spells; traced only when TANDEM_TRACE_CONTENT is on and the request is not private
 
 
-def prepare_chat(body: ChatCompletionRequest, request: Request, state: GatewayState, policy: Policy) -> Prepared:
+async def prepare_chat(body: ChatCompletionRequest, request: Request, state: GatewayState, policy: Policy) -> Prepared:
     _check(body, state)
-    with tracer.start_as_current_span("gateway.tokenize") as span:
-        try:
-            messages = [{"role": m.role, "content": m.text()} for m in body.messages]
-        except ValueError as exc:
-            raise BadRequest(str(exc)) from exc
-        prompt_ids = state.tokenizer.encode_chat(messages)
-        span.set_attribute("tandem.prompt_tokens", len(prompt_ids))
+    try:
+        messages = [{"role": m.role, "content": m.text()} for m in body.messages]
+    except ValueError as exc:
+        raise BadRequest(str(exc), param="messages") from exc
+    prompt_ids, scan = await asyncio.to_thread(_tokenize_chat, body, messages, state)
     text = "\n".join(m["content"] for m in messages)
     requested = body.max_completion_tokens or body.max_tokens
-    return Prepared(prompt_ids, _classify(body, prompt_ids, text, requested, request, state, policy), text)
+    return Prepared(prompt_ids, await _classify(body, prompt_ids, scan, requested, request, state, policy), text)
 
 
-def prepare_completion(body: CompletionRequest, request: Request, state: GatewayState, policy: Policy) -> Prepared:
+async def prepare_completion(
+    body: CompletionRequest, request: Request, state: GatewayState, policy: Policy
+) -> Prepared:
     _check(body, state)
     if body.echo:
-        raise BadRequest("echo is not supported")
-    with tracer.start_as_current_span("gateway.tokenize"):
+        raise BadRequest("echo is not supported", param="echo")
+    if not isinstance(body.prompt, str):
+        vocab = state.tokenizer.tokenizer.get_vocab_size()
+        bad = [t for t in body.prompt if not 0 <= t < vocab]
+        if bad:
+            raise BadRequest(f"prompt token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
+    prompt_ids, text, scan = await asyncio.to_thread(_tokenize_completion, body, state)
+    return Prepared(prompt_ids, await _classify(body, prompt_ids, scan, body.max_tokens, request, state, policy), text)
+
+
+def _tokenize_chat(body: ChatCompletionRequest, messages: list[dict], state: GatewayState) -> tuple[list[int], Scan]:
+    with tracer.start_as_current_span("gateway.tokenize") as span:
+        prompt_ids = state.tokenizer.encode_chat(messages)
+        span.set_attribute("tandem.prompt_tokens", len(prompt_ids))
+    return prompt_ids, _scan(body, state)
+
+
+def _tokenize_completion(body: CompletionRequest, state: GatewayState) -> tuple[list[int], str, Scan]:
+    with tracer.start_as_current_span("gateway.tokenize") as span:
         if isinstance(body.prompt, str):
             text, prompt_ids = body.prompt, state.tokenizer.encode(body.prompt)
         else:
-            vocab = state.tokenizer.tokenizer.get_vocab_size()
-            bad = [t for t in body.prompt if not 0 <= t < vocab]
-            if bad:
-                raise BadRequest(f"prompt token ids out of range [0, {vocab}): {bad[:5]}")
-            # Token ids must not be a way around the detectors: scan what they spell.
             prompt_ids, text = list(body.prompt), state.tokenizer.tokenizer.decode(body.prompt)
-    return Prepared(prompt_ids, _classify(body, prompt_ids, text, body.max_tokens, request, state, policy), text)
+        span.set_attribute("tandem.prompt_tokens", len(prompt_ids))
+    return prompt_ids, text, _scan(body, state)
+
+
+def _scan(body: _GenerationParams, state: GatewayState) -> Scan:
+    """The request's text as the detectors read it; token ids are decoded, so they are no way around them."""
+    dumped = body.model_dump(exclude_none=True, exclude={"metadata"})
+    scan = Scan(request_text(dumped, decode=state.tokenizer.tokenizer.decode))
+    scan.clusters  # noqa: B018 - found here, in the thread, not later on the event loop
+    return scan
 
 
 def _check(body: _GenerationParams, state: GatewayState) -> None:
     if body.model != state.model_id:
-        raise ModelNotFound(f"model {body.model!r} does not exist; this gateway serves {state.model_id!r}")
+        raise ModelNotFound(
+            f"model {body.model!r} does not exist; this gateway serves {state.model_id!r}", param="model"
+        )
     unsupported = body.unsupported_fields()
     if unsupported:
-        raise BadRequest(f"not supported by Tandem: {', '.join(unsupported)}")
+        raise BadRequest(f"not supported by Tandem: {', '.join(unsupported)}", param=unsupported[0])
 
 
 def _max_tokens(requested: int | None, num_prompt: int, state: GatewayState) -> int:
@@ -72,10 +104,10 @@ def _max_tokens(requested: int | None, num_prompt: int, state: GatewayState) -> 
     return max_tokens
 
 
-def _classify(
+async def _classify(
     body: _GenerationParams,
     prompt_ids: list[int],
-    text: str,
+    scan: Scan,
     requested_max: int | None,
     request: Request,
     state: GatewayState,
@@ -83,9 +115,10 @@ def _classify(
 ) -> RequestFeatures:
     max_tokens = _max_tokens(requested_max, len(prompt_ids), state)
     with tracer.start_as_current_span("gateway.classify") as span:
-        features = classify(
+        features = await asyncio.to_thread(
+            classify,
             policy,
-            text=text,
+            text=scan,
             prompt_tokens=len(prompt_ids),
             max_tokens=max_tokens,
             metadata_privacy=(body.metadata or {}).get("privacy"),
@@ -93,7 +126,7 @@ def _classify(
             device_header=request.headers.get("x-tandem-device"),
             reported_device=state.edge_agents.device(request.headers.get("x-tandem-agent")),
             tenant=request.state.tenant,  # set by the auth dependency
-            priority=body.priority,
+            priority=state.tenants.allowed_priority(request.state.tenant, body.priority),
         )
         span.set_attribute("tandem.privacy_tags", sorted(features.privacy_tags))
         span.set_attribute("tandem.detected", list(features.detected))

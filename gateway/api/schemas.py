@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 UNSUPPORTED = ("tools", "functions", "tool_choice", "logprobs", "top_logprobs", "response_format", "audio")
+MAX_STOP_CHARS = 256
+StopString = Annotated[str, Field(max_length=MAX_STOP_CHARS)]
 
 
 class ContentPart(BaseModel):
@@ -45,14 +47,21 @@ class _GenerationParams(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float = Field(default=1.0, ge=0, le=2)
     top_p: float = Field(default=1.0, gt=0, le=1)
-    top_k: int = Field(default=0, ge=0, description="Tandem extension; 0 means off")
+    top_k: int = Field(default=0, ge=0, lt=2**31, description="Tandem extension; 0 means off")
     seed: int | None = Field(default=None, ge=0, lt=2**63)
-    stop: str | Annotated[list[str], Field(max_length=4)] | None = Field(default=None, description="up to 4 sequences")
+    stop: StopString | Annotated[list[StopString], Field(max_length=4)] | None = Field(
+        default=None, description=f"up to 4 sequences of at most {MAX_STOP_CHARS} characters"
+    )
     n: int = Field(default=1, ge=1, le=1, description="only 1 is supported")
     stream: bool = False
     stream_options: StreamOptions | None = None
     metadata: dict[str, Any] | None = None
-    priority: int = Field(default=0, description="Tandem extension; higher runs first")
+    priority: int = Field(
+        default=0,
+        ge=-(2**31),
+        lt=2**31,
+        description="Tandem extension; higher runs first, up to the tenant's allowance (above it: clamped)",
+    )
     user: str | None = None
 
     def stop_strings(self) -> tuple[str, ...]:

@@ -32,8 +32,10 @@ class HttpWorkerBackend(WorkerBackend):
         breaker: CircuitBreaker | None = None,
         upstream_model: str | None = None,
         decode: Callable[[list[int]], str] | None = None,
+        send_cache_salt: bool = False,
     ) -> None:
         super().__init__(endpoint, model_id, pool_kind, breaker)
+        self._send_cache_salt = send_cache_salt
         self._base = endpoint.rstrip("/").removesuffix("/v1")
         self._upstream_model = upstream_model or model_id
         self._decode = decode  # set: send text (for servers that take no token ids)
@@ -68,6 +70,8 @@ class HttpWorkerBackend(WorkerBackend):
             body["top_k"] = s.top_k  # an extension vLLM, SGLang and llama.cpp accept
         if s.stop_strings:
             body["stop"] = list(s.stop_strings)
+        if self._send_cache_salt and request.cache_salt:
+            body["cache_salt"] = request.cache_salt  # vLLM: prefix-cache blocks are never shared across salts
         return body
 
     async def _stream(

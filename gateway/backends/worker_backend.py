@@ -92,7 +92,9 @@ class WorkerBackend:
     ) -> AsyncIterator[worker_pb2.GenerateChunk]:
         """Stream the worker's chunks; closing this iterator cancels the RPC."""
         # The last check before the wire. Routing never gets here; if it ever does, fail closed.
-        privacy.check_before_wire(request.private, self.pool_kind, self.stats.kind if self.stats else None, self.endpoint)
+        privacy.check_before_wire(
+            request.private, self.pool_kind, self.stats.kind if self.stats else None, self.endpoint
+        )
         if not self.breaker.try_acquire():
             raise BackendError(
                 self.endpoint, grpc.StatusCode.UNAVAILABLE, "circuit breaker open after repeated failures"

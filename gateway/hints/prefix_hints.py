@@ -46,9 +46,9 @@ class PrefixHints:
     def mode(self) -> str:
         return self._mode
 
-    def hashes(self, tenant: str, token_ids, block_size_tokens: int) -> list[bytes]:
+    def hashes(self, salt: str, token_ids, block_size_tokens: int) -> list[bytes]:
         size = block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS
-        return prefix_hashes(list(token_ids[: MAX_LOOKUP_BLOCKS * size]), self.model_id, tenant, size)
+        return prefix_hashes(list(token_ids[: MAX_LOOKUP_BLOCKS * size]), self.model_id, salt, size)
 
     async def match(self, hashes: list[bytes], endpoints: list[str]) -> dict[str, int]:
         """Per endpoint, the number of leading blocks of `hashes` it is known (or believed) to hold."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from watchfiles import awatch
 
-from gateway import metrics
+from gateway import metrics, privacy
 from gateway.policy.loader import PolicyError, parse_policy
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,8 @@ class PolicyReloader:
         self._state.policy = policy
         self._state.policy_status = PolicyStatus(status.path, new_digest, time.time())
         metrics.POLICY_RELOADS.labels("ok").inc()
+        if warning := privacy.detection_warning(policy):
+            log.warning("%s", warning)
         log.info(
             "policy reloaded from %s (sha256 %s): %d pools, %d rules",
             status.path,

@@ -135,6 +135,11 @@ class Pool(_Strict):
     prompt_format: Literal["token_ids", "text"] = Field(
         default="token_ids", description="for http(s) endpoints: text for servers that take no token ids (Ollama)"
     )
+    send_cache_salt: bool = Field(
+        default=False,
+        description="for http(s) endpoints: send each tenant's prefix-cache salt as `cache_salt`, so tenants never "
+        "share cached prefixes there (vLLM >= 0.9 takes it; a server that refuses unknown fields does not)",
+    )
 
     @field_validator("endpoints")
     @classmethod

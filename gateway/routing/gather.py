@@ -18,7 +18,7 @@ tracer = trace.get_tracer(__name__)
 
 @dataclass(frozen=True)
 class PromptKey:
-    tenant: str
+    salt: str  # the tenant's cache salt (an HMAC of its name), never the name itself
     token_ids: tuple[int, ...]
 
 
@@ -31,7 +31,7 @@ async def gather_candidates(
         return candidates, []
     block_size = next((c.block_size_tokens for c in candidates if c.block_size_tokens), 0)
     with tracer.start_as_current_span("gateway.hint_lookup") as span:
-        hashes = hints.hashes(prompt.tenant, prompt.token_ids, block_size)
+        hashes = hints.hashes(prompt.salt, prompt.token_ids, block_size)
         matched = await hints.match(hashes, [c.endpoint for c in candidates])
         flow = hints.flow(hashes)
         span.set_attribute("tandem.prefix_hint_mode", hints.mode)

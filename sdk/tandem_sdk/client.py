@@ -221,7 +221,9 @@ class Client(_ClientBase):
             return None
         try:
             reply = self._direct.get(
-                f"{self._s.local_agent_url}/v1/local/health", headers=_local_headers(self._s), timeout=LOCAL_PROBE_TIMEOUT_S
+                f"{self._s.local_agent_url}/v1/local/health",
+                headers=_local_headers(self._s),
+                timeout=LOCAL_PROBE_TIMEOUT_S,
             )
             health = reply.json() if reply.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
@@ -318,7 +320,9 @@ class AsyncClient(_ClientBase):
             return None
         try:
             reply = await self._direct.get(
-                f"{self._s.local_agent_url}/v1/local/health", headers=_local_headers(self._s), timeout=LOCAL_PROBE_TIMEOUT_S
+                f"{self._s.local_agent_url}/v1/local/health",
+                headers=_local_headers(self._s),
+                timeout=LOCAL_PROBE_TIMEOUT_S,
             )
             health = reply.json() if reply.status_code == 200 else None
         except (httpx.HTTPError, ValueError):

@@ -335,7 +335,9 @@ def _three_x_x(groups: tuple[bytes, ...], gaps: tuple[bytes, ...]) -> bool:
 
 def _dotted_quad(groups: tuple[bytes, ...], gaps: tuple[bytes, ...]) -> bool:
     """An IPv4 address: 172.16.254.10."""
-    return len(groups) >= 4 and gaps[:3] == (b".", b".", b".") and all(len(g) <= 3 and int(g) <= 255 for g in groups[:4])
+    return (
+        len(groups) >= 4 and gaps[:3] == (b".", b".", b".") and all(len(g) <= 3 and int(g) <= 255 for g in groups[:4])
+    )
 
 
 def has_phone(scan: Scan) -> bool:

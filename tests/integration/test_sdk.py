@@ -170,3 +170,96 @@ def test_the_async_client_streams_what_the_whole_answer_says(stack):
     assert text == whole["choices"][0]["message"]["content"]
     assert private_served_by == "local-agent"
     assert "".join(c["choices"][0]["delta"].get("content") or "" for c in private_chunks if c["choices"])
+
+
+def _agent_token(local_token_file) -> str:
+    return local_token_file.read_text().strip()
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "code"),
+    [
+        ({"Host": "attacker.example:50062"}, 403, "forbidden_host"),  # DNS rebinding: the page's own host name
+        ({"Host": "127.0.0.1.nip.io"}, 403, "forbidden_host"),
+        ({"Origin": "https://attacker.example"}, 403, "forbidden_origin"),  # a cross-site fetch from a web page
+        ({"Origin": "null"}, 403, "forbidden_origin"),
+        ({"Content-Type": "text/plain"}, 415, "unsupported_media_type"),  # a "simple" request needing no preflight
+        ({"Authorization": ""}, 401, "invalid_token"),
+        ({"Authorization": "Bearer guessed"}, 401, "invalid_token"),
+    ],
+)
+def test_the_local_agent_refuses_what_a_web_page_could_send(stack, local_token_file, headers, status, code):
+    _, agent = stack
+    base = {"Content-Type": "application/json", "Authorization": f"Bearer {_agent_token(local_token_file)}"}
+    body = '{"model": "tandem-demo", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}'
+    reply = httpx.post(f"{agent}/v1/chat/completions", content=body, headers=base | headers)
+    assert reply.status_code == status and reply.json()["error"]["code"] == code
+    assert httpx.post(f"{agent}/v1/chat/completions", content=body, headers=base).status_code == 200
+    for host in ("localhost", "[::1]:1234", "127.0.0.1"):
+        assert httpx.get(f"{agent}/v1/local/health", headers=base | {"Host": host}).status_code == 200
+
+
+def test_the_token_file_is_readable_by_its_user_only(stack, local_token_file):
+    assert local_token_file.stat().st_mode & 0o777 == 0o600
+    assert len(_agent_token(local_token_file)) >= 32
+
+
+def test_private_calls_go_past_any_proxy_the_environment_names(stack, monkeypatch):
+    gateway, agent = stack
+    proxy = CountingListener()
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.setenv("http_proxy", proxy.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    try:
+        with pytest.raises(httpx.HTTPError):  # the control: an ordinary client does go through it
+            httpx.get(f"{gateway}/healthz", timeout=1)
+        assert proxy.connections >= 1
+        seen = proxy.connections
+        with Client(gateway, local_agent_url=agent) as client:
+            private = client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "Mail ann@example.com"}], max_tokens=4
+            )
+            tagged = client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=4, privacy="internal"
+            )
+        assert private["tandem"]["served_by"] == "local-agent" and tagged["tandem"]["served_by"] == "gateway"
+        time.sleep(0.3)
+        assert proxy.connections == seen
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("privacy", ["Confidential", "PII", ["PII"], "internal,Private"])
+def test_app_tags_in_any_case_stay_on_the_device(stack, privacy):
+    gateway, agent = stack
+    before = gateway_requests(gateway)
+    with Client(gateway, local_agent_url=agent) as client:
+        reply = client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=4, privacy=privacy
+        )
+    assert reply["tandem"]["served_by"] == "local-agent"
+    assert gateway_requests(gateway) == before
+
+
+def test_tags_outside_the_sdks_set_are_forwarded_and_the_gateway_decides(demo_checkpoint, tmp_path):
+    """`internal` is not private to the SDK; a gateway whose policy says it is keeps it on the edge."""
+    import yaml
+
+    from tests.stack import DEFAULT_POLICY
+
+    policy = yaml.safe_load(DEFAULT_POLICY.read_text())
+    policy["privacy"]["never_leave_device"].append("internal")
+    policy["rules"][0]["match"]["privacy"].append("internal")
+    policy["pools"]["cloud"]["endpoints"] = [f"grpc://127.0.0.1:{free_port()}"]
+    policy["pools"]["edge"]["endpoints"] = [f"grpc://127.0.0.1:{free_port()}"]
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy))
+    stack = start_local_stack(demo_checkpoint, tmp_path / "policy.yaml", tmp_path, free_port())
+    try:
+        with Client(stack.url, local_agent_url=None) as client:
+            reply = client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=4, privacy="Internal"
+            )
+        assert reply["tandem"]["served_by"] == "gateway" and reply["tandem"]["route"] == "edge; rule=private"
+    finally:
+        stack.stop()

@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from gateway.privacy import PrivacyViolation
 from gateway.classify.features import RequestFeatures
 from gateway.dispatch import dispatch
 from gateway.errors import NoBackend
 from gateway.policy.schema import IntRange, Match, Policy, Pool, Privacy, Profile, Rule
+from gateway.privacy import PrivacyViolation
 from proto.gen import worker_pb2
 from tests.scripted_backend import FAIL, registry_for, scripted
 

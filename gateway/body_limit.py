@@ -1,0 +1,60 @@
+"""Refuse a request body over the limit before anything parses it (413, OpenAI's error shape).
+
+A pure ASGI middleware: it reads the body as it arrives (Content-Length, when
+given, is checked first), stops at the limit, and hands the buffered body on.
+Later `receive` calls go to the server, so a client's disconnect still reaches
+a streaming response.
+"""
+
+import json
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class BodyLimit:
+    def __init__(self, app: ASGIApp, max_bytes: int, setting: str = "TANDEM_MAX_BODY_BYTES") -> None:
+        self.app, self.max_bytes, self.setting = app, max_bytes, setting
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await self._too_large(send, declared.decode(errors="replace"))
+            return
+        chunks, total = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client left before sending its body
+            chunks.append(message.get("body", b""))
+            total += len(chunks[-1])
+            if total > self.max_bytes:
+                await self._too_large(send, f"more than {total}")
+                return
+            if not message.get("more_body", False):
+                break
+        await self.app(scope, _replay(b"".join(chunks), receive), send)
+
+    async def _too_large(self, send: Send, size: str) -> None:
+        body = json.dumps({"error": {
+            "message": f"request body is {size} bytes; this server takes at most {self.max_bytes} ({self.setting})",
+            "type": "invalid_request_error", "param": None, "code": "request_too_large",
+        }}).encode()  # fmt: skip
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed

@@ -1,0 +1,130 @@
+"""Secure by default, tried as a caller would: keys unless `auth: none` is written, ops-only metrics, bounded input.
+
+The gateway runs in-process (FastAPI's TestClient runs its lifespan); its
+backends do not exist, which these requests never need.
+"""
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from gateway.config import Settings
+from gateway.main import ConfigError, create_app
+from gateway.tenants import Tenants, TenantsFile
+from tests.stack import DEFAULT_POLICY
+
+KEY, OTHER_KEY, OPS = "tdm-acme-key", "tdm-globex-key", "ops-secret"
+ASK = {"model": "tandem-demo", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
+
+
+def settings(demo_checkpoint, tmp_path, **overrides) -> Settings:
+    tenants = tmp_path / "tenants.yaml"
+    tenants.write_text(yaml.safe_dump({"tenants": {"acme": {"requests_per_minute": 3}}}))
+    base = dict(
+        model_dir=demo_checkpoint,
+        policy_file=DEFAULT_POLICY,
+        api_keys=[f"acme:{KEY}", f"globex:{OTHER_KEY}"],
+        tenants_file=tenants,
+        ops_token=OPS,
+        watch_policy=False,
+        max_body_bytes=64 * 1024,
+    )
+    return Settings(**(base | overrides))
+
+
+@pytest.fixture
+def gateway(demo_checkpoint, tmp_path):
+    with TestClient(create_app(settings(demo_checkpoint, tmp_path))) as client:
+        yield client
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def test_no_keys_and_no_auth_none_refuses_to_start(demo_checkpoint, tmp_path):
+    with pytest.raises(ConfigError, match="TANDEM_AUTH=none"):
+        with TestClient(create_app(settings(demo_checkpoint, tmp_path, api_keys=[], tenants_file=None))):
+            pass
+
+
+def test_auth_none_written_out_is_open(demo_checkpoint, tmp_path):
+    open_settings = settings(demo_checkpoint, tmp_path, api_keys=[], tenants_file=None, auth="none")
+    with TestClient(create_app(open_settings)) as client:
+        explained = client.post("/v1/route/explain", json=ASK, headers={"X-Tandem-Tenant": "t1"})
+        assert explained.status_code == 200 and explained.json()["features"]["tenant"] == "t1"
+        assert client.get("/metrics").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [({}, 401), (bearer("guessed"), 401), (bearer(KEY) | {"X-Tandem-Tenant": "globex"}, 400), (bearer(KEY), 200)],
+)
+def test_the_key_decides_the_tenant(gateway, headers, status):
+    reply = gateway.post("/v1/route/explain", json=ASK, headers=headers)
+    assert reply.status_code == status, reply.text
+    if status == 200:
+        assert reply.json()["features"]["tenant"] == "acme"
+    if status == 400:
+        assert reply.json()["error"]["param"] == "X-Tandem-Tenant"
+
+
+@pytest.mark.parametrize(("headers", "status"), [({}, 401), (bearer(KEY), 401), (bearer(OPS), 200)])
+def test_metrics_need_the_ops_token(gateway, headers, status):
+    assert gateway.get("/metrics", headers=headers).status_code == status
+
+
+def test_readyz_says_only_ready_without_the_ops_token(gateway):
+    assert set(gateway.get("/readyz").json()) == {"ready"}
+    assert {"backends", "policy", "edge_agents"} <= set(gateway.get("/readyz", headers=bearer(OPS)).json())
+
+
+def test_a_priority_above_the_tenants_allowance_is_clamped(gateway):
+    reply = gateway.post("/v1/route/explain", json=ASK | {"priority": 2**31 - 1}, headers=bearer(KEY))
+    assert reply.json()["features"]["priority"] == 0
+
+
+def test_explain_is_rate_limited_like_generation(gateway):
+    statuses = [gateway.post("/v1/route/explain", json=ASK, headers=bearer(KEY)).status_code for _ in range(5)]
+    assert statuses[:3] == [200, 200, 200] and statuses[3:] == [429, 429]
+    assert gateway.post("/v1/route/explain", json=ASK, headers=bearer(OTHER_KEY)).status_code == 200  # per tenant
+
+
+@pytest.mark.parametrize(
+    ("change", "param"),
+    [
+        ({"stop": "x" * 257}, "stop"),
+        ({"stop": ["ok", "x" * 257]}, "stop"),
+        ({"stop": ["a", "b", "c", "d", "e"]}, "stop"),
+        ({"priority": 2**31}, "priority"),
+        ({"top_k": 2**31}, "top_k"),
+        ({"temperature": 3}, "temperature"),
+        ({"metadata": {"privacy": 7}}, "metadata.privacy"),
+    ],
+)
+def test_out_of_bounds_fields_are_a_400_naming_the_field(gateway, change, param):
+    reply = gateway.post("/v1/route/explain", json=ASK | change, headers=bearer(KEY))
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["error"]["param"].startswith(param)
+
+
+@pytest.mark.parametrize("headers", [{}, bearer(KEY)])
+def test_a_body_over_the_limit_is_refused_before_it_is_parsed(gateway, headers):
+    big = ASK | {"messages": [{"role": "user", "content": "x" * 70_000}]}
+    reply = gateway.post("/v1/chat/completions", json=big, headers=headers)
+    assert reply.status_code == 413
+    assert reply.json()["error"]["code"] == "request_too_large" and "TANDEM_MAX_BODY_BYTES" in reply.text
+
+    def chunks():  # no Content-Length: counted as it arrives
+        for _ in range(20):
+            yield b"x" * 8192
+
+    assert gateway.post("/v1/chat/completions", content=chunks(), headers=headers).status_code == 413
+
+
+def test_the_cache_salt_is_an_hmac_the_tenant_name_does_not_open():
+    secret = b"k8s-secret"
+    one, replica, other_secret = Tenants(TenantsFile(), secret), Tenants(TenantsFile(), secret), Tenants(TenantsFile())
+    assert one.cache_salt("acme") == replica.cache_salt("acme")  # replicas with the same secret agree
+    assert one.cache_salt("acme") not in ("acme", one.cache_salt("globex"), other_secret.cache_salt("acme"))
+    assert len(one.cache_salt("acme")) == 32
