@@ -107,8 +107,8 @@ def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | N
             messages = body["messages"]
             prompt_ids = chat.encode_chat(messages)
             gen = _request(body, prompt_ids, counter)
-        except (ValueError, KeyError, TypeError) as exc:
-            return _error(400, f"bad request: {exc}")
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
+            return _error(400, f"bad request: {type(exc).__name__}: {str(exc)[:200]}")
         except (BadRequest, RequestRejected) as exc:
             return _error(400, getattr(exc, "message", str(exc)))
         shape = ResponseShape.new(True, f"chatcmpl-local-{uuid.uuid4().hex[:12]}", model_id)

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 from prometheus_client import REGISTRY
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gateway import privacy
 from gateway.api import edge_routes, explain_routes, health_routes, openai_routes
@@ -115,6 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(edge_routes.router)
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected_error)
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
     if not HTTPXClientInstrumentor().is_instrumented_by_opentelemetry:
@@ -174,6 +176,13 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
         problems.append(f"{where}: {error['msg']}")
         fields.append(where)
     return await _gateway_error(request, BadRequest("; ".join(problems), param=fields[0] if fields else None))
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    """FastAPI's own refusals (an unparsable body, an unknown route or method) in OpenAI's error shape."""
+    error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
+    body = {"error": {"message": str(exc.detail), "type": error_type, "param": None, "code": None}}
+    return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:

@@ -15,10 +15,10 @@ router = APIRouter(prefix="/v1", responses=error_responses(400, 401, 404, 413))
 @router.post("/route/explain")
 async def route_explain(body: ChatCompletionRequest, request: Request, state: State) -> dict:
     policy = state.policy
-    prepared = await prepare_chat(body, request, state, policy)
     # Admitted and counted like a generation (without its tokens): explain costs a tokenization and a scan.
-    admission = await state.admission.admit(prepared.features.tenant, 0)
+    admission = await state.admission.admit(request.state.tenant)
     try:
+        prepared = await prepare_chat(body, request, state, policy)
         prompt = PromptKey(state.tenants.cache_salt(prepared.features.tenant), tuple(prepared.prompt_ids))
         hints = privacy.hints_for(privacy.is_private(policy, prepared.features.privacy_tags), state.hints)
         candidates = {}

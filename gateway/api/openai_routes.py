@@ -41,21 +41,38 @@ async def list_models(state: State) -> dict:
 @router.post("/chat/completions", responses=GENERATION_ERRORS)
 async def chat_completions(body: ChatCompletionRequest, request: Request, state: State):
     policy = state.policy  # one policy per request, even if a reload lands meanwhile
-    prepared = await prepare_chat(body, request, state, policy)
+    admission = await state.admission.admit(request.state.tenant)  # before any work on the prompt
+    try:
+        prepared = await prepare_chat(body, request, state, policy)
+        await admission.charge(len(prepared.prompt_ids) + prepared.features.max_tokens)
+    except BaseException:
+        await admission.release(0)
+        raise
     shape = ResponseShape.new(True, f"chatcmpl-{uuid.uuid4().hex}", state.model_id)
-    return await _serve(body, prepared, shape, state, policy)
+    return await _serve(body, prepared, shape, state, policy, admission)
 
 
 @router.post("/completions", responses=GENERATION_ERRORS)
 async def completions(body: CompletionRequest, request: Request, state: State):
     policy = state.policy
-    prepared = await prepare_completion(body, request, state, policy)
+    admission = await state.admission.admit(request.state.tenant)
+    try:
+        prepared = await prepare_completion(body, request, state, policy)
+        await admission.charge(len(prepared.prompt_ids) + prepared.features.max_tokens)
+    except BaseException:
+        await admission.release(0)
+        raise
     shape = ResponseShape.new(False, f"cmpl-{uuid.uuid4().hex}", state.model_id)
-    return await _serve(body, prepared, shape, state, policy)
+    return await _serve(body, prepared, shape, state, policy, admission)
 
 
 async def _serve(
-    body: _GenerationParams, prepared: Prepared, shape: ResponseShape, state: GatewayState, policy: Policy
+    body: _GenerationParams,
+    prepared: Prepared,
+    shape: ResponseShape,
+    state: GatewayState,
+    policy: Policy,
+    admission: Admission,
 ):
     features = prepared.features
     gen_request = worker_pb2.GenerateRequest(
@@ -74,7 +91,6 @@ async def _serve(
         ),
         priority=features.priority,  # clamped to the tenant's allowance
     )
-    admission = await state.admission.admit(features.tenant, len(prepared.prompt_ids) + features.max_tokens)
     started = time.perf_counter()
     try:
         routed = await dispatch(

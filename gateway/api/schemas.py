@@ -7,23 +7,35 @@ that we do not support are rejected by name, never silently dropped.
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 UNSUPPORTED = ("tools", "functions", "tool_choice", "logprobs", "top_logprobs", "response_format", "audio")
 MAX_STOP_CHARS = 256
-StopString = Annotated[str, Field(max_length=MAX_STOP_CHARS)]
+
+
+def _valid_unicode(value: str) -> str:
+    """JSON can carry a lone surrogate (\\ud800); no tokenizer and no wire format can."""
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"not valid Unicode: a lone surrogate {value[exc.start]!r} at {exc.start}") from None
+    return value
+
+
+Text = Annotated[str, AfterValidator(_valid_unicode)]
+StopString = Annotated[Text, Field(max_length=MAX_STOP_CHARS)]
 
 
 class ContentPart(BaseModel):
     model_config = ConfigDict(extra="allow")
     type: str
-    text: str | None = None
+    text: Text | None = None
 
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[ContentPart] | None = None
+    content: Text | list[ContentPart] | None = None
 
     def text(self) -> str:
         if self.content is None:
@@ -62,7 +74,7 @@ class _GenerationParams(BaseModel):
         lt=2**31,
         description="Tandem extension; higher runs first, up to the tenant's allowance (above it: clamped)",
     )
-    user: str | None = None
+    user: Text | None = None
 
     def stop_strings(self) -> tuple[str, ...]:
         if self.stop is None:
@@ -80,7 +92,7 @@ class ChatCompletionRequest(_GenerationParams):
 
 
 class CompletionRequest(_GenerationParams):
-    prompt: str | list[int] = Field(description="text, or token ids")
+    prompt: Text | list[int] = Field(description="text, or token ids")
     echo: bool = False
 
     @field_validator("prompt")

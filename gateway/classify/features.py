@@ -41,6 +41,8 @@ def parse_device_header(value: str | None) -> DeviceCapability | None:
         raw = json.loads(value)
     except json.JSONDecodeError as exc:
         raise BadRequest(f"X-Tandem-Device must be a JSON object: {exc.msg} at column {exc.colno}") from exc
+    except RecursionError as exc:
+        raise BadRequest("X-Tandem-Device must be a flat JSON object (it nests too deep)") from exc
     if not isinstance(raw, dict):
         raise BadRequest('X-Tandem-Device must be a JSON object, e.g. {"npu": true, "ram_gb": 8}')
     unknown = set(raw) - DEVICE_FIELDS
@@ -62,7 +64,7 @@ def parse_device_header(value: str | None) -> DeviceCapability | None:
             charging=None if raw.get("charging") is None else _as_bool("charging", raw["charging"]),
             providers=tuple(providers),
         )
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise BadRequest(f"X-Tandem-Device: {exc}") from exc
 
 

@@ -1,5 +1,10 @@
 """Admission per tenant: rate limits (shared through Redis when it is there) and concurrency.
 
+Two steps, so a refused request costs the gateway nothing: `admit` (a request
+from the rate, a slot from the concurrency) runs before the prompt is
+tokenized and scanned; `Admission.charge` takes the prompt's and max_tokens'
+tokens once they are known.
+
 Requests never fail because of Redis: when it is not configured, or stops
 answering, the same buckets are kept in this process (limits then hold per
 replica), and the metric `tandem_gateway_rate_limit_mode` and a log line
@@ -27,6 +32,10 @@ class Admission:
     tenant: str
     charged_tokens: int
     released: bool = False
+
+    async def charge(self, tokens: int) -> None:
+        """Take the request's tokens (prompt + max_tokens) from its tenant's token rate; 429 when over it."""
+        await self.controller._charge(self, tokens)
 
     async def release(self, used_tokens: int | None = None) -> None:
         if self.released:
@@ -63,18 +72,15 @@ class AdmissionController:
                 self._set_mode("local")
         return await self._local.take(charge)
 
-    async def admit(self, tenant: str, tokens: int) -> Admission:
+    async def admit(self, tenant: str, tokens: int = 0) -> Admission:
+        """A request from the tenant's rate and a slot of its concurrency (and `tokens`, when given)."""
         limits = self._tenants.limits(tenant)
         if limits.max_concurrent and self._inflight[tenant] >= limits.max_concurrent:
             metrics.RATE_LIMITED.labels(tenant, "concurrency").inc()
             raise RateLimited(
                 f"tenant {tenant!r} already has {limits.max_concurrent} requests in flight (its limit)", retry_after_s=1
             )
-        if limits.tokens_per_minute and tokens > limits.tokens_per_minute:
-            raise BadRequest(
-                f"this request needs {tokens} tokens (prompt + max_tokens), more than tenant {tenant!r}'s "
-                f"limit of {limits.tokens_per_minute} per minute; lower max_tokens"
-            )
+        self._check_fits(tenant, limits.tokens_per_minute, tokens)
         charge = Charge(tenant, limits.requests_per_minute, limits.tokens_per_minute, tokens)
         wait_s = await self._take(charge)
         if wait_s > 0:
@@ -82,6 +88,26 @@ class AdmissionController:
             raise RateLimited(f"tenant {tenant!r} is over its rate limit", retry_after_s=math.ceil(wait_s))
         self._inflight[tenant] += 1
         return Admission(self, tenant, tokens if limits.tokens_per_minute else 0)
+
+    async def _charge(self, admission: Admission, tokens: int) -> None:
+        limits = self._tenants.limits(admission.tenant)
+        if not limits.tokens_per_minute:
+            return
+        self._check_fits(admission.tenant, limits.tokens_per_minute, tokens)
+        wait_s = await self._take(Charge(admission.tenant, None, limits.tokens_per_minute, tokens))
+        if wait_s > 0:
+            metrics.RATE_LIMITED.labels(admission.tenant, "rate").inc()
+            raise RateLimited(f"tenant {admission.tenant!r} is over its token rate", retry_after_s=math.ceil(wait_s))
+        admission.charged_tokens += tokens
+
+    @staticmethod
+    def _check_fits(tenant: str, tokens_per_minute: int | None, tokens: int) -> None:
+        if tokens_per_minute and tokens > tokens_per_minute:
+            raise BadRequest(
+                f"this request needs {tokens} tokens (prompt + max_tokens), more than tenant {tenant!r}'s "
+                f"limit of {tokens_per_minute} per minute; lower max_tokens",
+                param="max_tokens",
+            )
 
     async def _release(self, admission: Admission, used_tokens: int | None) -> None:
         self._inflight[admission.tenant] -= 1

@@ -180,8 +180,10 @@ class _ClientBase:
         self.chat = _Chat(self)
 
     def _plan(self, model: str, messages: list[dict], stream: bool, privacy, params: dict):
-        """The body, the app's tags, and why the request is private (None: it may go to the gateway)."""
-        tags = privacy_tags(privacy)
+        """The body, the app's tags (`privacy=`, and `metadata.privacy` as the gateway reads it), and why the
+        request is private (None: it may go to the gateway)."""
+        metadata = params.get("metadata")
+        tags = privacy_tags(privacy, metadata.get("privacy") if isinstance(metadata, dict) else None)
         body = _body(model, messages, stream, params)
         return body, tags, private_reason(body, tags, self._s.detectors, self._s.never_leave)
 

@@ -21,18 +21,18 @@ and what is not promised.
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import date
 from functools import cached_property
 from itertools import accumulate, compress, islice, repeat
 from operator import ge, sub
 
+import phonenumbers
 from phonenumbers.phonenumberutil import COUNTRY_CODE_TO_REGION_CODE
 from stdnum import iban as stdnum_iban
-from stdnum import numdb
+from stdnum import isbn, numdb
 from stdnum.cn import ric
 
-from tandem_sdk.normalize import normalize
+from tandem_sdk.normalize import normalize_utf8
 
 _DIGITS = b"0123456789"
 _LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -48,9 +48,11 @@ def _class_map(*classes: tuple[bytes, bytes], other: bytes = b"x") -> bytes:
     return bytes(table)
 
 
+# Digits and separators: a run of 8 or more may hold PII (+683 4002, the shortest phone number here).
 _NUMERIC = _class_map((_DIGITS + _SEPARATORS, b"1"), other=b"0")
+_MIN_RUN = 8
 _DIGITS_AND_SPACE = _class_map((_DIGITS, b"d"), other=b" ")
-_DIGIT_OR_SEPARATOR = _class_map((_DIGITS, b"d"), other=b"s")
+_DIGIT_OR_SEPARATOR = _class_map((_DIGITS, b"d"), (_SEPARATORS, b"s"))
 _ALNUM = _class_map((_LETTERS, b"a"), (_DIGITS, b"d"))
 _EMAIL_CHARS = _class_map((_LETTERS + _DIGITS + b"._%+-", b"l"), (b"@", b"@"))
 _VALUE = _class_map(*((bytes([48 + d]), bytes([d])) for d in range(10)), other=b"\x00")
@@ -62,7 +64,10 @@ _MIN_CLUSTER_DIGITS = 7
 _MAX_GROUPS = 8  # a number is never written in more groups than this
 _MAX_CARD_GROUPS = 6  # 4-4-4-4-3, or 4-4-4-4 split inside a group across two messages
 _GAP = re.compile(rb"[^0-9]+")
-_EMAIL_DOMAIN = re.compile(rb"@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.([A-Za-z]{2,24})(?![A-Za-z0-9-])")
+# The domain ends where no label follows and no call opens: x@self.weight.T and q@k.transpose() are code.
+_EMAIL_DOMAIN = re.compile(
+    rb"(?:@|%40)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.([A-Za-z]{2,24})(?![A-Za-z0-9(]|\.[A-Za-z0-9])"
+)
 _NOT_TLDS = frozenset(b"png jpg jpeg gif svg webp bmp ico tif tiff heic".split())  # icon@2x.png
 
 
@@ -73,7 +78,7 @@ def _iban_patterns() -> dict[bytes, re.Pattern[bytes]]:
     patterns = {}
     for _, country, _, props, _ in numdb.get("iban").prefixes:
         bban = "".join(
-            f"(?:[ .\\-]{{0,2}}{classes[kind]}){{{count}}}"
+            f"(?:[ \\t\\n.\\-]{{0,3}}{classes[kind]}){{{count}}}"
             for count, kind in re.findall(r"([0-9]+)!([nac])", props.get("bban", ""))
         )
         patterns[country.encode()] = re.compile(f"[A-Za-z]{{2}}[0-9]{{2}}{bban}(?![A-Za-z0-9])".encode())
@@ -81,6 +86,8 @@ def _iban_patterns() -> dict[bytes, re.Pattern[bytes]]:
 
 
 _IBAN_BY_COUNTRY = _iban_patterns()
+_IBAN_LETTER_VALUES = str.maketrans({chr(65 + i): str(10 + i) for i in range(26)})
+_WORD_START_AADD = re.compile(rb"xaadd")  # on the letter/digit class map: re's literal search beats bytes.find here
 _CN_PROVINCES = frozenset(
     b"11 12 13 14 15 21 22 23 31 32 33 34 35 36 37 41 42 43 44 45 46 50 51 52 53 54 61 62 63 64 65 71 81 82 83".split()
 )
@@ -91,38 +98,35 @@ def _is_alnum(byte: bytes) -> bool:
     return byte.isalnum()  # bytes.isalnum is ASCII-only; b"" is not
 
 
-@dataclass(frozen=True)
 class Cluster:
     """Digit groups with only separators between them: data[start:end] == raw.
 
     Clusters can be long (a pasted table of numbers), so everything per group is
-    computed in C: the digits, the offset of each group in them. Only the first
-    _MAX_GROUPS groups and the gaps between them exist as Python objects (`head`).
+    computed in C: the digits, the length of each group, where each starts in the
+    digits. Only the first _MAX_GROUPS groups and the gaps between them exist as
+    Python objects (`head`). Computed once, when the cluster is found: a prompt
+    has few clusters, and a CSV of numbers has many small ones.
     """
 
-    start: int
-    end: int
-    raw: bytes
+    __slots__ = ("start", "end", "raw", "digits", "lengths", "offsets", "head")
 
-    @cached_property
-    def digits(self) -> bytes:
-        return self.raw.translate(None, _SEPARATORS)
-
-    @cached_property
-    def offsets(self) -> list[int]:
-        """offsets[i]: where group i starts in `digits`; offsets[-1] == len(digits)."""
-        if max(self.lengths) < 255:
-            return [0, *accumulate(self.lengths)]
-        return [0, *accumulate(map(len, self.raw.translate(_DIGITS_AND_SPACE).split()))]
-
-    @cached_property
-    def lengths(self) -> bytes:
-        """The length of each group, capped at 255, one byte each: shapes are found with bytes.find."""
-        runs = self.raw.translate(_DIGITS_AND_SPACE).split()
+    def __init__(self, start: int, end: int, raw: bytes) -> None:
+        self.start, self.end, self.raw = start, end, raw
+        if raw.isdigit():  # one group: the common case
+            self.digits, self.offsets, self.head = raw, [0, len(raw)], ((raw,), ())
+            self.lengths = bytes((min(len(raw), 255),))
+            return
+        self.digits = raw.translate(None, _SEPARATORS)
+        runs = raw.translate(_DIGITS_AND_SPACE).split()
         try:
-            return bytes(map(len, runs))
+            self.lengths = bytes(map(len, runs))  # one byte per group: shapes are found with bytes.find
+            self.offsets = [0, *accumulate(self.lengths)]
         except ValueError:  # a group of 256 digits or more
-            return bytes(map(min, map(len, runs), repeat(255)))
+            self.lengths = bytes(map(min, map(len, runs), repeat(255)))
+            self.offsets = [0, *accumulate(map(len, runs))]
+        groups = tuple(self.group(i) for i in range(min(_MAX_GROUPS, len(self.offsets) - 1)))
+        gaps = tuple(m.group() for m in islice(_GAP.finditer(raw), len(groups) - 1))
+        self.head = (groups, gaps)  # the first groups and what parts them: where a phone number would start
 
     @property
     def num_groups(self) -> int:
@@ -131,12 +135,9 @@ class Cluster:
     def group(self, i: int) -> bytes:
         return self.digits[self.offsets[i] : self.offsets[i + 1]]
 
-    @cached_property
-    def head(self) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
-        """The first groups (at most _MAX_GROUPS) and the gaps between them: where a phone number would start."""
-        groups = tuple(self.group(i) for i in range(min(_MAX_GROUPS, self.num_groups)))
-        gaps = tuple(m.group() for m in islice(_GAP.finditer(self.raw), len(groups) - 1))
-        return groups, gaps
+    def gap(self, i: int) -> bytes:
+        """What parts group i from group i + 1 (for groups in `head`)."""
+        return self.head[1][i] if i < len(self.head[1]) else b""
 
     def windows(self, min_digits: int, max_digits: int, max_groups: int = _MAX_GROUPS, from_start: bool = False):
         """(i, j) for each run groups[i:j] of min..max digits in at most max_groups groups: a number in any
@@ -157,18 +158,38 @@ class Cluster:
                 yield i, j
 
 
+# A date with a four-digit year, in the forms people write one: it is never part of a number (only its
+# first digit is a class, so re skips text in C). A two-digit year (75.12.30) may be a phone number's groups.
+_DATE = re.compile(
+    rb"[0-9](?<![0-9][0-9])(?<![0-9][-./][0-9])"
+    rb"(?:[0-9]{3}([-./])[01]?[0-9]\1[0-3]?[0-9]|[0-9]?([-./])[01]?[0-9]\2[12][0-9]{3})"
+    rb"(?![0-9]|[-./][0-9])"  # 06.12.34.56.78 is a phone number, not a date and two more groups
+)
+
+
+def _as_boundary(match: re.Match[bytes]) -> bytes:
+    return b"x" * len(match.group())
+
+
+def _may_hold_pii(raw: bytes, lead: bytes) -> bool:
+    """Fewer than 10 digits (a date, a time, an id) hold PII only as a phone number: after a + or a colon
+    (tel:), after an opening parenthesis (an area code), or with a trunk 0 (030 123456)."""
+    digits = len(raw) - len(raw.translate(None, _DIGITS))
+    return digits >= 10 or (digits >= _MIN_CLUSTER_DIGITS and (lead in (b"+", b":", b"(") or raw[:1] == b"0"))
+
+
 class Scan:
     """One prompt's normalized text as bytes, and its numbers, found once for every detector."""
 
     def __init__(self, text: str) -> None:
-        self.data = normalize(text).encode()
+        self.data = normalize_utf8(text)
 
     @cached_property
     def clusters(self) -> list[Cluster]:
         data, found = self.data, []
         numeric = data.translate(_NUMERIC)
         pos = 0
-        while (hit := numeric.find(b"1111111", pos)) != -1:  # 7 digits or separators in a row: maybe a number
+        while (hit := numeric.find(b"1" * _MIN_RUN, pos)) != -1:  # a CSV of 7-digit ids never gets here
             start = numeric.rfind(b"0", pos, hit) + 1 or pos
             end = numeric.find(b"0", hit)
             end = len(data) if end == -1 else end
@@ -177,16 +198,26 @@ class Scan:
         return found
 
     def _clusters_in(self, start: int, end: int):
-        """The clusters of a run of digits and separators: parted by 5 or more separators in a row."""
-        kinds = self.data[start:end].translate(_DIGIT_OR_SEPARATOR)
+        """The clusters of a run: parted by 5 or more separators in a row.
+
+        Most are dropped at once, before they cost a Cluster (`_may_hold_pii`)."""
+        run = self.data[start:end]
+        if len(run) - len(run.translate(None, _DIGITS)) < _MIN_CLUSTER_DIGITS:
+            return  # a row of dots or dashes
+        kinds = run.translate(_DIGIT_OR_SEPARATOR)
+        if (b"-" in run or b"/" in run or b"." in run) and _DATE.search(run):
+            kinds = _DATE.sub(_as_boundary, run).translate(_DIGIT_OR_SEPARATOR)  # a date joins no number
         pos = kinds.find(b"d")
         while pos != -1:
-            gap = kinds.find(b"s" * (_MAX_GAP + 1), pos)
-            last = kinds.rfind(b"d", pos, len(kinds) if gap == -1 else gap) + 1
+            stop = kinds.find(b"x", pos)  # first the nearer boundary, so no search runs past it (linear)
+            stop = len(kinds) if stop == -1 else stop
+            gap = kinds.find(b"s" * (_MAX_GAP + 1), pos, stop)
+            boundary = stop if gap == -1 else gap
+            last = kinds.rfind(b"d", pos, boundary) + 1
             raw = self.data[start + pos : start + last]
-            if len(raw) >= _MIN_CLUSTER_DIGITS and len(raw.translate(None, _SEPARATORS)) >= _MIN_CLUSTER_DIGITS:
+            if _may_hold_pii(raw, self.data[start + pos - 1 : start + pos]):
                 yield Cluster(start + pos, start + last, raw)
-            pos = -1 if gap == -1 else kinds.find(b"d", gap)
+            pos = kinds.find(b"d", boundary)
 
     def before(self, cluster: Cluster, n: int = 1) -> bytes:
         return self.data[max(0, cluster.start - n) : cluster.start]
@@ -201,10 +232,17 @@ class Scan:
 def has_email(scan: Scan) -> bool:
     """local@domain.tld, ASCII; the local part is any run of the characters an address may hold."""
     data = scan.data
-    first = data.translate(_EMAIL_CHARS).find(b"l@l")  # an "@" between address characters
-    if first == -1:
-        return False
-    for match in _EMAIL_DOMAIN.finditer(data, first + 1):
+    if b"@" in data:
+        if b"\xe3\x80\x82" in data or b"\xef\xbd\xa1" in data:  # ann@example。com: a CJK full stop, here only
+            data = data.replace(b"\xe3\x80\x82", b".").replace(b"\xef\xbd\xa1", b".")
+        first = data.translate(_EMAIL_CHARS).find(b"l@l")  # an "@" between address characters
+        if first != -1 and _email_after(data, first + 1):
+            return True
+    return b"%40" in data and _email_after(data, data.find(b"%40"))  # ann%40example.com, in a pasted URL
+
+
+def _email_after(data: bytes, pos: int) -> bool:
+    for match in _EMAIL_DOMAIN.finditer(data, pos):
         at = match.start()
         if data[at - 1 : at].translate(_EMAIL_CHARS) == b"l" and match.group(1).lower() not in _NOT_TLDS:
             return True
@@ -220,31 +258,86 @@ def luhn_ok(digits: bytes) -> bool:
     return total % 10 == 0
 
 
-def card_prefix_ok(digits: bytes) -> bool:
-    """Issuer ranges of the card networks (Visa, Mastercard, Amex, Discover, JCB, UnionPay, Diners,
-    Maestro, Mir, RuPay, Troy), which keep random Luhn-valid numbers out."""
-    two, four = int(digits[:2]), int(digits[:4])
-    return (
-        digits[:1] == b"4"
-        or 50 <= two <= 69  # Mastercard 51-55, Maestro 50/56-69, Discover 60/64/65, UnionPay 62, RuPay 60
-        or 2200 <= four <= 2204 or 2221 <= four <= 2720  # Mir, Mastercard 2-series
-        or two in (30, 34, 35, 36, 37, 38, 39)  # Diners, JCB, Amex
-        or two in (81, 82) or four == 9792  # UnionPay / RuPay 8-series, Troy
-    )  # fmt: skip
+_ANY_LENGTH = range(13, 20)
+# (first digits from, to, lengths): the issuer ranges and number lengths of the card networks. They keep
+# random Luhn-valid numbers out (an order number 111-2405177-4823152 is on Mastercard's range, but 14 long).
+_CARD_SCHEMES = (
+    (4, 4, (13, 16, 19)),  # Visa
+    (51, 55, (16,)), (2221, 2720, (16,)),  # Mastercard
+    (34, 34, (15,)), (37, 37, (15,)),  # Amex
+    (36, 36, range(14, 20)), (300, 305, range(14, 20)), (3095, 3095, range(14, 20)), (38, 39, range(14, 20)),  # Diners
+    (3528, 3589, _ANY_LENGTH),  # JCB
+    (50, 50, _ANY_LENGTH), (56, 69, _ANY_LENGTH),  # Maestro; Discover 60/64/65, UnionPay 62, RuPay 60/65 within
+    (2200, 2204, _ANY_LENGTH),  # Mir
+    (81, 82, _ANY_LENGTH),  # UnionPay, RuPay
+    (9792, 9792, (16,)),  # Troy
+)  # fmt: skip
+
+
+def _schemes_by_two_digits() -> dict[bytes, list[tuple[int, int, range | tuple[int, ...]]]]:
+    """The schemes each first two digits can belong to, so most numbers are refused by one dict lookup."""
+    by_two: dict[bytes, list] = {}
+    for lo, hi, lengths in _CARD_SCHEMES:
+        width = len(str(lo))
+        if width == 1:
+            prefixes = range(lo * 10, hi * 10 + 10)
+        else:
+            prefixes = range(lo // 10 ** (width - 2), hi // 10 ** (width - 2) + 1)
+        for two in prefixes:
+            by_two.setdefault(str(two).encode(), []).append((lo, hi, lengths))
+    return by_two
+
+
+_SCHEMES_BY_TWO_DIGITS = _schemes_by_two_digits()
+
+
+def card_scheme_ok(digits: bytes) -> bool:
+    """On a card network's issuer range, with a length that network issues."""
+    for lo, hi, lengths in _SCHEMES_BY_TWO_DIGITS.get(digits[:2], ()):
+        if len(digits) in lengths and lo <= int(digits[: len(str(lo))]) <= hi:
+            return True
+    return False
 
 
 def has_credit_card(scan: Scan) -> bool:
-    """13-19 digits in any grouping, on an issuer's range, with a valid Luhn check digit."""
+    """13-19 digits in any grouping, on an issuer's range and length, with a valid Luhn check digit."""
     for cluster in scan.clusters:
+        if _after_country_code(scan, cluster):
+            continue  # an IBAN's groups (DE89 3704 …), valid or mistyped, are not a card
         digits, offsets = cluster.digits, cluster.offsets
         for i, j in cluster.windows(13, 19, _MAX_CARD_GROUPS):
             number = digits[offsets[i] : offsets[j]]
-            if card_prefix_ok(number) and luhn_ok(number):
+            if luhn_ok(number) and card_scheme_ok(number) and not _decimal(cluster, i, j):
                 return True
     return False
 
 
+def _decimal(cluster: Cluster, i: int, j: int) -> bool:
+    """A decimal number (9.391491627785106), or its fraction alone, is not a card."""
+    if j - i == 2 and cluster.gap(i) == b".":
+        return True
+    return j - i == 1 and i > 0 and cluster.gap(i - 1) == b"." and cluster.offsets[i] - cluster.offsets[i - 1] <= 3
+
+
+def _after_country_code(scan: Scan, cluster: Cluster) -> bool:
+    """The cluster follows two letters at a word start, as an IBAN's digits follow its country code."""
+    before = scan.before(cluster, 3)
+    return len(before) >= 2 and before[-2:].isalpha() and not before[-3:-2].isalnum() and cluster.offsets[1] >= 2
+
+
 # -- phone numbers -----------------------------------------------------------------------------------
+
+
+def _possible_number(digits: bytes) -> bool:
+    """+ and these digits: a country's calling code and a length its numbers have."""
+    if not _calling_code_ok(digits):
+        return False
+    try:
+        number = phonenumbers.parse("+" + digits.decode())
+    except phonenumbers.NumberParseException:
+        return False
+    reason = phonenumbers.is_possible_number_with_reason(number)
+    return reason in (phonenumbers.ValidationResult.IS_POSSIBLE, phonenumbers.ValidationResult.IS_POSSIBLE_LOCAL_ONLY)
 
 
 def _calling_code_ok(digits: bytes) -> bool:
@@ -254,13 +347,18 @@ def _calling_code_ok(digits: bytes) -> bool:
 
 def _international(scan: Scan, cluster: Cluster) -> bool:
     """+CC …, 00CC …, or a tel: URI."""
-    lead = scan.before(cluster, 6).rstrip(b" ")
-    if lead.lower().endswith((b"tel:", b"tel:+")):
+    lead = scan.before(cluster, 7).rstrip(b" ").lower()
+    if lead.endswith((b"tel:", b"tel:+")) and not lead[: lead.rfind(b"tel:")][-1:].isalnum():  # not hotel:
         return True
     digits = cluster.digits
     if lead.endswith(b"+") and not _is_alnum(lead[-2:-1]):
-        return any(True for _ in cluster.windows(7, 16, from_start=True)) and _calling_code_ok(digits)
-    if digits.startswith(b"00") and not digits.startswith(b"000") and cluster.offsets[1] <= 5:
+        # A length that country's numbers have (phonenumbers knows): +67822111 is Vanuatu's, +1048576 no one's.
+        return any(_possible_number(digits[: cluster.offsets[j]]) for _, j in cluster.windows(7, 17, from_start=True))
+    first = cluster.group(0)
+    decimal_or_time = cluster.gap(0) == b"." or (lead[-1:] == b":" and lead[-2:-1].isdigit())  # 12:50:00.574205
+    if first.startswith(b"00") and not first.startswith(b"000") and not decimal_or_time:
+        if len(first) > 5 and cluster.num_groups > 1:
+            return False
         return any(True for _ in cluster.windows(9, 17, from_start=True)) and _calling_code_ok(digits[2:])
     return False
 
@@ -289,40 +387,58 @@ def _looks_like_date(groups: tuple[bytes, ...], gaps: tuple[bytes, ...]) -> bool
 
 
 def _parenthesized_area(scan: Scan, cluster: Cluster) -> bool:
-    """(555) 123-4567, (02) 1234 5678, 8 (912) 345-67-89: an area code in parentheses."""
+    """(555) 123-4567, (2) 2123 4567, (06 1) 234 5678, (0-612) 34567, 8 (912) 345-67-89: an area code of
+    one or two groups (1-5 digits) in parentheses, possibly after a one-digit prefix, then the number."""
     groups, gaps = cluster.head
-    total = cluster.offsets[len(groups)]
+    lead = (scan.before(cluster), *gaps)  # lead[i]: what comes before group i
     for k in (0, 1):
-        opened = scan.before(cluster).endswith(b"(") if k == 0 else gaps[0].endswith(b"(")
-        if k + 1 < len(groups) and opened and gaps[k].startswith(b")") and 2 <= len(groups[k]) <= 5:
-            if (k == 0 or len(groups[0]) == 1) and 8 <= total - k <= 13:
-                return True
+        if k + 1 >= len(groups) or not lead[k].endswith(b"(") or (k == 1 and len(groups[0]) != 1):
+            continue
+        for last in (k, k + 1):  # the area code is groups[k : last + 1]
+            area = groups[k : last + 1]
+            closed = last + 1 < len(groups) and gaps[last].startswith(b")")
+            if closed and b")" not in b"".join(gaps[k:last]) and 1 <= sum(map(len, area)) <= 5:
+                if 8 <= sum(map(len, groups[k:])) <= 13:
+                    return True
     return False
 
 
 def _national(scan: Scan, cluster: Cluster) -> bool:
     """Area code in parentheses, a trunk prefix 0 (or 8 / 1), or the 3-3-4 (NANP and alike) shape."""
     groups, gaps = cluster.head
-    if len(groups) < 2 or _looks_like_date(groups, gaps) or _dotted_quad(groups, gaps):
+    if _glued(scan, cluster) or _after_country_code(scan, cluster) or not cluster.digits.strip(b"01"):
+        return False  # (only 0s and 1s: binary, 0110 1001 0101 1100)
+    if len(groups) == 1:
+        return _unbroken_trunk_number(groups[0])
+    if _looks_like_date(groups, gaps) or _dotted_quad(groups, gaps):
         return False
     if _parenthesized_area(scan, cluster):
         return True
     first = groups[0]
-    # trunk prefix: 020 7946 0958, 0912 345 678, 030 123456, 090-1234-5678
-    if first[:1] == b"0" and first[:2] != b"00" and 2 <= len(first) <= 5 and all(len(g) >= 2 for g in groups[1:]):
+    # trunk prefix: 020 7946 0958, 0912 345 678, 030 123456, 090-1234-5678, 081234 56789
+    if first[:1] == b"0" and first[:2] != b"00" and 2 <= len(first) <= 6 and all(len(g) >= 2 for g in groups[1:]):
         if cluster.offsets[-1] >= 9 and any(True for _ in cluster.windows(9, 12, from_start=True)):
             return True
-    if first in (b"8", b"1") and len(groups) >= 3 and gaps[0].strip() in (b"", b"-") and len(groups[1]) == 3:
+    if first in (b"8", b"1") and len(groups) >= 3 and gaps[0].strip() in (b"", b"-", b".") and len(groups[1]) == 3:
         groups, gaps = groups[1:], gaps[1:]  # 8 912 345-67-89, 1-800-555-0199
-    # 3-x-x: 201-555-0123, 201.555.0123, 312 345 6789, 612 34 56 78 (and what follows it in the cluster)
+    # 3-3-4: 201-555-0123, 201.555.0123, 312 345 6789 (and whatever follows it in the cluster)
     total = len(groups[0])
     for k in range(1, len(groups)):
         total += len(groups[k])
         if total > 11:
             break
-        if total >= 9 and k >= 2 and _three_x_x(groups[: k + 1], gaps[:k]):
+        if total >= 10 and k >= 2 and _three_x_x(groups[: k + 1], gaps[:k]):
             return True
     return False
+
+
+def _glued(scan: Scan, cluster: Cluster) -> bool:
+    """Digits glued to a letter (a534-4977-83f5 in a UUID) or part of a time (08:49:05.375892): no national
+    number. A label's colon is fine (Tel:020 7946 0958)."""
+    before, after = scan.before(cluster, 2), scan.after(cluster, 2)
+    time = before[-1:] == b":" and before[:1].isdigit() or after[:1] == b":" and after[1:].isdigit()
+    extension = after[:1] in (b"x", b"X") and after[1:].isdigit()  # 201-555-0123x45
+    return before[-1:].isalpha() or (after[:1].isalpha() and not extension) or time
 
 
 def _three_x_x(groups: tuple[bytes, ...], gaps: tuple[bytes, ...]) -> bool:
@@ -334,10 +450,14 @@ def _three_x_x(groups: tuple[bytes, ...], gaps: tuple[bytes, ...]) -> bool:
 
 
 def _dotted_quad(groups: tuple[bytes, ...], gaps: tuple[bytes, ...]) -> bool:
-    """An IPv4 address: 172.16.254.10."""
-    return (
-        len(groups) >= 4 and gaps[:3] == (b".", b".", b".") and all(len(g) <= 3 and int(g) <= 255 for g in groups[:4])
-    )
+    """An IPv4 address: 172.16.254.10 (no leading zeros: 06.12.34.56 is a French phone number)."""
+    octets_ok = all(len(g) <= 3 and int(g) <= 255 and (g == b"0" or g[:1] != b"0") for g in groups[:4])
+    return len(groups) >= 4 and gaps[:3] == (b".", b".", b".") and octets_ok and gaps[3:4] != (b".",)
+
+
+def _unbroken_trunk_number(digits: bytes) -> bool:
+    """0612345678, 07700900123: a trunk 0, then 9-10 digits, written without a break (an ISBN-10 is not one)."""
+    return 10 <= len(digits) <= 11 and digits[:1] == b"0" and digits[1:2] != b"0" and not isbn.is_valid(digits.decode())
 
 
 def has_phone(scan: Scan) -> bool:
@@ -356,11 +476,15 @@ def cn_id_ok(number: str | bytes) -> bool:
     number = (number.decode() if isinstance(number, bytes) else number).upper()
     if len(number) != 18 or not number[:17].isdigit() or number[:2].encode() not in _CN_PROVINCES:
         return False
+    if not ("01" <= number[10:12] <= "12" and "01" <= number[12:14] <= "31"):
+        return False  # cheap refusals first; python-stdnum checks the calendar below
+    if ric.calc_check_digit(number) != number[17]:
+        return False
     try:
         born = ric.get_birth_date(number)
     except Exception:  # noqa: BLE001 - stdnum raises its own ValidationError subclasses
         return False
-    return 1900 <= born.year <= date.today().year and ric.calc_check_digit(number) == number[17]
+    return 1900 <= born.year <= date.today().year
 
 
 def has_cn_id(scan: Scan) -> bool:
@@ -383,21 +507,28 @@ def has_cn_id(scan: Scan) -> bool:
 
 
 def iban_ok(candidate: str | bytes) -> bool:
-    return stdnum_iban.is_valid(candidate.decode() if isinstance(candidate, bytes) else candidate)
+    """The registry's structure and the IBAN's own mod-97 check. A bank's national check digits (Belgium,
+    Spain, Norway, ...) are not checked: a mistyped account number is still someone's account."""
+    compact = (candidate.decode() if isinstance(candidate, bytes) else candidate).upper()
+    compact = "".join(compact.split()).replace("-", "").replace(".", "")
+    if not compact.isalnum() or int((compact[4:] + compact[:4]).translate(_IBAN_LETTER_VALUES)) % 97 != 1:
+        return False  # the cheap check first: python-stdnum's costs 30 times more
+    try:
+        stdnum_iban.validate(compact, check_country=False)
+    except Exception:  # noqa: BLE001 - stdnum raises its own ValidationError subclasses
+        return False
+    return True
 
 
 def has_iban(scan: Scan) -> bool:
     """Any country of the IBAN registry, any case, spaces, dashes or dots between characters."""
     data = scan.data
-    classes = data.translate(_ALNUM)
-    pos = 0
-    while (hit := classes.find(b"aadd", pos)) != -1:  # country code and check digits
-        pattern = _IBAN_BY_COUNTRY.get(data[hit : hit + 2].upper())
-        if pattern is not None and (hit == 0 or classes[hit - 1] == ord("x")):
-            match = pattern.match(data, hit)
-            if match is not None and iban_ok(match.group()):
-                return True
-        pos = hit + 1
+    for hit in _WORD_START_AADD.finditer(b"x" + data.translate(_ALNUM)):  # x: a word boundary before the text
+        start = hit.start()  # where the word starts in data (the x before it is one byte ahead)
+        pattern = _IBAN_BY_COUNTRY.get(data[start : start + 2].upper())
+        match = pattern.match(data, start) if pattern is not None else None
+        if match is not None and iban_ok(match.group()):
+            return True
     return False
 
 

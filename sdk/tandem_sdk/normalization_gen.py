@@ -10,7 +10,12 @@ import unicodedata
 from pathlib import Path
 
 TABLE_FILE = Path(__file__).with_name("_normalization_table.py")
-DASHES_TOO = "\u2212\u2043\ufe63"  # minus sign, hyphen bullet, small hyphen-minus: dashes outside category Pd
+# Dashes outside category Pd: minus sign, hyphen bullet, small hyphen-minus, and the katakana prolonged sound
+# marks that Japanese keyboards type between digits (090ー1234ー5678).
+DASHES_TOO = "\u2212\u2043\ufe63\u30fc\uff70"
+# What a mapped character may become: what numbers and addresses are written with. A full-width comma or
+# question mark is left alone: no detector reads it, and CJK text is full of them.
+READ_BY_DETECTORS = set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ @.+-()/#%_\n\t")
 
 
 def build_mapping() -> dict[int, str]:
@@ -25,6 +30,8 @@ def build_mapping() -> dict[int, str]:
             table[code] = str(unicodedata.decimal(ch))
         elif category == "Pd" or ch in DASHES_TOO:
             table[code] = "-"
+        elif category == "No":
+            continue  # superscripts, circled numbers: a footnote mark after a number (4111 … 1111¹) is no digit
         elif category == "Zs" or ch == "\x85":
             table[code] = " "
         elif category in ("Zl", "Zp"):
@@ -32,7 +39,7 @@ def build_mapping() -> dict[int, str]:
         elif (folded := unicodedata.normalize("NFKC", ch)) != ch:
             table[code] = folded
     table = {code: value.translate(table) for code, value in table.items()}  # e.g. NFKC to a non-ASCII dash
-    return {code: value for code, value in table.items() if value.isascii()}
+    return {code: value for code, value in table.items() if set(value) <= READ_BY_DETECTORS}
 
 
 def _table_source() -> str:

@@ -6,18 +6,23 @@
   split by invisible characters reads whole;
 - decimal digits of every script (full-width, Arabic-Indic, Devanagari, ...)
   to 0-9;
-- every Unicode dash to "-", every Unicode space to " ", line and paragraph
-  separators to a line break;
-- every other character whose NFKC form is ASCII to that form: full-width
-  letters and "@", "．", "（", ligatures, circled and mathematical digits.
-Characters whose NFKC form is not ASCII (CJK compatibility ideographs, say)
-stay as they are: the detectors only read ASCII.
+- every Unicode dash (and the katakana prolonged sound mark, typed between
+  digits on Japanese keyboards) to "-", every Unicode space to " ", line and
+  paragraph separators to a line break;
+- every other character whose NFKC form is written with what numbers and
+  addresses are written with (ASCII letters, digits, spaces and `@.+-()/#%_`)
+  to that form: full-width letters and "@", "．", "（", ligatures and
+  mathematical digits. Superscripts and circled numbers (category No) stay: a
+  footnote mark after a number is not one of its digits.
+Other characters stay as they are (CJK compatibility ideographs, a full-width
+comma, colon or full stop, which CJK text is full of): the detectors only read
+ASCII letters, digits and those signs.
 
 The mapping is a generated table (`_normalization_table.py`, from one Unicode
 version), so the SDK on a phone and the gateway on a server normalize the same
 text the same way whatever Python each runs. Regenerate it with
 `python -m tandem_sdk.normalization_gen --write`; `make test` runs `--check`.
-Pure ASCII text is returned as it is, which costs one C-level scan.
+Pure ASCII text is returned as it is. The detectors read `normalize_utf8`'s bytes.
 """
 
 import re
@@ -25,35 +30,62 @@ import re
 from tandem_sdk._normalization_table import MAPPING
 
 
-def _ranges(codes: list[int]) -> str:
-    if not codes:  # only while the table is being generated
-        return "\x00"
-    out, start, prev = [], codes[0], codes[0]
-    for code in [*codes[1:], -1]:
-        if code == prev + 1:
-            prev = code
-            continue
-        out.append(re.escape(chr(start)) + ("" if start == prev else "-" + re.escape(chr(prev))))
-        start = prev = code
-    return "".join(out)
+def _trie(encodings: list[bytes]) -> str:
+    """A regex matching exactly one of these byte strings, as a trie: `\xef(?:\xbc[\x90-\x99]|...)`.
+
+    Its first byte is a plain class, so `re` skips every other byte in C: CJK text, whose lead bytes
+    (0xE4-0xE9) start no mapped character, is passed over at memory speed.
+    """
+    if not encodings:  # only while the table is being generated
+        return "(?!)"
+    by_first: dict[int, list[bytes]] = {}
+    for encoding in encodings:
+        by_first.setdefault(encoding[0], []).append(encoding[1:])
+    singles = sorted(first for first, rests in by_first.items() if rests == [b""])
+    branches = ["[" + "".join(f"\\x{b:02x}" for b in singles) + "]"] if singles else []
+    for first, rests in sorted(by_first.items()):
+        if rests != [b""]:
+            assert b"" not in rests, "UTF-8 is prefix-free"
+            branches.append(f"\\x{first:02x}" + _trie(rests))
+    return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
 
 
-# Two classes: one within the BMP, which re compiles to a fast bitmap, and the rest (math digits, tags).
-_BMP = re.compile("[" + _ranges(sorted(c for c in MAPPING if c < 0x10000)) + "]+")
-_ASTRAL = re.compile("[\U00010000-\U0010ffff]+")
+_ONE_MAPPED = _trie(sorted(chr(code).encode() for code in MAPPING))
+# A run of them. Written `x(?:x)*`, not `(?:x)+`: re takes the first-byte class from a leading branch only.
+_UTF8 = re.compile(f"{_ONE_MAPPED}(?:{_ONE_MAPPED})*".encode("latin-1"))
 
 
-def _mapped(match: re.Match[str]) -> str:
-    return match.group().translate(MAPPING)
+_ONE = {chr(code).encode(): value.encode() for code, value in MAPPING.items()}  # the usual run: one character
+
+
+def _mapped(match: re.Match[bytes]) -> bytes:
+    run = match.group()
+    one = _ONE.get(run)
+    return one if one is not None else run.decode().translate(MAPPING).encode()
+
+
+_HTML_SPACE = re.compile(rb"&nbsp;|&#160;|&#xa0;|<br\s*/?>", re.IGNORECASE)
+
+
+def normalize_utf8(text: str) -> bytes:
+    """What the detectors scan, as UTF-8: ASCII digits, dashes and spaces, no invisible characters.
+
+    Text pasted from a web page or a mail keeps its HTML spaces and line breaks (4111&nbsp;1111…):
+    they read as a space and a line break. A lone surrogate (invalid Unicode) reads as "?"."""
+    data = text.encode(errors="replace")
+    if len(data) != len(text):  # not ASCII
+        dense = len(data) // 16 + 16
+        data, runs = _UTF8.subn(_mapped, data, count=dense)
+        if runs == dense:  # a mapped character every few: one str.translate is cheaper than a call per run
+            data = text.translate(MAPPING).encode(errors="replace")
+    if b"&" in data or b"<" in data:
+        data = _HTML_SPACE.sub(_html_space, data)
+    return data
+
+
+def _html_space(match: re.Match[bytes]) -> bytes:
+    return b"\n" if match.group()[:1] == b"<" else b" "
 
 
 def normalize(text: str) -> str:
-    """What the detectors scan: ASCII digits, dashes and spaces, no invisible characters."""
-    if text.isascii():
-        return text
-    if len(_BMP.findall(text)) > len(text) // 8 + 16:
-        return text.translate(MAPPING)  # dense: one pass of str.translate is cheaper than a call per run
-    mapped = _BMP.sub(_mapped, text)
-    if _ASTRAL.search(mapped):
-        mapped = _ASTRAL.sub(_mapped, mapped)
-    return mapped
+    return normalize_utf8(text).decode()

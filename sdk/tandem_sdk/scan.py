@@ -4,8 +4,8 @@
 sent) and returns everything in it that would leave the device:
 - every message of every role: its content (a string, or content parts,
   whose texts are joined with nothing, as the model reads them), and every
-  other string in it (`name`, `tool_calls` names and arguments, an image
-  part's URL, refusal text);
+  other string in it (`name`, `tool_calls` names and arguments, decoded too
+  when they hold `\\u` escapes, an image part's URL, refusal text);
 - the completions `prompt` in each accepted form (a string, strings, token
   ids, lists of token ids: ids are decoded with `decode`, so token ids are no
   way around the detectors), and `suffix`;
@@ -16,6 +16,7 @@ two messages reads as one (a line break parts digit groups like a space).
 The detectors then see the same text on the device and at the gateway.
 """
 
+import json
 from collections.abc import Callable, Iterator, Mapping
 
 _STRUCTURE_KEYS = frozenset({"role", "type"})  # what says how, not what: never PII
@@ -33,11 +34,7 @@ def _pieces(body: Mapping, decode: Callable[[list[int]], str] | None) -> Iterato
     for key in ("suffix", "user"):
         if isinstance(body.get(key), str):
             yield body[key]
-    stop = body.get("stop")
-    if isinstance(stop, str):
-        yield stop
-    elif isinstance(stop, list):
-        yield from (s for s in stop if isinstance(s, str))
+    yield from _strings(body.get("stop"))
     if body.get("tools"):
         yield from _strings(body["tools"])
 
@@ -49,7 +46,7 @@ def _message_text(message) -> str:
     content = message.get("content")
     if isinstance(content, str):
         pieces.append(content)
-    elif isinstance(content, list):
+    elif isinstance(content, list | tuple):
         # Parts are one text to the model: "ann@exam" + "ple.com" is an address.
         pieces.append("".join(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)))
         pieces += [s for p in content for s in _strings(p, skip_text=True)]
@@ -64,9 +61,9 @@ def _prompt_texts(prompt, decode: Callable[[list[int]], str] | None) -> Iterator
         return
     if isinstance(prompt, str):
         yield prompt
-    elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-        yield _decoded(prompt, decode)
-    elif isinstance(prompt, list):
+    elif isinstance(prompt, list | tuple) and prompt and all(isinstance(t, int) for t in prompt):
+        yield _decoded(list(prompt), decode)
+    elif isinstance(prompt, list | tuple):
         for item in prompt:
             yield from _prompt_texts(item, decode)
 
@@ -78,14 +75,30 @@ def _decoded(token_ids: list[int], decode: Callable[[list[int]], str] | None) ->
 
 
 def _strings(value, skip_text: bool = False) -> Iterator[str]:
-    """Every string in a JSON value (keys that name structure aside)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            if key in _STRUCTURE_KEYS or (skip_text and key == "text"):
-                continue
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
+    """Every string in a JSON value (keys that name structure aside), walked without recursion: depth is the
+    sender's to choose."""
+    stack = [(value, skip_text)]
+    while stack:
+        item, skip = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, Mapping):
+            for key, child in reversed(list(item.items())):
+                if key in _STRUCTURE_KEYS or (skip and key == "text"):
+                    continue
+                if key == "arguments" and isinstance(child, str):
+                    stack.append((_json_value(child), False))
+                stack.append((child, False))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, False) for child in reversed(item))
+
+
+def _json_value(arguments: str):
+    """A tool call's arguments are JSON text, often with `\\uXXXX` escapes (Python's json.dumps writes
+    full-width digits so): what it decodes to is scanned too."""
+    if "\\u" not in arguments:
+        return None
+    try:
+        return json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None

@@ -9,7 +9,7 @@ from tests.conftest import free_port
 from tests.stack import start_gateway, write_policy
 
 pytestmark = pytest.mark.integration
-ACME, GLOBEX = "k-acme-secret", "k-globex-secret"
+ACME, GLOBEX, OPS = "k-acme-secret", "k-globex-secret", "ops-secret"
 BODY = {"model": "tandem-demo", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
 
 
@@ -25,7 +25,11 @@ def tenants_file(path):
 @pytest.fixture
 def two_replicas(demo_checkpoint, tmp_path, redis_url):
     policy = write_policy(tmp_path / "policy.yaml", free_port(), free_port())
-    env = {"TANDEM_TENANTS_FILE": str(tenants_file(tmp_path / "tenants.yaml")), "REDIS_URL": redis_url}
+    env = {
+        "TANDEM_TENANTS_FILE": str(tenants_file(tmp_path / "tenants.yaml")),
+        "REDIS_URL": redis_url,
+        "TANDEM_OPS_TOKEN": OPS,
+    }
     stack = start_local_stack(demo_checkpoint, policy, tmp_path, free_port(), env)
     port = free_port()
     second = start_gateway(demo_checkpoint, policy, port, env)
@@ -52,11 +56,15 @@ def test_keys_decide_the_tenant_and_a_limit_holds_across_replicas(two_replicas, 
     assert "acme" in refused.json()["error"]["message"]
     assert post(a, GLOBEX).status_code == 200  # another tenant is not affected
 
-    explained = httpx.post(
+    explained = httpx.post(f"{a}/v1/route/explain", json=BODY, headers={"Authorization": f"Bearer {GLOBEX}"})
+    assert explained.json()["features"]["tenant"] == "globex"  # the key decides
+    claimed = httpx.post(
         f"{a}/v1/route/explain", json=BODY, headers={"Authorization": f"Bearer {GLOBEX}", "X-Tandem-Tenant": "acme"}
     )
-    assert explained.json()["features"]["tenant"] == "globex"  # the key decides, not the header
-    assert 'tandem_gateway_rate_limit_mode{mode="redis"} 1.0' in httpx.get(f"{a}/metrics").text
+    assert claimed.status_code == 400 and claimed.json()["error"]["param"] == "X-Tandem-Tenant"
+    assert httpx.get(f"{a}/metrics").status_code == 401  # every tenant's traffic: for the ops token only
+    metrics = httpx.get(f"{a}/metrics", headers={"Authorization": f"Bearer {OPS}"}).text
+    assert 'tandem_gateway_rate_limit_mode{mode="redis"} 1.0' in metrics
 
 
 def test_without_redis_limits_hold_per_replica_and_requests_still_succeed(demo_checkpoint, tmp_path):
@@ -66,6 +74,7 @@ def test_without_redis_limits_hold_per_replica_and_requests_still_succeed(demo_c
     stack = start_local_stack(demo_checkpoint, policy, tmp_path, free_port(), env)
     try:
         assert [post(stack.url, ACME).status_code for _ in range(5)] == [200, 200, 200, 200, 429]
-        assert 'tandem_gateway_rate_limit_mode{mode="local"} 1.0' in httpx.get(f"{stack.url}/metrics").text
+        metrics = httpx.get(f"{stack.url}/metrics", headers=stack.ops_headers).text
+        assert 'tandem_gateway_rate_limit_mode{mode="local"} 1.0' in metrics
     finally:
         stack.stop()

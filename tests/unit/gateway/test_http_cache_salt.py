@@ -50,7 +50,10 @@ def test_the_tenants_cache_salt_goes_only_where_the_pool_says(send_cache_salt, e
     async def go():
         backend = HttpWorkerBackend(server.url, "m", "cloud", send_cache_salt=send_cache_salt)
         request = worker_pb2.GenerateRequest(
-            tenant="acme", cache_salt="5a1t", prompt_token_ids=[1, 2, 3], sampling=worker_pb2.SamplingParams(max_tokens=1)
+            tenant="acme",
+            cache_salt="5a1t",
+            prompt_token_ids=[1, 2, 3],
+            sampling=worker_pb2.SamplingParams(max_tokens=1),
         )
         chunks = [c async for c in backend.generate(request, 5.0)]
         await backend.close()

@@ -128,3 +128,43 @@ def test_the_cache_salt_is_an_hmac_the_tenant_name_does_not_open():
     assert one.cache_salt("acme") == replica.cache_salt("acme")  # replicas with the same secret agree
     assert one.cache_salt("acme") not in ("acme", one.cache_salt("globex"), other_secret.cache_salt("acme"))
     assert len(one.cache_salt("acme")) == 32
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "param"),
+    [
+        ('{"model": "tandem-demo", "messages": [{"role": "user", "content": "\\ud800"}]}', {}, "messages"),
+        ('{"model": "tandem-demo", "messages": [{"role": "user", "content": "hi"}], "user": "\\udfff"}', {}, "user"),
+        ('{"model": "tandem-demo", "messages": [{"role": "user", "content": "hi"}], "stop": ["\\ud800"]}', {}, "stop"),
+        (ASK, {"X-Tandem-Device": '{"cores": 1e999}'}, None),
+        (ASK, {"X-Tandem-Device": "[" * 5000 + "]" * 5000}, None),
+    ],
+)
+def test_hostile_input_is_a_400_never_a_500(gateway, body, headers, param):
+    content = body if isinstance(body, str) else None
+    reply = gateway.post(
+        "/v1/route/explain",
+        content=content,
+        json=None if content else body,
+        headers=bearer(KEY) | {"Content-Type": "application/json"} | headers,
+    )
+    assert reply.status_code == 400, reply.text
+    if param:
+        assert reply.json()["error"]["param"].startswith(param)
+
+
+def test_a_body_that_does_not_parse_gets_openais_error_shape(gateway):
+    reply = gateway.post("/v1/chat/completions", content=b"{" * 10 + b'"', headers=bearer(KEY))
+    assert reply.status_code == 400 and set(reply.json()["error"]) >= {"message", "type", "code"}
+    assert gateway.get("/v1/no-such-route", headers=bearer(KEY)).json()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_refused_request_costs_no_tokenization(gateway, monkeypatch):
+    """Rate limits are checked before the prompt is tokenized and scanned."""
+    for _ in range(3):
+        assert gateway.post("/v1/route/explain", json=ASK, headers=bearer(KEY)).status_code == 200
+    tokenized = []
+    tokenizer = gateway.app.state.gateway.tokenizer
+    monkeypatch.setattr(tokenizer, "encode_chat", lambda messages: tokenized.append(messages) or [1])
+    assert gateway.post("/v1/route/explain", json=ASK, headers=bearer(KEY)).status_code == 429
+    assert tokenized == []

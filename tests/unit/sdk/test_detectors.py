@@ -22,6 +22,10 @@ FIRES = {
         "ann＠example．com",  # full-width @ and dot
         f"an{ZWSP}n@exa{SOFT_HYPHEN}mple.com",  # invisible characters inside
         "mailto:ann@example.com",
+        "ann@example.com—I will reply",  # an em dash (a hyphen once normalized) after the address
+        "ann@example。com",  # a Chinese keyboard's full stop
+        "https://x.test/unsubscribe?email=ann%40example.com",  # pasted from a URL
+        "contact ann@example.com¹",  # a footnote mark
     ],
     "phone": [
         "call +44 20 7946 0958",
@@ -45,6 +49,19 @@ FIRES = {
         f"+44{NBSP}20{NBSP}7946{NBSP}0958",
         f"+1{EN_DASH}202{EN_DASH}555{EN_DASH}0143",
         "٠٥٠ ١٢٣ ٤٥٦٧",  # Arabic-Indic digits: 050 123 4567
+        "电话：010-12345678",  # a label and a full-width colon
+        "Phone:201-555-0123",
+        "201-555-0123x45",  # an extension glued on
+        "090ー1234ー5678",  # the katakana prolonged sound mark that Japanese keyboards type as a dash
+        "06.12.34.56.78",  # French, dotted
+        "1.800.555.0199",
+        "00442079460958",  # 00 and the country code, unbroken
+        "0612345678",
+        "(2) 2123 4567",  # Chile
+        "(06 1) 234 5678",  # Hungary
+        "(0-612) 34567",  # Lithuania
+        "081234 56789",  # India
+        "13812345678²",
     ],
     "credit-card": [
         "4111 1111 1111 1111",
@@ -60,6 +77,11 @@ FIRES = {
         "卡号4111111111111111谢谢",
         "cards: 12 4111 1111 1111 1111 99",  # among other numbers
         "4111 1111 1111 1111 (555) 123-4567",  # looks like a phone after it too: both fire, neither suppresses
+        "4111&nbsp;1111&nbsp;1111&nbsp;1111",  # pasted HTML
+        "4111 1111<br>1111 1111",
+        "4111ー1111ー1111ー1111",
+        "Card 4111 1111 1111 1111¹",
+        "2024-01-15 4111 1111 1111 1111 42.50",  # a table row: the date is not part of the number
     ],
     "cn-id": [
         "身份证 11010519491231002X",
@@ -76,17 +98,26 @@ FIRES = {
         "gb82 west 1234 5698 7654 32 please",
         "账户DE89370400440532013000",
         "NO9386011117947",  # the shortest in the registry
+        "DE89 3704 0044\n0532 0130 00",  # split over two messages
+        "BE71 0961 2345 6769",  # a mistyped Belgian bank check, a valid IBAN check: still an account
+        "DE89370400440532013000¹",
     ],
 }
 
 QUIET = {
     "email": ["user at example dot com", "@handle on social", "a@b", "version 1.2@latest", "email@localhost",
-              "icon@2x.png", "@app.route('/x')", "npm i react@18.2.0"],
+              "icon@2x.png", "@app.route('/x')", "npm i react@18.2.0", "scores = q@k.transpose(-2, -1)",
+              "y = x@self.weight.T + b", "out = a@b.float()"],
     "phone": ["on 2026-11-30 we met", "IP 192.168.100.200", "172.16.254.10", "order 12345", "pi is 3.14159265",
               "year 2026 and 2027", "version 10.2.3", "05/06/2023 12:30", "ISBN 978-3-16-148410-0",
-              "250 000 000 euros", "C++17", "x = 3+4567890"],
+              "250 000 000 euros", "C++17", "x = 3+4567890", "304 683 351 €", "lr=0.01234567",
+              "hotel:12345678", "0110 1001 0101 1100", "mem delta +1048576 bytes", "x = +1234567",
+              "POINT(102.1682 44.2439)", "E0122 08:49:05.375892 8150 server.cc:914]",
+              "urn:uuid:a783d65f-a534-4977-83f5-024c245413ff", "DE06 0556 1482 1295 5014 14",
+              "2024-01-15 2024-01-16 2024-01-17 2024-01-18"],
     "credit-card": ["4111 1111 1111 1112", "1234 5678 9012 3456", "tracking 9400111899223100001234",
-                    "0000 0000 0000 0000", "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"],
+                    "0000 0000 0000 0000", "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1", "loss: 9.391491627785106",
+                    "order 111-2405177-4823152", "AT49 3870 1685 3444 7483"],
     "cn-id": ["11010519491231002Y", "110105194913310021", "123456789012345678", "11010519491231002",
               "440524188001010019", "110105194912310021"],
     "iban": ["DE89 3704 0044 0532 0130 01", "GB82WEST1234569876543", "XX00 1234", "the ABCD1234 code",
@@ -128,6 +159,7 @@ ADVERSARIAL = {  # 1 MB each; a quadratic detector takes seconds to minutes on t
     "dots": ".",
     "plus-digit": "+1",
     "letters-then-digits": "x1",
+    "seven-digit-csv": "1234567,",
 }
 
 

@@ -20,8 +20,8 @@ from tandem_sdk.scan import request_text
         ("a\u2028b\u2029c", "a\nb\nc"),
         ("٠١٢٣ ०१२३ ๐๑๒๓", "0123 0123 0123"),  # Arabic-Indic, Devanagari, Thai digits
         ("ａｎｎ＠ｅｘａｍｐｌｅ．ｃｏｍ", "ann@example.com"),
-        ("𝟏𝟐𝟑 ① ﬁ", "123 1 fi"),  # mathematical digits (outside the BMP), circled digit, ligature
-        ("中文不变，😀", "中文不变,😀"),  # only what becomes ASCII changes
+        ("𝟏𝟐𝟑 ① ﬁ ¹", "123 ① fi ¹"),  # mathematical digits (outside the BMP), ligature; circled and superscript stay
+        ("中文不变，😀", "中文不变，😀"),  # only what the detectors read changes
     ],
 )
 def test_normalize(raw, normal):

@@ -36,8 +36,14 @@ def test_the_never_leave_set_is_the_apps_to_choose():
 
 
 def test_text_outside_the_messages_is_scanned_too():
-    body = {"messages": ASK, "stop": ["ann@example.com"]}
-    assert private_reason(body) == "the email detector fired on its text"
+    for body in ({"messages": ASK, "stop": ["ann@example.com"]}, {"messages": ASK, "stop": ("ann@example.com",)}):
+        assert private_reason(body) == "the email detector fired on its text"
+
+
+def test_metadata_privacy_is_a_tag_to_the_sdk_as_to_the_gateway():
+    client = Client("http://gw:8000")
+    _, tags, reason = client._plan("m", ASK, False, None, {"metadata": {"privacy": "Private"}})
+    assert tags == {"private"} and reason == "the app tagged it 'private'"
 
 
 @pytest.mark.parametrize("bad", [3, {"pii": True}, ["pii", 2]])
