@@ -64,7 +64,8 @@ class CountingListener:
         self.connections = 0
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self._stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
 
     def _accept(self):
         while not self._stop.is_set():
@@ -77,6 +78,7 @@ class CountingListener:
 
     def close(self):
         self._stop.set()
+        self._thread.join()  # it wakes within its 0.2 s accept timeout; then the socket is no longer in use
         self.sock.close()
 
 
