@@ -172,10 +172,17 @@ def _as_boundary(match: re.Match[bytes]) -> bytes:
 
 
 def _may_hold_pii(raw: bytes, lead: bytes) -> bool:
-    """Fewer than 10 digits (a date, a time, an id) hold PII only as a phone number: after a + or a colon
-    (tel:), after an opening parenthesis (an area code), or with a trunk 0 (030 123456)."""
-    digits = len(raw) - len(raw.translate(None, _DIGITS))
-    return digits >= 10 or (digits >= _MIN_CLUSTER_DIGITS and (lead in (b"+", b":", b"(") or raw[:1] == b"0"))
+    """Whether a cluster can be PII at all, decided before it costs a Cluster.
+
+    After a + or a colon (tel:) or an opening parenthesis (an area code) any 7 digits can be a phone
+    number; so can a trunk 0 (030 123456). Otherwise: 10 digits or more, and, unbroken, only the
+    lengths PII has (an 11-digit Chinese mobile, 13-19 for a card, 17-18 for an ID), so a column
+    of 10-digit ids in a CSV is passed over."""
+    if lead in (b"+", b":", b"(") or raw[:1] == b"0":
+        return len(raw) - len(raw.translate(None, _DIGITS)) >= _MIN_CLUSTER_DIGITS
+    if raw.isdigit():
+        return len(raw) == 11 or 13 <= len(raw) <= 19
+    return len(raw) - len(raw.translate(None, _DIGITS)) >= 10
 
 
 class Scan:
@@ -193,7 +200,12 @@ class Scan:
             start = numeric.rfind(b"0", pos, hit) + 1 or pos
             end = numeric.find(b"0", hit)
             end = len(data) if end == -1 else end
-            found += self._clusters_in(start, end)
+            run = data[start:end]
+            if run.isdigit():  # the common case in a table or a CSV: one number, no separators
+                if _may_hold_pii(run, data[start - 1 : start]):
+                    found.append(Cluster(start, end, run))
+            else:
+                found += self._clusters_in(start, end)
             pos = end
         return found
 
