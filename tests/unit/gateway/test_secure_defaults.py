@@ -168,3 +168,14 @@ def test_a_refused_request_costs_no_tokenization(gateway, monkeypatch):
     monkeypatch.setattr(tokenizer, "encode_chat", lambda messages: tokenized.append(messages) or [1])
     assert gateway.post("/v1/route/explain", json=ASK, headers=bearer(KEY)).status_code == 429
     assert tokenized == []
+
+
+def test_detection_off_is_logged_at_start(demo_checkpoint, tmp_path, caplog):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        DEFAULT_POLICY.read_text().replace("detectors: [email, phone, credit-card, cn-id, iban]", "detectors: []")
+    )
+    with caplog.at_level("WARNING", logger="gateway.main"):
+        with TestClient(create_app(settings(demo_checkpoint, tmp_path, policy_file=policy))):
+            pass
+    assert any("PII detection is OFF" in r.getMessage() for r in caplog.records)
