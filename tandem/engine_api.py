@@ -5,9 +5,13 @@ what differs is the `Engine` behind it. The server only translates, so the
 paged engine (cloud) can replace the serial one without touching it.
 """
 
+import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
+
+# Below this a temperature divides logits into overflow (1e-40: every probability inf); 0 means greedy.
+MIN_TEMPERATURE = 0.01
 
 
 class RequestRejected(ValueError):
@@ -27,8 +31,11 @@ class SamplingParams:
     ignore_eos: bool = False
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise RequestRejected(f"temperature must be >= 0, got {self.temperature}")
+        for name in ("temperature", "top_p", "min_p"):
+            if not math.isfinite(getattr(self, name)):
+                raise RequestRejected(f"{name} must be a finite number, got {getattr(self, name)}")
+        if self.temperature != 0 and not MIN_TEMPERATURE <= self.temperature:
+            raise RequestRejected(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise RequestRejected(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:

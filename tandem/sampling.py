@@ -11,6 +11,10 @@ import torch
 from tandem.engine_api import SamplingParams
 
 
+class SamplingError(RuntimeError):
+    """The model's probabilities are not a distribution (NaN, inf, or all zero): the backend's fault."""
+
+
 def make_generator(params: SamplingParams) -> torch.Generator | None:
     if params.is_greedy:
         return None
@@ -39,4 +43,6 @@ def sample_token(logits: torch.Tensor, params: SamplingParams, generator: torch.
     probs = torch.softmax(scaled, dim=-1)
     if params.min_p > 0:
         probs = probs.masked_fill(probs < params.min_p * probs.max(), 0.0)
+    if not bool(torch.isfinite(probs).all()) or float(probs.sum()) <= 0:
+        raise SamplingError("the model's next-token probabilities are not finite; refusing to sample from them")
     return int(torch.multinomial(probs, 1, generator=generator))

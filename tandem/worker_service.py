@@ -27,7 +27,7 @@ def request_from_proto(msg: worker_pb2.GenerateRequest) -> GenerationRequest:
     s = msg.sampling
     sampling = SamplingParams(
         temperature=s.temperature,
-        top_p=s.top_p if s.top_p > 0 else 1.0,
+        top_p=s.top_p if s.top_p != 0 else 1.0,  # proto3: 0 is unset; anything else (NaN too) is checked
         top_k=s.top_k,
         min_p=s.min_p,
         seed=s.seed if s.HasField("seed") else None,

@@ -9,8 +9,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+from tandem.engine_api import MIN_TEMPERATURE
+
 UNSUPPORTED = ("tools", "functions", "tool_choice", "logprobs", "top_logprobs", "response_format", "audio")
 MAX_STOP_CHARS = 256
+MAX_MESSAGES = 2048
 
 
 def _valid_unicode(value: str) -> str:
@@ -57,8 +60,10 @@ class _GenerationParams(BaseModel):
 
     model: str
     max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float = Field(default=1.0, ge=0, le=2)
-    top_p: float = Field(default=1.0, gt=0, le=1)
+    temperature: float = Field(
+        default=1.0, ge=0, le=2, allow_inf_nan=False, description=f"0 (greedy), or {MIN_TEMPERATURE} to 2"
+    )
+    top_p: float = Field(default=1.0, gt=0, le=1, allow_inf_nan=False)
     top_k: int = Field(default=0, ge=0, lt=2**31, description="Tandem extension; 0 means off")
     seed: int | None = Field(default=None, ge=0, lt=2**63)
     stop: StopString | Annotated[list[StopString], Field(max_length=4)] | None = Field(
@@ -76,6 +81,13 @@ class _GenerationParams(BaseModel):
     )
     user: Text | None = None
 
+    @field_validator("temperature")
+    @classmethod
+    def _temperature_floor(cls, value: float) -> float:
+        if 0 < value < MIN_TEMPERATURE:
+            raise ValueError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}")
+        return value
+
     def stop_strings(self) -> tuple[str, ...]:
         if self.stop is None:
             return ()
@@ -87,7 +99,7 @@ class _GenerationParams(BaseModel):
 
 
 class ChatCompletionRequest(_GenerationParams):
-    messages: list[ChatMessage] = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_completion_tokens: int | None = Field(default=None, ge=1)
 
 

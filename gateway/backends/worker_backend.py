@@ -36,7 +36,14 @@ class BackendError(Exception):
 
     @property
     def is_retryable(self) -> bool:
-        return self.code in RETRYABLE
+        """A failure of the backend, worth another backend; the request's own fault (a bad value, a message
+        over the size limit) is not: it would fail everywhere, and it says nothing about the backend."""
+        return self.code in RETRYABLE and not self.is_request_fault
+
+    @property
+    def is_request_fault(self) -> bool:
+        too_large = self.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in self.details
+        return too_large or self.code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE)
 
 
 class WorkerBackend:

@@ -42,3 +42,27 @@ def test_top_p_keeps_the_smallest_set_reaching_p():
 def test_bad_parameters_are_rejected(kwargs):
     with pytest.raises(RequestRejected):
         SamplingParams(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"temperature": 1e-40},  # divides logits into overflow: every probability inf
+        {"temperature": 0.009},
+        {"temperature": float("nan")},
+        {"temperature": float("inf")},
+        {"top_p": float("nan")},
+        {"min_p": float("nan")},
+    ],
+)
+def test_values_that_would_break_a_sampler_are_refused_as_the_requests_fault(fields):
+    with pytest.raises(RequestRejected):
+        SamplingParams(**fields)
+
+
+def test_the_sampler_refuses_probabilities_that_are_not_a_distribution():
+    from tandem.sampling import SamplingError
+
+    params = SamplingParams(temperature=1.0, seed=1)
+    with pytest.raises(SamplingError, match="not finite"):
+        sample_token(torch.tensor([0.0, float("nan"), 1.0]), params, make_generator(params))

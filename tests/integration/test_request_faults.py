@@ -1,0 +1,114 @@
+"""A request's own fault is never a backend's fault: a flood of malformed requests leaves every breaker closed.
+
+Through the gateway, each malformed request is a 4xx naming what is wrong. Sent straight to a worker (as a
+client that skips the gateway's checks would), it is INVALID_ARGUMENT, which the gateway neither retries
+elsewhere nor counts against the backend. Afterwards a public and a private request are both served.
+"""
+
+import asyncio
+import json
+import random
+
+import grpc
+import httpx
+import pytest
+
+from proto.gen import worker_pb2, worker_pb2_grpc
+from tests.stack import endpoint_of, start_stack
+
+pytestmark = pytest.mark.integration
+ASK = {"model": "tandem-demo", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
+HUGE = "x" * 1_100_000
+
+
+def malformed(rng: random.Random) -> tuple[str, dict | str]:
+    """One malformed request body (a dict, or raw text), and what it gets wrong."""
+    cases = [
+        ("temperature", ASK | {"temperature": rng.choice([1e-40, 1e-9, 0.001, -1, 3, 1e308])}),
+        ("priority", ASK | {"priority": rng.choice([2**31, -(2**31) - 1, 2**63])}),
+        ("top_k", ASK | {"top_k": rng.choice([2**31, -1, 2**40])}),
+        ("top_p", ASK | {"top_p": rng.choice([0, -0.5, 1.5])}),
+        ("stop", ASK | {"stop": ["s" * 300] * rng.randint(1, 4)}),
+        ("stop", ASK | {"stop": ["a", "b", "c", "d", "e"]}),
+        ("body", ASK | {"stop": [HUGE[: rng.randint(2_100_000 // 4, 1_100_000)]] * 4}),
+        ("messages", ASK | {"messages": [{"role": "user", "content": "hi"}] * 3000}),
+        ("max_tokens", ASK | {"max_tokens": rng.choice([0, -5, 10**9])}),
+        ("json", '{"model": "tandem-demo", "temperature": NaN, "messages": [{"role": "user", "content": "hi"}]}'),
+        ("json", '{"model": "tandem-demo", "messages": [' * 3),
+    ]
+    return rng.choice(cases)
+
+
+async def flood(url: str, n: int) -> dict[int, int]:
+    rng, statuses = random.Random(7), {}
+    async with httpx.AsyncClient(timeout=30) as client:
+        for start in range(0, n, 50):
+
+            async def one(i):
+                _, body = malformed(random.Random(rng.random() + i))
+                if isinstance(body, str):
+                    reply = await client.post(f"{url}/v1/chat/completions", content=body,
+                                              headers={"Content-Type": "application/json"})  # fmt: skip
+                else:
+                    reply = await client.post(f"{url}/v1/chat/completions", json=body)
+                return reply.status_code
+
+            for status in await asyncio.gather(*(one(i) for i in range(start, min(n, start + 50)))):
+                statuses[status] = statuses.get(status, 0) + 1
+    return statuses
+
+
+def direct(endpoint: str, sampling: worker_pb2.SamplingParams) -> grpc.StatusCode:
+    channel = grpc.insecure_channel(endpoint.removeprefix("grpc://"))
+    try:
+        request = worker_pb2.GenerateRequest(request_id="bad", prompt_token_ids=[1, 2, 3], sampling=sampling)
+        list(worker_pb2_grpc.WorkerStub(channel).Generate(request, timeout=10))
+    except grpc.RpcError as exc:
+        return exc.code()
+    finally:
+        channel.close()
+    return grpc.StatusCode.OK
+
+
+@pytest.fixture(scope="module")
+def stack(demo_checkpoint, tmp_path_factory):
+    s = start_stack(demo_checkpoint, tmp_path_factory.mktemp("faults"))
+    yield s
+    s.stop()
+
+
+def test_a_thousand_malformed_requests_get_4xx_and_trip_nothing(stack):
+    statuses = asyncio.run(flood(stack.url, 1000))
+    assert sum(statuses.values()) == 1000
+    assert all(400 <= status < 500 for status in statuses), statuses
+    for pool in ("cloud", "edge"):  # what a client that skips the gateway gets from each worker
+        endpoint = endpoint_of(stack, pool)
+        for sampling in (
+            worker_pb2.SamplingParams(temperature=1e-40, max_tokens=2),
+            worker_pb2.SamplingParams(temperature=float("nan"), max_tokens=2),
+            worker_pb2.SamplingParams(top_p=float("nan"), max_tokens=2),
+            worker_pb2.SamplingParams(max_tokens=10**6),
+        ):
+            assert direct(endpoint, sampling) == grpc.StatusCode.INVALID_ARGUMENT, (pool, sampling)
+    backends = httpx.get(f"{stack.url}/readyz").json()["backends"]
+    assert {b["circuit"] for b in backends.values()} == {"closed"}, backends
+    public = httpx.post(f"{stack.url}/v1/chat/completions", json=ASK, timeout=30)
+    private = httpx.post(f"{stack.url}/v1/chat/completions", json=ASK | {"metadata": {"privacy": "pii"}}, timeout=30)
+    assert (public.status_code, private.status_code) == (200, 200)
+    assert private.headers["x-tandem-route"] == "edge; rule=private"
+
+
+def test_every_malformed_kind_names_its_field(stack):
+    rng = random.Random(1)
+    seen = {}
+    for _ in range(200):
+        what, body = malformed(rng)
+        if isinstance(body, str) or what in seen:
+            continue
+        reply = httpx.post(f"{stack.url}/v1/chat/completions", json=body, timeout=30)
+        seen[what] = (reply.status_code, json.loads(reply.text)["error"])
+    for what, (status, error) in seen.items():
+        if what == "body":
+            assert status == 413 and error["code"] == "request_too_large"
+        else:
+            assert status == 400 and (error["param"] or "").startswith(what), (what, error)
