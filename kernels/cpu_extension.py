@@ -159,7 +159,11 @@ def build() -> Path | None:
             build_directory.mkdir()
             try:
                 module = load(
-                    NAME, [str(SOURCE)], extra_cflags=cflags, extra_ldflags=ldflags, build_directory=str(build_directory)
+                    NAME,
+                    [str(SOURCE)],
+                    extra_cflags=list(cflags),  # copies: torch appends its own to the lists it is given
+                    extra_ldflags=list(ldflags),
+                    build_directory=str(build_directory),
                 )
             except Exception as exc:  # noqa: BLE001 - no compiler, no OpenMP, a failed build: try the next
                 failure = failure or exc
@@ -172,7 +176,7 @@ def build() -> Path | None:
                 "module": module.__name__,  # torch names a second build in one process NAME_v1: its init symbol
                 "file": built.name,
                 "openmp": "-fopenmp" in ldflags,
-                "why": _first_line(failure) if failure else "",
+                "why": _first_line(failure) if failure else "no variant with -fopenmp",
                 "cflags": cflags,
                 "ldflags": ldflags,
                 "source_sha256": hashlib.sha256(SOURCE.read_bytes()).hexdigest(),
@@ -183,8 +187,6 @@ def build() -> Path | None:
             (staged / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
             _publish(staged, target)
             _failure_note(target).unlink(missing_ok=True)
-            if not manifest["openmp"]:
-                log.warning("CPU kernels built without OpenMP (%s): they run on one thread", manifest["why"])
             return target
         note = work / "failed"
         note.write_text(_first_line(failure) + "\n")

@@ -1,12 +1,14 @@
-"""Fuzz the gateway's OpenAPI surface (schemathesis) against real processes.
+"""Fuzz the gateway's OpenAPI surface (schemathesis) against real processes: 0 responses >= 500 in over 1,000 cases.
 
 Whatever the body, the gateway must answer with a status its OpenAPI
 document lists, in the documented shape, and never with a 5xx: malformed
 input is the client's error, not a crash. Not checked: that every
 schema-valid body is accepted, since some limits depend on the model
 (context length, the served model id, the vocabulary) and are 400/404/413.
-(schemathesis's pytest plugin does not load under this pytest, so its
-strategies are driven by hypothesis directly.)
+The same generated bodies go to the edge registration route (with its
+token) and to the local agent on loopback (with the device's token), whose
+only promise here is no 5xx. (schemathesis's pytest plugin does not load
+under this pytest, so its strategies are driven by hypothesis directly.)
 """
 
 import pytest
@@ -19,38 +21,73 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.stack import start_stack
+from tandem.stack import start_local_stack
+from tests.conftest import free_port
+from tests.stack import write_policy
 
 pytestmark = pytest.mark.integration
-EXAMPLES_PER_OPERATION = 60
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+EDGE_TOKEN = "fuzz-edge-token"
+# Cases per operation: 1,100 in all (the GETs take no input, so hypothesis stops after one case each).
+EXAMPLES = {
+    "POST /v1/chat/completions": 300,
+    "POST /v1/completions": 250,
+    "POST /v1/route/explain": 250,
+    "POST /v1/edge/register": 150,
+    "GET /v1/models": 10,
+    "GET /readyz": 10,
+}
+LOCAL_AGENT_EXAMPLES = 150
+calls: dict[str, int] = {}
 
 
 @pytest.fixture(scope="module")
-def api_schema(demo_checkpoint, tmp_path_factory):
-    stack = start_stack(demo_checkpoint, tmp_path_factory.mktemp("fuzz"))
-    yield schemathesis.openapi.from_url(f"{stack.url}/openapi.json")
+def live(demo_checkpoint, tmp_path_factory):
+    work = tmp_path_factory.mktemp("fuzz")
+    policy = write_policy(work / "policy.yaml", free_port(), free_port())
+    agent_port = free_port()
+    env = {"TANDEM_EDGE_TOKEN": EDGE_TOKEN}
+    stack = start_local_stack(demo_checkpoint, policy, work, free_port(), env, local_agent_port=agent_port)
+    yield schemathesis.openapi.from_url(f"{stack.url}/openapi.json"), f"http://127.0.0.1:{agent_port}"
     stack.stop()
 
 
-def operations(schema):
-    return [result.ok() for result in schema.get_all_operations()]
+def operation(schema, label):
+    return next(result.ok() for result in schema.get_all_operations() if result.ok().label == label)
 
 
-def test_every_operation_is_fuzzed(api_schema):
-    labels = {op.label for op in operations(api_schema)}
-    assert {"POST /v1/chat/completions", "POST /v1/completions", "GET /v1/models"} <= labels
+def test_every_operation_is_fuzzed(live):
+    schema, _ = live
+    labels = {result.ok().label for result in schema.get_all_operations()}
+    assert set(EXAMPLES) - {"GET /readyz"} <= labels
 
 
-@pytest.mark.parametrize(
-    "label", ["POST /v1/chat/completions", "POST /v1/completions", "GET /v1/models", "GET /readyz"]
-)
-def test_no_input_makes_the_gateway_fail(api_schema, label):
-    operation = next(op for op in operations(api_schema) if op.label == label)
+@pytest.mark.parametrize("label", sorted(EXAMPLES))
+def test_no_input_makes_the_gateway_fail(live, label):
+    schema, _ = live
+    headers = {"Authorization": f"Bearer {EDGE_TOKEN}"} if label == "POST /v1/edge/register" else None
 
-    @given(case=operation.as_strategy())
-    @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(case=operation(schema, label).as_strategy())
+    @settings(max_examples=EXAMPLES[label], deadline=None, suppress_health_check=list(HealthCheck))
     def call(case):
-        case.call_and_validate(checks=CHECKS)
+        calls[label] = calls.get(label, 0) + 1
+        case.call_and_validate(headers=headers, checks=CHECKS)
 
     call()
+
+
+def test_no_input_makes_the_local_agent_fail(live, local_token_file):
+    schema, agent = live
+    headers = {"Authorization": f"Bearer {local_token_file.read_text().strip()}"}
+
+    @given(case=operation(schema, "POST /v1/chat/completions").as_strategy())
+    @settings(max_examples=LOCAL_AGENT_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+    def call(case):
+        calls["local agent"] = calls.get("local agent", 0) + 1
+        case.call_and_validate(base_url=agent, headers=headers, checks=[not_a_server_error])
+
+    call()
+
+
+def test_over_a_thousand_cases_ran():
+    assert sum(calls.values()) >= 1000, calls
