@@ -11,12 +11,12 @@ TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: up test install proto schema lint clean
+.PHONY: up test install kernels proto schema lint clean
 
-up: $(STAMP)
+up: $(STAMP) kernels
 	$(BIN)/tandem up
 
-test: $(STAMP)
+test: $(STAMP) kernels
 	@command -v redis-server >/dev/null || [ -n "$$REDIS_URL" ] || \
 		echo "note: no redis-server on PATH; tests that need Redis will fail. Install it (Debian/Ubuntu: apt-get install redis-server, macOS: brew install redis) or set REDIS_URL."
 	$(BIN)/python -m proto.regen --check
@@ -25,7 +25,12 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
-install: $(STAMP)
+install: $(STAMP) kernels
+
+# The C++ CPU kernels, compiled once into a versioned artifact (kernels/cpu_extension.py), which the
+# worker loads and never builds; at once where it exists. Without a compiler it says so and goes on.
+kernels: $(STAMP)
+	$(BIN)/python -m kernels.cpu_extension
 
 $(STAMP): pyproject.toml sdk/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -34,7 +39,6 @@ $(STAMP): pyproject.toml sdk/pyproject.toml
 	$(BIN)/pip install --quiet $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
 	$(BIN)/pip install --quiet -e ./sdk
 	$(BIN)/pip install --quiet -e '.[dev]'
-	$(BIN)/python -m kernels.cpu_extension  # compiles the C++ CPU kernel once; says so and goes on without a compiler
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -14,9 +14,12 @@ will not load, everything runs the torch references and one log line says why. C
 in tests/unit/kernels/test_cpu_extension.py; the killed build in tests/unit/kernels/test_cpu_extension_build.py.
 """
 
+from __future__ import annotations
+
 import functools
 import hashlib
 import importlib.machinery
+import importlib.metadata
 import importlib.util
 import json
 import logging
@@ -29,8 +32,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).parent / "csrc" / "cpu_kernels.cpp"
@@ -65,7 +70,7 @@ def artifact_key() -> str:
         str(LAYOUT),
         hashlib.sha256(SOURCE.read_bytes()).hexdigest(),
         json.dumps(VARIANTS),
-        torch.__version__,
+        _torch_version(),
         sysconfig.get_config_var("EXT_SUFFIX") or sys.implementation.cache_tag,
         platform.machine(),
     ]
@@ -74,6 +79,17 @@ def artifact_key() -> str:
 
 def artifact_directory() -> Path:
     return artifact_root() / artifact_key()
+
+
+def _torch_version() -> str:
+    """torch's version without importing torch (seconds), so that `python -m kernels.cpu_extension` returns at
+    once where the build exists."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:  # a torch without its metadata
+        import torch
+
+        return torch.__version__
 
 
 @functools.cache
@@ -90,16 +106,13 @@ def extension():
     try:
         manifest = json.loads((directory / MANIFEST).read_text())
     except FileNotFoundError:
-        failed = _failure_note(directory)
-        reason = failed.read_text().strip() if failed.is_file() else ""
-        if reason:
-            log.warning("C++ CPU kernels could not be built here (%s); using the torch references", reason)
-        else:
-            log.warning("%s; using the torch references", NOT_BUILT)
+        log.warning("%s; using the torch references", _why_not_built(directory))
         return None
     except (OSError, ValueError) as exc:
         log.warning("C++ CPU kernels unreadable (%s); using the torch references", _first_line(exc))
         return None
+    import torch  # noqa: F401 - the module links torch's libraries, which its import loads first
+
     try:
         module = _load(directory / manifest["file"], manifest["module"], LOAD_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001 - a stale or foreign artifact, a hung file system: the references serve
@@ -108,6 +121,14 @@ def extension():
     if not manifest.get("openmp", True):
         log.warning("CPU kernels built without OpenMP (%s): they run on one thread", manifest.get("why", "?"))
     return module
+
+
+def _why_not_built(directory: Path) -> str:
+    try:
+        reason = _failure_note(directory).read_text().strip()
+    except OSError:
+        return NOT_BUILT
+    return f"C++ CPU kernels could not be built here ({reason}; `python -m kernels.cpu_extension` tries again)"
 
 
 def _load(path: Path, name: str, timeout_s: float):
@@ -180,7 +201,7 @@ def build() -> Path | None:
                 "cflags": cflags,
                 "ldflags": ldflags,
                 "source_sha256": hashlib.sha256(SOURCE.read_bytes()).hexdigest(),
-                "torch": torch.__version__,
+                "torch": _torch_version(),
                 "python": sys.implementation.cache_tag,
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
@@ -229,7 +250,7 @@ def remove_stale_builds(root: Path) -> None:
 
 
 def _alive(pid: int) -> bool:
-    if pid == os.getpid():
+    if pid == os.getpid() or sys.platform == "win32":  # there, os.kill(pid, 0) is a Ctrl-C: go by age alone
         return True
     try:
         os.kill(pid, 0)
@@ -254,6 +275,8 @@ def usable_for(*tensors: torch.Tensor):
     fp32 CPU tensors only, and never while torch traces, exports or compiles the model (the ONNX export
     must see the references' ops) or records autograd (the C++ functions have no backward).
     """
+    import torch  # here, not at the top: `python -m kernels.cpu_extension` need not import it
+
     if not all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors):
         return None
     if torch.is_grad_enabled() or torch.jit.is_tracing() or torch.compiler.is_compiling():
@@ -265,6 +288,10 @@ def usable_for(*tensors: torch.Tensor):
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO)
-    directory = build()
-    ok = directory is not None and extension() is not None
-    print("tandem CPU kernels:", f"built ({directory})" if ok else "unavailable (torch references in use)")
+    built = artifact_directory()
+    if (built / MANIFEST).is_file():  # the usual case, `make up` and `make test` after the first: torch not imported
+        print(f"tandem CPU kernels: built ({built})")
+    else:
+        built = build()
+        ok = built is not None and extension() is not None
+        print("tandem CPU kernels:", f"built ({built})" if ok else "unavailable (torch references in use)")

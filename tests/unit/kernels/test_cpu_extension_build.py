@@ -1,15 +1,19 @@
-"""A build of the C++ CPU kernels killed mid-compile blocks nothing: a worker then starts at once and serves on the
-torch references, saying why; the next build completes, and a fresh process loads its artifact without compiling.
+"""Building and loading the C++ CPU kernels (kernels/cpu_extension.py) cannot wedge a start.
 
-It compiles the real source once, in a directory of its own (TANDEM_CPU_KERNEL_DIR), never the venv's build:
-about a minute on two cores.
+A build killed mid-compile blocks nothing: a worker then starts at once and serves on the torch references,
+saying why; the next build completes, and a fresh process loads its artifact without compiling. That test
+compiles the real source once, in a directory of its own (TANDEM_CPU_KERNEL_DIR), never the venv's build:
+about a minute on two cores. The others are in-process and take milliseconds.
 """
 
 import asyncio
+import json
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,8 +24,116 @@ from kernels import cpu_extension
 from proto.gen import worker_pb2, worker_pb2_grpc
 from tests.conftest import free_port
 
-pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    """An empty artifact root for this test, and extension() asked afresh (before and after)."""
+    monkeypatch.setenv("TANDEM_CPU_KERNEL_DIR", str(tmp_path / "kernels"))
+    monkeypatch.delenv("TANDEM_CPU_KERNELS", raising=False)
+    cpu_extension.extension.cache_clear()
+    yield tmp_path / "kernels"
+    cpu_extension.extension.cache_clear()
+
+
+def publish_fake(root: Path, content: bytes = b"not a shared object") -> Path:
+    directory = cpu_extension.artifact_directory()
+    directory.mkdir(parents=True)
+    (directory / "tandem_cpu_kernels.so").write_bytes(content)
+    manifest = {"module": "tandem_cpu_kernels", "file": "tandem_cpu_kernels.so", "openmp": True}
+    (directory / cpu_extension.MANIFEST).write_text(json.dumps(manifest))
+    return directory
+
+
+def warnings_of(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == cpu_extension.__name__ and r.levelno >= logging.WARNING]
+
+
+def test_without_an_artifact_the_references_serve_and_one_line_says_so(root, caplog):
+    old = root / "0123456789abcdef"  # the first layout's build directory, with a lock a killed build left
+    old.mkdir(parents=True)
+    (old / "lock").write_text("")
+    started = time.monotonic()
+    assert cpu_extension.extension() is None and cpu_extension.extension() is None
+    assert time.monotonic() - started < 1
+    assert warnings_of(caplog) == [
+        "C++ CPU kernels not built (run `python -m kernels.cpu_extension` or `make install`); using the torch references"
+    ]
+
+
+def test_a_failed_build_is_named_at_run_time(root, caplog):
+    root.mkdir()
+    (root / (cpu_extension.artifact_key() + ".failed")).write_text("Ninja is required to load C++ extensions\n")
+    assert cpu_extension.extension() is None
+    (line,) = warnings_of(caplog)
+    assert "could not be built here (Ninja is required to load C++ extensions;" in line and "torch references" in line
+
+
+def test_an_artifact_that_does_not_load_means_the_references(root, caplog):
+    directory = publish_fake(root)
+    assert cpu_extension.extension() is None
+    (line,) = warnings_of(caplog)
+    assert f"C++ CPU kernels in {directory} did not load" in line and line.endswith("using the torch references")
+
+
+def test_a_load_that_hangs_is_given_up_after_a_few_seconds(root, caplog, monkeypatch):
+    publish_fake(root)
+    release = threading.Event()
+
+    class Hanging:  # as a module on a file system that stopped answering
+        def __init__(self, name, path):
+            pass
+
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            release.wait(30)
+
+    monkeypatch.setattr(cpu_extension.importlib.machinery, "ExtensionFileLoader", Hanging)
+    monkeypatch.setattr(cpu_extension, "LOAD_TIMEOUT_S", 0.3)
+    started = time.monotonic()
+    try:
+        assert cpu_extension.extension() is None
+        assert time.monotonic() - started < 2
+    finally:
+        release.set()
+    (line,) = warnings_of(caplog)
+    assert "did not load (loading tandem_cpu_kernels.so took over 0.3 s)" in line
+
+
+def test_a_published_artifact_is_not_built_again(root, monkeypatch):
+    directory = publish_fake(root)
+
+    def no_compiling(*args, **kwargs):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr("torch.utils.cpp_extension.load", no_compiling)
+    assert cpu_extension.build() == directory
+
+
+def test_the_next_build_removes_what_killed_builds_left_and_nothing_else(root):
+    root.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()
+    leftovers = [root / f"{cpu_extension.TEMP_PREFIX}{dead.pid}-x1", root / "0123456789abcdef"]
+    kept = [root / f"{cpu_extension.TEMP_PREFIX}{os.getpid()}-x2", root / "fedcba9876543210", root / "notes"]
+    for directory in leftovers + kept:
+        directory.mkdir()
+    (leftovers[0] / "variant0").mkdir()
+    (leftovers[0] / "variant0" / "lock").write_text("")
+    (leftovers[1] / "build.ninja").write_text("")  # the first layout's, by what torch wrote there
+    (leftovers[1] / "lock").write_text("")
+    old = time.time() - cpu_extension.STALE_TEMP_S - 60
+    aged = root / f"{cpu_extension.TEMP_PREFIX}{os.getpid()}-x3"  # a live pid, but far too old to be building
+    aged.mkdir()
+    os.utime(aged, (old, old))
+    cpu_extension.remove_stale_builds(root)
+    assert sorted(p.name for p in root.iterdir()) == sorted(p.name for p in kept)
+
+
+# -- a real build, killed -------------------------------------------------------------------------------------
 
 LOADS_WITHOUT_COMPILING = """
 import logging, time, torch
@@ -31,7 +143,6 @@ def no_compiling(*args, **kwargs):
     raise AssertionError("compiled at run time")
 torch.utils.cpp_extension.load = no_compiling
 from kernels import cpu_extension
-from kernels.silu_and_mul import silu_and_mul_ref
 started = time.perf_counter()
 ext = cpu_extension.extension()
 took = time.perf_counter() - started
@@ -39,7 +150,8 @@ print("module", None if ext is None else ext.__file__)
 print("took", took)
 if ext is not None:
     gate, up = torch.randn(3, 257), torch.randn(3, 257)
-    torch.testing.assert_close(ext.silu_and_mul(gate, up), silu_and_mul_ref(gate, up), rtol=1e-5, atol=1e-6)
+    expected = torch.nn.functional.silu(gate) * up  # kernels.silu_and_mul_ref, without importing triton
+    torch.testing.assert_close(ext.silu_and_mul(gate, up), expected, rtol=1e-5, atol=1e-6)
     print("matches the reference")
 """
 
@@ -105,6 +217,7 @@ async def generate(port: int) -> list[int]:
         return tokens
 
 
+@pytest.mark.integration
 def test_a_killed_build_blocks_nothing_and_the_next_build_is_loaded_without_compiling(tmp_path, demo_checkpoint):
     root = tmp_path / "kernels"
     env = {**os.environ, "TANDEM_CPU_KERNEL_DIR": str(root)}
