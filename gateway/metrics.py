@@ -37,6 +37,10 @@ POLICY_RELOADS = Counter(
     ["result"],
 )
 RATE_LIMITED = Counter("tandem_gateway_rate_limited_total", "Requests refused with 429", ["tenant", "limit"])
+INFLIGHT = Gauge(
+    "tandem_gateway_inflight_requests", "Requests admitted and not finished (the tenant's concurrency)", ["tenant"]
+)
+BACKEND_INFLIGHT = Gauge("tandem_gateway_backend_inflight", "Generate calls open to each backend", ["backend"])
 RATE_LIMIT_MODE = Gauge(
     "tandem_gateway_rate_limit_mode",
     "1 for the active mode: redis (shared by replicas) or local (per replica)",

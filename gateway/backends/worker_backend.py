@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from gateway import privacy
+from gateway import metrics, privacy
 from gateway.backends.circuit_breaker import CircuitBreaker
 from gateway.routing.candidate import RECENT_WINDOW_S, Candidate
 from proto.gen import worker_pb2
@@ -107,6 +107,7 @@ class WorkerBackend:
                 self.endpoint, grpc.StatusCode.UNAVAILABLE, "circuit breaker open after repeated failures"
             )
         self.inflight += 1
+        metrics.BACKEND_INFLIGHT.labels(self.endpoint).inc()
         self._sent.add()
         answered = failed = False
         try:
@@ -122,6 +123,7 @@ class WorkerBackend:
             raise
         finally:
             self.inflight -= 1
+            metrics.BACKEND_INFLIGHT.labels(self.endpoint).dec()
             if not answered and not failed:
                 self.breaker.release()  # left before any answer (client gone, or our deadline): no verdict
 

@@ -87,6 +87,7 @@ class AdmissionController:
             metrics.RATE_LIMITED.labels(tenant, "rate").inc()
             raise RateLimited(f"tenant {tenant!r} is over its rate limit", retry_after_s=math.ceil(wait_s))
         self._inflight[tenant] += 1
+        metrics.INFLIGHT.labels(tenant).inc()
         return Admission(self, tenant, tokens if limits.tokens_per_minute else 0)
 
     async def _charge(self, admission: Admission, tokens: int) -> None:
@@ -111,6 +112,7 @@ class AdmissionController:
 
     async def _release(self, admission: Admission, used_tokens: int | None) -> None:
         self._inflight[admission.tenant] -= 1
+        metrics.INFLIGHT.labels(admission.tenant).dec()
         unused = admission.charged_tokens - used_tokens if used_tokens is not None else 0
         limits = self._tenants.limits(admission.tenant)
         if unused > 0 and limits.tokens_per_minute:
