@@ -30,6 +30,12 @@ class Settings(BaseSettings):
         default=None,
         description="bearer token for /metrics and the details of /readyz (auth api-key); unset: not served",
     )
+    drain_delay_s: float = Field(
+        default=2.0, ge=0, description="SIGTERM: readiness false at once, new requests still served this long"
+    )
+    shutdown_grace_s: float = Field(
+        default=20.0, gt=0, description="after the drain delay: how long in-flight requests may take to finish"
+    )
     max_body_bytes: int = Field(
         default=2 * 1024 * 1024, ge=1024, description="larger request bodies get 413 before they are parsed"
     )

@@ -32,6 +32,7 @@ class GatewayState:
     decisions: DecisionLog | None = None
     hints: PrefixHints | None = None  # which backend holds which prompt prefix (Redis, or this gateway's history)
     ttft: TtftWindow | None = None  # recent TTFT per pool, for the autoscaling signal
+    draining: bool = False  # SIGTERM received: /readyz is 503 while in-flight requests finish
 
 
 def _state(request: Request) -> GatewayState:

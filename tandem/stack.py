@@ -146,6 +146,7 @@ def start_local_stack(
 def local_env(env: dict[str, str]) -> dict[str, str]:
     """A local stack runs without API keys, said in so many words (TANDEM_AUTH=none), unless keys are given."""
     env.setdefault("TANDEM_CACHE_SALT_SECRET", _LAUNCHER_SALT_SECRET)  # every gateway this process starts shares it
+    env.setdefault("TANDEM_DRAIN_DELAY_S", "0")  # no load balancer to tell: stop at once
     if not env.get("TANDEM_API_KEYS") and not env.get("TANDEM_TENANTS_FILE"):
         env.setdefault("TANDEM_AUTH", "none")
     elif not env.get("TANDEM_OPS_TOKEN"):

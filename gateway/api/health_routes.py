@@ -31,7 +31,9 @@ async def readyz(state: State, request: Request) -> JSONResponse:
         }
         for b in state.registry.all()
     }
-    ready = any(b["healthy"] for b in backends.values())
+    ready = any(b["healthy"] for b in backends.values()) and not state.draining
+    if state.draining:
+        return JSONResponse({"ready": False, "draining": True}, status_code=503)
     if not is_ops(request):
         return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
     edge_agents = [r.agent_id for r in state.edge_agents.live()]
