@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import grpc
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from opentelemetry import context, trace
@@ -215,9 +216,15 @@ async def _stream_events(
                     if include_usage:
                         yield shape.usage_chunk(chunk.usage)
                     _record(routed, "ok", chunk.usage, started)
+            if last is None or not last.finish_reason:
+                raise BackendError(routed.backend.endpoint, grpc.StatusCode.INTERNAL, "stream ended without a finish")
         except BackendError as exc:
             _record(routed, "backend_error", None, started)
             yield _error_event(BackendFailed(f"backend failed mid-answer: {exc}"))
+        except Exception as exc:  # noqa: BLE001 - headers are sent: a stream never ends without a word
+            log.exception("stream from %s failed", routed.backend.endpoint)
+            _record(routed, "gateway_error", None, started)
+            yield _error_event(GatewayError(f"the gateway failed mid-answer ({type(exc).__name__}); see its log"))
         finally:
             await routed.aclose()  # the client left, or the answer ended: free the worker's sequence
             await admission.release(_used_tokens(last))
