@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     health_interval_s: float = 1.0
     first_token_deadline_s: float = Field(default=30.0, description="give up retrying backends after this long")
     attempt_timeout_s: float = Field(default=10.0, description="how long one backend may take to its first token")
+    stream_idle_timeout_s: float = Field(
+        default=30.0, gt=0, description="a backend silent this long mid-answer is hung: the answer ends with an error"
+    )
     breaker_failures: int = Field(default=3, ge=1, description="consecutive failures that open a backend's breaker")
     breaker_open_s: float = Field(default=5.0, gt=0, description="how long an open breaker waits before a probe")
     watch_policy: bool = Field(default=True, description="reload the policy file when it changes")

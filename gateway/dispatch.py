@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from itertools import count
 
+import grpc
 from opentelemetry import trace
 
 from gateway import metrics, privacy
@@ -43,10 +44,23 @@ class RoutedStream:
     tenant: str
     predicted_cached_tokens: int = 0  # what the prefix hints promised for the chosen backend
     ttft_s: float = 0.0  # set by the caller when the first token is in hand
+    idle_timeout_s: float | None = None  # a backend silent this long mid-answer is hung
 
     async def chunks(self) -> AsyncIterator[worker_pb2.GenerateChunk]:
+        """The answer's chunks; a BackendError when the backend goes silent mid-answer (hung, not dead)."""
         yield self.first
-        async for chunk in self.rest:
+        while True:
+            try:
+                async with asyncio.timeout(self.idle_timeout_s):  # a timer, not a task per chunk
+                    chunk = await anext(self.rest)
+            except StopAsyncIteration:
+                return
+            except TimeoutError as exc:
+                self.backend.breaker.record_failure()
+                raise BackendError(
+                    self.backend.endpoint, grpc.StatusCode.DEADLINE_EXCEEDED,
+                    f"no token for {self.idle_timeout_s:g} s mid-answer",
+                ) from exc  # fmt: skip
             yield chunk
 
     async def aclose(self) -> None:

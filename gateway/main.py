@@ -110,6 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(title="Tandem gateway", version="0.1.0", lifespan=lifespan)
     app.add_middleware(BodyLimit, max_bytes=(settings or get_settings()).max_body_bytes)
+    app.add_middleware(CloseWhileDraining)
     app.include_router(health_routes.router)
     app.include_router(openai_routes.router, dependencies=[Depends(require_api_key)])
     app.include_router(explain_routes.router, dependencies=[Depends(require_api_key)])
@@ -123,6 +124,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         HTTPXClientInstrumentor().instrument()  # trace context into OpenAI-compatible HTTP backends
     app.openapi = lambda: _openapi_without_422(app)
     return app
+
+
+class CloseWhileDraining:
+    """Once SIGTERM came, every response says `Connection: close`: a client's next request opens a new
+    connection (served during the drain delay, refused after it) instead of reusing one the shutdown closes."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        state = getattr(scope.get("app").state, "gateway", None) if scope.get("app") else None
+        if scope["type"] != "http" or state is None or not state.draining:
+            await self.app(scope, receive, send)
+            return
+
+        async def closing(message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, receive, closing)
 
 
 def _redis(url: str | None):

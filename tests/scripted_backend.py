@@ -8,11 +8,11 @@ from gateway.backends.registry import BackendRegistry
 from gateway.backends.worker_backend import BackendError, WorkerBackend
 from proto.gen import worker_pb2
 
-OK, FAIL, SLOW, REJECT = "ok", "fail", "slow", "reject"
+OK, FAIL, SLOW, REJECT, STALL = "ok", "fail", "slow", "reject", "stall"
 
 
 class ScriptedBackend(WorkerBackend):
-    behaviour: dict[str, str]  # endpoint -> OK | FAIL | SLOW | REJECT
+    behaviour: dict[str, str]  # endpoint -> OK | FAIL | SLOW | REJECT | STALL
     reported_kind: dict[str, str]
     wire_log: list[tuple[str, str, str, bool]]
 
@@ -31,6 +31,9 @@ class ScriptedBackend(WorkerBackend):
         if behaviour == REJECT:
             raise BackendError(self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, "scripted rejection")
         if behaviour == SLOW:
+            await asyncio.sleep(10)
+        if behaviour == STALL:  # a first token, then silence: hung mid-answer, not dead
+            yield worker_pb2.GenerateChunk(token_ids=[1], text="x")
             await asyncio.sleep(10)
         yield worker_pb2.GenerateChunk(token_ids=[1], text="x", finish_reason="length")
 

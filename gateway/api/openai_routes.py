@@ -114,6 +114,7 @@ async def _serve(
     if state.decisions:
         state.decisions.record(shape.response_id, features, routed.rule, routed.pool, routed.backend.endpoint, "routed")
     routed.ttft_s = time.perf_counter() - started
+    routed.idle_timeout_s = state.settings.stream_idle_timeout_s
     metrics.TTFT.labels(routed.pool).observe(routed.ttft_s)
     state.ttft.add(routed.pool, routed.ttft_s)
     span = trace.get_current_span()

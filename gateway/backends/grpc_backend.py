@@ -11,6 +11,9 @@ from gateway.backends.worker_backend import BackendError, WorkerBackend
 from proto.gen import worker_pb2, worker_pb2_grpc
 
 STATS_TIMEOUT_S = 1.0
+# gRPC's own reconnect backoff grows towards two minutes: a worker restarted after an outage would wait that
+# long for its first health poll. One second at most.
+CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 1000)]
 
 
 class GrpcWorkerBackend(WorkerBackend):
@@ -19,6 +22,7 @@ class GrpcWorkerBackend(WorkerBackend):
         parsed = urlparse(endpoint)
         self._channel = grpc.aio.insecure_channel(
             f"{parsed.hostname}:{parsed.port}",
+            options=CHANNEL_OPTIONS,
             interceptors=aio_client_interceptors(filter_=filters.negate(filters.method_name("Stats"))),
         )
         self._stub = worker_pb2_grpc.WorkerStub(self._channel)

@@ -93,3 +93,24 @@ def test_a_client_error_is_not_retried_elsewhere():
     with pytest.raises(BadRequest, match="scripted rejection"):
         asyncio.run(go())
     assert len(factory.wire_log) == 1
+
+
+def test_a_backend_silent_mid_answer_ends_the_answer_with_an_error_and_counts_against_it():
+    from gateway.backends.worker_backend import BackendError
+    from tests.scripted_backend import STALL
+
+    factory = scripted({A: STALL, B: STALL}, failure_threshold=1, open_for_s=60)
+
+    async def go():
+        registry = registry_for(POLICY, factory)
+        routed = await dispatch(POLICY, registry, PUBLIC, worker_pb2.GenerateRequest(request_id="r"), 5.0, 5.0, 5.0)
+        routed.idle_timeout_s = 0.2
+        received = []
+        with pytest.raises(BackendError, match="no token for 0.2 s mid-answer"):
+            async for chunk in routed.chunks():
+                received.append(chunk.text)
+        await routed.aclose()
+        return received, routed.backend.breaker.current_state()
+
+    received, breaker = asyncio.run(go())
+    assert received == ["x"] and breaker == "open"
