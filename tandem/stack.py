@@ -42,6 +42,8 @@ class Child:
     endpoint: str  # grpc://… for a worker, http://… for the gateway
     process: subprocess.Popen
     log_path: Path
+    args: list[str] = field(default_factory=list)  # `tandem …` arguments, for a restart
+    env: dict[str, str] | None = field(default=None, repr=False)
 
     def tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -89,19 +91,58 @@ class LocalStack:
     def first_dead(self) -> Child | None:
         return next((c for c in self.children if c.process.poll() is not None), None)
 
+    def workers(self, pool: str, endpoint: str | None = None) -> list[Child]:
+        """A pool's workers, or only the one listening at `endpoint`."""
+        return [c for c in self.children if c.pool == pool and endpoint in (None, c.endpoint)]
+
+    def send_signal(self, pool: str, sig: int, endpoint: str | None = None) -> list[Child]:
+        """Send `sig` to a pool's running workers (or the one at `endpoint`): SIGSTOP hangs one, SIGCONT resumes it."""
+        chosen = [c for c in self.workers(pool, endpoint) if c.process.poll() is None]
+        for child in chosen:
+            child.process.send_signal(sig)
+        return chosen
+
+    def restart(self, pool: str, endpoint: str | None = None) -> list[Child]:
+        """Start a pool's workers (or the one at `endpoint`) again with the same arguments and environment.
+
+        One still running is stopped first. The new process appends to the same log and replaces its
+        `Child`; this returns at once (poll `/readyz`, or call `wait_ready`, to know it serves).
+        """
+        fresh = []
+        for old in self.workers(pool, endpoint):
+            if old.process.poll() is None:
+                old.process.terminate()
+                try:
+                    old.process.wait(timeout=STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    old.process.kill()
+                    old.process.wait()
+            new = spawn(old.name, old.pool, old.endpoint, old.args, old.log_path.parent, old.env, log_mode="a")
+            self.children[self.children.index(old)] = new
+            fresh.append(new)
+        return fresh
+
 
 def _port_is_free(host: str, port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex((host, port)) != 0
 
 
-def spawn(name: str, pool: str | None, endpoint: str, args: list[str], log_dir: Path, env: dict[str, str]) -> Child:
+def spawn(
+    name: str,
+    pool: str | None,
+    endpoint: str,
+    args: list[str],
+    log_dir: Path,
+    env: dict[str, str],
+    log_mode: str = "w",
+) -> Child:
     log_path = log_dir / f"{name}.log"
-    with open(log_path, "w") as log_file:  # the child keeps its own copy of the descriptor
+    with open(log_path, log_mode) as log_file:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
             [sys.executable, "-m", "tandem.cli", *args], stdout=log_file, stderr=subprocess.STDOUT, env=env
         )
-    return Child(name, pool, endpoint, process, log_path)
+    return Child(name, pool, endpoint, process, log_path, list(args), env)
 
 
 def start_local_stack(
