@@ -71,6 +71,8 @@ def _request(body: dict, prompt_ids: list[int], counter) -> GenerationRequest:
         sampling=SamplingParams(
             temperature=float(1.0 if body.get("temperature") is None else body["temperature"]),
             top_p=float(body.get("top_p") or 1.0),
+            top_k=int(body.get("top_k") or 0),
+            min_p=float(body.get("min_p") or 0.0),
             seed=body.get("seed"),
             max_tokens=int(body.get("max_tokens") or body.get("max_completion_tokens") or DEFAULT_MAX_TOKENS),
             stop_strings=tuple([stop] if isinstance(stop, str) else stop or ()),

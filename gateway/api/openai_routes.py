@@ -86,6 +86,7 @@ async def _serve(
             temperature=body.temperature,
             top_p=body.top_p,
             top_k=body.top_k,
+            min_p=body.min_p,
             seed=body.seed,
             max_tokens=features.max_tokens,
             stop_strings=body.stop_strings(),

@@ -65,6 +65,9 @@ class _GenerationParams(BaseModel):
     )
     top_p: float = Field(default=1.0, gt=0, le=1, allow_inf_nan=False)
     top_k: int = Field(default=0, ge=0, lt=2**31, description="Tandem extension; 0 means off")
+    min_p: float = Field(
+        default=0.0, ge=0, le=1, allow_inf_nan=False, description="drop tokens below min_p times the top probability"
+    )
     seed: int | None = Field(default=None, ge=0, lt=2**63)
     stop: StopString | Annotated[list[StopString], Field(max_length=4)] | None = Field(
         default=None, description=f"up to 4 sequences of at most {MAX_STOP_CHARS} characters"

@@ -68,6 +68,8 @@ class HttpWorkerBackend(WorkerBackend):
             body["seed"] = s.seed
         if s.top_k:
             body["top_k"] = s.top_k  # an extension vLLM, SGLang and llama.cpp accept
+        if s.min_p:
+            body["min_p"] = s.min_p  # so is this one
         if s.stop_strings:
             body["stop"] = list(s.stop_strings)
         if self._send_cache_salt and request.cache_salt:

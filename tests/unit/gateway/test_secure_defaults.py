@@ -179,3 +179,9 @@ def test_detection_off_is_logged_at_start(demo_checkpoint, tmp_path, caplog):
         with TestClient(create_app(settings(demo_checkpoint, tmp_path, policy_file=policy))):
             pass
     assert any("PII detection is OFF" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("min_p", [-0.1, 1.5])
+def test_min_p_is_bounded(gateway, min_p):
+    reply = gateway.post("/v1/route/explain", json=ASK | {"min_p": min_p}, headers=bearer(KEY))
+    assert reply.status_code == 400 and reply.json()["error"]["param"] == "min_p"
