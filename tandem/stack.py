@@ -168,7 +168,8 @@ def start_local_stack(
             command = "cloud-worker" if pool.kind == "cloud" else "edge-agent"
             args = [command, "--model", str(model_dir), "--host", parsed.hostname, "--port", str(parsed.port)]
             if pool.kind == "edge":
-                args += ["--cache-dir", str(state_dir / "edge")]
+                # The ONNX export is cached by the checkpoint's content: stacks may share one cache.
+                args += ["--cache-dir", env.get("TANDEM_EDGE_CACHE_DIR") or str(state_dir / "edge")]
                 if local_agent_port and not any("--local-http-port" in w[3] for w in workers):
                     args += ["--local-http-port", str(local_agent_port)]
             workers.append((f"{pool_name}-{parsed.port}", pool_name, endpoint, args, parsed.port))

@@ -21,6 +21,8 @@ def local_token_file(tmp_path_factory) -> Path:
     os.environ["TANDEM_LOCAL_TOKEN_FILE"] = str(path)
     # Every gateway the tests start shares one cache-salt secret, as replicas in a deployment do.
     os.environ.setdefault("TANDEM_CACHE_SALT_SECRET", secrets.token_hex(16))
+    # Every edge agent a stack starts shares one export cache: the demo model is exported to ONNX once.
+    os.environ.setdefault("TANDEM_EDGE_CACHE_DIR", str(tmp_path_factory.mktemp("edge-exports")))
     return path
 
 

@@ -29,7 +29,7 @@ def test_up_serves_both_routes_and_stops_on_ctrl_c(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=os.environ | {"TANDEM_PORT": str(gateway_port), "COLUMNS": "200"},
+        env=os.environ | {"TANDEM_PORT": str(gateway_port), "TANDEM_LOCAL_AGENT_PORT": str(free_port()), "COLUMNS": "200"},
     )
     try:
         banner = []
