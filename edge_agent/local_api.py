@@ -24,9 +24,11 @@ import uuid
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import ValidationError
 from tandem_sdk.local_token import load_or_create
 
 from gateway.api.openai_format import SSE_DONE, ResponseShape
+from gateway.api.schemas import ChatCompletionRequest
 from gateway.body_limit import BodyLimit
 from gateway.chat_tokenizer import ChatTokenizer
 from gateway.errors import BadRequest
@@ -37,9 +39,9 @@ DEFAULT_MAX_TOKENS = 128
 MAX_BODY_BYTES = 2 * 1024 * 1024
 
 
-def _error(status: int, message: str, code: str | None = None) -> JSONResponse:
+def _error(status: int, message: str, code: str | None = None, param: str | None = None) -> JSONResponse:
     error_type = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse({"error": {"message": message, "type": error_type, "param": None, "code": code}}, status)
+    return JSONResponse({"error": {"message": message, "type": error_type, "param": param, "code": code}}, status)
 
 
 def _host_name(host_header: str) -> str:
@@ -63,22 +65,36 @@ def _refusal(request: Request, token: str) -> JSONResponse | None:
     return None
 
 
-def _request(body: dict, prompt_ids: list[int], counter) -> GenerationRequest:
-    stop = body.get("stop")
+def _request(body: ChatCompletionRequest, prompt_ids: list[int], counter) -> GenerationRequest:
+    """The gateway's request model, so a field means the same on the device as in the cloud."""
     return GenerationRequest(
         request_id=f"local-{next(counter)}",
         prompt_token_ids=tuple(prompt_ids),
         sampling=SamplingParams(
-            temperature=float(1.0 if body.get("temperature") is None else body["temperature"]),
-            top_p=float(body.get("top_p") or 1.0),
-            top_k=int(body.get("top_k") or 0),
-            min_p=float(body.get("min_p") or 0.0),
-            seed=body.get("seed"),
-            max_tokens=int(body.get("max_tokens") or body.get("max_completion_tokens") or DEFAULT_MAX_TOKENS),
-            stop_strings=tuple([stop] if isinstance(stop, str) else stop or ()),
+            temperature=body.temperature,
+            top_p=body.top_p,
+            top_k=body.top_k,
+            min_p=body.min_p,
+            seed=body.seed,
+            max_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS,
+            stop_strings=body.stop_strings(),
         ),
         private=True,
     )
+
+
+def _parse(raw: object) -> ChatCompletionRequest:
+    """The body as the gateway's model reads it; BadRequest naming the first field at fault."""
+    try:
+        body = ChatCompletionRequest.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        param = ".".join(str(part) for part in first["loc"]) or None
+        raise BadRequest(f"{param or 'body'}: {first['msg']}", param=param) from None
+    unsupported = body.unsupported_fields()
+    if unsupported:
+        raise BadRequest(f"not supported by Tandem: {', '.join(unsupported)}", param=unsupported[0])
+    return body
 
 
 def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | None = None) -> FastAPI:
@@ -105,17 +121,17 @@ def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | N
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
         try:
-            body = await request.json()
-            messages = body["messages"]
+            body = _parse(await request.json())
+            messages = [{"role": m.role, "content": m.text()} for m in body.messages]
             prompt_ids = chat.encode_chat(messages)
             gen = _request(body, prompt_ids, counter)
-        except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
-            return _error(400, f"bad request: {type(exc).__name__}: {str(exc)[:200]}")
         except (BadRequest, RequestRejected) as exc:
-            return _error(400, getattr(exc, "message", str(exc)))
+            return _error(400, getattr(exc, "message", str(exc)), param=getattr(exc, "param", None))
+        except (ValueError, RecursionError) as exc:  # JSON that does not parse, a content part that is not text
+            return _error(400, f"bad request: {str(exc)[:200]}")
         shape = ResponseShape.new(True, f"chatcmpl-local-{uuid.uuid4().hex[:12]}", model_id)
         stream = engine.generate(gen)
-        if body.get("stream"):
+        if body.stream:
             return StreamingResponse(_sse(shape, stream), media_type="text/event-stream")
         text, last = "", None
         try:

@@ -39,6 +39,7 @@ def sample_token(logits: torch.Tensor, params: SamplingParams, generator: torch.
         sorted_probs = torch.softmax(sorted_logits, dim=-1)
         # Drop a token when the mass before it already reaches top_p; the first always stays.
         drop_sorted = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= params.top_p
+        drop_sorted[0] = False  # even when top_p rounds to 0 in float32 (a subnormal top_p)
         scaled = scaled.masked_fill(drop_sorted.scatter(0, order, drop_sorted), float("-inf"))
     probs = torch.softmax(scaled, dim=-1)
     if params.min_p > 0:

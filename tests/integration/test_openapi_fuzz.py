@@ -11,6 +11,7 @@ only promise here is no 5xx. (schemathesis's pytest plugin does not load
 under this pytest, so its strategies are driven by hypothesis directly.)
 """
 
+import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -91,3 +92,15 @@ def test_no_input_makes_the_local_agent_fail(live, local_token_file):
 
 def test_over_a_thousand_cases_ran():
     assert sum(calls.values()) >= 1000, calls
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("temperature", 5), ("top_k", 2**31), ("stop", ["x" * 300]), ("tools", [{"type": "function"}])]
+)
+def test_the_local_agent_names_the_field_it_refuses(live, local_token_file, field, value):
+    _, agent = live
+    body = {"model": "any", "messages": [{"role": "user", "content": "hi"}], field: value}
+    headers = {"Authorization": f"Bearer {local_token_file.read_text().strip()}"}
+    answer = httpx.post(f"{agent}/v1/chat/completions", json=body, headers=headers, timeout=30)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["param"].split(".")[0] == field

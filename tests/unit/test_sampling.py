@@ -36,6 +36,12 @@ def test_top_p_keeps_the_smallest_set_reaching_p():
     assert abs(share_of_0 - 0.5 / 0.8) < 0.03  # renormalised within the kept set
 
 
+def test_a_top_p_too_small_for_float32_keeps_the_most_likely_token():
+    # 5e-324 is a valid top_p (> 0) that rounds to 0 in float32; the first token must still stay.
+    logits = torch.tensor([0.1, 3.0, 2.9, -1.0])
+    assert draws(logits, SamplingParams(temperature=1.0, top_p=5e-324, seed=1), 20) == [1] * 20
+
+
 @pytest.mark.parametrize(
     "kwargs", [{"temperature": -0.1}, {"top_p": 0.0}, {"top_p": 1.5}, {"top_k": -1}, {"max_tokens": 0}]
 )
