@@ -9,6 +9,9 @@ BIN := $(VENV)/bin
 #   make test TORCH_PIP_ARGS='--index-url https://download.pytorch.org/whl/cpu'
 TORCH_SPEC ?= torch==2.13.0
 TORCH_PIP_ARGS ?=
+# Test files are spread over this many pytest processes (pytest-xdist, a file's tests stay together, so a
+# module's stack is started once); 1 runs them in this process.
+TEST_WORKERS ?= 2
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: up test install kernels proto schema lint clean
@@ -23,7 +26,7 @@ test: $(STAMP) kernels
 	$(BIN)/python -m gateway.policy.json_schema --check
 	$(BIN)/python -m tandem_sdk.normalization_gen --check
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 install: $(STAMP) kernels
 
