@@ -46,14 +46,14 @@ class SimulatedRunner:
         self.decode_s = decode_us_per_token / 1e6
         self.busy_s = 0.0  # simulated compute so far: the work this worker was given
 
-    def run(self, scheduled: list[ScheduledSeq]) -> tuple[list[int], list[float]]:
+    def run(self, scheduled: list[ScheduledSeq]) -> tuple[list[int], list[float], list[tuple]]:
         prefill = sum(s.num_new_tokens for s in scheduled if s.num_new_tokens > 1 or s.seq.num_output_tokens == 0)
         decode = sum(1 for s in scheduled if s.num_new_tokens == 1 and s.seq.num_output_tokens > 0)
         cost_s = prefill * self.prefill_s + decode * self.decode_s
         time.sleep(cost_s)
         self.busy_s += cost_s
         tokens = [SIM_TOKEN_BASE + s.seq.num_tokens % 100 for s in scheduled if s.is_sampling]
-        return tokens, [0.0] * len(tokens)
+        return tokens, [0.0] * len(tokens), [()] * len(tokens)
 
     def close(self) -> None:
         pass

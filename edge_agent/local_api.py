@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 from tandem_sdk.local_token import load_or_create
 
-from gateway.api.openai_format import SSE_DONE, ResponseShape
+from gateway.api.openai_format import SSE_DONE, Logprobs, ResponseShape
 from gateway.api.schemas import ChatCompletionRequest
 from gateway.body_limit import BodyLimit
 from gateway.chat_tokenizer import ChatTokenizer
@@ -78,6 +78,13 @@ def _request(body: ChatCompletionRequest, prompt_ids: list[int], counter) -> Gen
             seed=body.seed,
             max_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS,
             stop_strings=body.stop_strings(),
+            stop_token_ids=tuple(body.stop_token_ids or ()),
+            ignore_eos=body.ignore_eos,
+            presence_penalty=body.presence_penalty,
+            frequency_penalty=body.frequency_penalty,
+            repetition_penalty=body.repetition_penalty,
+            logit_bias=tuple(sorted(body.token_biases().items())),
+            top_logprobs=body.wanted_top_logprobs(),
         ),
         private=True,
     )
@@ -91,9 +98,8 @@ def _parse(raw: object) -> ChatCompletionRequest:
         first = exc.errors()[0]
         param = ".".join(str(part) for part in first["loc"]) or None
         raise BadRequest(f"{param or 'body'}: {first['msg']}", param=param) from None
-    unsupported = body.unsupported_fields()
-    if unsupported:
-        raise BadRequest(f"not supported by Tandem: {', '.join(unsupported)}", param=unsupported[0])
+    if refused := body.refused_field():
+        raise BadRequest(refused[1], param=refused[0])
     return body
 
 
@@ -130,27 +136,31 @@ def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | N
         except (ValueError, RecursionError) as exc:  # JSON that does not parse, a content part that is not text
             return _error(400, f"bad request: {str(exc)[:200]}")
         shape = ResponseShape.new(True, f"chatcmpl-local-{uuid.uuid4().hex[:12]}", model_id)
+        logprobs = Logprobs(True, chat.tokenizer.decode) if body.wanted_top_logprobs() is not None else None
         stream = engine.generate(gen)
         if body.stream:
-            return StreamingResponse(_sse(shape, stream), media_type="text/event-stream")
+            return StreamingResponse(_sse(shape, stream, logprobs), media_type="text/event-stream")
         text, last = "", None
         try:
             async for chunk in stream:
                 text += chunk.text
+                if logprobs is not None:
+                    logprobs.of(chunk)
                 last = chunk
         except RequestRejected as exc:
             return _error(400, str(exc))
-        return shape.whole(text, last.finish_reason, last.usage)
+        return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None)
 
     return app
 
 
-async def _sse(shape: ResponseShape, stream):
+async def _sse(shape: ResponseShape, stream, logprobs: Logprobs | None):
     yield shape.chunk(None, first=True)
     try:
         async for chunk in stream:
-            if chunk.text:
-                yield shape.chunk(chunk.text)
+            these = logprobs.of(chunk) if logprobs is not None else None
+            if chunk.text or these:
+                yield shape.chunk(chunk.text, logprobs=these)
             if chunk.finish_reason is not None:
                 yield shape.chunk(None, chunk.finish_reason)
                 yield shape.usage_chunk(chunk.usage)

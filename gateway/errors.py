@@ -36,7 +36,7 @@ class ModelNotFound(GatewayError):
 
 
 class PromptTooLong(GatewayError):
-    status_code, error_type, code = 413, "invalid_request_error", "context_length_exceeded"
+    status_code, error_type, code = 400, "invalid_request_error", "context_length_exceeded"  # as OpenAI answers
 
 
 class RateLimited(GatewayError):

@@ -34,6 +34,7 @@ from gateway.limits.admission import AdmissionController
 from gateway.policy.loader import parse_policy
 from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
 from gateway.policy.schema import Pool
+from gateway.request_id import RequestId
 from gateway.state import GatewayState
 from gateway.tenants import Tenants
 from tandem.checkpoint import model_id_for
@@ -111,6 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="Tandem gateway", version="0.1.0", lifespan=lifespan)
     app.add_middleware(BodyLimit, max_bytes=(settings or get_settings()).max_body_bytes)
     app.add_middleware(CloseWhileDraining)
+    app.add_middleware(RequestId)  # the last added runs first: every response, a 413 included, carries the ids
     app.include_router(health_routes.router)
     app.include_router(openai_routes.router, dependencies=[Depends(require_api_key)])
     app.include_router(explain_routes.router, dependencies=[Depends(require_api_key)])

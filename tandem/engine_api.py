@@ -12,6 +12,9 @@ from typing import Protocol
 
 # Below this a temperature divides logits into overflow (1e-40: every probability inf); 0 means greedy.
 MIN_TEMPERATURE = 0.01
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit
+# A repetition penalty divides positive logits by itself: below this, into overflow, as a tiny temperature would.
+MIN_REPETITION_PENALTY = 0.01
 
 
 class RequestRejected(ValueError):
@@ -29,13 +32,20 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = ()
     stop_strings: tuple[str, ...] = ()
     ignore_eos: bool = False
+    presence_penalty: float = 0.0  # OpenAI's, -2 to 2, on output tokens
+    frequency_penalty: float = 0.0  # OpenAI's, -2 to 2, times each output token's count
+    repetition_penalty: float = 1.0  # HF's and vLLM's, 0.01 to 10, on prompt and output tokens; 1 is off
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, -100 to 100) pairs
+    top_logprobs: int | None = None  # report each token's log-probability and this many alternatives (0-20)
 
     def __post_init__(self) -> None:
-        for name in ("temperature", "top_p", "min_p"):
+        for name in ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"):
             if not math.isfinite(getattr(self, name)):
                 raise RequestRejected(f"{name} must be a finite number, got {getattr(self, name)}")
         if self.temperature != 0 and not MIN_TEMPERATURE <= self.temperature:
-            raise RequestRejected(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}, got {self.temperature}")
+            raise RequestRejected(
+                f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}, got {self.temperature}"
+            )
         if not 0 < self.top_p <= 1:
             raise RequestRejected(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
@@ -44,6 +54,18 @@ class SamplingParams:
             raise RequestRejected(f"min_p must be in [0, 1], got {self.min_p}")
         if self.max_tokens < 1:
             raise RequestRejected(f"max_tokens must be >= 1, got {self.max_tokens}")
+        for name in ("presence_penalty", "frequency_penalty"):
+            if not -2 <= getattr(self, name) <= 2:
+                raise RequestRejected(f"{name} must be in [-2, 2], got {getattr(self, name)}")
+        if not MIN_REPETITION_PENALTY <= self.repetition_penalty <= 10:
+            raise RequestRejected(
+                f"repetition_penalty must be in [{MIN_REPETITION_PENALTY}, 10], got {self.repetition_penalty}"
+            )
+        for token, bias in self.logit_bias:
+            if token < 0 or not (math.isfinite(bias) and -100 <= bias <= 100):
+                raise RequestRejected(f"logit_bias needs token ids >= 0 and biases in [-100, 100], got {token}: {bias}")
+        if self.top_logprobs is not None and not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
+            raise RequestRejected(f"top_logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {self.top_logprobs}")
 
     @property
     def is_greedy(self) -> bool:
@@ -92,6 +114,8 @@ class GenerationChunk:
     finish_reason: str | None = None  # "stop", "length" or "cancelled" on the last chunk
     usage: Usage | None = None
     logprobs: tuple[float, ...] = ()  # of each token in token_ids, under the raw logits (engines that report them)
+    # With top_logprobs asked: per token in token_ids, the most likely alternatives as (token id, logprob) pairs.
+    top_logprobs: tuple[tuple[tuple[int, float], ...], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from tokenizers import Tokenizer
 
 from tandem.detokenizer import IncrementalDetokenizer
 from tandem.engine_api import EngineStats, GenerationChunk, GenerationRequest, Usage, check_fits_context
+from tandem.logits_processors import apply_penalties, top_logprobs
 from tandem.process_memory import memory_bytes, memory_watermark_bytes
 from tandem.sampling import make_generator, sample_token
 from tandem.sliding_count import SlidingCount
@@ -125,12 +126,15 @@ class SerialEngine:
         stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else self._eos_token_ids)
         queue_wait_s = time.monotonic() - job.submitted_s
         logits, state = self._model.prefill(prompt)
+        output: list[int] = []
         num_out, finish = 0, None
         while finish is None:
             if job.cancelled.is_set():
                 finish = "cancelled"
                 break
-            token = sample_token(logits, params, generator)
+            logits = logits.float()
+            token = sample_token(apply_penalties(logits[None], [params], [prompt], [output])[0], params, generator)
+            output.append(token)
             num_out += 1
             self._tokens.add()
             if token in stop_ids:
@@ -141,11 +145,13 @@ class SerialEngine:
                     finish = "stop"
                 elif num_out >= params.max_tokens:
                     finish, text = "length", text + detok.flush()
+            logprobs = (float(torch.log_softmax(logits, dim=-1)[token]),) if ids else ()
+            tops = top_logprobs(logits[None], [params.top_logprobs])[:1] if ids and params.top_logprobs is not None else ()
             if finish is None:
-                job.emit(GenerationChunk(ids, text))
+                job.emit(GenerationChunk(ids, text, logprobs=logprobs, top_logprobs=tops))
                 logits, state = self._model.decode(state, token, len(prompt) + num_out - 1)
             else:
                 usage = Usage(len(prompt), num_out, queue_wait_s=queue_wait_s)
-                job.emit(GenerationChunk(ids, text, finish, usage))
+                job.emit(GenerationChunk(ids, text, finish, usage, logprobs, tops))
                 return
         job.emit(GenerationChunk((), "", finish, Usage(len(prompt), num_out, queue_wait_s=queue_wait_s)))

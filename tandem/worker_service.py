@@ -35,6 +35,11 @@ def request_from_proto(msg: worker_pb2.GenerateRequest) -> GenerationRequest:
         stop_token_ids=tuple(s.stop_token_ids),
         stop_strings=tuple(s.stop_strings),
         ignore_eos=s.ignore_eos,
+        presence_penalty=s.presence_penalty,
+        frequency_penalty=s.frequency_penalty,
+        repetition_penalty=s.repetition_penalty or 1.0,  # proto3: 0 is unset
+        logit_bias=tuple(sorted(s.logit_bias.items())),
+        top_logprobs=s.top_logprobs if s.HasField("top_logprobs") else None,
     )
     return GenerationRequest(
         request_id=msg.request_id,
@@ -49,7 +54,14 @@ def request_from_proto(msg: worker_pb2.GenerateRequest) -> GenerationRequest:
 
 def chunk_to_proto(chunk: GenerationChunk) -> worker_pb2.GenerateChunk:
     out = worker_pb2.GenerateChunk(
-        token_ids=chunk.token_ids, text=chunk.text, finish_reason=chunk.finish_reason or "", logprobs=chunk.logprobs
+        token_ids=chunk.token_ids,
+        text=chunk.text,
+        finish_reason=chunk.finish_reason or "",
+        logprobs=chunk.logprobs,
+        top_logprobs=[
+            worker_pb2.TopLogprobs(token_ids=[t for t, _ in top], logprobs=[lp for _, lp in top])
+            for top in chunk.top_logprobs
+        ],
     )
     if chunk.usage is not None:
         u = chunk.usage

@@ -188,41 +188,46 @@ class PagedEngine:
         scheduled = self.scheduler.schedule()
         if not scheduled:
             return
-        tokens, logprobs = self.runner.run(scheduled)
+        tokens, logprobs, tops = self.runner.run(scheduled)
         self.scheduler.finish_step(scheduled)
-        self._postprocess(scheduled, tokens, logprobs)
+        self._postprocess(scheduled, tokens, logprobs, tops)
         events = self.block_manager.drain_events()  # always: undrained events would pile up without a publisher
         if events and self._on_block_events is not None:
             self._on_block_events(events)
         self.num_steps += 1
 
-    def _postprocess(self, scheduled: list[ScheduledSeq], tokens: list[int], logprobs: list[float]) -> None:
+    def _postprocess(
+        self, scheduled: list[ScheduledSeq], tokens: list[int], logprobs: list[float], tops: list[tuple]
+    ) -> None:
         sampling = [item for item in scheduled if item.is_sampling]
-        for item, token, logprob in zip(sampling, tokens, logprobs, strict=True):
-            self._emit_token(self._jobs[item.seq.arrival], token, logprob)
+        for item, token, logprob, top in zip(sampling, tokens, logprobs, tops, strict=True):
+            self._emit_token(self._jobs[item.seq.arrival], token, logprob, top)
         self._tokens.add(len(tokens))
 
-    def _emit_token(self, job: _Job, token: int, logprob: float) -> None:
+    def _emit_token(self, job: _Job, token: int, logprob: float, top: tuple) -> None:
         seq, params = job.seq, job.seq.request.sampling
         seq.token_ids.append(token)
         if token in job.stop_ids:
             self._retire(job, "stop", job.detok.flush())
             return
         text = job.detok.push(token)
+        tops = (top,) if params.top_logprobs is not None else ()
         if job.detok.is_stopped:
-            self._retire(job, "stop", text, (token,), (logprob,))
+            self._retire(job, "stop", text, (token,), (logprob,), tops)
         elif seq.num_output_tokens >= params.max_tokens:
-            self._retire(job, "length", text + job.detok.flush(), (token,), (logprob,))
+            self._retire(job, "length", text + job.detok.flush(), (token,), (logprob,), tops)
         else:
-            job.emit(GenerationChunk((token,), text, logprobs=(logprob,)))
+            job.emit(GenerationChunk((token,), text, logprobs=(logprob,), top_logprobs=tops))
 
-    def _retire(self, job: _Job, reason: str, text: str = "", ids: tuple = (), logprobs: tuple = ()) -> None:
+    def _retire(
+        self, job: _Job, reason: str, text: str = "", ids: tuple = (), logprobs: tuple = (), tops: tuple = ()
+    ) -> None:
         seq = job.seq
         self.scheduler.finish(seq)
         del self._jobs[seq.arrival]
         waited = (seq.first_scheduled_s or time.monotonic()) - seq.submitted_s
         usage = Usage(seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens, waited)
-        job.emit(GenerationChunk(ids, text, reason, usage, logprobs))
+        job.emit(GenerationChunk(ids, text, reason, usage, logprobs, tops))
 
     def _fail_all(self, exc: Exception) -> None:
         for job in list(self._jobs.values()):

@@ -18,6 +18,7 @@ from cloud_worker.engine.sampler import SamplingBatch, sample
 from cloud_worker.engine.scheduler import ScheduledSeq
 from cloud_worker.models.llama import KVCache, LlamaForCausalLM, PagedKV
 from kernels.paged_attention import PagedAttentionMetadata
+from tandem.logits_processors import apply_penalties, top_logprobs
 
 if TYPE_CHECKING:
     from cloud_worker.parallel.ranks import TensorParallelPeers
@@ -115,8 +116,11 @@ class ModelRunner:
         hidden = self.model.hidden_states(inputs.input_ids.unsqueeze(0), inputs.positions.unsqueeze(0), kv)
         return self.model.lm_head(hidden[0, inputs.sample_indices]).float()
 
-    def run(self, scheduled: list[ScheduledSeq]) -> tuple[list[int], list[float]]:
-        """Token and log-probability for each sampling sequence, in scheduled order."""
+    def run(self, scheduled: list[ScheduledSeq]) -> tuple[list[int], list[float], list[tuple]]:
+        """Token, its log-probability and the top alternatives asked for, per sampling sequence in scheduled order.
+
+        Penalties and biases (tandem/logits_processors.py) shape what is sampled; the log-probabilities are the
+        raw logits'."""
         inputs = prepare_inputs(scheduled, self.block_size_tokens)
         if self._peers is not None:
             self._peers.send(inputs)
@@ -125,15 +129,19 @@ class ModelRunner:
             logits = self.forward(inputs)
         sampling = [item.seq for item in scheduled if item.is_sampling]
         if not sampling:
-            return [], []
+            return [], [], []
+        params = [s.request.sampling for s in sampling]
+        processed = apply_penalties(
+            logits, params, [s.token_ids[: s.num_prompt_tokens] for s in sampling], [s.output_ids for s in sampling]
+        )
         batch = SamplingBatch.build(
-            [s.request.sampling for s in sampling],
+            params,
             [s.seed for s in sampling],
             [s.num_output_tokens for s in sampling],
             self.device,
         )
-        tokens, logprobs = sample(logits, batch)
-        return tokens.tolist(), logprobs.tolist()
+        tokens, logprobs = sample(processed, batch, raw=logits)
+        return tokens.tolist(), logprobs.tolist(), top_logprobs(logits, [p.top_logprobs for p in params])
 
     def _replay(self, inputs: StepInputs) -> torch.Tensor | None:
         """Logits from a decode graph, or None when the step is not one a graph can run."""

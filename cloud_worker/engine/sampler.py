@@ -50,12 +50,17 @@ class SamplingBatch:
         )
 
 
-def sample(logits: torch.Tensor, batch: SamplingBatch) -> tuple[torch.Tensor, torch.Tensor]:
-    """logits [S, vocab] -> (token ids [S], log-probability of each chosen token under the raw logits [S])."""
+def sample(
+    logits: torch.Tensor, batch: SamplingBatch, raw: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits [S, vocab] -> (token ids [S], log-probability of each chosen token under the raw logits [S]).
+
+    `raw`: the logits before penalties and biases, when `logits` had any (default: `logits` themselves)."""
     logits = logits.float()
     greedy = logits.argmax(dim=-1)
     tokens = greedy if batch.all_greedy else torch.where(batch.temperature == 0, greedy, _sample_random(logits, batch))
-    logprobs = torch.log_softmax(logits, dim=-1).gather(1, tokens.unsqueeze(1)).squeeze(1)
+    raw = logits if raw is None else raw.float()
+    logprobs = torch.log_softmax(raw, dim=-1).gather(1, tokens.unsqueeze(1)).squeeze(1)
     return tokens, logprobs
 
 

@@ -53,6 +53,10 @@ class Sequence:
         return self.num_tokens - self.num_prompt_tokens
 
     @property
+    def output_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens :]
+
+    @property
     def num_uncomputed_tokens(self) -> int:
         return self.num_tokens - self.num_computed_tokens
 

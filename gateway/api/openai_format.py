@@ -2,7 +2,8 @@
 
 import json
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from proto.gen import worker_pb2
 
@@ -35,25 +36,85 @@ class ResponseShape:
         kind = ("chat.completion.chunk" if streamed else "chat.completion") if self.is_chat else "text_completion"
         return {"id": self.response_id, "object": kind, "created": self.created, "model": self.model}
 
-    def whole(self, text: str, reason: str, usage: worker_pb2.Usage) -> dict:
+    def whole(self, text: str, reason: str, usage: worker_pb2.Usage, logprobs: dict | None = None) -> dict:
         if self.is_chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None}
+            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": logprobs}
         else:
-            choice = {"index": 0, "text": text, "logprobs": None}
+            choice = {"index": 0, "text": text, "logprobs": logprobs}
         choice["finish_reason"] = finish_reason(reason)
         return self._envelope(False) | {"choices": [choice], "usage": usage_dict(usage)}
 
-    def chunk(self, text: str | None, reason: str | None = None, first: bool = False) -> str:
+    def chunk(
+        self, text: str | None, reason: str | None = None, first: bool = False, logprobs: dict | None = None
+    ) -> str:
         if self.is_chat:
             delta = {"role": "assistant", "content": ""} if first else ({"content": text} if text else {})
-            choice = {"index": 0, "delta": delta, "logprobs": None}
+            choice = {"index": 0, "delta": delta, "logprobs": logprobs}
         else:
-            choice = {"index": 0, "text": text or "", "logprobs": None}
+            choice = {"index": 0, "text": text or "", "logprobs": logprobs}
         choice["finish_reason"] = finish_reason(reason) if reason else None
         return sse(self._envelope(True) | {"choices": [choice]})
 
     def usage_chunk(self, usage: worker_pb2.Usage) -> str:
         return sse(self._envelope(True) | {"choices": [], "usage": usage_dict(usage)})
+
+
+@dataclass
+class Logprobs:
+    """OpenAI's `logprobs` object from the workers' per-token log-probabilities, as chunks arrive.
+
+    Chat: `{"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}`; completions: `{"tokens",
+    "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}`. A token is named by what it decodes
+    to on its own (a piece of a multi-byte character decodes to U+FFFD; `bytes` are that text's UTF-8).
+    """
+
+    is_chat: bool
+    decode: Callable[[list[int]], str]
+    offset: int = 0  # completions: where the next token's text starts in the answer
+    entries: list = field(default_factory=list)  # every token's, for the whole answer
+
+    def of(self, chunk) -> dict | None:
+        """The object for this chunk's tokens (None when it has none), remembered for `whole()`.
+
+        `chunk`: a worker's GenerateChunk, or the engine's GenerationChunk (the local agent's)."""
+        if not chunk.token_ids or len(chunk.logprobs) != len(chunk.token_ids):
+            return None
+        start = len(self.entries)
+        tops = list(chunk.top_logprobs) or [None] * len(chunk.token_ids)
+        for token, logprob, top in zip(chunk.token_ids, chunk.logprobs, tops, strict=True):
+            if top is None:
+                alternatives = []
+            elif hasattr(top, "token_ids"):
+                alternatives = list(zip(top.token_ids, top.logprobs, strict=True))
+            else:
+                alternatives = list(top)
+            self.entries.append(self._entry(token, logprob, alternatives))
+        return self._object(self.entries[start:])
+
+    def whole(self) -> dict:
+        return self._object(self.entries)
+
+    def _entry(self, token: int, logprob: float, alternatives: list[tuple[int, float]]) -> dict:
+        text = self.decode([token])
+        if self.is_chat:
+            top = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in self._named(alternatives)]
+            return {"token": text, "logprob": logprob, "bytes": list(text.encode()), "top_logprobs": top}
+        entry = {"token": text, "logprob": logprob, "top": dict(self._named(alternatives)), "offset": self.offset}
+        self.offset += len(text)
+        return entry
+
+    def _named(self, alternatives: list[tuple[int, float]]) -> list[tuple[str, float]]:
+        return [(self.decode([token]), logprob) for token, logprob in alternatives]
+
+    def _object(self, entries: list[dict]) -> dict:
+        if self.is_chat:
+            return {"content": entries, "refusal": None}
+        return {
+            "tokens": [e["token"] for e in entries],
+            "token_logprobs": [e["logprob"] for e in entries],
+            "top_logprobs": [e["top"] for e in entries],
+            "text_offset": [e["offset"] for e in entries],
+        }
 
 
 def sse(payload: dict) -> str:

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from opentelemetry import context, trace
 
 from gateway import metrics, privacy
-from gateway.api.openai_format import SSE_DONE, ResponseShape, sse
+from gateway.api.openai_format import SSE_DONE, Logprobs, ResponseShape, sse
 from gateway.api.prepare import Prepared, prepare_chat, prepare_completion
 from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, _GenerationParams, error_responses
 from gateway.backends.worker_backend import BackendError
@@ -90,6 +90,13 @@ async def _serve(
             seed=body.seed,
             max_tokens=features.max_tokens,
             stop_strings=body.stop_strings(),
+            stop_token_ids=body.stop_token_ids or (),
+            ignore_eos=body.ignore_eos,
+            presence_penalty=body.presence_penalty,
+            frequency_penalty=body.frequency_penalty,
+            repetition_penalty=body.repetition_penalty,
+            logit_bias=body.token_biases(),
+            top_logprobs=body.wanted_top_logprobs(),
         ),
         priority=features.priority,  # clamped to the tenant's allowance
     )
@@ -130,11 +137,14 @@ async def _serve(
         prepared.text if privacy.may_trace_content(gen_request.private, state.settings.trace_content) else None,
     )
     headers = {"X-Tandem-Route": f"{routed.pool}; rule={routed.rule}", "X-Tandem-Backend": routed.backend.endpoint}
+    logprobs = None
+    if body.wanted_top_logprobs() is not None:
+        logprobs = Logprobs(shape.is_chat, state.tokenizer.tokenizer.decode)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        events = _stream_events(routed, shape, include_usage, started, admission, traced)
+        events = _stream_events(routed, shape, include_usage, started, admission, traced, logprobs)
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
-    return JSONResponse(await _collect(routed, shape, started, admission, traced), headers=headers)
+    return JSONResponse(await _collect(routed, shape, started, admission, traced, logprobs), headers=headers)
 
 
 @dataclass(frozen=True)
@@ -171,7 +181,12 @@ def _end_of_stream(span: trace.Span, last: worker_pb2.GenerateChunk) -> None:
 
 
 async def _collect(
-    routed: RoutedStream, shape: ResponseShape, started: float, admission: Admission, traced: _StreamTrace
+    routed: RoutedStream,
+    shape: ResponseShape,
+    started: float,
+    admission: Admission,
+    traced: _StreamTrace,
+    logprobs: Logprobs | None,
 ) -> dict:
     parts: list[str] = []
     last = None
@@ -179,6 +194,8 @@ async def _collect(
         try:
             async for chunk in routed.chunks():  # read to the end so the RPC (and its span) completes
                 parts.append(chunk.text)
+                if logprobs is not None:
+                    logprobs.of(chunk)
                 last = chunk
         except BackendError as exc:
             _record(routed, "backend_error", None, started)
@@ -191,7 +208,7 @@ async def _collect(
             raise BackendFailed(f"{routed.backend.endpoint} ended the stream without a finish reason")
         _end_of_stream(span, last)
     _record(routed, "ok", last.usage, started)
-    return shape.whole("".join(parts), last.finish_reason, last.usage)
+    return shape.whole("".join(parts), last.finish_reason, last.usage, logprobs.whole() if logprobs else None)
 
 
 async def _stream_events(
@@ -201,6 +218,7 @@ async def _stream_events(
     started: float,
     admission: Admission,
     traced: _StreamTrace,
+    logprobs: Logprobs | None,
 ) -> AsyncIterator[str]:
     last = None
     parts: list[str] = []
@@ -208,9 +226,10 @@ async def _stream_events(
     with traced.span(routed, parts) as span:
         try:
             async for chunk in routed.chunks():
-                if chunk.text:
+                these = logprobs.of(chunk) if logprobs is not None else None
+                if chunk.text or these:
                     parts.append(chunk.text)
-                    yield shape.chunk(chunk.text)
+                    yield shape.chunk(chunk.text, logprobs=these)
                 last = chunk
                 if chunk.finish_reason:
                     _end_of_stream(span, chunk)

@@ -40,22 +40,22 @@ async def prepare_chat(body: ChatCompletionRequest, request: Request, state: Gat
     prompt_ids, scan = await asyncio.to_thread(_tokenize_chat, body, messages, state)
     text = "\n".join(m["content"] for m in messages)
     requested = body.max_completion_tokens or body.max_tokens
-    return Prepared(prompt_ids, await _classify(body, prompt_ids, scan, requested, request, state, policy), text)
+    features = await _classify(body, prompt_ids, scan, requested, request, state, policy, "messages")
+    return Prepared(prompt_ids, features, text)
 
 
 async def prepare_completion(
     body: CompletionRequest, request: Request, state: GatewayState, policy: Policy
 ) -> Prepared:
     _check(body, state)
-    if body.echo:
-        raise BadRequest("echo is not supported", param="echo")
     if not isinstance(body.prompt, str):
         vocab = state.tokenizer.tokenizer.get_vocab_size()
         bad = [t for t in body.prompt if not 0 <= t < vocab]
         if bad:
             raise BadRequest(f"prompt token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
     prompt_ids, text, scan = await asyncio.to_thread(_tokenize_completion, body, state)
-    return Prepared(prompt_ids, await _classify(body, prompt_ids, scan, body.max_tokens, request, state, policy), text)
+    features = await _classify(body, prompt_ids, scan, body.max_tokens, request, state, policy, "prompt")
+    return Prepared(prompt_ids, features, text)
 
 
 def _tokenize_chat(body: ChatCompletionRequest, messages: list[dict], state: GatewayState) -> tuple[list[int], Scan]:
@@ -88,18 +88,24 @@ def _check(body: _GenerationParams, state: GatewayState) -> None:
         raise ModelNotFound(
             f"model {body.model!r} does not exist; this gateway serves {state.model_id!r}", param="model"
         )
-    unsupported = body.unsupported_fields()
-    if unsupported:
-        raise BadRequest(f"not supported by Tandem: {', '.join(unsupported)}", param=unsupported[0])
+    if refused := body.refused_field():
+        raise BadRequest(refused[1], param=refused[0])
+    vocab = state.tokenizer.tokenizer.get_vocab_size()
+    for param, ids in (("logit_bias", body.token_biases()), ("stop_token_ids", body.stop_token_ids or ())):
+        if bad := [t for t in ids if t >= vocab]:
+            raise BadRequest(f"{param}: token ids out of range [0, {vocab}): {bad[:5]}", param=param)
 
 
-def _max_tokens(requested: int | None, num_prompt: int, state: GatewayState) -> int:
+def _max_tokens(requested: int | None, num_prompt: int, state: GatewayState, prompt_field: str) -> int:
     context = state.tokenizer.max_context_tokens
     room = context - num_prompt
     max_tokens = requested or min(state.settings.default_max_tokens, room)
     if room < 1 or max_tokens > room:
         raise PromptTooLong(
-            f"prompt ({num_prompt} tokens) + max_tokens ({max_tokens}) exceeds the model's context of {context} tokens"
+            f"This model's maximum context length is {context} tokens. However, you requested "
+            f"{num_prompt + max_tokens} tokens ({num_prompt} in the {prompt_field}, {max_tokens} in the completion). "
+            f"Please reduce the length of the {prompt_field} or completion.",
+            param=prompt_field,  # as OpenAI names it, even when max_tokens alone is too large
         )
     return max_tokens
 
@@ -112,8 +118,9 @@ async def _classify(
     request: Request,
     state: GatewayState,
     policy: Policy,
+    prompt_field: str,
 ) -> RequestFeatures:
-    max_tokens = _max_tokens(requested_max, len(prompt_ids), state)
+    max_tokens = _max_tokens(requested_max, len(prompt_ids), state, prompt_field)
     with tracer.start_as_current_span("gateway.classify") as span:
         features = await asyncio.to_thread(
             classify,

@@ -1,17 +1,36 @@
-"""OpenAI request bodies as pydantic models, with Tandem's extensions (top_k, priority).
+"""OpenAI request bodies as pydantic models, with Tandem's extensions (top_k, priority) and vLLM's
+(min_p, repetition_penalty, ignore_eos, stop_token_ids).
 
-Fields OpenAI defines that do not change the answer (user, logit_bias with
-no entries, ...) are accepted and ignored; fields that would change it and
-that we do not support are rejected by name, never silently dropped.
+No field is silently dropped. Every field is either honoured, or one that cannot change the answer
+(`user`, `store: false`, `service_tier`, `prompt_cache_key`, ...: declared below with the values that
+cannot), or refused with a 400 that names it: OpenAI's fields Tandem does not serve (`UNSUPPORTED`) say
+so, any other name is an unknown field.
 """
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tandem.engine_api import MIN_TEMPERATURE
+from tandem.engine_api import MAX_TOP_LOGPROBS, MIN_REPETITION_PENALTY, MIN_TEMPERATURE
 
-UNSUPPORTED = ("tools", "functions", "tool_choice", "logprobs", "top_logprobs", "response_format", "audio")
+# OpenAI's fields Tandem does not serve yet, with the values that ask for nothing (accepted as absent).
+UNSUPPORTED: dict[str, tuple] = {
+    "tools": ([],),
+    "tool_choice": ("none",),
+    "functions": ([],),
+    "function_call": ("none",),
+    "response_format": ({"type": "text"},),
+    "audio": (),
+    "prediction": (),
+    "reasoning_effort": (),
+    "verbosity": (),
+    "web_search_options": (),
+    "best_of": (1,),
+    "suffix": ("",),
+    "echo": (False,),
+}
+MAX_LOGIT_BIAS = 300
+MAX_STOP_TOKEN_IDS = 64
 MAX_STOP_CHARS = 256
 MAX_MESSAGES = 2048
 
@@ -83,6 +102,44 @@ class _GenerationParams(BaseModel):
         description="Tandem extension; higher runs first, up to the tenant's allowance (above it: clamped)",
     )
     user: Text | None = None
+    presence_penalty: float = Field(default=0.0, ge=-2, le=2, allow_inf_nan=False)
+    frequency_penalty: float = Field(default=0.0, ge=-2, le=2, allow_inf_nan=False)
+    repetition_penalty: float = Field(
+        default=1.0,
+        ge=MIN_REPETITION_PENALTY,
+        le=10,
+        allow_inf_nan=False,
+        description=f"vLLM extension (HF's), {MIN_REPETITION_PENALTY} to 10; 1 is off",
+    )
+    logit_bias: dict[str, Annotated[float, Field(ge=-100, le=100, allow_inf_nan=False)]] | None = Field(
+        default=None, max_length=MAX_LOGIT_BIAS, description="token id (as a string) -> bias added to its logit"
+    )
+    ignore_eos: bool = Field(default=False, description="vLLM extension: go on past the end-of-sequence token")
+    stop_token_ids: list[Annotated[int, Field(ge=0, lt=2**31)]] | None = Field(
+        default=None, max_length=MAX_STOP_TOKEN_IDS, description="vLLM extension: token ids that end the answer"
+    )
+    # Accepted because they cannot change the answer, and only with the values that cannot.
+    store: Literal[False] | None = Field(default=None, description="completions are never stored")
+    service_tier: Literal["auto", "default"] | None = None
+    parallel_tool_calls: bool | None = Field(default=None, description="no effect without tools")
+    prompt_cache_key: Text | None = Field(default=None, description="prefixes are cached and routed automatically")
+    safety_identifier: Text | None = None
+    modalities: list[Literal["text"]] | None = None
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _token_ids(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for key in value or {}:
+            if not (key.isascii() and key.isdigit() and int(key) < 2**31):
+                raise ValueError(f"keys are token ids (0 to 2^31-1, as strings), got {key[:20]!r}")
+        return value
+
+    def token_biases(self) -> dict[int, float]:
+        return {int(token): bias for token, bias in (self.logit_bias or {}).items()}
+
+    def wanted_top_logprobs(self) -> int | None:
+        """None: no log-probabilities; otherwise each token's, with this many alternatives."""
+        raise NotImplementedError
 
     @field_validator("temperature")
     @classmethod
@@ -97,18 +154,48 @@ class _GenerationParams(BaseModel):
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
 
     def unsupported_fields(self) -> list[str]:
+        """OpenAI's fields Tandem does not serve, set to a value that asks for something."""
         extra = self.model_extra or {}
-        return [name for name in UNSUPPORTED if extra.get(name) not in (None, False, [], {})]
+        return [name for name in UNSUPPORTED if name in extra and extra[name] not in (None, *UNSUPPORTED[name])]
+
+    def unknown_fields(self) -> list[str]:
+        return [name for name in self.model_extra or {} if name not in UNSUPPORTED]
+
+    def refused_field(self) -> tuple[str, str] | None:
+        """(the field, why) for the first field this request sets that Tandem cannot honour; None if none."""
+        if unsupported := self.unsupported_fields():
+            return unsupported[0], f"not supported by Tandem: {', '.join(unsupported)}"
+        if unknown := self.unknown_fields():
+            return unknown[0], f"unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}"
+        return None
 
 
 class ChatCompletionRequest(_GenerationParams):
     messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_completion_tokens: int | None = Field(default=None, ge=1)
+    logprobs: bool | None = Field(default=None, description="each answer token's log-probability")
+    top_logprobs: int | None = Field(
+        default=None, ge=0, le=MAX_TOP_LOGPROBS, description="with logprobs: this many alternatives per token"
+    )
+
+    @model_validator(mode="after")
+    def _top_needs_logprobs(self):
+        if self.top_logprobs is not None and not self.logprobs:
+            raise ValueError("top_logprobs needs logprobs: true")
+        return self
+
+    def wanted_top_logprobs(self) -> int | None:
+        return (self.top_logprobs or 0) if self.logprobs else None
 
 
 class CompletionRequest(_GenerationParams):
     prompt: Text | list[int] = Field(description="text, or token ids")
-    echo: bool = False
+    logprobs: int | None = Field(
+        default=None, ge=0, le=MAX_TOP_LOGPROBS, description="each token's log-probability and this many alternatives"
+    )
+
+    def wanted_top_logprobs(self) -> int | None:
+        return self.logprobs
 
     @field_validator("prompt")
     @classmethod
@@ -132,10 +219,10 @@ class ErrorResponse(BaseModel):
 def error_responses(*statuses: int) -> dict[int | str, dict]:
     """OpenAPI `responses` entries for the errors a route can return."""
     descriptions = {
-        400: "bad input",
+        400: "bad input, or prompt + max_tokens over the model's context (code context_length_exceeded)",
         401: "missing or invalid API key",
         404: "unknown model",
-        413: "prompt + max_tokens exceed the model's context",
+        413: "the request body is over the gateway's limit",
         429: "the tenant is over a rate or concurrency limit (see Retry-After)",
         502: "the backend failed mid-answer",
         503: "no allowed backend could serve the request",

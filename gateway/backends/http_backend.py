@@ -72,6 +72,16 @@ class HttpWorkerBackend(WorkerBackend):
             body["min_p"] = s.min_p  # so is this one
         if s.stop_strings:
             body["stop"] = list(s.stop_strings)
+        # OpenAI's fields as they are, and vLLM's and SGLang's extensions by their names there
+        for name in ("presence_penalty", "frequency_penalty", "repetition_penalty"):
+            if getattr(s, name):
+                body[name] = getattr(s, name)
+        if s.logit_bias:
+            body["logit_bias"] = {str(token): bias for token, bias in s.logit_bias.items()}
+        if s.ignore_eos:
+            body["ignore_eos"] = True
+        if s.stop_token_ids:
+            body["stop_token_ids"] = list(s.stop_token_ids)
         if self._send_cache_salt and request.cache_salt:
             body["cache_salt"] = request.cache_salt  # vLLM: prefix-cache blocks are never shared across salts
         return body
@@ -79,6 +89,10 @@ class HttpWorkerBackend(WorkerBackend):
     async def _stream(
         self, request: worker_pb2.GenerateRequest, timeout_s: float
     ) -> AsyncIterator[worker_pb2.GenerateChunk]:
+        if request.sampling.HasField("top_logprobs"):  # an upstream names tokens by text, not by id
+            raise BackendError(
+                self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, "logprobs are not available from an HTTP pool"
+            )
         finish, usage = None, None
         try:
             async with self._client.stream(

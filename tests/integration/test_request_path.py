@@ -7,6 +7,7 @@ import time
 import httpx
 import openai
 import pytest
+from tokenizers import Tokenizer
 
 from tests.stack import endpoint_of, start_stack
 
@@ -125,16 +126,29 @@ def test_max_tokens_and_stop_are_honoured(client):
 
 
 @pytest.mark.parametrize(
-    "kwargs, error, status",
+    "kwargs, error, status, code, param",
     [
-        (dict(model="no-such-model"), openai.NotFoundError, 404),
-        (dict(temperature=5), openai.BadRequestError, 400),
-        (dict(max_tokens=0), openai.BadRequestError, 400),
-        (dict(n=2), openai.BadRequestError, 400),
-        (dict(extra_body={"tools": [{"type": "function", "function": {"name": "f"}}]}), openai.BadRequestError, 400),
-        (dict(max_tokens=2040), openai.APIStatusError, 413),
-        (dict(messages=[{"role": "user", "content": "tell me more. " * 240}]), openai.APIStatusError, 413),
-        (dict(extra_headers={"X-Tandem-Device": "{not json"}), openai.BadRequestError, 400),
+        (dict(model="no-such-model"), openai.NotFoundError, 404, "model_not_found", "model"),
+        (dict(temperature=5), openai.BadRequestError, 400, "invalid_request", "temperature"),
+        (dict(max_tokens=0), openai.BadRequestError, 400, "invalid_request", "max_tokens"),
+        (dict(n=2), openai.BadRequestError, 400, "invalid_request", "n"),
+        (
+            dict(extra_body={"tools": [{"type": "function", "function": {"name": "f"}}]}),
+            openai.BadRequestError,
+            400,
+            "invalid_request",
+            "tools",
+        ),
+        (dict(max_tokens=2040), openai.BadRequestError, 400, "context_length_exceeded", "messages"),
+        (
+            dict(messages=[{"role": "user", "content": "tell me more. " * 240}]),
+            openai.BadRequestError,
+            400,
+            "context_length_exceeded",
+            "messages",
+        ),
+        (dict(extra_headers={"X-Tandem-Device": "{not json"}), openai.BadRequestError, 400, "invalid_request", None),
+        (dict(extra_body={"no_such_field": 1}), openai.BadRequestError, 400, "invalid_request", "no_such_field"),
     ],
     ids=[
         "unknown-model",
@@ -145,15 +159,29 @@ def test_max_tokens_and_stop_are_honoured(client):
         "too-long",
         "prompt-fills-context",
         "bad-device-header",
+        "unknown-field",
     ],
 )
-def test_bad_input_gets_an_openai_shaped_error(client, kwargs, error, status):
+def test_bad_input_gets_an_openai_shaped_error(client, kwargs, error, status, code, param):
     kwargs = {"model": MODEL, "messages": [{"role": "user", "content": "hi " * 20}], **kwargs}
     with pytest.raises(error) as err:
         client.chat.completions.create(**kwargs)
     assert err.value.status_code == status
     body = err.value.response.json()["error"]
-    assert body["message"] and body["type"] and body["code"]
+    assert body["message"] and body["type"] and body["code"] == code and body["param"] == param
+
+
+def test_a_request_id_is_echoed_or_made_and_the_trace_id_returned(stack):
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    mine = httpx.post(f"{stack.url}/v1/chat/completions", json=body, headers={"X-Request-Id": "abc-123"})
+    assert mine.status_code == 200 and mine.headers["x-request-id"] == "abc-123"
+    assert len(mine.headers["x-trace-id"]) == 32 and int(mine.headers["x-trace-id"], 16)
+    made = httpx.post(f"{stack.url}/v1/chat/completions", json=body | {"stream": True})
+    assert made.headers["x-request-id"].startswith("req-") and made.headers["x-trace-id"] != mine.headers["x-trace-id"]
+    refused = httpx.post(f"{stack.url}/v1/chat/completions", json=body, headers={"X-Request-Id": "two words"})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "X-Request-Id"
+    errored = httpx.post(f"{stack.url}/v1/chat/completions", json=body | {"model": "x"}, headers={"X-Request-Id": "e1"})
+    assert errored.status_code == 404 and errored.headers["x-request-id"] == "e1"
 
 
 def test_malformed_json_is_a_400_not_a_stack_trace(stack):
@@ -242,3 +270,78 @@ def test_metrics_carry_tenants_token_timing_and_autoscaling_signals(client, stac
     saturation = float(re.search(r'^tandem_autoscale_saturation\{pool="cloud"\} (\S+)$', text, re.M).group(1))
     assert 0 < saturation < 1  # one idle worker: the TTFT signal is the largest, and under its 2 s target
     assert re.search(r'^tandem_gateway_backend_circuit_state\{backend="grpc://[^"]+",state="closed"\} 1.0$', text, re.M)
+
+
+# Both kinds of backend: the cloud worker (long prompt) and the edge agent (private).
+KINDS = {"cloud": {"content": LONG_TEXT}, "edge": {"content": "Go on.", "extra_body": {"metadata": {"privacy": "pii"}}}}
+
+
+def kind_chat(client, kind, **kwargs):
+    spec = dict(KINDS[kind])
+    extra_body = spec.pop("extra_body", {}) | kwargs.pop("extra_body", {})
+    headers, completion = chat(client, spec["content"], extra_body=extra_body, **kwargs)
+    assert headers["x-tandem-route"].split(";")[0] == kind
+    return completion
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_logprobs_whole_and_streamed_name_each_answer_token(client, kind):
+    completion = kind_chat(client, kind, max_tokens=8, temperature=0, logprobs=True, top_logprobs=3)
+    content = completion.choices[0].logprobs.content
+    assert len(content) == completion.usage.completion_tokens == 8
+    for entry in content:
+        assert len(entry.top_logprobs) == 3 and entry.logprob <= 0
+        assert entry.top_logprobs[0].token == entry.token  # greedy picks the most likely token
+        assert abs(entry.top_logprobs[0].logprob - entry.logprob) < 1e-4
+        assert bytes(entry.bytes).decode() == entry.token
+    assert "".join(e.token for e in content) == completion.choices[0].message.content
+    spec = dict(KINDS[kind])
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": spec["content"]}],
+        max_tokens=8,
+        temperature=0,
+        logprobs=True,
+        top_logprobs=3,
+        stream=True,
+        extra_body=spec.get("extra_body"),
+    )
+    streamed = [e for chunk in stream for c in chunk.choices if c.logprobs for e in c.logprobs.content]
+    assert [(e.token, round(e.logprob, 4)) for e in streamed] == [(e.token, round(e.logprob, 4)) for e in content]
+
+
+def test_completions_logprobs_have_openais_legacy_shape(client):
+    whole = client.completions.create(
+        model=MODEL, prompt="The quick brown fox", max_tokens=6, temperature=0, logprobs=2
+    )
+    lp = whole.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset) == 6
+    assert all(len(top) <= 2 and token in top for token, top in zip(lp.tokens, lp.top_logprobs, strict=True))
+    assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(6)]
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_penalties_and_logit_bias_change_the_greedy_answer_on_both_kinds(client, kind, demo_checkpoint):
+    plain = kind_chat(client, kind, max_tokens=12, temperature=0, logprobs=True)
+    first = plain.choices[0].logprobs.content[0].token
+    ids = Tokenizer.from_file(str(demo_checkpoint / "tokenizer.json")).encode(first, add_special_tokens=False).ids
+    assert len(ids) == 1
+    banned = kind_chat(client, kind, max_tokens=12, temperature=0, logprobs=True, logit_bias={str(ids[0]): -100})
+    assert banned.choices[0].logprobs.content[0].token != first
+    assert all(e.token != first for e in banned.choices[0].logprobs.content)
+    longer = kind_chat(client, kind, max_tokens=32, temperature=0, logprobs=True)
+    penalized = kind_chat(client, kind, max_tokens=32, temperature=0, frequency_penalty=2.0, presence_penalty=2.0)
+    repeated = kind_chat(client, kind, max_tokens=32, temperature=0, extra_body={"repetition_penalty": 3.0})
+    assert penalized.choices[0].message.content != longer.choices[0].message.content, longer.choices[0].logprobs
+    assert repeated.choices[0].message.content != longer.choices[0].message.content
+
+
+def test_fields_that_cannot_change_the_answer_are_accepted_and_others_named(client):
+    _, accepted = chat(
+        client, "hi", max_tokens=2, store=False, service_tier="auto", user="u1", parallel_tool_calls=True
+    )
+    assert accepted.choices[0].finish_reason in ("stop", "length")
+    for extra in ({"store": True}, {"response_format": {"type": "json_object"}}, {"best_of": 2}):
+        with pytest.raises(openai.BadRequestError) as err:
+            chat(client, "hi", max_tokens=2, extra_body=extra)
+        assert err.value.response.json()["error"]["param"] == next(iter(extra))
