@@ -85,6 +85,7 @@ def _request(body: ChatCompletionRequest, prompt_ids: list[int], counter) -> Gen
             repetition_penalty=body.repetition_penalty,
             logit_bias=tuple(sorted(body.token_biases().items())),
             top_logprobs=body.wanted_top_logprobs(),
+            grammar=body.grammar(),  # checked by _parse
         ),
         private=True,
     )
@@ -100,6 +101,10 @@ def _parse(raw: object) -> ChatCompletionRequest:
         raise BadRequest(f"{param or 'body'}: {first['msg']}", param=param) from None
     if refused := body.refused_field():
         raise BadRequest(refused[1], param=refused[0])
+    try:
+        body.grammar()
+    except ValueError as exc:
+        raise BadRequest(f"response_format: {exc}", param="response_format") from None
     return body
 
 

@@ -37,6 +37,7 @@ class SamplingParams:
     repetition_penalty: float = 1.0  # HF's and vLLM's, 0.01 to 10, on prompt and output tokens; 1 is off
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, -100 to 100) pairs
     top_logprobs: int | None = None  # report each token's log-probability and this many alternatives (0-20)
+    grammar: str = ""  # an llguidance grammar the answer must follow (tandem/grammar.py); empty: none
 
     def __post_init__(self) -> None:
         for name in ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"):

@@ -19,6 +19,7 @@ from tokenizers import Tokenizer
 
 from tandem.detokenizer import IncrementalDetokenizer
 from tandem.engine_api import EngineStats, GenerationChunk, GenerationRequest, Usage, check_fits_context
+from tandem.grammar import constraint_for, mask_logits
 from tandem.logits_processors import apply_penalties, top_logprobs
 from tandem.process_memory import memory_bytes, memory_watermark_bytes
 from tandem.sampling import make_generator, sample_token
@@ -125,6 +126,7 @@ class SerialEngine:
         detok = IncrementalDetokenizer(self._tokenizer, params.stop_strings)
         stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else self._eos_token_ids)
         queue_wait_s = time.monotonic() - job.submitted_s
+        constraint = constraint_for(params, self._tokenizer, self._eos_token_ids)
         logits, state = self._model.prefill(prompt)
         output: list[int] = []
         num_out, finish = 0, None
@@ -133,7 +135,8 @@ class SerialEngine:
                 finish = "cancelled"
                 break
             logits = logits.float()
-            token = sample_token(apply_penalties(logits[None], [params], [prompt], [output])[0], params, generator)
+            processed = mask_logits(apply_penalties(logits[None], [params], [prompt], [output]), [constraint])
+            token = sample_token(processed[0], params, generator)
             output.append(token)
             num_out += 1
             self._tokens.add()
@@ -141,8 +144,12 @@ class SerialEngine:
                 finish, text, ids = "stop", detok.flush(), ()
             else:
                 text, ids = detok.push(token), (token,)
+                if constraint is not None:
+                    constraint.consume(token)
                 if detok.is_stopped:
                     finish = "stop"
+                elif constraint is not None and constraint.done:
+                    finish, text = "stop", text + detok.flush()
                 elif num_out >= params.max_tokens:
                     finish, text = "length", text + detok.flush()
             logprobs = (float(torch.log_softmax(logits, dim=-1)[token]),) if ids else ()

@@ -40,6 +40,7 @@ def request_from_proto(msg: worker_pb2.GenerateRequest) -> GenerationRequest:
         repetition_penalty=s.repetition_penalty or 1.0,  # proto3: 0 is unset
         logit_bias=tuple(sorted(s.logit_bias.items())),
         top_logprobs=s.top_logprobs if s.HasField("top_logprobs") else None,
+        grammar=s.grammar,
     )
     return GenerationRequest(
         request_id=msg.request_id,

@@ -32,6 +32,7 @@ from tandem.engine_api import (
     Usage,
     check_fits_context,
 )
+from tandem.grammar import constraint_for
 from tandem.process_memory import memory_bytes, memory_watermark_bytes
 from tandem.sliding_count import SlidingCount
 
@@ -94,6 +95,7 @@ class PagedEngine:
             self.model_id,
             self.block_manager.block_size_tokens,
             seed=params.seed if params.seed is not None else random.getrandbits(63),
+            constraint=constraint_for(params, self._tokenizer, self._eos_token_ids),
         )
         job = _Job(
             seq,
@@ -210,9 +212,13 @@ class PagedEngine:
         if token in job.stop_ids:
             self._retire(job, "stop", job.detok.flush())
             return
+        if seq.constraint is not None:
+            seq.constraint.consume(token)
         text = job.detok.push(token)
         tops = (top,) if params.top_logprobs is not None else ()
-        if job.detok.is_stopped:
+        if seq.constraint is not None and seq.constraint.done:
+            self._retire(job, "stop", text + job.detok.flush(), (token,), (logprob,), tops)
+        elif job.detok.is_stopped:
             self._retire(job, "stop", text, (token,), (logprob,), tops)
         elif seq.num_output_tokens >= params.max_tokens:
             self._retire(job, "length", text + job.detok.flush(), (token,), (logprob,), tops)

@@ -18,6 +18,7 @@ from cloud_worker.engine.sampler import SamplingBatch, sample
 from cloud_worker.engine.scheduler import ScheduledSeq
 from cloud_worker.models.llama import KVCache, LlamaForCausalLM, PagedKV
 from kernels.paged_attention import PagedAttentionMetadata
+from tandem.grammar import mask_logits
 from tandem.logits_processors import apply_penalties, top_logprobs
 
 if TYPE_CHECKING:
@@ -134,6 +135,7 @@ class ModelRunner:
         processed = apply_penalties(
             logits, params, [s.token_ids[: s.num_prompt_tokens] for s in sampling], [s.output_ids for s in sampling]
         )
+        processed = mask_logits(processed, [s.constraint for s in sampling])
         batch = SamplingBatch.build(
             params,
             [s.seed for s in sampling],

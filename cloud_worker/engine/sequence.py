@@ -7,6 +7,7 @@ from enum import Enum
 
 from proto.prefix_hash import block_hash, root_hash
 from tandem.engine_api import GenerationRequest
+from tandem.grammar import Constraint
 
 _arrivals = itertools.count()
 
@@ -33,6 +34,7 @@ class Sequence:
     num_preemptions: int = 0
     submitted_s: float = field(default_factory=time.monotonic)
     first_scheduled_s: float | None = None  # for the queue-wait span
+    constraint: Constraint | None = None  # the grammar the output follows, where the request has one
     _block_hashes: list[bytes] = field(default_factory=list)
 
     def __post_init__(self) -> None:

@@ -97,6 +97,7 @@ async def _serve(
             repetition_penalty=body.repetition_penalty,
             logit_bias=body.token_biases(),
             top_logprobs=body.wanted_top_logprobs(),
+            grammar=body.grammar(),  # checked by prepare
         ),
         priority=features.priority,  # clamped to the tenant's allowance
     )

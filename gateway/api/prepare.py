@@ -20,6 +20,7 @@ from gateway.classify.features import RequestFeatures
 from gateway.errors import BadRequest, ModelNotFound, PromptTooLong
 from gateway.policy.schema import Policy
 from gateway.state import GatewayState
+from tandem.grammar import GrammarError, check_grammar, llg_tokenizer
 
 tracer = trace.get_tracer(__name__)
 
@@ -90,6 +91,11 @@ def _check(body: _GenerationParams, state: GatewayState) -> None:
         )
     if refused := body.refused_field():
         raise BadRequest(refused[1], param=refused[0])
+    try:
+        if grammar := body.grammar():
+            check_grammar(grammar, llg_tokenizer(state.tokenizer.tokenizer, ()))
+    except (GrammarError, ValueError, RuntimeError) as exc:
+        raise BadRequest(f"response_format: {exc}", param="response_format") from None
     vocab = state.tokenizer.tokenizer.get_vocab_size()
     for param, ids in (("logit_bias", body.token_biases()), ("stop_token_ids", body.stop_token_ids or ())):
         if bad := [t for t in ids if t >= vocab]:

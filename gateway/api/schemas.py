@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tandem.engine_api import MAX_TOP_LOGPROBS, MIN_REPETITION_PENALTY, MIN_TEMPERATURE
+from tandem.grammar import grammar_for
 
 # OpenAI's fields Tandem does not serve yet, with the values that ask for nothing (accepted as absent).
 UNSUPPORTED: dict[str, tuple] = {
@@ -19,7 +20,6 @@ UNSUPPORTED: dict[str, tuple] = {
     "tool_choice": ("none",),
     "functions": ([],),
     "function_call": ("none",),
-    "response_format": ({"type": "text"},),
     "audio": (),
     "prediction": (),
     "reasoning_effort": (),
@@ -125,6 +125,15 @@ class _GenerationParams(BaseModel):
     prompt_cache_key: Text | None = Field(default=None, description="prefixes are cached and routed automatically")
     safety_identifier: Text | None = None
     modalities: list[Literal["text"]] | None = None
+    response_format: dict[str, Any] | None = Field(
+        default=None,
+        description='{"type": "text"}, {"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema": ...}}:'
+        " the answer follows it (grammar-constrained decoding)",
+    )
+
+    def grammar(self) -> str:
+        """The llguidance grammar the answer must follow; "" for none. GrammarError when it cannot be made."""
+        return (grammar_for(self.response_format) or "") if self.response_format else ""
 
     @field_validator("logit_bias")
     @classmethod

@@ -93,6 +93,10 @@ class HttpWorkerBackend(WorkerBackend):
             raise BackendError(
                 self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, "logprobs are not available from an HTTP pool"
             )
+        if request.sampling.grammar:
+            raise BackendError(
+                self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, "response_format is not available from an HTTP pool"
+            )
         finish, usage = None, None
         try:
             async with self._client.stream(

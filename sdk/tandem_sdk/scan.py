@@ -9,7 +9,8 @@ sent) and returns everything in it that would leave the device:
 - the completions `prompt` in each accepted form (a string, strings, token
   ids, lists of token ids: ids are decoded with `decode`, so token ids are no
   way around the detectors), and `suffix`;
-- `stop` strings, `user`, and the `tools` given to the model.
+- `stop` strings, `user`, the `tools` given to the model and the
+  `response_format` (a JSON schema's names, descriptions and enums).
 Messages and fields are joined with a line break, so a number split across
 two messages reads as one (a line break parts digit groups like a space).
 
@@ -35,8 +36,9 @@ def _pieces(body: Mapping, decode: Callable[[list[int]], str] | None) -> Iterato
         if isinstance(body.get(key), str):
             yield body[key]
     yield from _strings(body.get("stop"))
-    if body.get("tools"):
-        yield from _strings(body["tools"])
+    for key in ("tools", "response_format"):  # a JSON schema's names, descriptions and enums leave too
+        if body.get(key):
+            yield from _strings(body[key])
 
 
 def _message_text(message) -> str:

@@ -1,0 +1,120 @@
+"""Grammar-constrained decoding with llguidance: structured output on both engines.
+
+The gateway turns OpenAI's `response_format` into an llguidance grammar (`grammar_for`), checks it
+against the model's tokenizer, and sends it to the worker as a string. Each engine then keeps one
+`Constraint` per sequence: before sampling, `allowed()` is the set of tokens the grammar permits next
+(llguidance computes it in Rust, a few microseconds for a small vocabulary); every other token's logit
+becomes -inf, for a whole batch in one masked fill (`mask_logits`); after sampling, `consume(token)`
+advances the grammar, and a grammar that has ended ends the answer (finish reason "stop").
+End-of-sequence is allowed exactly where the grammar may end, so a constrained answer that stops by
+itself always parses and, for `json_schema`, validates. An answer cut by `max_tokens` is cut (finish
+reason "length"), as OpenAI's is.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+
+import llguidance
+import torch
+from tokenizers import Tokenizer
+
+from tandem.engine_api import RequestRejected, SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+class GrammarError(ValueError):
+    """The response format cannot be turned into a grammar for this model: the request's fault."""
+
+
+def grammar_for(response_format: dict) -> str | None:
+    """OpenAI's `response_format` as an llguidance grammar; None for plain text."""
+    kind = response_format.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return _from_schema({"type": "object"})
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
+            raise GrammarError("json_schema must be an object with a `schema` object")
+        return _from_schema(spec.get("schema") or {"type": "object"})
+    raise GrammarError(f"type must be text, json_object or json_schema, got {kind!r}")
+
+
+def _from_schema(schema: dict) -> str:
+    # Compact JSON, as OpenAI's: free whitespace lets a small model wander in blank lines until max_tokens.
+    return llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), overrides={"whitespace_flexible": False})
+
+
+def check_grammar(grammar: str, tokenizer: llguidance.LLTokenizer) -> None:
+    if message := llguidance.LLMatcher.validate_grammar(grammar, tokenizer):
+        raise GrammarError(message)
+
+
+@functools.cache
+def _cached(tokenizer_json: str, eos_token_ids: tuple[int, ...]) -> llguidance.LLTokenizer:
+    return llguidance.LLTokenizer(tokenizer_json, eos_token=list(eos_token_ids) or None)
+
+
+def llg_tokenizer(tokenizer: Tokenizer, eos_token_ids) -> llguidance.LLTokenizer:
+    """The tokenizer as llguidance reads it (built once per tokenizer and end-of-sequence ids)."""
+    return _cached(tokenizer.to_str(), tuple(sorted(eos_token_ids)))
+
+
+def constraint_for(params: SamplingParams, tokenizer: Tokenizer, eos_token_ids) -> Constraint | None:
+    """The sequence's constraint, None without a grammar; a grammar that will not compile is the request's fault."""
+    if not params.grammar:
+        return None
+    try:
+        return Constraint(llg_tokenizer(tokenizer, eos_token_ids), params.grammar)
+    except (ValueError, RuntimeError) as exc:
+        raise RequestRejected(f"grammar: {exc}") from None
+
+
+class Constraint:
+    """One sequence's grammar state."""
+
+    def __init__(self, tokenizer: llguidance.LLTokenizer, grammar: str) -> None:
+        self._matcher = llguidance.LLMatcher(tokenizer, grammar)
+        if self._matcher.is_error():
+            raise GrammarError(self._matcher.get_error())
+
+    def bitmask(self) -> bytes:
+        """The tokens the grammar permits next, one bit each (token t: bit t % 32 of 32-bit word t // 32)."""
+        return self._matcher.compute_bitmask()
+
+    def consume(self, token: int) -> None:
+        if not self._matcher.consume_token(token) or self._matcher.is_error():
+            log.warning("grammar refused token %d: %s", token, self._matcher.get_error())
+
+    @property
+    def done(self) -> bool:
+        """The grammar has ended: no token may follow."""
+        return self._matcher.is_stopped()
+
+
+def mask_logits(logits: torch.Tensor, constraints: list[Constraint | None]) -> torch.Tensor:
+    """logits [S, vocab]: rows with a constraint keep only the tokens it allows, unpacked and applied for all rows at
+    once; ids beyond the tokenizer's vocabulary (a model's padded rows) are never allowed."""
+    rows = [i for i, c in enumerate(constraints) if c is not None]
+    if not rows:
+        return logits
+    vocab = logits.shape[1]
+    words = torch.frombuffer(bytearray(b"".join(constraints[row].bitmask() for row in rows)), dtype=torch.int32)
+    words = words.view(len(rows), -1)
+    refused = ((words[:, :, None] >> torch.arange(32, dtype=torch.int32)) & 1).view(len(rows), -1) == 0
+    width = min(vocab, refused.shape[1])
+    out = logits.clone()
+    if len(rows) == logits.shape[0]:  # every row constrained (the common batch): in place, no gather
+        target = out
+    else:
+        target = out[rows]
+    target[:, width:] = float("-inf")
+    target[:, :width].masked_fill_(refused[:, :width].to(logits.device), float("-inf"))
+    if target is not out:
+        out[rows] = target
+    return out
