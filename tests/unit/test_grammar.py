@@ -6,14 +6,8 @@ import json
 import jsonschema
 import pytest
 
-from cloud_worker.engine.config import EngineConfig
-from cloud_worker.loader import load_model
-from cloud_worker.server import build_engine
-from tandem.checkpoint import load_tokenizer
 from tandem.engine_api import GenerationRequest, RequestRejected, SamplingParams
 from tandem.grammar import GrammarError, grammar_for
-from tandem.serial_engine import SerialEngine
-from tests.unit.test_serial_engine import CountingStepModel
 
 PROMPT = (1, 309, 201, 428, 309, 57, 88, 201)
 SCHEMA = {
@@ -27,17 +21,6 @@ SCHEMA = {
     "required": ["name", "age", "kind", "tags"],
     "additionalProperties": False,
 }
-
-
-@pytest.fixture(scope="module", params=["cloud", "edge"])
-def engine(request, demo_checkpoint):
-    if request.param == "cloud":
-        engine = build_engine(demo_checkpoint, config=EngineConfig(num_kv_blocks=128))
-    else:
-        model = CountingStepModel(load_model(demo_checkpoint))
-        engine = SerialEngine(model, load_tokenizer(demo_checkpoint), (2,), "tandem-demo", "edge", "torch-cpu")
-    yield engine
-    engine.close()
 
 
 async def answer(engine, params: SamplingParams, name: str = "r"):

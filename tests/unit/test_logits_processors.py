@@ -7,14 +7,8 @@ import torch
 from transformers import AutoModelForCausalLM
 from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor, SequenceBiasLogitsProcessor
 
-from cloud_worker.engine.config import EngineConfig
-from cloud_worker.loader import load_model
-from cloud_worker.server import build_engine
-from tandem.checkpoint import load_tokenizer
 from tandem.engine_api import GenerationRequest, RequestRejected, SamplingParams
 from tandem.logits_processors import apply_penalties
-from tandem.serial_engine import SerialEngine
-from tests.unit.test_serial_engine import CountingStepModel
 
 VOCAB = 50
 PROMPT = [1, 309, 201, 428, 309, 57, 88, 201]
@@ -90,17 +84,6 @@ async def tokens(engine, params: SamplingParams, name="r"):
     async for chunk in engine.generate(GenerationRequest(name, tuple(PROMPT), params)):
         out += chunk.token_ids
     return out
-
-
-@pytest.fixture(params=["cloud", "edge"])
-def engine(request, demo_checkpoint):
-    if request.param == "cloud":
-        engine = build_engine(demo_checkpoint, config=EngineConfig(num_kv_blocks=64))
-    else:
-        model = CountingStepModel(load_model(demo_checkpoint))
-        engine = SerialEngine(model, load_tokenizer(demo_checkpoint), (2,), "tandem-demo", "edge", "torch-cpu")
-    yield engine
-    engine.close()
 
 
 def test_greedy_with_a_repetition_penalty_equals_hf_generate_on_both_engines(engine, demo_checkpoint):
