@@ -27,7 +27,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 from tandem_sdk.local_token import load_or_create
 
+from gateway.api import tools
 from gateway.api.openai_format import SSE_DONE, Logprobs, ResponseShape
+from gateway.api.prepare import tool_plan
 from gateway.api.schemas import ChatCompletionRequest
 from gateway.body_limit import BodyLimit
 from gateway.chat_tokenizer import ChatTokenizer
@@ -65,7 +67,7 @@ def _refusal(request: Request, token: str) -> JSONResponse | None:
     return None
 
 
-def _request(body: ChatCompletionRequest, prompt_ids: list[int], counter) -> GenerationRequest:
+def _request(body: ChatCompletionRequest, prompt_ids: list[int], counter, grammar: str) -> GenerationRequest:
     """The gateway's request model, so a field means the same on the device as in the cloud."""
     return GenerationRequest(
         request_id=f"local-{next(counter)}",
@@ -85,7 +87,7 @@ def _request(body: ChatCompletionRequest, prompt_ids: list[int], counter) -> Gen
             repetition_penalty=body.repetition_penalty,
             logit_bias=tuple(sorted(body.token_biases().items())),
             top_logprobs=body.wanted_top_logprobs(),
-            grammar=body.grammar(),  # checked by _parse
+            grammar=grammar,  # response_format's (checked by _parse) or a forced tool call's (by tool_plan)
         ),
         private=True,
     )
@@ -133,9 +135,10 @@ def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | N
     async def chat_completions(request: Request):
         try:
             body = _parse(await request.json())
-            messages = [{"role": m.role, "content": m.text()} for m in body.messages]
-            prompt_ids = chat.encode_chat(messages)
-            gen = _request(body, prompt_ids, counter)
+            plan = tool_plan(body, chat)
+            messages = [m.for_template() for m in body.messages]
+            prompt_ids = chat.encode_chat(messages, body.tools or None)
+            gen = _request(body, prompt_ids, counter, plan.grammar if plan else body.grammar())
         except (BadRequest, RequestRejected) as exc:
             return _error(400, getattr(exc, "message", str(exc)), param=getattr(exc, "param", None))
         except (ValueError, RecursionError) as exc:  # JSON that does not parse, a content part that is not text
@@ -143,8 +146,9 @@ def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | N
         shape = ResponseShape.new(True, f"chatcmpl-local-{uuid.uuid4().hex[:12]}", model_id)
         logprobs = Logprobs(True, chat.tokenizer.decode) if body.wanted_top_logprobs() is not None else None
         stream = engine.generate(gen)
+        held = tools.StreamedCalls(plan.format, set(plan.allowed)) if plan else None
         if body.stream:
-            return StreamingResponse(_sse(shape, stream, logprobs), media_type="text/event-stream")
+            return StreamingResponse(_sse(shape, stream, logprobs, held), media_type="text/event-stream")
         text, last = "", None
         try:
             async for chunk in stream:
@@ -154,20 +158,25 @@ def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | N
                 last = chunk
         except RequestRejected as exc:
             return _error(400, str(exc))
-        return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None)
+        calls = []
+        if plan is not None:
+            text, calls = tools.parse(text, plan.format, set(plan.allowed))
+        return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None, calls)
 
     return app
 
 
-async def _sse(shape: ResponseShape, stream, logprobs: Logprobs | None):
+async def _sse(shape: ResponseShape, stream, logprobs: Logprobs | None, held: tools.StreamedCalls | None):
     yield shape.chunk(None, first=True)
     try:
         async for chunk in stream:
             these = logprobs.of(chunk) if logprobs is not None else None
-            if chunk.text or these:
-                yield shape.chunk(chunk.text, logprobs=these)
+            text = held.push(chunk.text) if held is not None else chunk.text
+            if text or these:
+                yield shape.chunk(text, logprobs=these)
             if chunk.finish_reason is not None:
-                yield shape.chunk(None, chunk.finish_reason)
+                for event in shape.ending(chunk.finish_reason, held):
+                    yield event
                 yield shape.usage_chunk(chunk.usage)
     finally:
         await stream.aclose()

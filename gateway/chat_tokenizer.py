@@ -6,12 +6,14 @@ jinja2 environment, the special tokens as variables), so the ids equal HF's.
 """
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from gateway.api import tools as tool_calls
 from gateway.errors import BadRequest
 from tandem.checkpoint import load_tokenizer
 
@@ -38,15 +40,28 @@ class ChatTokenizer:
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         env.globals["raise_exception"] = _raise_exception
         self._template = env.from_string(template) if template else None
+        self._reads_tools = bool(template and "tools" in template)
+        # How this model writes a tool call: from its template, or TANDEM_TOOL_FORMAT (gateway/api/tools.py).
+        self.tool_format = tool_calls.format_for(template, os.environ.get("TANDEM_TOOL_FORMAT"))
         self._special = {
             name: _token_text(config.get(name)) for name in ("bos_token", "eos_token", "pad_token", "unk_token")
         }
 
-    def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
+    def encode_chat(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
+        """The prompt's ids; `tools` as apply_chat_template passes them, or, for a template that never reads them,
+        described in a system message of their own (first, before the caller's)."""
         if self._template is None:
             raise BadRequest("this model has no chat template; use /v1/completions")
+        messages = tool_calls.template_messages(messages)
+        if not self._reads_tools:
+            messages = tool_calls.inline_calls(messages, self.tool_format)
+            if tools:
+                system = {"role": "system", "content": tool_calls.system_prompt(tools, self.tool_format)}
+                messages = [system, *messages]
         try:
-            text = self._template.render(messages=messages, add_generation_prompt=True, **self._special)
+            text = self._template.render(
+                messages=messages, tools=tools or None, add_generation_prompt=True, **self._special
+            )
         except TemplateError as exc:
             raise BadRequest(f"the model's chat template rejected these messages: {exc}") from exc
         return self.encode(text)

@@ -18,7 +18,7 @@ def usage_dict(usage: worker_pb2.Usage) -> dict:
 
 
 def finish_reason(worker_reason: str) -> str:
-    return "length" if worker_reason == "length" else "stop"
+    return worker_reason if worker_reason in ("length", "tool_calls") else "stop"
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,16 @@ class ResponseShape:
         kind = ("chat.completion.chunk" if streamed else "chat.completion") if self.is_chat else "text_completion"
         return {"id": self.response_id, "object": kind, "created": self.created, "model": self.model}
 
-    def whole(self, text: str, reason: str, usage: worker_pb2.Usage, logprobs: dict | None = None) -> dict:
+    def whole(
+        self, text: str | None, reason: str, usage: worker_pb2.Usage, logprobs: dict | None = None, tool_calls=()
+    ) -> dict:
+        """`tool_calls`: gateway.api.tools.ToolCall, parsed from the answer (the reason is then "tool_calls")."""
         if self.is_chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": logprobs}
+            message = {"role": "assistant", "content": text}
+            if tool_calls:
+                message["tool_calls"] = [call.as_openai() for call in tool_calls]
+                reason = "tool_calls" if reason == "stop" else reason  # an answer cut by max_tokens says so
+            choice = {"index": 0, "message": message, "logprobs": logprobs}
         else:
             choice = {"index": 0, "text": text, "logprobs": logprobs}
         choice["finish_reason"] = finish_reason(reason)
@@ -54,6 +61,26 @@ class ResponseShape:
             choice = {"index": 0, "text": text or "", "logprobs": logprobs}
         choice["finish_reason"] = finish_reason(reason) if reason else None
         return sse(self._envelope(True) | {"choices": [choice]})
+
+    def ending(self, worker_reason: str, held=None) -> list[str]:
+        """The events that end a streamed choice: what `held` (gateway.api.tools.StreamedCalls) kept back, as text
+        or as tool calls, then the finish reason ("tool_calls" when calls ended an answer that stopped by itself)."""
+        events, reason = [], worker_reason
+        if held is not None:
+            rest, calls = held.finish()
+            if rest:
+                events.append(self.chunk(rest))
+            if calls:
+                events.append(self.tool_calls_chunk(calls))
+                reason = "tool_calls" if reason == "stop" else reason
+        return [*events, self.chunk(None, reason=reason)]
+
+    def tool_calls_chunk(self, tool_calls) -> str:
+        """Every parsed call as one delta each (index, id, name and the whole arguments), as OpenAI's clients
+        assemble them."""
+        calls = [call.as_openai(index=i) for i, call in enumerate(tool_calls)]
+        return sse(self._envelope(True) | {"choices": [{"index": 0, "delta": {"tool_calls": calls}, "logprobs": None,
+                                                        "finish_reason": None}]})  # fmt: skip
 
     def usage_chunk(self, usage: worker_pb2.Usage) -> str:
         return sse(self._envelope(True) | {"choices": [], "usage": usage_dict(usage)})

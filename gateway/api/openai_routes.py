@@ -13,8 +13,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from opentelemetry import context, trace
 
 from gateway import metrics, privacy
+from gateway.api import tools
 from gateway.api.openai_format import SSE_DONE, Logprobs, ResponseShape, sse
-from gateway.api.prepare import Prepared, prepare_chat, prepare_completion
+from gateway.api.prepare import Prepared, ToolPlan, prepare_chat, prepare_completion
 from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, _GenerationParams, error_responses
 from gateway.backends.worker_backend import BackendError
 from gateway.dispatch import RoutedStream, dispatch
@@ -97,7 +98,7 @@ async def _serve(
             repetition_penalty=body.repetition_penalty,
             logit_bias=body.token_biases(),
             top_logprobs=body.wanted_top_logprobs(),
-            grammar=body.grammar(),  # checked by prepare
+            grammar=prepared.grammar,  # response_format's, or a forced tool call's; checked by prepare
         ),
         priority=features.priority,  # clamped to the tenant's allowance
     )
@@ -143,9 +144,10 @@ async def _serve(
         logprobs = Logprobs(shape.is_chat, state.tokenizer.tokenizer.decode)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        events = _stream_events(routed, shape, include_usage, started, admission, traced, logprobs)
+        events = _stream_events(routed, shape, include_usage, started, admission, traced, logprobs, prepared.tools)
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
-    return JSONResponse(await _collect(routed, shape, started, admission, traced, logprobs), headers=headers)
+    answer = await _collect(routed, shape, started, admission, traced, logprobs, prepared.tools)
+    return JSONResponse(answer, headers=headers)
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,7 @@ async def _collect(
     admission: Admission,
     traced: _StreamTrace,
     logprobs: Logprobs | None,
+    tool_plan: ToolPlan | None,
 ) -> dict:
     parts: list[str] = []
     last = None
@@ -209,7 +212,10 @@ async def _collect(
             raise BackendFailed(f"{routed.backend.endpoint} ended the stream without a finish reason")
         _end_of_stream(span, last)
     _record(routed, "ok", last.usage, started)
-    return shape.whole("".join(parts), last.finish_reason, last.usage, logprobs.whole() if logprobs else None)
+    text, calls = "".join(parts), []
+    if tool_plan is not None:
+        text, calls = tools.parse(text, tool_plan.format, set(tool_plan.allowed))
+    return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None, calls)
 
 
 async def _stream_events(
@@ -220,21 +226,25 @@ async def _stream_events(
     admission: Admission,
     traced: _StreamTrace,
     logprobs: Logprobs | None,
+    tool_plan: ToolPlan | None,
 ) -> AsyncIterator[str]:
     last = None
     parts: list[str] = []
+    held = tools.StreamedCalls(tool_plan.format, set(tool_plan.allowed)) if tool_plan is not None else None
     yield shape.chunk(None, first=True)
     with traced.span(routed, parts) as span:
         try:
             async for chunk in routed.chunks():
                 these = logprobs.of(chunk) if logprobs is not None else None
-                if chunk.text or these:
-                    parts.append(chunk.text)
-                    yield shape.chunk(chunk.text, logprobs=these)
+                parts.append(chunk.text)
+                text = held.push(chunk.text) if held is not None else chunk.text
+                if text or these:
+                    yield shape.chunk(text, logprobs=these)
                 last = chunk
                 if chunk.finish_reason:
                     _end_of_stream(span, chunk)
-                    yield shape.chunk(None, reason=chunk.finish_reason)
+                    for event in shape.ending(chunk.finish_reason, held):
+                        yield event
                     if include_usage:
                         yield shape.usage_chunk(chunk.usage)
                     _record(routed, "ok", chunk.usage, started)

@@ -14,7 +14,9 @@ from opentelemetry import trace
 from tandem_sdk.detectors import Scan
 from tandem_sdk.scan import request_text
 
+from gateway.api import tools
 from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, _GenerationParams
+from gateway.chat_tokenizer import ChatTokenizer
 from gateway.classify.classify import classify
 from gateway.classify.features import RequestFeatures
 from gateway.errors import BadRequest, ModelNotFound, PromptTooLong
@@ -26,23 +28,56 @@ tracer = trace.get_tracer(__name__)
 
 
 @dataclass(frozen=True)
+class ToolPlan:
+    format: str  # gateway/api/tools.py FORMATS
+    allowed: frozenset[str]  # the functions a call may name
+    grammar: str  # "" unless tool_choice forces a call
+
+
+@dataclass(frozen=True)
 class Prepared:
     prompt_ids: list[int]
     features: RequestFeatures
     text: str  # what the prompt spells; traced only when TANDEM_TRACE_CONTENT is on and the request is not private
+    grammar: str = ""  # what the answer must follow (response_format, or a forced tool call); "" for none
+    tools: ToolPlan | None = None  # with tools (and tool_choice other than "none"): how to read calls from the answer
+
+
+def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | None:
+    """How the answer's tool calls are read (and forced), None without tools; BadRequest naming the field at fault.
+    The gateway and the local agent both call it."""
+    if not body.tools or body.tool_choice == "none":
+        if body.tool_choice not in (None, "none"):
+            raise BadRequest("tool_choice needs tools", param="tool_choice")
+        return None
+    fmt = chat.tool_format
+    try:
+        forced = tools.forced_names(body.tools, body.tool_choice)
+        names = frozenset(tools.functions(body.tools))
+        # A forced answer is one call unless the request asks for several in so many words (parallel_tool_calls true)
+        grammar = tools.grammar(body.tools, forced, fmt, body.parallel_tool_calls is True) if forced else ""
+        if grammar:
+            check_grammar(grammar, llg_tokenizer(chat.tokenizer, ()))
+    except (tools.ToolError, ValueError, RuntimeError) as exc:
+        param = "tool_choice" if "tool_choice" in str(exc) else "tools"
+        raise BadRequest(f"{param}: {exc}", param=param) from None
+    if grammar and body.response_format and body.response_format.get("type") != "text":
+        raise BadRequest("a forced tool call and a response_format cannot both shape the answer", param="tool_choice")
+    return ToolPlan(fmt, names, grammar)
 
 
 async def prepare_chat(body: ChatCompletionRequest, request: Request, state: GatewayState, policy: Policy) -> Prepared:
     _check(body, state)
     try:
-        messages = [{"role": m.role, "content": m.text()} for m in body.messages]
+        messages = [m.for_template() for m in body.messages]
     except ValueError as exc:
         raise BadRequest(str(exc), param="messages") from exc
+    calls = tool_plan(body, state.tokenizer)
     prompt_ids, scan = await asyncio.to_thread(_tokenize_chat, body, messages, state)
     text = "\n".join(m["content"] for m in messages)
     requested = body.max_completion_tokens or body.max_tokens
     features = await _classify(body, prompt_ids, scan, requested, request, state, policy, "messages")
-    return Prepared(prompt_ids, features, text)
+    return Prepared(prompt_ids, features, text, calls.grammar if calls else body.grammar(), calls)
 
 
 async def prepare_completion(
@@ -56,12 +91,12 @@ async def prepare_completion(
             raise BadRequest(f"prompt token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
     prompt_ids, text, scan = await asyncio.to_thread(_tokenize_completion, body, state)
     features = await _classify(body, prompt_ids, scan, body.max_tokens, request, state, policy, "prompt")
-    return Prepared(prompt_ids, features, text)
+    return Prepared(prompt_ids, features, text, body.grammar())
 
 
 def _tokenize_chat(body: ChatCompletionRequest, messages: list[dict], state: GatewayState) -> tuple[list[int], Scan]:
     with tracer.start_as_current_span("gateway.tokenize") as span:
-        prompt_ids = state.tokenizer.encode_chat(messages)
+        prompt_ids = state.tokenizer.encode_chat(messages, body.tools if body.tools else None)
         span.set_attribute("tandem.prompt_tokens", len(prompt_ids))
     return prompt_ids, _scan(body, state)
 

@@ -16,8 +16,6 @@ from tandem.grammar import grammar_for
 
 # OpenAI's fields Tandem does not serve yet, with the values that ask for nothing (accepted as absent).
 UNSUPPORTED: dict[str, tuple] = {
-    "tools": ([],),
-    "tool_choice": ("none",),
     "functions": ([],),
     "function_call": ("none",),
     "audio": (),
@@ -30,6 +28,7 @@ UNSUPPORTED: dict[str, tuple] = {
     "echo": (False,),
 }
 MAX_LOGIT_BIAS = 300
+MAX_TOOLS = 128
 MAX_STOP_TOKEN_IDS = 64
 MAX_STOP_CHARS = 256
 MAX_MESSAGES = 2048
@@ -55,9 +54,21 @@ class ContentPart(BaseModel):
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: Text | list[ContentPart] | None = None
+    name: Text | None = None
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, description="an assistant's earlier calls")
+    tool_call_id: Text | None = Field(default=None, description="a tool message: the call it answers")
+    refusal: Text | None = None
+
+    def for_template(self) -> dict:
+        """The message as a chat template reads it: text content, and the tool fields that are set."""
+        out = {"role": self.role, "content": self.text()}
+        for key in ("name", "tool_calls", "tool_call_id"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
 
     def text(self) -> str:
         if self.content is None:
@@ -121,7 +132,7 @@ class _GenerationParams(BaseModel):
     # Accepted because they cannot change the answer, and only with the values that cannot.
     store: Literal[False] | None = Field(default=None, description="completions are never stored")
     service_tier: Literal["auto", "default"] | None = None
-    parallel_tool_calls: bool | None = Field(default=None, description="no effect without tools")
+    parallel_tool_calls: bool | None = Field(default=None, description="with tools: may the answer make several calls")
     prompt_cache_key: Text | None = Field(default=None, description="prefixes are cached and routed automatically")
     safety_identifier: Text | None = None
     modalities: list[Literal["text"]] | None = None
@@ -182,6 +193,12 @@ class _GenerationParams(BaseModel):
 class ChatCompletionRequest(_GenerationParams):
     messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_completion_tokens: int | None = Field(default=None, ge=1)
+    tools: list[dict[str, Any]] | None = Field(
+        default=None, max_length=MAX_TOOLS, description="functions the model may call"
+    )
+    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = Field(
+        default=None, description='"none", "auto" (default with tools), "required", or {"type": "function", ...}'
+    )
     logprobs: bool | None = Field(default=None, description="each answer token's log-probability")
     top_logprobs: int | None = Field(
         default=None, ge=0, le=MAX_TOP_LOGPROBS, description="with logprobs: this many alternatives per token"

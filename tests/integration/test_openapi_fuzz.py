@@ -11,6 +11,8 @@ only promise here is no 5xx. (schemathesis's pytest plugin does not load
 under this pytest, so its strategies are driven by hypothesis directly.)
 """
 
+import json
+
 import httpx
 import pytest
 import schemathesis
@@ -104,3 +106,31 @@ def test_the_local_agent_names_the_field_it_refuses(live, local_token_file, fiel
     answer = httpx.post(f"{agent}/v1/chat/completions", json=body, headers=headers, timeout=30)
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["param"].split(".")[0] == field
+
+
+def test_the_local_agent_serves_tools_and_structured_output_as_the_gateway_does(live, local_token_file):
+    _, agent = live
+    headers = {"Authorization": f"Bearer {local_token_file.read_text().strip()}"}
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "x": {"type": "integer", "minimum": 0, "maximum": 999}}, "required": ["x"], "additionalProperties": False}}}  # fmt: skip
+    body = {
+        "model": "any",
+        "messages": [{"role": "user", "content": "call f"}],
+        "max_tokens": 60,
+        "temperature": 0,
+        "tools": [tool],
+        "tool_choice": "required",
+    }
+    whole = httpx.post(f"{agent}/v1/chat/completions", json=body, headers=headers, timeout=30).json()
+    (call,) = whole["choices"][0]["message"]["tool_calls"]
+    assert whole["choices"][0]["finish_reason"] == "tool_calls" and isinstance(
+        json.loads(call["function"]["arguments"])["x"], int
+    )
+    with httpx.stream("POST", f"{agent}/v1/chat/completions", json=body | {"stream": True}, headers=headers) as reply:
+        events = [json.loads(line[5:]) for line in reply.iter_lines() if line.startswith("data: {")]
+    deltas = [d for e in events for c in e["choices"] for d in c["delta"].get("tool_calls", [])]
+    assert [d["function"]["name"] for d in deltas] == ["f"]
+    schema = {"type": "json_schema", "json_schema": {"name": "o", "schema": tool["function"]["parameters"]}}
+    shaped = {k: v for k, v in body.items() if k not in ("tools", "tool_choice")} | {"response_format": schema}
+    answer = httpx.post(f"{agent}/v1/chat/completions", json=shaped, headers=headers, timeout=30).json()
+    assert isinstance(json.loads(answer["choices"][0]["message"]["content"])["x"], int)

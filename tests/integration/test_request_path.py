@@ -7,6 +7,7 @@ import time
 from typing import Literal
 
 import httpx
+import jsonschema
 import openai
 import pytest
 from pydantic import BaseModel, Field
@@ -136,11 +137,11 @@ def test_max_tokens_and_stop_are_honoured(client):
         (dict(max_tokens=0), openai.BadRequestError, 400, "invalid_request", "max_tokens"),
         (dict(n=2), openai.BadRequestError, 400, "invalid_request", "n"),
         (
-            dict(extra_body={"tools": [{"type": "function", "function": {"name": "f"}}]}),
+            dict(extra_body={"functions": [{"name": "f"}]}),
             openai.BadRequestError,
             400,
             "invalid_request",
-            "tools",
+            "functions",
         ),
         (dict(max_tokens=2040), openai.BadRequestError, 400, "context_length_exceeded", "messages"),
         (
@@ -158,7 +159,7 @@ def test_max_tokens_and_stop_are_honoured(client):
         "temperature",
         "max-tokens",
         "n",
-        "tools",
+        "functions",
         "too-long",
         "prompt-fills-context",
         "bad-device-header",
@@ -344,7 +345,7 @@ def test_fields_that_cannot_change_the_answer_are_accepted_and_others_named(clie
         client, "hi", max_tokens=2, store=False, service_tier="auto", user="u1", parallel_tool_calls=True
     )
     assert accepted.choices[0].finish_reason in ("stop", "length")
-    for extra in ({"store": True}, {"tools": [{"type": "function", "function": {"name": "f"}}]}, {"best_of": 2}):
+    for extra in ({"store": True}, {"functions": [{"name": "f"}]}, {"best_of": 2}):
         with pytest.raises(openai.BadRequestError) as err:
             chat(client, "hi", max_tokens=2, extra_body=extra)
         assert err.value.response.json()["error"]["param"] == next(iter(extra))
@@ -387,3 +388,90 @@ def test_the_openai_clients_parse_gets_a_valid_object_from_both_kinds(client, ki
     with pytest.raises(openai.BadRequestError) as err:
         kind_chat(client, kind, max_tokens=8, response_format={"type": "json_schema", "json_schema": {"schema": 5}})
     assert err.value.response.json()["error"]["param"] == "response_format"
+
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["c", "f"]}},
+            "required": ["city", "unit"],
+            "additionalProperties": False,
+        },
+    },
+}
+FORCED = {"type": "function", "function": {"name": "get_weather"}}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_forced_tool_call_comes_back_as_tool_calls_whole_and_streamed(client, kind):
+    answer = kind_chat(client, kind, max_tokens=80, temperature=0, tools=[WEATHER_TOOL], tool_choice=FORCED)
+    choice = answer.choices[0]
+    assert choice.finish_reason == "tool_calls" and not choice.message.content
+    (call,) = choice.message.tool_calls
+    assert call.function.name == "get_weather" and call.id.startswith("call_")
+    jsonschema.validate(json.loads(call.function.arguments), WEATHER_TOOL["function"]["parameters"])
+    spec = dict(KINDS[kind])
+    stream = client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": spec["content"]}],
+        max_tokens=80,
+        temperature=0,
+        tools=[WEATHER_TOOL],
+        tool_choice="required",
+        stream=True,
+        extra_body=spec.get("extra_body"),
+    )
+    deltas, reasons = [], []
+    for chunk in stream:
+        for c in chunk.choices:
+            deltas += c.delta.tool_calls or []
+            reasons.append(c.finish_reason)
+    assert [d.function.name for d in deltas] == ["get_weather"] and reasons[-1] == "tool_calls"
+    jsonschema.validate(json.loads(deltas[0].function.arguments), WEATHER_TOOL["function"]["parameters"])
+    # The call and its result go back to the model as the next turn's history.
+    history = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+        {"role": "tool", "tool_call_id": call.id, "content": '{"temp": 21}'},
+    ]
+    follow = client.chat.completions.create(
+        model=MODEL, messages=history, max_tokens=8, tools=[WEATHER_TOOL], extra_body=spec.get("extra_body")
+    )
+    assert follow.choices[0].finish_reason in ("stop", "length", "tool_calls")
+
+
+def test_tool_fields_that_are_wrong_are_named(client):
+    cases = [
+        ({"tools": [{"type": "function"}]}, "tools"),
+        ({"tools": [WEATHER_TOOL], "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"messages": [{"role": "user", "content": "hi", "audio": {"id": "x"}}]}, "messages.0.audio"),
+    ]
+    for extra, param in cases:
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2} | extra
+        reply = httpx.post(f"{client.base_url}chat/completions", json=body)
+        assert reply.status_code == 400 and reply.json()["error"]["param"] == param, reply.text
+
+
+class Weather(BaseModel):
+    city: str = Field(max_length=12)
+    unit: Literal["c", "f"]
+
+
+def test_langchain_chat_openai_invokes_streams_binds_tools_and_structures(stack):
+    from langchain_openai import ChatOpenAI
+
+    llm = ChatOpenAI(model=MODEL, base_url=f"{stack.url}/v1", api_key="unused", max_tokens=12, temperature=0)
+    whole = llm.invoke("Tell me about the gateway.")
+    streamed = "".join(chunk.content for chunk in llm.stream("Tell me about the gateway."))
+    assert whole.content and streamed == whole.content
+    llm = ChatOpenAI(model=MODEL, base_url=f"{stack.url}/v1", api_key="unused", max_tokens=80, temperature=0)
+    called = llm.bind_tools([WEATHER_TOOL], tool_choice="get_weather").invoke("Weather in Paris?")
+    (call,) = called.tool_calls
+    assert call["name"] == "get_weather" and set(call["args"]) == {"city", "unit"}
+    structured = llm.with_structured_output(Weather, method="json_schema").invoke("Weather in Paris?")
+    assert isinstance(structured, Weather)

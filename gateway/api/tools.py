@@ -1,0 +1,295 @@
+"""Tool calling: tools into the prompt, the model's tool calls out of its text, and forced calls by grammar.
+
+The format is the model's, chosen from its chat template (or `TANDEM_TOOL_FORMAT`):
+- `hermes` (Hermes, Qwen2.5/3): `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`, one block per call;
+- `mistral`: `[TOOL_CALLS]` then a JSON array of `{"name", "arguments"}`;
+- `llama3_json` (Llama 3.1+): the whole answer is `{"name": ..., "parameters": {...}}` (after an optional
+  `<|python_tag|>`), several separated by `;`.
+The tools reach the model through its chat template (`tools=`, as `apply_chat_template` passes them);
+a template that never reads `tools` gets them in a system message that describes the format.
+`tool_choice: "required"` or a named function constrains decoding (an llguidance grammar: the call's
+JSON follows the function's parameter schema), so the answer is a call; `auto` lets the model choose,
+and `none` leaves the tools out of the answer (they are still shown to the model, as OpenAI does).
+A streamed answer sends text as it comes until a call may be starting, then holds it back and sends
+each parsed call as one `tool_calls` delta at the end (id, name and the whole arguments), which the
+official clients and LangChain assemble like OpenAI's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+
+import llguidance
+
+FORMATS = ("hermes", "mistral", "llama3_json")
+_HERMES_OPEN, _HERMES_CLOSE = "<tool_call>", "</tool_call>"
+_MISTRAL_OPEN = "[TOOL_CALLS]"
+_PYTHON_TAG = "<|python_tag|>"
+
+
+class ToolError(ValueError):
+    """The tools or tool_choice cannot be served as given: the request's fault."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it
+    id: str
+
+    def as_openai(self, index: int | None = None) -> dict:
+        call = {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+        return call if index is None else {"index": index} | call
+
+
+def format_for(template_source: str | None, override: str | None = None) -> str:
+    if override:
+        if override not in FORMATS:
+            raise ValueError(f"TANDEM_TOOL_FORMAT must be one of {', '.join(FORMATS)}, got {override!r}")
+        return override
+    source = template_source or ""
+    if _MISTRAL_OPEN in source:
+        return "mistral"
+    if _PYTHON_TAG in source or "ipython" in source:
+        return "llama3_json"
+    return "hermes"
+
+
+def functions(tools: list[dict]) -> dict[str, dict]:
+    """name -> the function object, checked: every tool is {"type": "function", "function": {"name", ...}}."""
+    out: dict[str, dict] = {}
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
+            raise ToolError(f"tools[{i}] must be {{'type': 'function', 'function': {{...}}}}")
+        name = function.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
+            raise ToolError(f"tools[{i}].function.name must be 1 to 64 letters, digits, _ . or -, got {name!r}")
+        if not isinstance(function.get("parameters", {}), dict):
+            raise ToolError(f"tools[{i}].function.parameters must be a JSON schema object")
+        out[name] = function
+    return out
+
+
+def forced_names(tools: list[dict], tool_choice) -> list[str] | None:
+    """The functions a call must be one of (tool_choice "required" or named); None when the model may answer text."""
+    names = functions(tools)
+    if tool_choice in (None, "auto", "none"):
+        return None
+    if tool_choice == "required":
+        if not names:
+            raise ToolError("tool_choice 'required' needs tools")
+        return list(names)
+    if isinstance(tool_choice, dict) and tool_choice.get("type") == "function":
+        name = (tool_choice.get("function") or {}).get("name")
+        if name not in names:
+            raise ToolError(f"tool_choice names {name!r}, which is not among the tools")
+        return [name]
+    raise ToolError("tool_choice must be 'none', 'auto', 'required' or {'type': 'function', 'function': {'name'}}")
+
+
+def grammar(tools: list[dict], names: list[str], fmt: str, parallel: bool) -> str:
+    """An llguidance grammar whose every sentence is a call (or, with `parallel`, calls) to one of `names`."""
+    fns = functions(tools)
+    key = "parameters" if fmt == "llama3_json" else "arguments"
+    calls = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": name}, key: fns[name].get("parameters") or {"type": "object"}},
+            "required": ["name", key],
+            "additionalProperties": False,
+        }
+        for name in names
+    ]
+    call = {"anyOf": calls} if len(calls) > 1 else calls[0]
+    call["x-guidance"] = {"whitespace_flexible": False}
+    repeat = "+" if parallel else ""
+    if fmt == "hermes":
+        lark = f'start: ("{_HERMES_OPEN}\\n" call "\\n{_HERMES_CLOSE}"){repeat}\ncall: %json {json.dumps(call)}'
+    elif fmt == "mistral":
+        array = {"type": "array", "items": call, "minItems": 1, "x-guidance": {"whitespace_flexible": False}}
+        if not parallel:
+            array["maxItems"] = 1
+        lark = f'start: "{_MISTRAL_OPEN}" calls\ncalls: %json {json.dumps(array)}'
+    else:
+        more = ' ("; " call)*' if parallel else ""
+        lark = f"start: call{more}\ncall: %json {json.dumps(call)}"
+    return llguidance.LLMatcher.grammar_from_lark(lark)
+
+
+def system_prompt(tools: list[dict], fmt: str) -> str:
+    """For a template that never reads `tools`: what the model is told instead, in its own call format."""
+    listing = "\n".join(json.dumps(f, ensure_ascii=False) for f in functions(tools).values())
+    if fmt == "hermes":
+        how = f'{_HERMES_OPEN}\n{{"name": <function name>, "arguments": <arguments object>}}\n{_HERMES_CLOSE}'
+    elif fmt == "mistral":
+        how = f'{_MISTRAL_OPEN}[{{"name": <function name>, "arguments": <arguments object>}}]'
+    else:
+        how = '{"name": <function name>, "parameters": <arguments object>}'
+    return f"You may call these functions:\n{listing}\nTo call one, answer with exactly:\n{how}"
+
+
+def template_messages(messages: list[dict]) -> list[dict]:
+    """OpenAI messages as chat templates read them: a call's arguments as an object (HF's convention)."""
+    out = []
+    for message in messages:
+        message = dict(message)
+        if message.get("tool_calls"):
+            message["tool_calls"] = [_template_call(call) for call in message["tool_calls"]]
+        out.append(message)
+    return out
+
+
+def inline_calls(messages: list[dict], fmt: str) -> list[dict]:
+    """For a template that never reads tools: an assistant's calls written into its content, in the model's format."""
+    out = []
+    for message in messages:
+        calls = message.get("tool_calls")
+        if calls:
+            written = [{"name": c["function"].get("name"), "arguments": c["function"].get("arguments")} for c in calls]
+            if fmt == "hermes":
+                text = "\n".join(
+                    f"{_HERMES_OPEN}\n{json.dumps(c, ensure_ascii=False)}\n{_HERMES_CLOSE}" for c in written
+                )
+            elif fmt == "mistral":
+                text = _MISTRAL_OPEN + json.dumps(written, ensure_ascii=False)
+            else:
+                text = "; ".join(
+                    json.dumps({"name": c["name"], "parameters": c["arguments"]}, ensure_ascii=False) for c in written
+                )
+            message = {k: v for k, v in message.items() if k != "tool_calls"}
+            message["content"] = ((message.get("content") or "") + "\n" + text).lstrip("\n")
+        out.append(message)
+    return out
+
+
+def _template_call(call: dict) -> dict:
+    function = dict(call.get("function") or {})
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            function["arguments"] = json.loads(arguments)
+        except ValueError:
+            pass
+    return {**call, "function": function, "name": function.get("name"), "arguments": function.get("arguments")}
+
+
+def parse(text: str, fmt: str, allowed: set[str]) -> tuple[str | None, list[ToolCall]]:
+    """(the text outside calls, or None when there is none; the calls). Text that is not a well-formed call to one
+    of the tools stays text."""
+    if fmt == "hermes":
+        content, raw = _parse_hermes(text)
+    elif fmt == "mistral":
+        content, raw = _parse_prefixed_array(text, _MISTRAL_OPEN)
+    else:
+        content, raw = _parse_llama3(text)
+    calls = []
+    for item in raw:
+        name = item.get("name") if isinstance(item, dict) else None
+        arguments = item.get("arguments", item.get("parameters")) if isinstance(item, dict) else None
+        if name not in allowed or not isinstance(arguments, dict | str):
+            return text or None, []
+        if isinstance(arguments, dict):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        calls.append(ToolCall(name, arguments, f"call_{uuid.uuid4().hex[:24]}"))
+    return (content or None) if calls else (text or None), calls
+
+
+def _parse_hermes(text: str) -> tuple[str, list]:
+    content, items, rest = [], [], text
+    while (start := rest.find(_HERMES_OPEN)) >= 0:
+        content.append(rest[:start])
+        body = rest[start + len(_HERMES_OPEN) :]
+        try:
+            item, end = json.JSONDecoder().raw_decode(body.lstrip())
+        except ValueError:
+            return text, []
+        body = body.lstrip()[end:]
+        items.append(item)
+        rest = body.lstrip().removeprefix(_HERMES_CLOSE)
+    content.append(rest)
+    return "".join(content).strip(), items
+
+
+def _parse_prefixed_array(text: str, marker: str) -> tuple[str, list]:
+    start = text.find(marker)
+    if start < 0:
+        return text, []
+    try:
+        items, _ = json.JSONDecoder().raw_decode(text[start + len(marker) :].lstrip())
+    except ValueError:
+        return text, []
+    return text[:start].strip(), items if isinstance(items, list) else [items]
+
+
+def _parse_llama3(text: str) -> tuple[str, list]:
+    body = text.strip().removeprefix(_PYTHON_TAG).strip()
+    if not body.startswith("{"):
+        return text, []
+    items, decoder = [], json.JSONDecoder()
+    while body:
+        try:
+            item, end = decoder.raw_decode(body)
+        except ValueError:
+            return text, []
+        items.append(item)
+        body = body[end:].strip().removeprefix(";").strip()
+    return "", items
+
+
+def markers(fmt: str) -> tuple[str, ...]:
+    """Where a call may start in a streamed answer."""
+    return {"hermes": (_HERMES_OPEN,), "mistral": (_MISTRAL_OPEN,), "llama3_json": (_PYTHON_TAG, "{")}[fmt]
+
+
+class StreamedCalls:
+    """A streamed answer with tools: `push` returns the text safe to send now; `finish` the held-back rest as
+    (text, calls)."""
+
+    def __init__(self, fmt: str, allowed: set[str]) -> None:
+        self.fmt, self.allowed = fmt, allowed
+        self._held = ""
+        self._holding = False
+        self._sent_any = False
+
+    def push(self, text: str) -> str:
+        if self._holding:
+            self._held += text
+            return ""
+        pending = self._held + text
+        if self.fmt == "llama3_json":  # a call is the whole answer: decided by its first visible characters
+            if self._sent_any:
+                return pending
+            stripped = pending.lstrip()
+            if stripped.startswith(markers(self.fmt)):
+                self._held, self._holding = pending, True
+                return ""
+            if any(marker.startswith(stripped) for marker in markers(self.fmt)):  # too early to tell
+                self._held = pending
+                return ""
+            self._held, self._sent_any = "", True
+            return pending
+        start = min((i for m in markers(self.fmt) if (i := pending.find(m)) >= 0), default=-1)
+        if start >= 0:
+            self._held, self._holding = pending[start:], True
+            return pending[:start]
+        keep = max((_partial_suffix(pending, m) for m in markers(self.fmt)), default=0)
+        self._held = pending[len(pending) - keep :] if keep else ""
+        return pending[: len(pending) - keep]
+
+    def finish(self) -> tuple[str, list[ToolCall]]:
+        if not self._holding:
+            return self._held, []
+        content, calls = parse(self._held, self.fmt, self.allowed)
+        return (content or "", calls) if calls else (self._held, [])
+
+
+def _partial_suffix(text: str, marker: str) -> int:
+    """The length of the longest end of `text` that begins `marker` (held back: it may be a marker's start)."""
+    for size in range(min(len(marker) - 1, len(text)), 0, -1):
+        if marker.startswith(text[-size:]):
+            return size
+    return 0
