@@ -39,6 +39,18 @@ class DecisionLog:
         }
         self._logger.info(json.dumps(entry, separators=(",", ":")))
 
+    def usage(self, request_id: str, tenant: str, user: str | None, usage, status: str) -> None:
+        """When a request ends: its tokens, per tenant and (for requests that are not private) OpenAI's `user`."""
+        entry = {"kind": "usage", "ts": round(time.time(), 3), "request_id": request_id, "tenant": tenant,
+                 "user": user, "status": status}  # fmt: skip
+        if usage is not None:
+            entry |= {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "cached_tokens": usage.cached_prompt_tokens,
+            }
+        self._logger.info(json.dumps(entry, separators=(",", ":"), ensure_ascii=False))
+
     def close(self) -> None:
         for handler in list(self._logger.handlers):
             handler.close()

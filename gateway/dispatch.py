@@ -9,7 +9,7 @@ against what each backend says it is, so a mislabelled pool cannot leak.
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from itertools import count
 
@@ -45,6 +45,7 @@ class RoutedStream:
     predicted_cached_tokens: int = 0  # what the prefix hints promised for the chosen backend
     ttft_s: float = 0.0  # set by the caller when the first token is in hand
     idle_timeout_s: float | None = None  # a backend silent this long mid-answer is hung
+    on_end: Callable[..., None] | None = None  # (usage=, status=) once the answer ends: the usage record
 
     async def chunks(self) -> AsyncIterator[worker_pb2.GenerateChunk]:
         """The answer's chunks; a BackendError when the backend goes silent mid-answer (hung, not dead)."""

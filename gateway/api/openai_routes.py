@@ -1,5 +1,6 @@
 """`/v1/chat/completions` and `/v1/completions`: parse, tokenize once, classify, dispatch, format."""
 
+import functools
 import logging
 import time
 import uuid
@@ -123,6 +124,8 @@ async def _serve(
         raise
     if state.decisions:
         state.decisions.record(shape.response_id, features, routed.rule, routed.pool, routed.backend.endpoint, "routed")
+        user = None if gen_request.private else (body.user or getattr(body, "safety_identifier", None))
+        routed.on_end = functools.partial(state.decisions.usage, shape.response_id, features.tenant, user)
     routed.ttft_s = time.perf_counter() - started
     routed.idle_timeout_s = state.settings.stream_idle_timeout_s
     metrics.TTFT.labels(routed.pool).observe(routed.ttft_s)
@@ -276,6 +279,11 @@ def _error_event(error: GatewayError) -> str:
 
 def _record(routed: RoutedStream, status: str, usage: worker_pb2.Usage | None, started: float) -> None:
     elapsed = time.perf_counter() - started
+    if routed.on_end is not None:
+        try:
+            routed.on_end(usage=usage, status=status)
+        except Exception:  # noqa: BLE001 - a record that cannot be written never fails the answer
+            log.exception("the usage record of a request could not be written")
     metrics.REQUESTS.labels(routed.pool, routed.rule, routed.tenant, status).inc()
     metrics.E2E.labels(routed.pool).observe(elapsed)
     if usage is not None:

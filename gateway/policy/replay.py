@@ -56,7 +56,10 @@ def read_trace(path: Path) -> list[RequestFeatures]:
             if not line.strip():
                 continue
             try:
-                raw = json.loads(line)["features"]
+                record = json.loads(line)
+                if record.get("kind") == "usage":  # what a request used, written when it ended: not a decision
+                    continue
+                raw = record["features"]
                 device = raw.get("device")
                 features.append(
                     RequestFeatures(

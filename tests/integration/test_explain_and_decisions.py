@@ -42,13 +42,23 @@ def test_decision_log_has_no_prompt_text_and_replays(logged_stack, tmp_path):
     secret = "the launch code is tangerine"
     for content in (secret, "short one", "write to ann@example.com", "tell me more. " * 100):
         client.chat.completions.create(
-            model="tandem-demo", messages=[{"role": "user", "content": content}], max_tokens=2
+            model="tandem-demo", messages=[{"role": "user", "content": content}], max_tokens=2, user="u-42"
         )
-    lines = log.read_text().splitlines()
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    lines = [r for r in records if r.get("kind") != "usage"]
     assert len(lines) >= 4
     assert "tangerine" not in log.read_text() and "ann@example.com" not in log.read_text()
-    record = json.loads(lines[-1])
+    record = lines[-1]
     assert record["rule"] == "default" and record["pool"] == "cloud" and record["status"] == "routed"
+    # A usage record per request as it ends: tokens per tenant, and OpenAI's `user` unless the request was private.
+    usage = {r["request_id"]: r for r in records if r.get("kind") == "usage"}
+    assert usage[record["request_id"]] | {"ts": 0} == {
+        "kind": "usage", "ts": 0, "request_id": record["request_id"], "tenant": "default", "user": "u-42",
+        "status": "ok", "prompt_tokens": record["features"]["prompt_tokens"], "completion_tokens": 2,
+        "cached_tokens": 0,
+    }  # fmt: skip
+    private = next(r for r in lines if r["rule"] == "private")
+    assert usage[private["request_id"]]["user"] is None
 
     result = subprocess.run(
         [sys.executable, "-m", "tandem.cli", "policy", "replay", str(log), "--policy", "policies/default.yaml",
