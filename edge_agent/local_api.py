@@ -103,6 +103,8 @@ def _parse(raw: object) -> ChatCompletionRequest:
         raise BadRequest(f"{param or 'body'}: {first['msg']}", param=param) from None
     if refused := body.refused_field():
         raise BadRequest(refused[1], param=refused[0])
+    if body.n != 1:
+        raise BadRequest("the local agent answers one choice (n = 1)", param="n")
     try:
         body.grammar()
     except ValueError as exc:

@@ -72,6 +72,7 @@ class Settings(BaseSettings):
     )
     autoscale_ttft_p90_s: float = Field(default=2.0, gt=0, description="autoscaling target: TTFT p90 in seconds")
     autoscale_window_s: float = Field(default=60.0, gt=0, description="window of the TTFT p90 signal")
+    max_n: int = Field(default=8, ge=1, le=128, description="the most choices (n) one request may ask for")
     decision_log: Path | None = Field(default=None, description="append each routing decision here as JSON lines")
 
     @field_validator("api_keys", mode="before")

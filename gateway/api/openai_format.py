@@ -27,6 +27,7 @@ class ResponseShape:
     response_id: str
     model: str
     created: int
+    index: int = 0  # the choice this shape writes (n > 1: one shape per choice)
 
     @classmethod
     def new(cls, is_chat: bool, response_id: str, model: str) -> "ResponseShape":
@@ -45,9 +46,9 @@ class ResponseShape:
             if tool_calls:
                 message["tool_calls"] = [call.as_openai() for call in tool_calls]
                 reason = "tool_calls" if reason == "stop" else reason  # an answer cut by max_tokens says so
-            choice = {"index": 0, "message": message, "logprobs": logprobs}
+            choice = {"index": self.index, "message": message, "logprobs": logprobs}
         else:
-            choice = {"index": 0, "text": text, "logprobs": logprobs}
+            choice = {"index": self.index, "text": text, "logprobs": logprobs}
         choice["finish_reason"] = finish_reason(reason)
         return self._envelope(False) | {"choices": [choice], "usage": usage_dict(usage)}
 
@@ -56,9 +57,9 @@ class ResponseShape:
     ) -> str:
         if self.is_chat:
             delta = {"role": "assistant", "content": ""} if first else ({"content": text} if text else {})
-            choice = {"index": 0, "delta": delta, "logprobs": logprobs}
+            choice = {"index": self.index, "delta": delta, "logprobs": logprobs}
         else:
-            choice = {"index": 0, "text": text or "", "logprobs": logprobs}
+            choice = {"index": self.index, "text": text or "", "logprobs": logprobs}
         choice["finish_reason"] = finish_reason(reason) if reason else None
         return sse(self._envelope(True) | {"choices": [choice]})
 
@@ -79,7 +80,7 @@ class ResponseShape:
         """Every parsed call as one delta each (index, id, name and the whole arguments), as OpenAI's clients
         assemble them."""
         calls = [call.as_openai(index=i) for i, call in enumerate(tool_calls)]
-        return sse(self._envelope(True) | {"choices": [{"index": 0, "delta": {"tool_calls": calls}, "logprobs": None,
+        return sse(self._envelope(True) | {"choices": [{"index": self.index, "delta": {"tool_calls": calls}, "logprobs": None,
                                                         "finish_reason": None}]})  # fmt: skip
 
     def usage_chunk(self, usage: worker_pb2.Usage) -> str:

@@ -1,5 +1,7 @@
 """`/v1/chat/completions` and `/v1/completions`: parse, tokenize once, classify, dispatch, format."""
 
+import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -47,7 +49,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, state:
     admission = await state.admission.admit(request.state.tenant)  # before any work on the prompt
     try:
         prepared = await prepare_chat(body, request, state, policy)
-        await admission.charge(len(prepared.prompt_ids) + prepared.features.max_tokens)
+        await admission.charge(len(prepared.prompt_ids) + prepared.features.max_tokens * body.n)
     except BaseException:
         await admission.release(0)
         raise
@@ -61,7 +63,7 @@ async def completions(body: CompletionRequest, request: Request, state: State):
     admission = await state.admission.admit(request.state.tenant)
     try:
         prepared = await prepare_completion(body, request, state, policy)
-        await admission.charge(len(prepared.prompt_ids) + prepared.features.max_tokens)
+        await admission.charge(len(prepared.prompt_ids) + prepared.features.max_tokens * body.n)
     except BaseException:
         await admission.release(0)
         raise
@@ -103,33 +105,44 @@ async def _serve(
         ),
         priority=features.priority,  # clamped to the tenant's allowance
     )
+    # n choices are n requests (seeds seed, seed + 1, ...): routed on their own, sharing the prompt's cached prefix.
+    requests = [gen_request] if body.n == 1 else [_nth_choice(gen_request, i) for i in range(body.n)]
     started = time.perf_counter()
+    routed_all: list[RoutedStream] = []
     try:
-        routed = await dispatch(
-            policy,
-            state.registry,
-            features,
-            gen_request,
-            state.settings.backend_timeout_s,
-            state.settings.first_token_deadline_s,
-            state.settings.attempt_timeout_s,
-            state.hints,
-        )
+        for one in requests:
+            routed_all.append(
+                await dispatch(
+                    policy,
+                    state.registry,
+                    features,
+                    one,
+                    state.settings.backend_timeout_s,
+                    state.settings.first_token_deadline_s,
+                    state.settings.attempt_timeout_s,
+                    state.hints,
+                )
+            )
     except BaseException as exc:
+        for routed in routed_all:
+            await routed.aclose()
         await admission.release(0)
         if isinstance(exc, GatewayError):
             metrics.REQUESTS.labels("none", "none", features.tenant, exc.code or "error").inc()
             if state.decisions:
                 state.decisions.record(shape.response_id, features, None, None, None, exc.code or "error")
         raise
+    routed, private = routed_all[0], requests[0].private
     if state.decisions:
         state.decisions.record(shape.response_id, features, routed.rule, routed.pool, routed.backend.endpoint, "routed")
-        user = None if gen_request.private else (body.user or getattr(body, "safety_identifier", None))
-        routed.on_end = functools.partial(state.decisions.usage, shape.response_id, features.tenant, user)
-    routed.ttft_s = time.perf_counter() - started
-    routed.idle_timeout_s = state.settings.stream_idle_timeout_s
-    metrics.TTFT.labels(routed.pool).observe(routed.ttft_s)
-    state.ttft.add(routed.pool, routed.ttft_s)
+    user = None if private else (body.user or getattr(body, "safety_identifier", None))
+    for one in routed_all:
+        if state.decisions:
+            one.on_end = functools.partial(state.decisions.usage, shape.response_id, features.tenant, user)
+        one.ttft_s = time.perf_counter() - started
+        one.idle_timeout_s = state.settings.stream_idle_timeout_s
+        metrics.TTFT.labels(one.pool).observe(one.ttft_s)
+        state.ttft.add(one.pool, one.ttft_s)
     span = trace.get_current_span()
     for key, value in (
         ("tandem.rule", routed.rule),
@@ -139,18 +152,104 @@ async def _serve(
         span.set_attribute(key, value)
     traced = _StreamTrace(
         context.get_current(),
-        prepared.text if privacy.may_trace_content(gen_request.private, state.settings.trace_content) else None,
+        prepared.text if privacy.may_trace_content(private, state.settings.trace_content) else None,
     )
     headers = {"X-Tandem-Route": f"{routed.pool}; rule={routed.rule}", "X-Tandem-Backend": routed.backend.endpoint}
-    logprobs = None
-    if body.wanted_top_logprobs() is not None:
-        logprobs = Logprobs(shape.is_chat, state.tokenizer.tokenizer.decode)
+
+    def logprobs() -> Logprobs | None:
+        return (
+            Logprobs(shape.is_chat, state.tokenizer.tokenizer.decode)
+            if body.wanted_top_logprobs() is not None
+            else None
+        )
+
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    if len(routed_all) == 1:
+        if body.stream:
+            events = _stream_events(
+                routed, shape, include_usage, started, admission, traced, logprobs(), prepared.tools
+            )
+            return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+        answer = await _collect(routed, shape, started, admission, traced, logprobs(), prepared.tools)
+        return JSONResponse(answer, headers=headers)
+    shared = _SharedAdmission(admission, len(routed_all))
+    shapes = [dataclasses.replace(shape, index=i) for i in range(len(routed_all))]
     if body.stream:
-        include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        events = _stream_events(routed, shape, include_usage, started, admission, traced, logprobs, prepared.tools)
+        usages: list = []
+        streams = [
+            _stream_events(
+                one, s, False, started, shared, traced, logprobs(), prepared.tools, usages=usages, done=False
+            )
+            for one, s in zip(routed_all, shapes, strict=True)
+        ]
+        events = _merged(streams, shape, usages if include_usage else None)
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
-    answer = await _collect(routed, shape, started, admission, traced, logprobs, prepared.tools)
-    return JSONResponse(answer, headers=headers)
+    answers = await asyncio.gather(
+        *(
+            _collect(one, s, started, shared, traced, logprobs(), prepared.tools)
+            for one, s in zip(routed_all, shapes, strict=True)
+        )
+    )
+    merged = answers[0] | {"choices": [a["choices"][0] for a in answers]}
+    merged["usage"]["completion_tokens"] = sum(a["usage"]["completion_tokens"] for a in answers)
+    merged["usage"]["total_tokens"] = merged["usage"]["prompt_tokens"] + merged["usage"]["completion_tokens"]
+    return JSONResponse(merged, headers=headers)
+
+
+def _nth_choice(request: worker_pb2.GenerateRequest, index: int) -> worker_pb2.GenerateRequest:
+    one = worker_pb2.GenerateRequest()
+    one.CopyFrom(request)
+    one.request_id = f"{request.request_id}-{index}"
+    if request.sampling.HasField("seed"):
+        one.sampling.seed = (request.sampling.seed + index) % 2**63
+    return one
+
+
+class _SharedAdmission:
+    """n choices hold one admission: it is released (with the tokens they used together) when the last one ends."""
+
+    def __init__(self, admission: Admission, parts: int) -> None:
+        self._admission, self._left, self._used = admission, parts, 0
+
+    async def release(self, used_tokens: int | None = None) -> None:
+        self._left -= 1
+        self._used = None if used_tokens is None or self._used is None else self._used + used_tokens
+        if self._left == 0:
+            await self._admission.release(self._used)
+
+
+async def _merged(streams: list[AsyncIterator[str]], shape: ResponseShape, usages: list | None) -> AsyncIterator[str]:
+    """The choices' events as they come, then the summed usage (when asked for) and [DONE]."""
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def pump(stream: AsyncIterator[str]) -> None:
+        try:
+            async for event in stream:
+                await queue.put(event)
+        finally:
+            await queue.put(None)
+
+    tasks = [asyncio.create_task(pump(stream)) for stream in streams]
+    try:
+        left = len(tasks)
+        while left:
+            event = await queue.get()
+            if event is None:
+                left -= 1
+            else:
+                yield event
+        if usages:
+            total = worker_pb2.Usage(
+                prompt_tokens=usages[0].prompt_tokens,
+                completion_tokens=sum(u.completion_tokens for u in usages),
+                cached_prompt_tokens=usages[0].cached_prompt_tokens,
+            )
+            yield shape.usage_chunk(total)
+        yield SSE_DONE
+    finally:  # the client left, or all ended: every choice's stream closes (and frees its worker sequence)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @dataclass(frozen=True)
@@ -230,6 +329,8 @@ async def _stream_events(
     traced: _StreamTrace,
     logprobs: Logprobs | None,
     tool_plan: ToolPlan | None,
+    usages: list | None = None,
+    done: bool = True,
 ) -> AsyncIterator[str]:
     last = None
     parts: list[str] = []
@@ -250,6 +351,8 @@ async def _stream_events(
                         yield event
                     if include_usage:
                         yield shape.usage_chunk(chunk.usage)
+                    if usages is not None:
+                        usages.append(chunk.usage)
                     _record(routed, "ok", chunk.usage, started)
             if last is None or not last.finish_reason:
                 raise BackendError(routed.backend.endpoint, grpc.StatusCode.INTERNAL, "stream ended without a finish")
@@ -263,7 +366,8 @@ async def _stream_events(
         finally:
             await routed.aclose()  # the client left, or the answer ended: free the worker's sequence
             await admission.release(_used_tokens(last))
-    yield SSE_DONE
+    if done:
+        yield SSE_DONE
 
 
 def _used_tokens(last: worker_pb2.GenerateChunk | None) -> int | None:

@@ -126,6 +126,8 @@ def _check(body: _GenerationParams, state: GatewayState) -> None:
         )
     if refused := body.refused_field():
         raise BadRequest(refused[1], param=refused[0])
+    if body.n > state.settings.max_n:
+        raise BadRequest(f"n is at most {state.settings.max_n} on this gateway (TANDEM_MAX_N)", param="n")
     try:
         if grammar := body.grammar():
             check_grammar(grammar, llg_tokenizer(state.tokenizer.tokenizer, ()))

@@ -29,6 +29,7 @@ UNSUPPORTED: dict[str, tuple] = {
 }
 MAX_LOGIT_BIAS = 300
 MAX_TOOLS = 128
+MAX_N = 128  # the schema's bound; the gateway's own cap (TANDEM_MAX_N) is checked against its settings
 MAX_STOP_TOKEN_IDS = 64
 MAX_STOP_CHARS = 256
 MAX_MESSAGES = 2048
@@ -102,7 +103,7 @@ class _GenerationParams(BaseModel):
     stop: StopString | Annotated[list[StopString], Field(max_length=4)] | None = Field(
         default=None, description=f"up to 4 sequences of at most {MAX_STOP_CHARS} characters"
     )
-    n: int = Field(default=1, ge=1, le=1, description="only 1 is supported")
+    n: int = Field(default=1, ge=1, le=MAX_N, description="choices, up to the gateway's TANDEM_MAX_N (default 8)")
     stream: bool = False
     stream_options: StreamOptions | None = None
     metadata: dict[str, Any] | None = None

@@ -135,7 +135,7 @@ def test_max_tokens_and_stop_are_honoured(client):
         (dict(model="no-such-model"), openai.NotFoundError, 404, "model_not_found", "model"),
         (dict(temperature=5), openai.BadRequestError, 400, "invalid_request", "temperature"),
         (dict(max_tokens=0), openai.BadRequestError, 400, "invalid_request", "max_tokens"),
-        (dict(n=2), openai.BadRequestError, 400, "invalid_request", "n"),
+        (dict(n=9), openai.BadRequestError, 400, "invalid_request", "n"),  # over TANDEM_MAX_N (8)
         (
             dict(extra_body={"functions": [{"name": "f"}]}),
             openai.BadRequestError,
@@ -475,3 +475,28 @@ def test_langchain_chat_openai_invokes_streams_binds_tools_and_structures(stack)
     assert call["name"] == "get_weather" and set(call["args"]) == {"city", "unit"}
     structured = llm.with_structured_output(Weather, method="json_schema").invoke("Weather in Paris?")
     assert isinstance(structured, Weather)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_n_choices_whole_and_streamed(client, kind):
+    answer = kind_chat(client, kind, max_tokens=6, temperature=1.0, seed=3, n=3, logprobs=True)
+    assert [c.index for c in answer.choices] == [0, 1, 2]
+    assert all(len(c.logprobs.content) == 6 and c.finish_reason == "length" for c in answer.choices)
+    assert answer.usage.completion_tokens == 18
+    assert len({c.message.content for c in answer.choices}) > 1  # seeds 3, 4, 5: different draws
+    again = kind_chat(client, kind, max_tokens=6, temperature=1.0, seed=3, n=3)
+    assert [c.message.content for c in again.choices] == [c.message.content for c in answer.choices]
+    spec = dict(KINDS[kind])
+    stream = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": spec["content"]}], max_tokens=6, temperature=1.0, seed=3,
+        n=3, stream=True, stream_options={"include_usage": True}, extra_body=spec.get("extra_body"),
+    )  # fmt: skip
+    texts, reasons, usage = {0: "", 1: "", 2: ""}, {}, None
+    for chunk in stream:
+        for c in chunk.choices:
+            texts[c.index] += c.delta.content or ""
+            if c.finish_reason:
+                reasons[c.index] = c.finish_reason
+        usage = chunk.usage or usage
+    assert texts == {c.index: c.message.content for c in answer.choices}
+    assert reasons == {0: "length", 1: "length", 2: "length"} and usage.completion_tokens == 18

@@ -36,7 +36,8 @@ def body_for(rng: random.Random) -> tuple[bytes, dict[str, str]]:
     kind = rng.choice(["public", "private", "edge"])
     privacy = ', "metadata": {"privacy": "pii"}' if kind == "private" else ""
     headers = {"X-Tandem-Device": '{"npu": true}'} if kind == "edge" else {}
-    body = (f'{{"model": "tandem-demo", "max_tokens": 64, "stream": true, "temperature": 1, '
+    n = rng.choice([1, 1, 1, 3])  # some ask for several choices: one stream over several worker sequences
+    body = (f'{{"model": "tandem-demo", "max_tokens": 32, "stream": true, "temperature": 1, "n": {n}, '
             f'"messages": [{{"role": "user", "content": "{long}"}}]{privacy}}}')  # fmt: skip
     return body.encode(), headers
 
