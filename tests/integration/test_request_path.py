@@ -1,5 +1,6 @@
 """The whole request path with real processes, driven by the official openai client."""
 
+import asyncio
 import json
 import os
 import re
@@ -361,7 +362,7 @@ class Person(BaseModel):
 def test_the_openai_clients_parse_gets_a_valid_object_from_both_kinds(client, kind):
     spec = dict(KINDS[kind])
     for temperature in (0, 1.0):
-        raw = client.chat.completions.with_raw_response.parse(
+        raw = client.beta.chat.completions.with_raw_response.parse(
             model=MODEL,
             messages=[{"role": "user", "content": spec["content"]}],
             response_format=Person,
@@ -500,3 +501,23 @@ def test_n_choices_whole_and_streamed(client, kind):
         usage = chunk.usage or usage
     assert texts == {c.index: c.message.content for c in answer.choices}
     assert reasons == {0: "length", 1: "length", 2: "length"} and usage.completion_tokens == 18
+
+
+async def test_the_async_client_streams_calls_tools_and_parses(stack):
+    client = openai.AsyncOpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    whole, parsed, called = await asyncio.gather(
+        client.chat.completions.create(model=MODEL, messages=messages, max_tokens=6, temperature=0),
+        client.beta.chat.completions.parse(model=MODEL, messages=messages, response_format=Weather, max_tokens=60),
+        client.chat.completions.create(
+            model=MODEL, messages=messages, max_tokens=80, tools=[WEATHER_TOOL], tool_choice="required"
+        ),
+    )
+    stream = await client.chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=6, temperature=0, stream=True
+    )
+    streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert streamed == whole.choices[0].message.content
+    assert isinstance(parsed.choices[0].message.parsed, Weather)
+    assert called.choices[0].message.tool_calls[0].function.name == "get_weather"
+    await client.close()
