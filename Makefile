@@ -25,6 +25,7 @@ test: $(STAMP) kernels
 	$(BIN)/python -m proto.regen --check
 	$(BIN)/python -m gateway.policy.json_schema --check
 	$(BIN)/python -m tandem_sdk.normalization_gen --check
+	$(BIN)/python -m gateway.api.fields --check
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 

@@ -133,7 +133,6 @@ class _GenerationParams(BaseModel):
     # Accepted because they cannot change the answer, and only with the values that cannot.
     store: Literal[False] | None = Field(default=None, description="completions are never stored")
     service_tier: Literal["auto", "default"] | None = None
-    parallel_tool_calls: bool | None = Field(default=None, description="with tools: may the answer make several calls")
     prompt_cache_key: Text | None = Field(default=None, description="prefixes are cached and routed automatically")
     safety_identifier: Text | None = None
     modalities: list[Literal["text"]] | None = None
@@ -197,6 +196,7 @@ class ChatCompletionRequest(_GenerationParams):
     tools: list[dict[str, Any]] | None = Field(
         default=None, max_length=MAX_TOOLS, description="functions the model may call"
     )
+    parallel_tool_calls: bool | None = Field(default=None, description="with tools: may the answer make several calls")
     tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = Field(
         default=None, description='"none", "auto" (default with tools), "required", or {"type": "function", ...}'
     )

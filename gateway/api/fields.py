@@ -1,0 +1,97 @@
+"""Every request field of `/v1/chat/completions` and `/v1/completions`, with what Tandem does with it.
+
+The table in docs/api.md is written from `FIELDS` by `python -m gateway.api.fields` (`--check`, which
+`make test` runs, exits 1 when the doc is stale), and tests/unit/gateway/test_fields.py checks that
+`FIELDS` names exactly the fields the request models declare and refuse, so the doc cannot drift from
+the code.
+"""
+
+import sys
+from pathlib import Path
+
+HONOURED = "honoured"
+EXTENSION = "honoured (extension)"
+NO_EFFECT = "accepted, cannot change the answer"
+REFUSED = "refused: 400 naming it"
+
+CHAT, COMPLETIONS, BOTH = "chat", "completions", "both"
+
+# name -> (endpoints, status, what it does); the order is the doc's.
+FIELDS: dict[str, tuple[str, str, str]] = {
+    "model": (BOTH, HONOURED, "the served model; any other is 404 `model_not_found`"),
+    "messages": (CHAT, HONOURED, "text content or `text` parts; `name`, `tool_calls`, `tool_call_id`, `refusal`; any "
+                 "other key in a message is a 400"),  # fmt: skip
+    "prompt": (COMPLETIONS, HONOURED, "text, or a list of token ids"),
+    "max_tokens": (BOTH, HONOURED, "default: what fits the context, up to `TANDEM_DEFAULT_MAX_TOKENS`"),
+    "max_completion_tokens": (CHAT, HONOURED, "wins over `max_tokens`"),
+    "temperature": (BOTH, HONOURED, "0 (greedy), or 0.01 to 2; default 1"),
+    "top_p": (BOTH, HONOURED, "(0, 1]"),
+    "seed": (BOTH, HONOURED, "the same seed gives the same tokens on either tier, in any batch"),
+    "stop": (BOTH, HONOURED, "a string or up to 4, each at most 256 characters"),
+    "n": (BOTH, HONOURED, "up to `TANDEM_MAX_N` (8); seeds `seed`, `seed`+1, …; the local agent answers 1"),
+    "stream": (BOTH, HONOURED, "server-sent events, ending with `[DONE]`"),
+    "stream_options": (BOTH, HONOURED, "`include_usage`"),
+    "presence_penalty": (BOTH, HONOURED, "-2 to 2, on answer tokens"),
+    "frequency_penalty": (BOTH, HONOURED, "-2 to 2, times each answer token's count"),
+    "logit_bias": (BOTH, HONOURED, "token id -> -100 to 100, up to 300 entries"),
+    "logprobs": (BOTH, HONOURED, "chat: true/false; completions: 0 to 20 alternatives; raw-model log-probabilities"),
+    "top_logprobs": (CHAT, HONOURED, "0 to 20, with `logprobs: true`"),
+    "response_format": (BOTH, HONOURED, "`text`, `json_object`, `json_schema`: grammar-constrained decoding"),
+    "tools": (CHAT, HONOURED, "through the chat template; calls parsed into `tool_calls`"),
+    "tool_choice": (CHAT, HONOURED, "`none`, `auto`, `required` or a named function (the last two constrain decoding)"),
+    "parallel_tool_calls": (CHAT, HONOURED, "true: a forced answer may hold several calls"),
+    "user": (BOTH, HONOURED, "kept in the usage record (not for private requests)"),
+    "safety_identifier": (BOTH, HONOURED, "as `user`"),
+    "metadata": (BOTH, HONOURED, "`metadata.privacy`: privacy tags"),
+    "top_k": (BOTH, EXTENSION, "0 is off"),
+    "min_p": (BOTH, EXTENSION, "0 to 1"),
+    "repetition_penalty": (BOTH, EXTENSION, "HF's, 0.01 to 10, on prompt and answer tokens"),
+    "ignore_eos": (BOTH, EXTENSION, "go on past end-of-sequence"),
+    "stop_token_ids": (BOTH, EXTENSION, "up to 64 token ids that end the answer"),
+    "priority": (BOTH, EXTENSION, "higher first, clamped to the tenant's `max_priority`"),
+    "store": (BOTH, NO_EFFECT, "only `false`: answers are never stored"),
+    "service_tier": (BOTH, NO_EFFECT, "only `auto` or `default`"),
+    "prompt_cache_key": (BOTH, NO_EFFECT, "prefixes are cached and routed automatically"),
+    "modalities": (BOTH, NO_EFFECT, 'only `["text"]`'),
+    "echo": (COMPLETIONS, REFUSED, "unless false"),
+    "best_of": (COMPLETIONS, REFUSED, "unless 1"),
+    "suffix": (COMPLETIONS, REFUSED, 'unless ""'),
+    "functions": (CHAT, REFUSED, "the deprecated form of `tools`"),
+    "function_call": (CHAT, REFUSED, 'the deprecated form of `tool_choice`, unless "none"'),
+    "audio": (CHAT, REFUSED, "text models only"),
+    "prediction": (CHAT, REFUSED, ""),
+    "reasoning_effort": (CHAT, REFUSED, ""),
+    "verbosity": (CHAT, REFUSED, ""),
+    "web_search_options": (CHAT, REFUSED, ""),
+}
+DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+BEGIN, END = "<!-- fields:begin (python -m gateway.api.fields) -->", "<!-- fields:end -->"
+
+
+def render() -> str:
+    rows = ["| field | endpoint | status | notes |", "|---|---|---|---|"]
+    rows += [f"| `{name}` | {where} | {status} | {note} |" for name, (where, status, note) in FIELDS.items()]
+    rows.append("| any other name | both | refused: 400 `unknown field` | |")
+    return "\n".join(rows)
+
+
+def updated(doc: str) -> str:
+    if BEGIN not in doc or END not in doc:
+        raise SystemExit(f"{DOC} lacks the markers {BEGIN} ... {END}")
+    head, rest = doc.split(BEGIN, 1)
+    return f"{head}{BEGIN}\n{render()}\n{END}{rest.split(END, 1)[1]}"
+
+
+def main() -> None:
+    doc = DOC.read_text()
+    if "--check" in sys.argv:
+        if updated(doc) != doc:
+            raise SystemExit(f"{DOC}'s field table is stale: run python -m gateway.api.fields")
+        print("field table up to date")
+        return
+    DOC.write_text(updated(doc))
+    print(f"wrote the field table to {DOC}")
+
+
+if __name__ == "__main__":
+    main()
