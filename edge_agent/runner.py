@@ -65,6 +65,12 @@ class OnnxStepModel:
         logits = self._run(prompt_token_ids, 0)
         return torch.from_numpy(logits[-1].copy()), State(self._sequence, len(prompt_token_ids))
 
+    def prefill_all(self, prompt_token_ids: list[int]) -> tuple[torch.Tensor, State]:
+        """As prefill, with the logits at every prompt position [tokens, vocab] (for prompt_logprobs)."""
+        self._sequence = next(_sequences)
+        logits = self._run(prompt_token_ids, 0)
+        return torch.from_numpy(logits.copy()), State(self._sequence, len(prompt_token_ids))
+
     def decode(self, state: State, token_id: int, position: int) -> tuple[torch.Tensor, State]:
         if state.sequence != self._sequence:
             raise StaleState("this sequence's KV buffers were taken by a later prefill")

@@ -38,6 +38,8 @@ class SamplingParams:
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, -100 to 100) pairs
     top_logprobs: int | None = None  # report each token's log-probability and this many alternatives (0-20)
     grammar: str = ""  # an llguidance grammar the answer must follow (tandem/grammar.py); empty: none
+    # Score the prompt too: each prompt token's log-probability (the first has none) and this many alternatives.
+    prompt_logprobs: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"):
@@ -65,8 +67,9 @@ class SamplingParams:
         for token, bias in self.logit_bias:
             if token < 0 or not (math.isfinite(bias) and -100 <= bias <= 100):
                 raise RequestRejected(f"logit_bias needs token ids >= 0 and biases in [-100, 100], got {token}: {bias}")
-        if self.top_logprobs is not None and not 0 <= self.top_logprobs <= MAX_TOP_LOGPROBS:
-            raise RequestRejected(f"top_logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {self.top_logprobs}")
+        for name in ("top_logprobs", "prompt_logprobs"):
+            if getattr(self, name) is not None and not 0 <= getattr(self, name) <= MAX_TOP_LOGPROBS:
+                raise RequestRejected(f"{name} must be in [0, {MAX_TOP_LOGPROBS}], got {getattr(self, name)}")
 
     @property
     def is_greedy(self) -> bool:
@@ -117,6 +120,10 @@ class GenerationChunk:
     logprobs: tuple[float, ...] = ()  # of each token in token_ids, under the raw logits (engines that report them)
     # With top_logprobs asked: per token in token_ids, the most likely alternatives as (token id, logprob) pairs.
     top_logprobs: tuple[tuple[tuple[int, float], ...], ...] = ()
+    # With prompt_logprobs asked, once, on a chunk of its own before the first token's: the log-probability of
+    # prompt tokens 1.. (token 0 has no context) and, per token, the alternatives.
+    prompt_logprobs: tuple[float, ...] = ()
+    prompt_top_logprobs: tuple[tuple[tuple[int, float], ...], ...] = ()
 
 
 @dataclass(frozen=True)

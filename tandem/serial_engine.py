@@ -18,7 +18,14 @@ import torch
 from tokenizers import Tokenizer
 
 from tandem.detokenizer import IncrementalDetokenizer
-from tandem.engine_api import EngineStats, GenerationChunk, GenerationRequest, Usage, check_fits_context
+from tandem.engine_api import (
+    EngineStats,
+    GenerationChunk,
+    GenerationRequest,
+    RequestRejected,
+    Usage,
+    check_fits_context,
+)
 from tandem.grammar import constraint_for, mask_logits
 from tandem.logits_processors import apply_penalties, top_logprobs
 from tandem.process_memory import memory_bytes, memory_watermark_bytes
@@ -38,6 +45,18 @@ class StepModel(Protocol):
     def decode(self, state: Any, token_id: int, position: int) -> tuple[torch.Tensor, Any]:
         """Logits [vocab] after appending token_id at position, and the new state."""
         ...
+
+    # Optional: logits [tokens, vocab] at every prompt position, and the state (for prompt_logprobs).
+    # def prefill_all(self, prompt_token_ids: list[int]) -> tuple[torch.Tensor, Any]: ...
+
+
+def _prompt_scores(every: torch.Tensor, prompt: list[int], k: int) -> GenerationChunk:
+    """The chunk that scores prompt tokens 1.. from the logits at positions 0.. (one log-softmax for all)."""
+    logprobs = torch.log_softmax(every[:-1], dim=-1)
+    chosen = logprobs.gather(1, torch.tensor(prompt[1:]).unsqueeze(1)).squeeze(1).tolist()
+    values, ids = logprobs.topk(max(k, 1), dim=-1)
+    tops = tuple(tuple(zip(i[:k], v[:k], strict=True)) for i, v in zip(ids.tolist(), values.tolist(), strict=True))
+    return GenerationChunk((), "", prompt_logprobs=tuple(chosen), prompt_top_logprobs=tops)
 
 
 @dataclass
@@ -74,6 +93,8 @@ class SerialEngine:
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
         check_fits_context(request, self._model.max_context_tokens)
+        if request.sampling.prompt_logprobs is not None and not hasattr(self._model, "prefill_all"):
+            raise RequestRejected("prompt log-probabilities (echo with logprobs) are not available on this engine")
         job = _Job(request, asyncio.get_running_loop(), asyncio.Queue())
         self._jobs.put(job)
         self._num_requests += 1
@@ -127,7 +148,12 @@ class SerialEngine:
         stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else self._eos_token_ids)
         queue_wait_s = time.monotonic() - job.submitted_s
         constraint = constraint_for(params, self._tokenizer, self._eos_token_ids)
-        logits, state = self._model.prefill(prompt)
+        if params.prompt_logprobs is None:
+            logits, state = self._model.prefill(prompt)
+        else:
+            every, state = self._model.prefill_all(prompt)
+            logits = every[-1]
+            job.emit(_prompt_scores(every.float(), prompt, params.prompt_logprobs))
         output: list[int] = []
         num_out, finish = 0, None
         while finish is None:
@@ -153,7 +179,9 @@ class SerialEngine:
                 elif num_out >= params.max_tokens:
                     finish, text = "length", text + detok.flush()
             logprobs = (float(torch.log_softmax(logits, dim=-1)[token]),) if ids else ()
-            tops = top_logprobs(logits[None], [params.top_logprobs])[:1] if ids and params.top_logprobs is not None else ()
+            tops = (
+                top_logprobs(logits[None], [params.top_logprobs])[:1] if ids and params.top_logprobs is not None else ()
+            )
             if finish is None:
                 job.emit(GenerationChunk(ids, text, logprobs=logprobs, top_logprobs=tops))
                 logits, state = self._model.decode(state, token, len(prompt) + num_out - 1)

@@ -41,6 +41,7 @@ def request_from_proto(msg: worker_pb2.GenerateRequest) -> GenerationRequest:
         logit_bias=tuple(sorted(s.logit_bias.items())),
         top_logprobs=s.top_logprobs if s.HasField("top_logprobs") else None,
         grammar=s.grammar,
+        prompt_logprobs=s.prompt_logprobs if s.HasField("prompt_logprobs") else None,
     )
     return GenerationRequest(
         request_id=msg.request_id,
@@ -59,10 +60,9 @@ def chunk_to_proto(chunk: GenerationChunk) -> worker_pb2.GenerateChunk:
         text=chunk.text,
         finish_reason=chunk.finish_reason or "",
         logprobs=chunk.logprobs,
-        top_logprobs=[
-            worker_pb2.TopLogprobs(token_ids=[t for t, _ in top], logprobs=[lp for _, lp in top])
-            for top in chunk.top_logprobs
-        ],
+        top_logprobs=[_top(top) for top in chunk.top_logprobs],
+        prompt_logprobs=chunk.prompt_logprobs,
+        prompt_top_logprobs=[_top(top) for top in chunk.prompt_top_logprobs],
     )
     if chunk.usage is not None:
         u = chunk.usage
@@ -74,6 +74,10 @@ def chunk_to_proto(chunk: GenerationChunk) -> worker_pb2.GenerateChunk:
             )
         )
     return out
+
+
+def _top(pairs) -> worker_pb2.TopLogprobs:
+    return worker_pb2.TopLogprobs(token_ids=[t for t, _ in pairs], logprobs=[lp for _, lp in pairs])
 
 
 def _phase_spans(usage: Usage, started_ns: int, first_ns: int, ended_ns: int) -> None:

@@ -209,6 +209,10 @@ class PagedEngine:
     def _emit_token(self, job: _Job, token: int, logprob: float, top: tuple) -> None:
         seq, params = job.seq, job.seq.request.sampling
         seq.token_ids.append(token)
+        if params.prompt_logprobs is not None and seq.num_output_tokens == 1:  # the prompt's scores, before it
+            scores = seq.prompt_scores[: seq.num_prompt_tokens - 1]
+            job.emit(GenerationChunk((), "", prompt_logprobs=tuple(lp for lp, _ in scores),
+                                     prompt_top_logprobs=tuple(top for _, top in scores)))  # fmt: skip
         if token in job.stop_ids:
             self._retire(job, "stop", job.detok.flush())
             return

@@ -16,6 +16,7 @@ import torch
 from cloud_worker.engine.decode_graphs import DecodeGraphs, Mode
 from cloud_worker.engine.sampler import SamplingBatch, sample
 from cloud_worker.engine.scheduler import ScheduledSeq
+from cloud_worker.engine.sequence import Sequence
 from cloud_worker.models.llama import KVCache, LlamaForCausalLM, PagedKV
 from kernels.paged_attention import PagedAttentionMetadata
 from tandem.grammar import mask_logits
@@ -38,6 +39,33 @@ class StepInputs:
         return StepInputs(
             self.input_ids.to(device), self.positions.to(device), self.meta.to(device), self.sample_indices.to(device)
         )
+
+
+def _prompt_positions(scheduled: list[ScheduledSeq]) -> list[tuple[int, Sequence, int]]:
+    """(flat token index, sequence, prompt position p) for every position whose logits score prompt token p + 1
+    and that no earlier step scored (a preempted sequence recomputes its prompt: scored once)."""
+    out, offset = [], 0
+    for item in scheduled:
+        seq, start = item.seq, item.seq.num_computed_tokens
+        if seq.request.sampling.prompt_logprobs is not None:
+            for p in range(
+                max(start, len(seq.prompt_scores)), min(start + item.num_new_tokens, seq.num_prompt_tokens - 1)
+            ):
+                out.append((offset + p - start, seq, p))
+        offset += item.num_new_tokens
+    return out
+
+
+def _score_prompts(logits: torch.Tensor, scored: list[tuple[int, Sequence, int]]) -> None:
+    """One batched log-softmax for every scored position; each sequence keeps its prompt's scores in order."""
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    targets = torch.tensor([seq.token_ids[p + 1] for _, seq, p in scored], device=logits.device)
+    chosen = logprobs.gather(1, targets.unsqueeze(1)).squeeze(1).tolist()
+    widest = max(seq.request.sampling.prompt_logprobs for _, seq, _ in scored)
+    values, ids = logprobs.topk(max(widest, 1), dim=-1)
+    for (_, seq, _), lp, row_ids, row_values in zip(scored, chosen, ids.tolist(), values.tolist(), strict=True):
+        k = seq.request.sampling.prompt_logprobs
+        seq.prompt_scores.append((lp, tuple(zip(row_ids[:k], row_values[:k], strict=True))))
 
 
 def allocate_kv_cache(model: LlamaForCausalLM, num_blocks: int, block_size_tokens: int) -> KVCache:
@@ -110,12 +138,16 @@ class ModelRunner:
             )
 
     @torch.inference_mode()
-    def forward(self, inputs: StepInputs) -> torch.Tensor:
-        """Logits [N, vocab] for the sampling sequences; writes every new token's K/V."""
+    def forward(self, inputs: StepInputs, extra_indices: list[int] | None = None) -> torch.Tensor:
+        """Logits [N (+ extra), vocab] for the sampling sequences (then for the flat token indices in
+        `extra_indices`: prompt positions to score); writes every new token's K/V."""
         inputs = inputs.to(self.device)
         kv = PagedKV(self.kv_caches, inputs.meta)
         hidden = self.model.hidden_states(inputs.input_ids.unsqueeze(0), inputs.positions.unsqueeze(0), kv)
-        return self.model.lm_head(hidden[0, inputs.sample_indices]).float()
+        rows = inputs.sample_indices
+        if extra_indices:
+            rows = torch.cat([rows, torch.tensor(extra_indices, dtype=rows.dtype, device=rows.device)])
+        return self.model.lm_head(hidden[0, rows]).float()
 
     def run(self, scheduled: list[ScheduledSeq]) -> tuple[list[int], list[float], list[tuple]]:
         """Token, its log-probability and the top alternatives asked for, per sampling sequence in scheduled order.
@@ -123,11 +155,15 @@ class ModelRunner:
         Penalties and biases (tandem/logits_processors.py) shape what is sampled; the log-probabilities are the
         raw logits'."""
         inputs = prepare_inputs(scheduled, self.block_size_tokens)
+        scored = _prompt_positions(scheduled)
         if self._peers is not None:
-            self._peers.send(inputs)
-        logits = self._replay(inputs)
+            self._peers.send((inputs, [index for index, _, _ in scored]))
+        logits = None if scored else self._replay(inputs)
         if logits is None:
-            logits = self.forward(inputs)
+            logits = self.forward(inputs, [index for index, _, _ in scored])
+        if scored:
+            logits, extra = logits[: len(inputs.sample_indices)], logits[len(inputs.sample_indices) :]
+            _score_prompts(extra, scored)
         sampling = [item.seq for item in scheduled if item.is_sampling]
         if not sampling:
             return [], [], []

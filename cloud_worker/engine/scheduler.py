@@ -82,7 +82,8 @@ class Scheduler:
         bm = self.block_manager
         while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             seq = self.waiting[0]
-            cached = bm.match_prefix(seq)
+            # A prompt to score is computed whole: cached blocks would leave its positions without logits.
+            cached = bm.match_prefix(seq) if seq.request.sampling.prompt_logprobs is None else []
             num_new = min(seq.num_tokens - len(cached) * bm.block_size_tokens, budget)
             # With others running, keep a little headroom so their next tokens do not force a preemption.
             headroom = self._watermark_blocks if self.running else 0

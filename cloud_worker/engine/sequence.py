@@ -35,6 +35,8 @@ class Sequence:
     submitted_s: float = field(default_factory=time.monotonic)
     first_scheduled_s: float | None = None  # for the queue-wait span
     constraint: Constraint | None = None  # the grammar the output follows, where the request has one
+    # prompt_logprobs: (logprob of token p + 1, alternatives) for prompt positions p = 0, 1, ... computed so far
+    prompt_scores: list[tuple[float, tuple]] = field(default_factory=list)
     _block_hashes: list[bytes] = field(default_factory=list)
 
     def __post_init__(self) -> None:

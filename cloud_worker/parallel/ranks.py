@@ -79,5 +79,6 @@ def _rank_main(rank: int, world: int, init_method: str, model_dir: Path, config:
         dist.broadcast_object_list(message, src=0)
         if message[0] is None:
             break
-        runner.forward(message[0])
+        inputs, extra_indices = message[0]
+        runner.forward(inputs, extra_indices)  # the same rows as rank 0: the vocab-parallel head gathers them
     dist.destroy_process_group()

@@ -19,8 +19,12 @@ CHAT, COMPLETIONS, BOTH = "chat", "completions", "both"
 # name -> (endpoints, status, what it does); the order is the doc's.
 FIELDS: dict[str, tuple[str, str, str]] = {
     "model": (BOTH, HONOURED, "the served model; any other is 404 `model_not_found`"),
-    "messages": (CHAT, HONOURED, "text content or `text` parts; `name`, `tool_calls`, `tool_call_id`, `refusal`; any "
-                 "other key in a message is a 400"),  # fmt: skip
+    "messages": (
+        CHAT,
+        HONOURED,
+        "text content or `text` parts; `name`, `tool_calls`, `tool_call_id`, `refusal`; any "
+        "other key in a message is a 400",
+    ),  # fmt: skip
     "prompt": (COMPLETIONS, HONOURED, "text, or a list of token ids"),
     "max_tokens": (BOTH, HONOURED, "default: what fits the context, up to `TANDEM_DEFAULT_MAX_TOKENS`"),
     "max_completion_tokens": (CHAT, HONOURED, "wins over `max_tokens`"),
@@ -36,6 +40,12 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "logit_bias": (BOTH, HONOURED, "token id -> -100 to 100, up to 300 entries"),
     "logprobs": (BOTH, HONOURED, "chat: true/false; completions: 0 to 20 alternatives; raw-model log-probabilities"),
     "top_logprobs": (CHAT, HONOURED, "0 to 20, with `logprobs: true`"),
+    "echo": (
+        COMPLETIONS,
+        HONOURED,
+        "the prompt before the answer; with `logprobs`, the prompt's log-probabilities too "
+        "(the first token's is null), as lm-eval's log-likelihood scoring needs",
+    ),  # fmt: skip
     "response_format": (BOTH, HONOURED, "`text`, `json_object`, `json_schema`: grammar-constrained decoding"),
     "tools": (CHAT, HONOURED, "through the chat template; calls parsed into `tool_calls`"),
     "tool_choice": (CHAT, HONOURED, "`none`, `auto`, `required` or a named function (the last two constrain decoding)"),
@@ -53,7 +63,6 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "service_tier": (BOTH, NO_EFFECT, "only `auto` or `default`"),
     "prompt_cache_key": (BOTH, NO_EFFECT, "prefixes are cached and routed automatically"),
     "modalities": (BOTH, NO_EFFECT, 'only `["text"]`'),
-    "echo": (COMPLETIONS, REFUSED, "unless false"),
     "best_of": (COMPLETIONS, REFUSED, "unless 1"),
     "suffix": (COMPLETIONS, REFUSED, 'unless ""'),
     "functions": (CHAT, REFUSED, "the deprecated form of `tools`"),

@@ -98,6 +98,7 @@ class Logprobs:
 
     is_chat: bool
     decode: Callable[[list[int]], str]
+    prompt_ids: list[int] | None = None  # completions with echo: the prompt's tokens come first
     offset: int = 0  # completions: where the next token's text starts in the answer
     entries: list = field(default_factory=list)  # every token's, for the whole answer
 
@@ -105,29 +106,36 @@ class Logprobs:
         """The object for this chunk's tokens (None when it has none), remembered for `whole()`.
 
         `chunk`: a worker's GenerateChunk, or the engine's GenerationChunk (the local agent's)."""
-        if not chunk.token_ids or len(chunk.logprobs) != len(chunk.token_ids):
-            return None
         start = len(self.entries)
+        if self.prompt_ids is not None:  # echo: the prompt's entries, from the worker's first chunk
+            self._prompt_entries(chunk)
+        if not chunk.token_ids or len(chunk.logprobs) != len(chunk.token_ids):
+            return self._object(self.entries[start:]) if len(self.entries) > start else None
         tops = list(chunk.top_logprobs) or [None] * len(chunk.token_ids)
         for token, logprob, top in zip(chunk.token_ids, chunk.logprobs, tops, strict=True):
-            if top is None:
-                alternatives = []
-            elif hasattr(top, "token_ids"):
-                alternatives = list(zip(top.token_ids, top.logprobs, strict=True))
-            else:
-                alternatives = list(top)
-            self.entries.append(self._entry(token, logprob, alternatives))
+            self.entries.append(self._entry(token, logprob, _pairs(top)))
         return self._object(self.entries[start:])
 
     def whole(self) -> dict:
         return self._object(self.entries)
+
+    def _prompt_entries(self, chunk) -> None:
+        """Prompt token 0 has no log-probability (null, as OpenAI's); 1.. come from the worker."""
+        ids, self.prompt_ids = self.prompt_ids, None
+        scores, tops = list(chunk.prompt_logprobs), list(chunk.prompt_top_logprobs)
+        for i, token in enumerate(ids):
+            if i == 0 or i > len(scores):
+                self.entries.append(self._entry(token, None, []))
+            else:
+                self.entries.append(self._entry(token, scores[i - 1], _pairs(tops[i - 1]) if i <= len(tops) else []))
 
     def _entry(self, token: int, logprob: float, alternatives: list[tuple[int, float]]) -> dict:
         text = self.decode([token])
         if self.is_chat:
             top = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in self._named(alternatives)]
             return {"token": text, "logprob": logprob, "bytes": list(text.encode()), "top_logprobs": top}
-        entry = {"token": text, "logprob": logprob, "top": dict(self._named(alternatives)), "offset": self.offset}
+        top = None if logprob is None else dict(self._named(alternatives))  # the echoed prompt's first token: null
+        entry = {"token": text, "logprob": logprob, "top": top, "offset": self.offset}
         self.offset += len(text)
         return entry
 
@@ -143,6 +151,15 @@ class Logprobs:
             "top_logprobs": [e["top"] for e in entries],
             "text_offset": [e["offset"] for e in entries],
         }
+
+
+def _pairs(top) -> list[tuple[int, float]]:
+    """(token id, logprob) pairs from a worker's TopLogprobs, an engine's tuple of pairs, or None."""
+    if top is None:
+        return []
+    if hasattr(top, "token_ids"):
+        return list(zip(top.token_ids, top.logprobs, strict=True))
+    return list(top)
 
 
 def sse(payload: dict) -> str:

@@ -102,6 +102,7 @@ async def _serve(
             logit_bias=body.token_biases(),
             top_logprobs=body.wanted_top_logprobs(),
             grammar=prepared.grammar,  # response_format's, or a forced tool call's; checked by prepare
+            prompt_logprobs=getattr(body, "wanted_prompt_logprobs", lambda: None)(),
         ),
         priority=features.priority,  # clamped to the tenant's allowance
     )
@@ -156,21 +157,22 @@ async def _serve(
     )
     headers = {"X-Tandem-Route": f"{routed.pool}; rule={routed.rule}", "X-Tandem-Backend": routed.backend.endpoint}
 
+    echo = getattr(body, "echo", False)  # completions: the prompt before the answer
+    prefix = prepared.text if echo else ""
+
     def logprobs() -> Logprobs | None:
-        return (
-            Logprobs(shape.is_chat, state.tokenizer.tokenizer.decode)
-            if body.wanted_top_logprobs() is not None
-            else None
-        )
+        if body.wanted_top_logprobs() is None:
+            return None
+        return Logprobs(shape.is_chat, state.tokenizer.tokenizer.decode, prepared.prompt_ids if echo else None)
 
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     if len(routed_all) == 1:
         if body.stream:
             events = _stream_events(
-                routed, shape, include_usage, started, admission, traced, logprobs(), prepared.tools
+                routed, shape, include_usage, started, admission, traced, logprobs(), prepared.tools, prefix=prefix
             )
             return StreamingResponse(events, media_type="text/event-stream", headers=headers)
-        answer = await _collect(routed, shape, started, admission, traced, logprobs(), prepared.tools)
+        answer = await _collect(routed, shape, started, admission, traced, logprobs(), prepared.tools, prefix)
         return JSONResponse(answer, headers=headers)
     shared = _SharedAdmission(admission, len(routed_all))
     shapes = [dataclasses.replace(shape, index=i) for i in range(len(routed_all))]
@@ -178,7 +180,17 @@ async def _serve(
         usages: list = []
         streams = [
             _stream_events(
-                one, s, False, started, shared, traced, logprobs(), prepared.tools, usages=usages, done=False
+                one,
+                s,
+                False,
+                started,
+                shared,
+                traced,
+                logprobs(),
+                prepared.tools,
+                usages=usages,
+                done=False,
+                prefix=prefix,
             )
             for one, s in zip(routed_all, shapes, strict=True)
         ]
@@ -186,7 +198,7 @@ async def _serve(
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
     answers = await asyncio.gather(
         *(
-            _collect(one, s, started, shared, traced, logprobs(), prepared.tools)
+            _collect(one, s, started, shared, traced, logprobs(), prepared.tools, prefix)
             for one, s in zip(routed_all, shapes, strict=True)
         )
     )
@@ -293,6 +305,7 @@ async def _collect(
     traced: _StreamTrace,
     logprobs: Logprobs | None,
     tool_plan: ToolPlan | None,
+    prefix: str = "",
 ) -> dict:
     parts: list[str] = []
     last = None
@@ -314,7 +327,7 @@ async def _collect(
             raise BackendFailed(f"{routed.backend.endpoint} ended the stream without a finish reason")
         _end_of_stream(span, last)
     _record(routed, "ok", last.usage, started)
-    text, calls = "".join(parts), []
+    text, calls = prefix + "".join(parts), []
     if tool_plan is not None:
         text, calls = tools.parse(text, tool_plan.format, set(tool_plan.allowed))
     return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None, calls)
@@ -331,6 +344,7 @@ async def _stream_events(
     tool_plan: ToolPlan | None,
     usages: list | None = None,
     done: bool = True,
+    prefix: str = "",
 ) -> AsyncIterator[str]:
     last = None
     parts: list[str] = []
@@ -342,6 +356,7 @@ async def _stream_events(
                 these = logprobs.of(chunk) if logprobs is not None else None
                 parts.append(chunk.text)
                 text = held.push(chunk.text) if held is not None else chunk.text
+                text, prefix = prefix + text, ""  # echo: the prompt comes with the first chunk
                 if text or these:
                     yield shape.chunk(text, logprobs=these)
                 last = chunk

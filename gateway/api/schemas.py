@@ -25,7 +25,6 @@ UNSUPPORTED: dict[str, tuple] = {
     "web_search_options": (),
     "best_of": (1,),
     "suffix": ("",),
-    "echo": (False,),
 }
 MAX_LOGIT_BIAS = 300
 MAX_TOOLS = 128
@@ -220,6 +219,10 @@ class CompletionRequest(_GenerationParams):
     logprobs: int | None = Field(
         default=None, ge=0, le=MAX_TOP_LOGPROBS, description="each token's log-probability and this many alternatives"
     )
+    echo: bool = Field(default=False, description="the prompt before the answer (with logprobs: the prompt's too)")
+
+    def wanted_prompt_logprobs(self) -> int | None:
+        return self.logprobs if self.echo else None
 
     def wanted_top_logprobs(self) -> int | None:
         return self.logprobs

@@ -89,7 +89,7 @@ class HttpWorkerBackend(WorkerBackend):
     async def _stream(
         self, request: worker_pb2.GenerateRequest, timeout_s: float
     ) -> AsyncIterator[worker_pb2.GenerateChunk]:
-        if request.sampling.HasField("top_logprobs"):  # an upstream names tokens by text, not by id
+        if request.sampling.HasField("top_logprobs") or request.sampling.HasField("prompt_logprobs"):  # named by text
             raise BackendError(
                 self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, "logprobs are not available from an HTTP pool"
             )

@@ -521,3 +521,29 @@ async def test_the_async_client_streams_calls_tools_and_parses(stack):
     assert isinstance(parsed.choices[0].message.parsed, Weather)
     assert called.choices[0].message.tool_calls[0].function.name == "get_weather"
     await client.close()
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_echo_with_logprobs_scores_the_prompt_as_lm_eval_reads_it(client, kind, demo_checkpoint):
+    tokenizer = Tokenizer.from_file(str(demo_checkpoint / "tokenizer.json"))
+    spec = dict(KINDS[kind])
+    ids = tokenizer.encode(spec["content"], add_special_tokens=False).ids
+    answer = client.completions.create(
+        model=MODEL, prompt=ids, max_tokens=1, temperature=0, logprobs=1, echo=True, extra_body=spec.get("extra_body")
+    )
+    choice = answer.choices[0]
+    lp = choice.logprobs
+    assert len(lp.tokens) == len(ids) + 1 and lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    assert all(x is not None and x <= 0 for x in lp.token_logprobs[1:])
+    assert choice.text == tokenizer.decode(ids) + lp.tokens[-1]
+    assert "".join(lp.tokens) == choice.text and lp.text_offset[-1] == len(choice.text) - len(lp.tokens[-1])
+    # lm-eval's greedy check reads the top alternative: the most likely, never less likely than the prompt's own token
+    tops = lp.top_logprobs[1:-1]
+    assert all(
+        len(top) == 1 and max(top.values()) >= lp_ - 1e-5
+        for top, lp_ in zip(tops, lp.token_logprobs[1:-1], strict=True)
+    )
+    echoed = client.completions.create(
+        model=MODEL, prompt="The quick brown fox", max_tokens=3, echo=True, temperature=0
+    )
+    assert echoed.choices[0].text.startswith("The quick brown fox") and echoed.choices[0].logprobs is None

@@ -24,6 +24,11 @@ class CountingStepModel:
         logits, cache = self._model(ids, torch.arange(ids.shape[1]).unsqueeze(0), self._model.empty_cache())
         return logits[0, -1], cache
 
+    def prefill_all(self, prompt_token_ids):
+        ids = torch.tensor([prompt_token_ids])
+        logits, cache = self._model(ids, torch.arange(ids.shape[1]).unsqueeze(0), self._model.empty_cache())
+        return logits[0], cache
+
     def decode(self, state, token_id, position):
         self.num_decode_steps += 1
         logits, cache = self._model(torch.tensor([[token_id]]), torch.tensor([[position]]), state)
