@@ -10,7 +10,10 @@ sent) and returns everything in it that would leave the device:
   ids, lists of token ids: ids are decoded with `decode`, so token ids are no
   way around the detectors), and `suffix`;
 - `stop` strings, `user`, the `tools` given to the model and the
-  `response_format` (a JSON schema's names, descriptions and enums).
+  `response_format` (a JSON schema's names, descriptions, enums, property
+  names, and each `pattern` as the text it spells).
+Keys and `type`/`role` values are structure, and skipped, only when they are
+plain words (letters, `_`, `-`): `{"type": "ann@example.com"}` is scanned.
 Messages and fields are joined with a line break, so a number split across
 two messages reads as one (a line break parts digit groups like a space).
 
@@ -18,9 +21,11 @@ The detectors then see the same text on the device and at the gateway.
 """
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 
-_STRUCTURE_KEYS = frozenset({"role", "type"})  # what says how, not what: never PII
+_STRUCTURE_KEYS = frozenset({"role", "type"})  # what says how, not what: skipped when the value is a plain word
+_STRUCTURE_WORD = re.compile(r"[A-Za-z_-]{1,32}")  # "user", "function", "json_schema": no digit, no @, no dot
 
 
 def request_text(body: Mapping, decode: Callable[[list[int]], str] | None = None) -> str:
@@ -53,8 +58,8 @@ def _message_text(message) -> str:
         pieces.append("".join(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)))
         pieces += [s for p in content for s in _strings(p, skip_text=True)]
     for key, value in message.items():
-        if key != "content" and key not in _STRUCTURE_KEYS:
-            pieces += _strings(value)
+        if key != "content":
+            pieces += _strings({key: value})  # role and type skipped only as plain words
     return "\n".join(pieces)
 
 
@@ -86,13 +91,28 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
             yield item
         elif isinstance(item, Mapping):
             for key, child in reversed(list(item.items())):
-                if key in _STRUCTURE_KEYS or (skip and key == "text"):
+                if isinstance(key, str) and not _STRUCTURE_WORD.fullmatch(key):
+                    yield key  # a schema's property names, an arguments object's keys: text, unless a plain word
+                if key in _STRUCTURE_KEYS and isinstance(child, str) and _STRUCTURE_WORD.fullmatch(child):
+                    continue
+                if skip and key == "text":
                     continue
                 if key == "arguments" and isinstance(child, str):
                     stack.append((_json_value(child), False))
+                if key == "pattern" and isinstance(child, str):
+                    stack.append((_regex_literal(child), False))
                 stack.append((child, False))
         elif isinstance(item, list | tuple):
             stack.extend((child, False) for child in reversed(item))
+
+
+def _regex_literal(pattern: str) -> str:
+    """A JSON schema's `pattern` as the text it spells: `^ann\\.b@x\\.com$` -> `ann.b@x.com`,
+    `4111[ ]1111\\s1111` -> `4111 1111 1111` (escapes and one-character classes undone, anchors dropped)."""
+    text = re.sub(r"\\s", " ", pattern)
+    text = re.sub(r"\[(\\?.)\]", lambda m: m.group(1)[-1], text)
+    text = re.sub(r"\\(.)", r"\1", text)
+    return text.replace("^", " ").replace("$", " ")
 
 
 def _json_value(arguments: str):

@@ -65,6 +65,18 @@ CARD_A, CARD_B = "4111 1111", "1111 1111"
         ({"messages": [{"role": "user", "content": "hi"}],
           "tools": [{"type": "function", "function": {"name": "f", "description": "for ann@example.com"}}]},
          "email"),
+        # found by an adversarial review: a subtree under "type", a key, a regex pattern
+        ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {
+            "schema": {"properties": {"type": {"const": "alice.smith@example.com"}}}}}}, "email"),
+        ({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f",
+            "parameters": {"properties": {"alice.smith@example.com": {"type": "string"}}}}}]}, "email"),
+        ({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f",
+            "arguments": {"type": "alice.smith@example.com"}}}]}]}, "email"),
+        ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {
+            "schema": {"type": "string", "pattern": "^alice\\.smith@example\\.com$"}}}}, "email"),
+        ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {
+            "schema": {"type": "string", "pattern": "^4111[ ]1111[ ]1111[ ]1111$"}}}}, "credit-card"),
+        ({"messages": [{"role": "ann@example.com", "content": "hi"}]}, "email"),
     ],
 )  # fmt: skip
 def test_everything_that_leaves_is_scanned(body, fires):
