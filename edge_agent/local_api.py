@@ -18,8 +18,10 @@ Two routes:
 docs/sdk.md is the full protocol.
 """
 
+import asyncio
 import hmac
 import itertools
+import logging
 import uuid
 
 from fastapi import FastAPI, Request
@@ -28,14 +30,16 @@ from pydantic import ValidationError
 from tandem_sdk.local_token import load_or_create
 
 from gateway.api import tools
-from gateway.api.openai_format import SSE_DONE, Logprobs, ResponseShape
-from gateway.api.prepare import tool_plan
+from gateway.api.openai_format import SSE_DONE, Logprobs, ResponseShape, sse
+from gateway.api.prepare import answer_grammar, check_token_ids, tool_plan
 from gateway.api.schemas import ChatCompletionRequest
 from gateway.body_limit import BodyLimit
 from gateway.chat_tokenizer import ChatTokenizer
 from gateway.errors import BadRequest
 from tandem.engine_api import Engine, GenerationRequest, RequestRejected, SamplingParams
+from tandem.grammar import llg_tokenizer
 
+log = logging.getLogger(__name__)
 LOOPBACK_HOSTS = {"127.0.0.1", "[::1]", "localhost"}
 DEFAULT_MAX_TOKENS = 128
 MAX_BODY_BYTES = 2 * 1024 * 1024
@@ -137,20 +141,38 @@ def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | N
     async def chat_completions(request: Request):
         try:
             body = _parse(await request.json())
+            check_token_ids(body, chat.tokenizer.get_vocab_size())
             plan = tool_plan(body, chat)
+            grammar = await asyncio.to_thread(answer_grammar, body, plan, chat)
             messages = [m.for_template() for m in body.messages]
-            prompt_ids = chat.encode_chat(messages, body.tools or None)
-            gen = _request(body, prompt_ids, counter, plan.grammar if plan else body.grammar())
+            prompt_ids = await asyncio.to_thread(chat.encode_chat, messages, body.tools or None)
+            gen = _request(body, prompt_ids, counter, grammar)
+            context = engine.stats().max_context_tokens
+            if len(prompt_ids) + gen.sampling.max_tokens > context:
+                return _error(
+                    400,
+                    f"This model's maximum context length is {context} tokens. However, you requested "
+                    f"{len(prompt_ids) + gen.sampling.max_tokens} tokens ({len(prompt_ids)} in the messages, "
+                    f"{gen.sampling.max_tokens} in the completion). Please reduce the length of the messages or "
+                    "completion.",
+                    "context_length_exceeded",
+                    "messages",
+                )
         except (BadRequest, RequestRejected) as exc:
             return _error(400, getattr(exc, "message", str(exc)), param=getattr(exc, "param", None))
         except (ValueError, RecursionError) as exc:  # JSON that does not parse, a content part that is not text
             return _error(400, f"bad request: {str(exc)[:200]}")
         shape = ResponseShape.new(True, f"chatcmpl-local-{uuid.uuid4().hex[:12]}", model_id)
-        logprobs = Logprobs(True, chat.tokenizer.decode) if body.wanted_top_logprobs() is not None else None
+        logprobs = None
+        if body.wanted_top_logprobs() is not None:
+            llg = llg_tokenizer(chat.tokenizer, ())
+            logprobs = Logprobs(True, chat.tokenizer.decode, token_bytes=lambda t: llg.decode_bytes([t]))
         stream = engine.generate(gen)
-        held = tools.StreamedCalls(plan.format, set(plan.allowed)) if plan else None
+        held = tools.StreamedCalls(plan.format, set(plan.allowed), plan.single) if plan else None
         if body.stream:
-            return StreamingResponse(_sse(shape, stream, logprobs, held), media_type="text/event-stream")
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            events = _sse(shape, stream, logprobs, held, include_usage)
+            return StreamingResponse(events, media_type="text/event-stream")
         text, last = "", None
         try:
             async for chunk in stream:
@@ -160,15 +182,21 @@ def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | N
                 last = chunk
         except RequestRejected as exc:
             return _error(400, str(exc))
+        except Exception:  # noqa: BLE001 - never a bare stack trace to the client
+            log.exception("the local agent failed")
+            return _error(500, "the local agent failed; see its log", "server_error")
         calls = []
         if plan is not None:
-            text, calls = tools.parse(text, plan.format, set(plan.allowed))
+            text, calls = tools.parse(text, plan.format, set(plan.allowed), plan.single)
         return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None, calls)
 
     return app
 
 
-async def _sse(shape: ResponseShape, stream, logprobs: Logprobs | None, held: tools.StreamedCalls | None):
+async def _sse(
+    shape: ResponseShape, stream, logprobs: Logprobs | None, held: tools.StreamedCalls | None, include_usage: bool
+):
+    """The answer as server-sent events; a failure after the headers is an error event, then [DONE], never a cut."""
     yield shape.chunk(None, first=True)
     try:
         async for chunk in stream:
@@ -179,7 +207,17 @@ async def _sse(shape: ResponseShape, stream, logprobs: Logprobs | None, held: to
             if chunk.finish_reason is not None:
                 for event in shape.ending(chunk.finish_reason, held):
                     yield event
-                yield shape.usage_chunk(chunk.usage)
+                if include_usage:
+                    yield shape.usage_chunk(chunk.usage)
+    except RequestRejected as exc:
+        yield sse(_error_body("invalid_request_error", str(exc)))
+    except Exception:  # noqa: BLE001 - headers are sent: the client hears of it
+        log.exception("the local agent's stream failed")
+        yield sse(_error_body("server_error", "the local agent failed mid-answer; see its log"))
     finally:
         await stream.aclose()
     yield SSE_DONE
+
+
+def _error_body(error_type: str, message: str) -> dict:
+    return {"error": {"message": message, "type": error_type, "param": None, "code": None}}

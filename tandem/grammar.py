@@ -33,6 +33,9 @@ class GrammarError(ValueError):
 def grammar_for(response_format: dict) -> str | None:
     """OpenAI's `response_format` as an llguidance grammar; None for plain text."""
     kind = response_format.get("type")
+    allowed = {"text": {"type"}, "json_object": {"type"}, "json_schema": {"type", "json_schema"}}.get(kind, set())
+    if extra := sorted(set(response_format) - allowed - {"type"}):
+        raise GrammarError(f"unknown key{'s' if len(extra) > 1 else ''} in response_format: {', '.join(extra)}")
     if kind == "text":
         return None
     if kind == "json_object":
@@ -41,6 +44,8 @@ def grammar_for(response_format: dict) -> str | None:
         spec = response_format.get("json_schema")
         if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
             raise GrammarError("json_schema must be an object with a `schema` object")
+        if extra := sorted(set(spec) - {"name", "description", "schema", "strict"}):
+            raise GrammarError(f"unknown key in response_format.json_schema: {', '.join(extra)}")
         return _from_schema(spec.get("schema") or {"type": "object"})
     raise GrammarError(f"type must be text, json_object or json_schema, got {kind!r}")
 
@@ -50,9 +55,23 @@ def _from_schema(schema: dict) -> str:
     return llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), overrides={"whitespace_flexible": False})
 
 
+MAX_GRAMMAR_BYTES = 64 * 1024  # a schema this large takes llguidance about half a second to compile
+
+
 def check_grammar(grammar: str, tokenizer: llguidance.LLTokenizer) -> None:
+    """Refuse, before any worker sees it, a grammar that will not serve: too large, invalid, too complex for the
+    parser (ParserTooComplex shows at the first mask), or one that allows only an empty answer. Seconds of CPU for
+    a large schema: call it off the event loop."""
+    if len(grammar.encode()) > MAX_GRAMMAR_BYTES:
+        raise GrammarError(f"the schema is too large ({len(grammar.encode())} bytes; at most {MAX_GRAMMAR_BYTES})")
     if message := llguidance.LLMatcher.validate_grammar(grammar, tokenizer):
         raise GrammarError(message)
+    matcher = llguidance.LLMatcher(tokenizer, grammar)
+    matcher.compute_bitmask()
+    if matcher.is_error():
+        raise GrammarError(matcher.get_error())
+    if matcher.is_stopped():
+        raise GrammarError("the schema allows only an empty answer")
 
 
 @functools.cache
@@ -90,6 +109,11 @@ class Constraint:
     def consume(self, token: int) -> None:
         if not self._matcher.consume_token(token) or self._matcher.is_error():
             log.warning("grammar refused token %d: %s", token, self._matcher.get_error())
+
+    @property
+    def error(self) -> str | None:
+        """Why the grammar cannot go on (the parser gave up mid-answer), None while it can."""
+        return self._matcher.get_error() if self._matcher.is_error() else None
 
     @property
     def done(self) -> bool:

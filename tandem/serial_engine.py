@@ -172,6 +172,8 @@ class SerialEngine:
                 text, ids = detok.push(token), (token,)
                 if constraint is not None:
                     constraint.consume(token)
+                    if constraint.error:
+                        raise RequestRejected(f"response_format: the grammar failed mid-answer: {constraint.error}")
                 if detok.is_stopped:
                     finish = "stop"
                 elif constraint is not None and constraint.done:

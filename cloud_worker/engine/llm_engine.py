@@ -95,7 +95,10 @@ class PagedEngine:
             self.model_id,
             self.block_manager.block_size_tokens,
             seed=params.seed if params.seed is not None else random.getrandbits(63),
-            constraint=constraint_for(params, self._tokenizer, self._eos_token_ids),
+            # Compiling a grammar can take a while: off the event loop that serves every other request.
+            constraint=await asyncio.to_thread(constraint_for, params, self._tokenizer, self._eos_token_ids)
+            if params.grammar
+            else None,
         )
         job = _Job(
             seq,
@@ -218,6 +221,11 @@ class PagedEngine:
             return
         if seq.constraint is not None:
             seq.constraint.consume(token)
+            if seq.constraint.error:  # the parser gave up: an answer that could not follow its schema is no answer
+                self._fail(
+                    job, RequestRejected(f"response_format: the grammar failed mid-answer: {seq.constraint.error}")
+                )
+                return
         text = job.detok.push(token)
         tops = (top,) if params.top_logprobs is not None else ()
         if seq.constraint is not None and seq.constraint.done:
@@ -238,6 +246,11 @@ class PagedEngine:
         waited = (seq.first_scheduled_s or time.monotonic()) - seq.submitted_s
         usage = Usage(seq.num_prompt_tokens, seq.num_output_tokens, seq.num_cached_tokens, waited)
         job.emit(GenerationChunk(ids, text, reason, usage, logprobs, tops))
+
+    def _fail(self, job: _Job, exc: Exception) -> None:
+        self.scheduler.finish(job.seq)
+        del self._jobs[job.seq.arrival]
+        job.emit(exc)
 
     def _fail_all(self, exc: Exception) -> None:
         for job in list(self._jobs.values()):

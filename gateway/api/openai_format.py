@@ -42,7 +42,7 @@ class ResponseShape:
     ) -> dict:
         """`tool_calls`: gateway.api.tools.ToolCall, parsed from the answer (the reason is then "tool_calls")."""
         if self.is_chat:
-            message = {"role": "assistant", "content": text}
+            message = {"role": "assistant", "content": text, "refusal": None}
             if tool_calls:
                 message["tool_calls"] = [call.as_openai() for call in tool_calls]
                 reason = "tool_calls" if reason == "stop" else reason  # an answer cut by max_tokens says so
@@ -99,6 +99,7 @@ class Logprobs:
     is_chat: bool
     decode: Callable[[list[int]], str]
     prompt_ids: list[int] | None = None  # completions with echo: the prompt's tokens come first
+    token_bytes: Callable[[int], bytes] | None = None  # a token's own bytes (a piece of a character is not U+FFFD)
     offset: int = 0  # completions: where the next token's text starts in the answer
     entries: list = field(default_factory=list)  # every token's, for the whole answer
 
@@ -132,12 +133,15 @@ class Logprobs:
     def _entry(self, token: int, logprob: float, alternatives: list[tuple[int, float]]) -> dict:
         text = self.decode([token])
         if self.is_chat:
-            top = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in self._named(alternatives)]
-            return {"token": text, "logprob": logprob, "bytes": list(text.encode()), "top_logprobs": top}
+            top = [{"token": self.decode([t]), "logprob": lp, "bytes": self._bytes(t)} for t, lp in alternatives]
+            return {"token": text, "logprob": logprob, "bytes": self._bytes(token), "top_logprobs": top}
         top = None if logprob is None else dict(self._named(alternatives))  # the echoed prompt's first token: null
         entry = {"token": text, "logprob": logprob, "top": top, "offset": self.offset}
         self.offset += len(text)
         return entry
+
+    def _bytes(self, token: int) -> list[int]:
+        return list(self.token_bytes(token) if self.token_bytes else self.decode([token]).encode())
 
     def _named(self, alternatives: list[tuple[int, float]]) -> list[tuple[str, float]]:
         return [(self.decode([token]), logprob) for token, logprob in alternatives]

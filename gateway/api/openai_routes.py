@@ -27,6 +27,7 @@ from gateway.limits.admission import Admission
 from gateway.policy.schema import Policy
 from gateway.state import GatewayState, State
 from proto.gen import worker_pb2
+from tandem.grammar import llg_tokenizer
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -158,12 +159,15 @@ async def _serve(
     headers = {"X-Tandem-Route": f"{routed.pool}; rule={routed.rule}", "X-Tandem-Backend": routed.backend.endpoint}
 
     echo = getattr(body, "echo", False)  # completions: the prompt before the answer
+    token_bytes = functools.partial(_token_bytes, llg_tokenizer(state.tokenizer.tokenizer, ()))
     prefix = prepared.text if echo else ""
 
     def logprobs() -> Logprobs | None:
         if body.wanted_top_logprobs() is None:
             return None
-        return Logprobs(shape.is_chat, state.tokenizer.tokenizer.decode, prepared.prompt_ids if echo else None)
+        return Logprobs(
+            shape.is_chat, state.tokenizer.tokenizer.decode, prepared.prompt_ids if echo else None, token_bytes
+        )
 
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     if len(routed_all) == 1:
@@ -206,6 +210,10 @@ async def _serve(
     merged["usage"]["completion_tokens"] = sum(a["usage"]["completion_tokens"] for a in answers)
     merged["usage"]["total_tokens"] = merged["usage"]["prompt_tokens"] + merged["usage"]["completion_tokens"]
     return JSONResponse(merged, headers=headers)
+
+
+def _token_bytes(tokenizer, token: int) -> bytes:
+    return tokenizer.decode_bytes([token])
 
 
 def _nth_choice(request: worker_pb2.GenerateRequest, index: int) -> worker_pb2.GenerateRequest:
@@ -329,7 +337,7 @@ async def _collect(
     _record(routed, "ok", last.usage, started)
     text, calls = prefix + "".join(parts), []
     if tool_plan is not None:
-        text, calls = tools.parse(text, tool_plan.format, set(tool_plan.allowed))
+        text, calls = tools.parse(text, tool_plan.format, set(tool_plan.allowed), tool_plan.single)
     return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None, calls)
 
 
@@ -348,7 +356,11 @@ async def _stream_events(
 ) -> AsyncIterator[str]:
     last = None
     parts: list[str] = []
-    held = tools.StreamedCalls(tool_plan.format, set(tool_plan.allowed)) if tool_plan is not None else None
+    held = (
+        tools.StreamedCalls(tool_plan.format, set(tool_plan.allowed), tool_plan.single)
+        if tool_plan is not None
+        else None
+    )
     yield shape.chunk(None, first=True)
     with traced.span(routed, parts) as span:
         try:

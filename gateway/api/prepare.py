@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 from opentelemetry import trace
+from pydantic import BaseModel
 from tandem_sdk.detectors import Scan
 from tandem_sdk.scan import request_text
 
@@ -32,6 +33,7 @@ class ToolPlan:
     format: str  # gateway/api/tools.py FORMATS
     allowed: frozenset[str]  # the functions a call may name
     grammar: str  # "" unless tool_choice forces a call
+    single: bool = False  # parallel_tool_calls false: an answer's first call only
 
 
 @dataclass(frozen=True)
@@ -52,18 +54,17 @@ def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | No
         return None
     fmt = chat.tool_format
     try:
-        forced = tools.forced_names(body.tools, body.tool_choice)
+        choice = body.tool_choice.model_dump() if isinstance(body.tool_choice, BaseModel) else body.tool_choice
+        forced = tools.forced_names(body.tools, choice)
         names = frozenset(tools.functions(body.tools))
         # A forced answer is one call unless the request asks for several in so many words (parallel_tool_calls true)
         grammar = tools.grammar(body.tools, forced, fmt, body.parallel_tool_calls is True) if forced else ""
-        if grammar:
-            check_grammar(grammar, llg_tokenizer(chat.tokenizer, ()))
     except (tools.ToolError, ValueError, RuntimeError) as exc:
         param = "tool_choice" if "tool_choice" in str(exc) else "tools"
         raise BadRequest(f"{param}: {exc}", param=param) from None
     if grammar and body.response_format and body.response_format.get("type") != "text":
         raise BadRequest("a forced tool call and a response_format cannot both shape the answer", param="tool_choice")
-    return ToolPlan(fmt, names, grammar)
+    return ToolPlan(fmt, names, grammar, single=body.parallel_tool_calls is False)
 
 
 async def prepare_chat(body: ChatCompletionRequest, request: Request, state: GatewayState, policy: Policy) -> Prepared:
@@ -73,11 +74,12 @@ async def prepare_chat(body: ChatCompletionRequest, request: Request, state: Gat
     except ValueError as exc:
         raise BadRequest(str(exc), param="messages") from exc
     calls = tool_plan(body, state.tokenizer)
+    grammar = await asyncio.to_thread(answer_grammar, body, calls, state.tokenizer)
     prompt_ids, scan = await asyncio.to_thread(_tokenize_chat, body, messages, state)
     text = "\n".join(m["content"] for m in messages)
     requested = body.max_completion_tokens or body.max_tokens
     features = await _classify(body, prompt_ids, scan, requested, request, state, policy, "messages")
-    return Prepared(prompt_ids, features, text, calls.grammar if calls else body.grammar(), calls)
+    return Prepared(prompt_ids, features, text, grammar, calls)
 
 
 async def prepare_completion(
@@ -90,8 +92,9 @@ async def prepare_completion(
         if bad:
             raise BadRequest(f"prompt token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
     prompt_ids, text, scan = await asyncio.to_thread(_tokenize_completion, body, state)
+    grammar = await asyncio.to_thread(answer_grammar, body, None, state.tokenizer)
     features = await _classify(body, prompt_ids, scan, body.max_tokens, request, state, policy, "prompt")
-    return Prepared(prompt_ids, features, text, body.grammar())
+    return Prepared(prompt_ids, features, text, grammar)
 
 
 def _tokenize_chat(body: ChatCompletionRequest, messages: list[dict], state: GatewayState) -> tuple[list[int], Scan]:
@@ -128,15 +131,26 @@ def _check(body: _GenerationParams, state: GatewayState) -> None:
         raise BadRequest(refused[1], param=refused[0])
     if body.n > state.settings.max_n:
         raise BadRequest(f"n is at most {state.settings.max_n} on this gateway (TANDEM_MAX_N)", param="n")
-    try:
-        if grammar := body.grammar():
-            check_grammar(grammar, llg_tokenizer(state.tokenizer.tokenizer, ()))
-    except (GrammarError, ValueError, RuntimeError) as exc:
-        raise BadRequest(f"response_format: {exc}", param="response_format") from None
-    vocab = state.tokenizer.tokenizer.get_vocab_size()
+    check_token_ids(body, state.tokenizer.tokenizer.get_vocab_size())
+
+
+def check_token_ids(body: _GenerationParams, vocab: int) -> None:
     for param, ids in (("logit_bias", body.token_biases()), ("stop_token_ids", body.stop_token_ids or ())):
         if bad := [t for t in ids if t >= vocab]:
             raise BadRequest(f"{param}: token ids out of range [0, {vocab}): {bad[:5]}", param=param)
+
+
+def answer_grammar(body: _GenerationParams, plan: ToolPlan | None, chat: ChatTokenizer) -> str:
+    """The grammar the answer follows (a forced tool call's, or response_format's), checked; "" for none.
+    Compiling a large schema takes seconds: the gateway and the local agent call this in a worker thread."""
+    param = "tool_choice" if plan is not None and plan.grammar else "response_format"
+    try:
+        grammar = plan.grammar if plan is not None and plan.grammar else body.grammar()
+        if grammar:
+            check_grammar(grammar, llg_tokenizer(chat.tokenizer, ()))
+    except (GrammarError, ValueError, RuntimeError) as exc:
+        raise BadRequest(f"{param}: {exc}", param=param) from None
+    return grammar
 
 
 def _max_tokens(requested: int | None, num_prompt: int, state: GatewayState, prompt_field: str) -> int:

@@ -9,7 +9,7 @@ so, any other name is an unknown field.
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from tandem.engine_api import MAX_TOP_LOGPROBS, MIN_REPETITION_PENALTY, MIN_TEMPERATURE
 from tandem.grammar import grammar_for
@@ -48,9 +48,35 @@ StopString = Annotated[Text, Field(max_length=MAX_STOP_CHARS)]
 
 
 class ContentPart(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
     type: str
     text: Text | None = None
+
+
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: Text
+    arguments: Text | dict[str, Any] = Field(description="JSON text (OpenAI's) or an object")
+
+
+class ToolCall(BaseModel):
+    """An assistant's earlier call, sent back in the history."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: Text | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class NamedFunction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: Text
+
+
+class ToolChoice(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["function"]
+    function: NamedFunction
 
 
 class ChatMessage(BaseModel):
@@ -58,16 +84,18 @@ class ChatMessage(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: Text | list[ContentPart] | None = None
     name: Text | None = None
-    tool_calls: list[dict[str, Any]] | None = Field(default=None, description="an assistant's earlier calls")
+    tool_calls: list[ToolCall] | None = Field(default=None, description="an assistant's earlier calls")
     tool_call_id: Text | None = Field(default=None, description="a tool message: the call it answers")
     refusal: Text | None = None
 
     def for_template(self) -> dict:
         """The message as a chat template reads it: text content, and the tool fields that are set."""
         out = {"role": self.role, "content": self.text()}
-        for key in ("name", "tool_calls", "tool_call_id"):
+        for key in ("name", "tool_call_id"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
+        if self.tool_calls is not None:
+            out["tool_calls"] = [call.model_dump(exclude_none=True) for call in self.tool_calls]
         return out
 
     def text(self) -> str:
@@ -145,6 +173,13 @@ class _GenerationParams(BaseModel):
         """The llguidance grammar the answer must follow; "" for none. GrammarError when it cannot be made."""
         return (grammar_for(self.response_format) or "") if self.response_format else ""
 
+    @field_validator("stream_options")
+    @classmethod
+    def _stream_options_need_stream(cls, value, info: ValidationInfo):
+        if value is not None and not info.data.get("stream"):
+            raise ValueError("stream_options is only allowed with stream: true")
+        return value
+
     @field_validator("logit_bias")
     @classmethod
     def _token_ids(cls, value: dict[str, float] | None) -> dict[str, float] | None:
@@ -196,7 +231,7 @@ class ChatCompletionRequest(_GenerationParams):
         default=None, max_length=MAX_TOOLS, description="functions the model may call"
     )
     parallel_tool_calls: bool | None = Field(default=None, description="with tools: may the answer make several calls")
-    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = Field(
+    tool_choice: Literal["none", "auto", "required"] | ToolChoice | None = Field(
         default=None, description='"none", "auto" (default with tools), "required", or {"type": "function", ...}'
     )
     logprobs: bool | None = Field(default=None, description="each answer token's log-probability")

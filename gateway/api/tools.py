@@ -70,6 +70,8 @@ def functions(tools: list[dict]) -> dict[str, dict]:
             raise ToolError(f"tools[{i}].function.name must be 1 to 64 letters, digits, _ . or -, got {name!r}")
         if not isinstance(function.get("parameters", {}), dict):
             raise ToolError(f"tools[{i}].function.parameters must be a JSON schema object")
+        if name in out:
+            raise ToolError(f"tools[{i}].function.name {name!r} is given twice")
         out[name] = function
     return out
 
@@ -95,17 +97,22 @@ def grammar(tools: list[dict], names: list[str], fmt: str, parallel: bool) -> st
     """An llguidance grammar whose every sentence is a call (or, with `parallel`, calls) to one of `names`."""
     fns = functions(tools)
     key = "parameters" if fmt == "llama3_json" else "arguments"
-    calls = [
-        {
-            "type": "object",
-            "properties": {"name": {"const": name}, key: fns[name].get("parameters") or {"type": "object"}},
-            "required": ["name", key],
-            "additionalProperties": False,
-        }
-        for name in names
-    ]
+    calls, definitions = [], {}
+    for name in names:
+        parameters, defs = _hoisted(fns[name].get("parameters") or {"type": "object"}, name)
+        definitions |= defs
+        calls.append(
+            {
+                "type": "object",
+                "properties": {"name": {"const": name}, key: parameters},
+                "required": ["name", key],
+                "additionalProperties": False,
+            }
+        )
     call = {"anyOf": calls} if len(calls) > 1 else calls[0]
     call["x-guidance"] = {"whitespace_flexible": False}
+    if definitions:  # a parameter schema's `$defs` (pydantic's nested models), now at the root its refs resolve from
+        call["$defs"] = definitions
     repeat = "+" if parallel else ""
     if fmt == "hermes":
         lark = f'start: ("{_HERMES_OPEN}\\n" call "\\n{_HERMES_CLOSE}"){repeat}\ncall: %json {json.dumps(call)}'
@@ -118,6 +125,27 @@ def grammar(tools: list[dict], names: list[str], fmt: str, parallel: bool) -> st
         more = ' ("; " call)*' if parallel else ""
         lark = f"start: call{more}\ncall: %json {json.dumps(call)}"
     return llguidance.LLMatcher.grammar_from_lark(lark)
+
+
+def _hoisted(parameters: dict, function: str) -> tuple[dict, dict]:
+    """The parameters without their `$defs`/`definitions`, which come back renamed `<function>.<name>` (two tools
+    may both define `Address`), with every `$ref` to them rewritten."""
+    defs = {**(parameters.get("definitions") or {}), **(parameters.get("$defs") or {})}
+    if not defs:
+        return parameters, {}
+    renamed = {f"#/{where}/{name}": f"#/$defs/{function}.{name}" for where in ("$defs", "definitions") for name in defs}
+
+    def rewrite(value):
+        if isinstance(value, dict):
+            return {
+                k: renamed.get(v, v) if k == "$ref" and isinstance(v, str) else rewrite(v) for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [rewrite(v) for v in value]
+        return value
+
+    body = rewrite({k: v for k, v in parameters.items() if k not in ("$defs", "definitions")})
+    return body, {f"{function}.{name}": rewrite(schema) for name, schema in defs.items()}
 
 
 def system_prompt(tools: list[dict], fmt: str) -> str:
@@ -172,14 +200,14 @@ def _template_call(call: dict) -> dict:
     if isinstance(arguments, str):
         try:
             function["arguments"] = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON (or nested past reason): the template gets the text
             pass
     return {**call, "function": function, "name": function.get("name"), "arguments": function.get("arguments")}
 
 
-def parse(text: str, fmt: str, allowed: set[str]) -> tuple[str | None, list[ToolCall]]:
-    """(the text outside calls, or None when there is none; the calls). Text that is not a well-formed call to one
-    of the tools stays text."""
+def parse(text: str, fmt: str, allowed: set[str], single: bool = False) -> tuple[str | None, list[ToolCall]]:
+    """(the text outside calls, or None when there is none; the calls: only the first with `single`, as
+    parallel_tool_calls false asks). Text that is not a well-formed call to one of the tools stays text."""
     if fmt == "hermes":
         content, raw = _parse_hermes(text)
     elif fmt == "mistral":
@@ -195,6 +223,7 @@ def parse(text: str, fmt: str, allowed: set[str]) -> tuple[str | None, list[Tool
         if isinstance(arguments, dict):
             arguments = json.dumps(arguments, ensure_ascii=False)
         calls.append(ToolCall(name, arguments, f"call_{uuid.uuid4().hex[:24]}"))
+    calls = calls[:1] if single else calls
     return (content or None) if calls else (text or None), calls
 
 
@@ -249,8 +278,8 @@ class StreamedCalls:
     """A streamed answer with tools: `push` returns the text safe to send now; `finish` the held-back rest as
     (text, calls)."""
 
-    def __init__(self, fmt: str, allowed: set[str]) -> None:
-        self.fmt, self.allowed = fmt, allowed
+    def __init__(self, fmt: str, allowed: set[str], single: bool = False) -> None:
+        self.fmt, self.allowed, self.single = fmt, allowed, single
         self._held = ""
         self._holding = False
         self._sent_any = False
@@ -283,7 +312,7 @@ class StreamedCalls:
     def finish(self) -> tuple[str, list[ToolCall]]:
         if not self._holding:
             return self._held, []
-        content, calls = parse(self._held, self.fmt, self.allowed)
+        content, calls = parse(self._held, self.fmt, self.allowed, self.single)
         return (content or "", calls) if calls else (self._held, [])
 
 

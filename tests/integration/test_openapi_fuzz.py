@@ -134,3 +134,18 @@ def test_the_local_agent_serves_tools_and_structured_output_as_the_gateway_does(
     shaped = {k: v for k, v in body.items() if k not in ("tools", "tool_choice")} | {"response_format": schema}
     answer = httpx.post(f"{agent}/v1/chat/completions", json=shaped, headers=headers, timeout=30).json()
     assert isinstance(json.loads(answer["choices"][0]["message"]["content"])["x"], int)
+
+
+def test_the_local_agent_refuses_an_overflow_as_the_gateway_does_and_never_cuts_a_stream(live, local_token_file):
+    _, agent = live
+    headers = {"Authorization": f"Bearer {local_token_file.read_text().strip()}"}
+    body = {"model": "any", "messages": [{"role": "user", "content": "hello world " * 3000}], "max_tokens": 8}
+    for stream in (False, True):
+        reply = httpx.post(f"{agent}/v1/chat/completions", json=body | {"stream": stream}, headers=headers, timeout=30)
+        error = reply.json()["error"]
+        assert reply.status_code == 400 and error["code"] == "context_length_exceeded" and error["param"] == "messages"
+    # a stream ends with [DONE], and carries usage only when stream_options.include_usage asks for it
+    quiet = {"model": "any", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "stream": True}
+    with httpx.stream("POST", f"{agent}/v1/chat/completions", json=quiet, headers=headers, timeout=30) as reply:
+        lines = [line for line in reply.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]" and not any('"usage"' in line for line in lines)  # no include_usage: none

@@ -119,3 +119,35 @@ def test_a_forced_call_is_a_valid_call_on_both_engines(engine, fmt):
 
 async def _gather(fn, seeds):
     return await asyncio.gather(*(fn(s) for s in seeds))
+
+
+NESTED = {  # what pydantic writes for a nested model: $defs and a $ref
+    "type": "function",
+    "function": {
+        "name": "book",
+        "parameters": {
+            "$defs": {"Place": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 8}},
+                                "required": ["city"], "additionalProperties": False}},
+            "type": "object",
+            "properties": {"to": {"$ref": "#/$defs/Place"}, "seats": {"type": "integer", "minimum": 1, "maximum": 9}},
+            "required": ["to", "seats"],
+            "additionalProperties": False,
+        },
+    },
+}  # fmt: skip
+
+
+def test_a_forced_call_to_a_function_with_nested_models_follows_its_schema(engine):
+    grammar = tools.grammar([NESTED, WEATHER], ["book"], "hermes", parallel=False)
+    params = SamplingParams(max_tokens=150, temperature=1.0, seed=5, grammar=grammar)
+
+    async def answer():
+        return "".join([c.text async for c in engine.generate(GenerationRequest("n", (1, 309, 201), params))])
+
+    _, calls = tools.parse(asyncio.run(answer()), "hermes", {"book"})
+    jsonschema.validate(json.loads(calls[0].arguments), NESTED["function"]["parameters"])
+
+
+def test_parallel_tool_calls_false_keeps_the_first_call():
+    _, calls = tools.parse(ANSWERS["hermes"], "hermes", ALLOWED, single=True)
+    assert [c.name for c in calls] == ["get_weather"]
