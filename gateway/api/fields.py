@@ -25,7 +25,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "text content or `text` parts; `name`, `tool_calls`, `tool_call_id`, `refusal`; any "
         "other key in a message is a 400",
     ),  # fmt: skip
-    "prompt": (COMPLETIONS, HONOURED, "text, or a list of token ids"),
+    "prompt": (COMPLETIONS, HONOURED, "text or token ids; a batch of one (`[\"…\"]`, `[[ids]]`) is that prompt, a "
+               "larger batch a 400"),  # fmt: skip
     "max_tokens": (BOTH, HONOURED, "default: what fits the context, up to `TANDEM_DEFAULT_MAX_TOKENS`"),
     "max_completion_tokens": (CHAT, HONOURED, "wins over `max_tokens`"),
     "temperature": (BOTH, HONOURED, "0 (greedy), or 0.01 to 2; default 1"),

@@ -250,7 +250,9 @@ class ChatCompletionRequest(_GenerationParams):
 
 
 class CompletionRequest(_GenerationParams):
-    prompt: Text | list[int] = Field(description="text, or token ids")
+    prompt: Text | list[int] | list[Text] | list[list[int]] = Field(
+        description="text or token ids; OpenAI's batch forms with one prompt (what lm-eval sends) are that prompt"
+    )
     logprobs: int | None = Field(
         default=None, ge=0, le=MAX_TOP_LOGPROBS, description="each token's log-probability and this many alternatives"
     )
@@ -264,7 +266,11 @@ class CompletionRequest(_GenerationParams):
 
     @field_validator("prompt")
     @classmethod
-    def _not_empty(cls, value):
+    def _one_prompt(cls, value):
+        if isinstance(value, list) and value and not isinstance(value[0], int):
+            if len(value) != 1:
+                raise ValueError(f"one prompt per request (got a batch of {len(value)}): send them as requests")
+            value = value[0]
         if len(value) == 0:
             raise ValueError("prompt must not be empty")
         return value
