@@ -592,3 +592,13 @@ def test_echo_with_logprobs_scores_the_prompt_as_lm_eval_reads_it(client, kind, 
         model=MODEL, prompt="The quick brown fox", max_tokens=3, echo=True, temperature=0
     )
     assert echoed.choices[0].text.startswith("The quick brown fox") and echoed.choices[0].logprobs is None
+
+
+def test_a_batch_of_one_prompt_is_that_prompt_and_a_larger_batch_is_named(client):
+    flat = client.completions.create(model=MODEL, prompt=[1, 309, 201], max_tokens=3, temperature=0)
+    batched = client.completions.create(model=MODEL, prompt=[[1, 309, 201]], max_tokens=3, temperature=0)
+    texts = client.completions.create(model=MODEL, prompt=["The quick brown fox"], max_tokens=3, temperature=0)
+    assert batched.choices[0].text == flat.choices[0].text and texts.choices[0].text
+    with pytest.raises(openai.BadRequestError) as err:
+        client.completions.create(model=MODEL, prompt=["a", "b"], max_tokens=3)
+    assert err.value.response.json()["error"]["param"] == "prompt"
