@@ -203,9 +203,10 @@ def test_one_trace_spans_gateway_grpc_and_worker(client, collector):
     traceparent = f"00-{trace_id}-{os.urandom(8).hex()}-01"
     chat(client, LONG_TEXT, max_tokens=4, extra_headers={"traceparent": traceparent})
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline:  # each process exports in its own batches: wait for the linking span too
         spans = collector.trace(trace_id)
-        if {"tandem-gateway", "tandem-cloud-worker"} <= {s.service for s in spans}:
+        servers = [s for s in spans if s.service == "tandem-cloud-worker" and "Generate" in s.name]
+        if servers and servers[0].parent_span_id in {s.span_id for s in spans if s.service == "tandem-gateway"}:
             break
         time.sleep(0.1)
     services = {s.service for s in spans}

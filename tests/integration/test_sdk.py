@@ -40,10 +40,13 @@ def test_a_private_request_is_answered_on_the_device_and_the_gateway_sees_nothin
     before = gateway_requests(gateway)
     with Client(gateway, local_agent_url=agent) as client:
         detected = client.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": "Mail ann@example.com the plan."}], max_tokens=8
+            model=MODEL,
+            messages=[{"role": "user", "content": "Mail ann@example.com the plan."}],
+            max_tokens=8,
+            temperature=0,  # greedy: a sampled end-of-sequence first would leave no text to check
         )
         tagged = client.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=8, privacy="private"
+            model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=8, privacy="private", temperature=0
         )
     for reply in (detected, tagged):
         assert reply["tandem"]["served_by"] == "local-agent" and reply["tandem"]["private"]

@@ -37,7 +37,7 @@ def body_for(rng: random.Random) -> tuple[bytes, dict[str, str]]:
     privacy = ', "metadata": {"privacy": "pii"}' if kind == "private" else ""
     headers = {"X-Tandem-Device": '{"npu": true}'} if kind == "edge" else {}
     n = rng.choice([1, 1, 1, 3])  # some ask for several choices: one stream over several worker sequences
-    body = (f'{{"model": "tandem-demo", "max_tokens": 32, "stream": true, "temperature": 1, "n": {n}, '
+    body = (f'{{"model": "tandem-demo", "max_tokens": 16, "stream": true, "temperature": 1, "n": {n}, '
             f'"messages": [{{"role": "user", "content": "{long}"}}]{privacy}}}')  # fmt: skip
     return body.encode(), headers
 
