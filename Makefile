@@ -36,14 +36,12 @@ install: $(STAMP) kernels
 kernels: $(STAMP)
 	$(BIN)/python -m kernels.cpu_extension
 
-# --no-compile: Python compiles a module when it is first imported; compiling every installed file up front
-# (torch alone has thousands) took longer than the tests' imports do.
 $(STAMP): pyproject.toml sdk/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "Tandem needs Python >= 3.11; found $$($(PYTHON) --version 2>&1). Set PYTHON=python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --no-compile $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
-	$(BIN)/pip install --quiet --no-compile -e ./sdk -e '.[dev]'
+	$(BIN)/pip install --quiet $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
+	$(BIN)/pip install --quiet -e ./sdk -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -21,7 +21,16 @@ def sim_worker(demo_checkpoint):
     args = ["sim-worker", "--model", str(demo_checkpoint), "--port", str(port), "--http-port", str(http_port)]
     args += ["--num-kv-blocks", "64", "--prefill-us-per-token", "2000", "--decode-us-per-token", "1000"]
     process = start_worker_process(args)
-    yield port, f"http://127.0.0.1:{http_port}"
+    url = f"http://127.0.0.1:{http_port}"
+    deadline = time.monotonic() + 30  # "ready" is the gRPC side's; the HTTP side starts right after it
+    while True:
+        try:
+            httpx.get(f"{url}/health", timeout=1)
+            break
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, "the sim worker's HTTP port never opened"
+            time.sleep(0.05)
+    yield port, url
     process.terminate()
     process.wait(timeout=10)
 
