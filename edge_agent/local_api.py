@@ -168,7 +168,7 @@ def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | N
             llg = llg_tokenizer(chat.tokenizer, ())
             logprobs = Logprobs(True, chat.tokenizer.decode, token_bytes=lambda t: llg.decode_bytes([t]))
         stream = engine.generate(gen)
-        held = tools.StreamedCalls(plan.format, set(plan.allowed), plan.single) if plan else None
+        held = plan.streamed() if plan else None
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             events = _sse(shape, stream, logprobs, held, include_usage)
@@ -187,7 +187,7 @@ def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | N
             return _error(500, "the local agent failed; see its log", "server_error")
         calls = []
         if plan is not None:
-            text, calls = tools.parse(text, plan.format, set(plan.allowed), plan.single)
+            text, calls = plan.parse(text)
         return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None, calls)
 
     return app

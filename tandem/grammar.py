@@ -58,6 +58,16 @@ def _from_schema(schema: dict) -> str:
 MAX_GRAMMAR_BYTES = 64 * 1024  # a schema this large takes llguidance about half a second to compile
 
 
+def follows_schema(text: str, schema: dict, tokenizer: llguidance.LLTokenizer) -> bool:
+    """Does this JSON text follow the schema (any whitespace)? For tool calls made without a grammar ("auto")."""
+    try:
+        matcher = llguidance.LLMatcher(tokenizer, llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema)))
+        ids = tokenizer.tokenize_str(text)
+        return matcher.try_consume_tokens(ids) == len(ids) and matcher.is_accepting() and not matcher.is_error()
+    except (ValueError, RuntimeError):
+        return False
+
+
 def check_grammar(grammar: str, tokenizer: llguidance.LLTokenizer) -> None:
     """Refuse, before any worker sees it, a grammar that will not serve: too large, invalid, too complex for the
     parser (ParserTooComplex shows at the first mask), or one that allows only an empty answer. Seconds of CPU for

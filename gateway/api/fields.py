@@ -25,8 +25,11 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "text content or `text` parts; `name`, `tool_calls`, `tool_call_id`, `refusal`; any "
         "other key in a message is a 400",
     ),  # fmt: skip
-    "prompt": (COMPLETIONS, HONOURED, "text or token ids; a batch of one (`[\"…\"]`, `[[ids]]`) is that prompt, a "
-               "larger batch a 400"),  # fmt: skip
+    "prompt": (
+        COMPLETIONS,
+        HONOURED,
+        'text or token ids; a batch of one (`["…"]`, `[[ids]]`) is that prompt, a larger batch a 400',
+    ),  # fmt: skip
     "max_tokens": (BOTH, HONOURED, "default: what fits the context, up to `TANDEM_DEFAULT_MAX_TOKENS`"),
     "max_completion_tokens": (CHAT, HONOURED, "wins over `max_tokens`"),
     "temperature": (BOTH, HONOURED, "0 (greedy), or 0.01 to 2; default 1"),
@@ -48,7 +51,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "(the first token's is null), as lm-eval's log-likelihood scoring needs",
     ),  # fmt: skip
     "response_format": (BOTH, HONOURED, "`text`, `json_object`, `json_schema`: grammar-constrained decoding"),
-    "tools": (CHAT, HONOURED, "through the chat template; calls parsed into `tool_calls`"),
+    "tools": (CHAT, HONOURED, "through the chat template; calls parsed into `tool_calls`; a `strict` function's "
+              "calls follow its schema (forced: by grammar; auto: a call that does not stays text)"),  # fmt: skip
     "tool_choice": (CHAT, HONOURED, "`none`, `auto`, `required` or a named function (the last two constrain decoding)"),
     "parallel_tool_calls": (CHAT, HONOURED, "true: a forced answer may hold several calls"),
     "user": (BOTH, HONOURED, "kept in the usage record (not for private requests)"),

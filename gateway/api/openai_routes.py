@@ -16,7 +16,6 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from opentelemetry import context, trace
 
 from gateway import metrics, privacy
-from gateway.api import tools
 from gateway.api.openai_format import SSE_DONE, Logprobs, ResponseShape, sse
 from gateway.api.prepare import Prepared, ToolPlan, prepare_chat, prepare_completion
 from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, _GenerationParams, error_responses
@@ -337,7 +336,7 @@ async def _collect(
     _record(routed, "ok", last.usage, started)
     text, calls = prefix + "".join(parts), []
     if tool_plan is not None:
-        text, calls = tools.parse(text, tool_plan.format, set(tool_plan.allowed), tool_plan.single)
+        text, calls = tool_plan.parse(text)
     return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None, calls)
 
 
@@ -356,11 +355,7 @@ async def _stream_events(
 ) -> AsyncIterator[str]:
     last = None
     parts: list[str] = []
-    held = (
-        tools.StreamedCalls(tool_plan.format, set(tool_plan.allowed), tool_plan.single)
-        if tool_plan is not None
-        else None
-    )
+    held = tool_plan.streamed() if tool_plan is not None else None
     yield shape.chunk(None, first=True)
     with traced.span(routed, parts) as span:
         try:

@@ -23,7 +23,7 @@ from gateway.classify.features import RequestFeatures
 from gateway.errors import BadRequest, ModelNotFound, PromptTooLong
 from gateway.policy.schema import Policy
 from gateway.state import GatewayState
-from tandem.grammar import GrammarError, check_grammar, llg_tokenizer
+from tandem.grammar import GrammarError, check_grammar, follows_schema, llg_tokenizer
 
 tracer = trace.get_tracer(__name__)
 
@@ -34,6 +34,18 @@ class ToolPlan:
     allowed: frozenset[str]  # the functions a call may name
     grammar: str  # "" unless tool_choice forces a call
     single: bool = False  # parallel_tool_calls false: an answer's first call only
+    strict: dict | None = None  # name -> parameters of `strict: true` functions (checked when not forced)
+    tokenizer: object = None  # llguidance's, for the strict check
+
+    def follows(self, name: str, arguments: str) -> bool:
+        schema = (self.strict or {}).get(name)
+        return schema is None or follows_schema(arguments, schema, self.tokenizer)
+
+    def parse(self, text: str) -> tuple[str | None, list]:
+        return tools.parse(text, self.format, set(self.allowed), self.single, self.follows)
+
+    def streamed(self) -> "tools.StreamedCalls":
+        return tools.StreamedCalls(self.format, set(self.allowed), self.single, self.follows)
 
 
 @dataclass(frozen=True)
@@ -64,7 +76,8 @@ def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | No
         raise BadRequest(f"{param}: {exc}", param=param) from None
     if grammar and body.response_format and body.response_format.get("type") != "text":
         raise BadRequest("a forced tool call and a response_format cannot both shape the answer", param="tool_choice")
-    return ToolPlan(fmt, names, grammar, single=body.parallel_tool_calls is False)
+    strict = tools.strict_schemas(body.tools)
+    return ToolPlan(fmt, names, grammar, body.parallel_tool_calls is False, strict, llg_tokenizer(chat.tokenizer, ()))
 
 
 async def prepare_chat(body: ChatCompletionRequest, request: Request, state: GatewayState, policy: Policy) -> Prepared:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import llguidance
@@ -205,9 +206,17 @@ def _template_call(call: dict) -> dict:
     return {**call, "function": function, "name": function.get("name"), "arguments": function.get("arguments")}
 
 
-def parse(text: str, fmt: str, allowed: set[str], single: bool = False) -> tuple[str | None, list[ToolCall]]:
+def strict_schemas(tools: list[dict]) -> dict[str, dict]:
+    """name -> parameters, for the functions marked `strict: true`: their calls must follow the schema."""
+    return {name: f.get("parameters") or {"type": "object"} for name, f in functions(tools).items() if f.get("strict")}
+
+
+def parse(
+    text: str, fmt: str, allowed: set[str], single: bool = False, follows: Callable[[str, str], bool] | None = None
+) -> tuple[str | None, list[ToolCall]]:
     """(the text outside calls, or None when there is none; the calls: only the first with `single`, as
-    parallel_tool_calls false asks). Text that is not a well-formed call to one of the tools stays text."""
+    parallel_tool_calls false asks). Text that is not a well-formed call to one of the tools, or (with `follows`,
+    for strict functions) whose arguments do not follow its schema, stays text."""
     if fmt == "hermes":
         content, raw = _parse_hermes(text)
     elif fmt == "mistral":
@@ -222,6 +231,8 @@ def parse(text: str, fmt: str, allowed: set[str], single: bool = False) -> tuple
             return text or None, []
         if isinstance(arguments, dict):
             arguments = json.dumps(arguments, ensure_ascii=False)
+        if follows is not None and not follows(name, arguments):
+            return text or None, []
         calls.append(ToolCall(name, arguments, f"call_{uuid.uuid4().hex[:24]}"))
     calls = calls[:1] if single else calls
     return (content or None) if calls else (text or None), calls
@@ -278,8 +289,10 @@ class StreamedCalls:
     """A streamed answer with tools: `push` returns the text safe to send now; `finish` the held-back rest as
     (text, calls)."""
 
-    def __init__(self, fmt: str, allowed: set[str], single: bool = False) -> None:
-        self.fmt, self.allowed, self.single = fmt, allowed, single
+    def __init__(
+        self, fmt: str, allowed: set[str], single: bool = False, follows: Callable[[str, str], bool] | None = None
+    ) -> None:
+        self.fmt, self.allowed, self.single, self.follows = fmt, allowed, single, follows
         self._held = ""
         self._holding = False
         self._sent_any = False
@@ -312,7 +325,7 @@ class StreamedCalls:
     def finish(self) -> tuple[str, list[ToolCall]]:
         if not self._holding:
             return self._held, []
-        content, calls = parse(self._held, self.fmt, self.allowed, self.single)
+        content, calls = parse(self._held, self.fmt, self.allowed, self.single, self.follows)
         return (content or "", calls) if calls else (self._held, [])
 
 

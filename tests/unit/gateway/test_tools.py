@@ -151,3 +151,22 @@ def test_a_forced_call_to_a_function_with_nested_models_follows_its_schema(engin
 def test_parallel_tool_calls_false_keeps_the_first_call():
     _, calls = tools.parse(ANSWERS["hermes"], "hermes", ALLOWED, single=True)
     assert [c.name for c in calls] == ["get_weather"]
+
+
+def test_a_strict_functions_call_that_does_not_follow_its_schema_stays_text(demo_checkpoint):
+    from tandem.checkpoint import load_tokenizer
+    from tandem.grammar import follows_schema, llg_tokenizer
+
+    llg = llg_tokenizer(load_tokenizer(demo_checkpoint), ())
+    strict = {"get_weather": WEATHER["function"]["parameters"]}
+
+    def follows(name, arguments):
+        return name not in strict or follows_schema(arguments, strict[name], llg)
+
+    good = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}\n</tool_call>'
+    bad = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "kelvin"}}\n</tool_call>'
+    assert [c.name for c in tools.parse(good, "hermes", ALLOWED, follows=follows)[1]] == ["get_weather"]
+    assert tools.parse(bad, "hermes", ALLOWED, follows=follows) == (bad, [])
+    assert tools.strict_schemas([WEATHER, {**TIME, "function": {**TIME["function"], "strict": True}}]) == {
+        "get_time": TIME["function"]["parameters"]
+    }
