@@ -44,6 +44,7 @@ class ModelConfig:
         if hf.get("hidden_act", "silu") != "silu":
             raise UnsupportedModelError(f"hidden_act {hf['hidden_act']!r} not supported (only silu)")
         heads = hf["num_attention_heads"]
+        rope_theta, rope_scaling = _rope(hf)
         eos = hf.get("eos_token_id")
         eos_ids = tuple(eos) if isinstance(eos, list) else (() if eos is None else (eos,))
         return cls(
@@ -57,14 +58,28 @@ class ModelConfig:
             head_dim=hf.get("head_dim") or hf["hidden_size"] // heads,
             max_position_embeddings=_context_limit(arch, hf),
             rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
-            rope_theta=hf.get("rope_theta", 10000.0),
-            rope_scaling=hf.get("rope_scaling"),
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
             # Qwen2 always has q/k/v bias; Llama has it when attention_bias is set.
             qkv_bias=arch == "Qwen2ForCausalLM" or bool(hf.get("attention_bias", False)),
             tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
             eos_token_ids=eos_ids,
             torch_dtype=hf.get("torch_dtype") or "float32",
         )
+
+
+def _rope(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
+    """(theta, scaling) from `rope_parameters` (what transformers 5 saves) or the older `rope_theta`/`rope_scaling`.
+
+    Never a silent default: a checkpoint whose rope settings cannot be read is an error naming them."""
+    params = hf.get("rope_parameters")
+    if params is None:
+        return float(hf.get("rope_theta", 10000.0)), hf.get("rope_scaling")
+    if not isinstance(params, dict) or "rope_theta" not in params:
+        # e.g. one entry per attention type ({"full_attention": {...}, "sliding_attention": {...}})
+        raise UnsupportedModelError(f"rope_parameters {params!r} not supported: expected one rope_type and rope_theta")
+    kind = params.get("rope_type", "default")
+    return float(params["rope_theta"]), None if kind == "default" else dict(params)
 
 
 def _context_limit(arch: str, hf: dict[str, Any]) -> int:

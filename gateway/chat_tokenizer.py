@@ -37,6 +37,8 @@ class ChatTokenizer:
         template = config.get("chat_template")
         if isinstance(template, list):  # newer HF configs keep named templates
             template = next((t["template"] for t in template if t.get("name") == "default"), None)
+        if template is None and (checkpoint_dir / "chat_template.jinja").is_file():  # what save_pretrained writes now
+            template = (checkpoint_dir / "chat_template.jinja").read_text()
         env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         env.globals["raise_exception"] = _raise_exception
         self._template = env.from_string(template) if template else None
