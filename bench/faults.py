@@ -53,7 +53,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -73,11 +72,12 @@ from rich.console import Console
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.privacy import cpu_info  # noqa: E402
 from proto.gen import worker_pb2, worker_pb2_grpc  # noqa: E402
 from proto.prefix_hints import KEY_PREFIX, worker_id_for  # noqa: E402
 from tandem.demo_model import cached_demo_checkpoint  # noqa: E402
 from tandem.stack import LocalStack, start_local_stack  # noqa: E402
-from tests.conftest import free_port  # noqa: E402
+from tests.conftest import free_port, start_redis_server  # noqa: E402
 from tests.stack import start_gateway  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "tandem" / "bench"
@@ -288,17 +288,7 @@ class RedisServer:
         self.url = f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> "RedisServer":
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise SystemExit("redis-server not found (Debian/Ubuntu: apt-get install redis-server)")
-        command = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                   "--dir", str(self.workdir)]  # fmt: skip
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while socket.socket().connect_ex(("127.0.0.1", self.port)) != 0:
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                raise SystemExit(f"redis-server did not start on port {self.port}")
-            time.sleep(0.05)
+        _, self.process = start_redis_server(self.workdir, self.port)
         return self
 
     def kill(self) -> None:
@@ -776,7 +766,7 @@ async def gateway_sigterm(rig: Rig, t: Timing, delay_s: float = 1.0, grace_s: fl
     checks = {
         "readyz_503_draining_first": facts["readyz_after_sigterm"] == DRAINING,
         "served_during_delay": all(o.verdict == "succeeded" for o in in_delay) and len(in_delay) > 0,
-        "in_flight_finished": all(o.verdict == "succeeded" for o in inflight),
+        "in_flight_finished": all(o.verdict == "succeeded" for o in inflight) and len(inflight) > 0,
         # uvicorn raises the signal it stopped on again once it is done: -15 is its clean exit after SIGTERM
         "exited_cleanly_within_grace": facts["exit_code"] in (0, -signal.SIGTERM)
         and facts["exited_after_s"] <= delay_s + grace_s,
@@ -833,11 +823,8 @@ def _short(why: str) -> str:
 
 
 def cpu_model() -> str:
-    try:
-        found = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
-    except OSError:
-        found = None
-    return f"{found.group(1).strip() if found else 'unknown'} ({os.cpu_count()} cores)"
+    name, flags = cpu_info()
+    return f"{name} ({os.cpu_count()} cores; {', '.join(flags) or 'no AVX2'})"
 
 
 def print_table(results: dict) -> None:

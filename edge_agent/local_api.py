@@ -35,9 +35,9 @@ from gateway.api.prepare import answer_grammar, check_token_ids, tool_plan
 from gateway.api.schemas import ChatCompletionRequest
 from gateway.body_limit import BodyLimit
 from gateway.chat_tokenizer import ChatTokenizer
-from gateway.errors import BadRequest
+from gateway.errors import BadRequest, GatewayError, PromptTooLong
 from tandem.engine_api import Engine, GenerationRequest, RequestRejected, SamplingParams
-from tandem.grammar import llg_tokenizer
+from tandem.worker_service import chunk_to_proto
 
 log = logging.getLogger(__name__)
 LOOPBACK_HOSTS = {"127.0.0.1", "[::1]", "localhost"}
@@ -149,25 +149,18 @@ def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | N
             gen = _request(body, prompt_ids, counter, grammar)
             context = engine.stats().max_context_tokens
             if len(prompt_ids) + gen.sampling.max_tokens > context:
-                return _error(
-                    400,
-                    f"This model's maximum context length is {context} tokens. However, you requested "
-                    f"{len(prompt_ids) + gen.sampling.max_tokens} tokens ({len(prompt_ids)} in the messages, "
-                    f"{gen.sampling.max_tokens} in the completion). Please reduce the length of the messages or "
-                    "completion.",
-                    "context_length_exceeded",
-                    "messages",
-                )
-        except (BadRequest, RequestRejected) as exc:
-            return _error(400, getattr(exc, "message", str(exc)), param=getattr(exc, "param", None))
+                raise PromptTooLong.of(context, len(prompt_ids), gen.sampling.max_tokens, "messages")
+        except GatewayError as exc:  # BadRequest, PromptTooLong: the gateway's own answer
+            return JSONResponse(exc.body(), exc.status_code)
+        except RequestRejected as exc:
+            return _error(400, str(exc))
         except (ValueError, RecursionError) as exc:  # JSON that does not parse, a content part that is not text
             return _error(400, f"bad request: {str(exc)[:200]}")
         shape = ResponseShape.new(True, f"chatcmpl-local-{uuid.uuid4().hex[:12]}", model_id)
         logprobs = None
         if body.wanted_top_logprobs() is not None:
-            llg = llg_tokenizer(chat.tokenizer, ())
-            logprobs = Logprobs(True, chat.tokenizer.decode, token_bytes=lambda t: llg.decode_bytes([t]))
-        stream = engine.generate(gen)
+            logprobs = Logprobs(True, chat.tokenizer.decode, chat.token_bytes)
+        stream = _as_worker_chunks(engine.generate(gen))
         held = plan.streamed() if plan else None
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -193,6 +186,16 @@ def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | N
     return app
 
 
+async def _as_worker_chunks(stream):
+    """The engine's chunks as a worker sends them (tandem.worker_service.chunk_to_proto), so the answer is formatted
+    by the same code as the gateway's; closing this closes the engine's stream, which frees the request."""
+    try:
+        async for chunk in stream:
+            yield chunk_to_proto(chunk)
+    finally:
+        await stream.aclose()
+
+
 async def _sse(
     shape: ResponseShape, stream, logprobs: Logprobs | None, held: tools.StreamedCalls | None, include_usage: bool
 ):
@@ -204,7 +207,7 @@ async def _sse(
             text = held.push(chunk.text) if held is not None else chunk.text
             if text or these:
                 yield shape.chunk(text, logprobs=these)
-            if chunk.finish_reason is not None:
+            if chunk.finish_reason:
                 for event in shape.ending(chunk.finish_reason, held):
                     yield event
                 if include_usage:

@@ -16,6 +16,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from gateway.api import tools as tool_calls
 from gateway.errors import BadRequest
 from tandem.checkpoint import load_tokenizer
+from tandem.grammar import llg_tokenizer
 
 
 def _raise_exception(message: str):
@@ -67,6 +68,10 @@ class ChatTokenizer:
         except TemplateError as exc:
             raise BadRequest(f"the model's chat template rejected these messages: {exc}") from exc
         return self.encode(text)
+
+    def token_bytes(self, token: int) -> bytes:
+        """A token's own bytes (a piece of a multi-byte character is not U+FFFD, as `decode` makes it)."""
+        return llg_tokenizer(self.tokenizer, ()).decode_bytes([token])
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids

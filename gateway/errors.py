@@ -38,6 +38,16 @@ class ModelNotFound(GatewayError):
 class PromptTooLong(GatewayError):
     status_code, error_type, code = 400, "invalid_request_error", "context_length_exceeded"  # as OpenAI answers
 
+    @classmethod
+    def of(cls, context: int, num_prompt: int, max_tokens: int, prompt_field: str) -> "PromptTooLong":
+        """OpenAI's words; `param` is the prompt's field, as OpenAI names it even when max_tokens alone is too large."""
+        return cls(
+            f"This model's maximum context length is {context} tokens. However, you requested "
+            f"{num_prompt + max_tokens} tokens ({num_prompt} in the {prompt_field}, {max_tokens} in the completion). "
+            f"Please reduce the length of the {prompt_field} or completion.",
+            param=prompt_field,
+        )
+
 
 class RateLimited(GatewayError):
     status_code, error_type, code = 429, "rate_limit_exceeded", "rate_limit_exceeded"

@@ -13,9 +13,9 @@ reason "length"), as OpenAI's is.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
+import threading
 
 import llguidance
 import torch
@@ -84,14 +84,20 @@ def check_grammar(grammar: str, tokenizer: llguidance.LLTokenizer) -> None:
         raise GrammarError("the schema allows only an empty answer")
 
 
-@functools.cache
-def _cached(tokenizer_json: str, eos_token_ids: tuple[int, ...]) -> llguidance.LLTokenizer:
-    return llguidance.LLTokenizer(tokenizer_json, eos_token=list(eos_token_ids) or None)
+# (id of the tokenizer, eos ids) -> (the tokenizer, kept so its id is not reused; llguidance's). A process holds
+# one or two tokenizers for its life; keying on the object spares serializing it (megabytes) per request.
+_LLG_TOKENIZERS: dict[tuple[int, tuple[int, ...]], tuple[Tokenizer, llguidance.LLTokenizer]] = {}
+_LLG_LOCK = threading.Lock()
 
 
 def llg_tokenizer(tokenizer: Tokenizer, eos_token_ids) -> llguidance.LLTokenizer:
     """The tokenizer as llguidance reads it (built once per tokenizer and end-of-sequence ids)."""
-    return _cached(tokenizer.to_str(), tuple(sorted(eos_token_ids)))
+    key = (id(tokenizer), tuple(sorted(eos_token_ids)))
+    with _LLG_LOCK:
+        if key not in _LLG_TOKENIZERS:
+            built = llguidance.LLTokenizer(tokenizer.to_str(), eos_token=list(key[1]) or None)
+            _LLG_TOKENIZERS[key] = (tokenizer, built)
+        return _LLG_TOKENIZERS[key][1]
 
 
 def constraint_for(params: SamplingParams, tokenizer: Tokenizer, eos_token_ids) -> Constraint | None:

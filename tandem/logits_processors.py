@@ -70,17 +70,21 @@ def apply_penalties(
     return logits
 
 
-def top_logprobs(raw: torch.Tensor, asked: list[int | None]) -> list[tuple[tuple[int, float], ...]]:
-    """Per row, the `asked` most likely (token, log-probability) pairs under the raw logits; () where not asked."""
-    rows = [i for i, k in enumerate(asked) if k]
-    if not rows:
-        return [()] * len(asked)
-    widest = max(asked[i] for i in rows)
-    values, ids = torch.log_softmax(raw[rows].float(), dim=-1).topk(widest, dim=-1)
-    out: list[tuple] = [()] * len(asked)
-    for row, row_ids, row_values in zip(rows, ids.tolist(), values.tolist(), strict=True):
-        out[row] = tuple(zip(row_ids[: asked[row]], row_values[: asked[row]], strict=True))
-    return out
+def score(logits: torch.Tensor, targets: list[int], alternatives: list[int | None]) -> tuple[list[float], list[tuple]]:
+    """Per row of logits [R, vocab]: the log-probability of `targets[row]`, and the `alternatives[row]` most likely
+    (token, log-probability) pairs (() where None or 0). One log-softmax for the batch. Both engines report an
+    answer's tokens and score a prompt's (each prompt position scores the next prompt token) with it."""
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    chosen = logprobs.gather(1, torch.tensor(targets, device=logits.device).unsqueeze(1)).squeeze(1).tolist()
+    widest = max((k or 0 for k in alternatives), default=0)
+    if not widest:
+        return chosen, [()] * len(targets)
+    values, ids = logprobs.topk(widest, dim=-1)
+    tops = [
+        tuple(zip(row_ids[:k], row_values[:k], strict=True)) if k else ()
+        for k, row_ids, row_values in zip(alternatives, ids.tolist(), values.tolist(), strict=True)
+    ]
+    return chosen, tops
 
 
 def _padded(id_lists: list[list[int]], vocab: int, device) -> tuple[torch.Tensor, torch.Tensor]:

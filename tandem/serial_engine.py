@@ -27,7 +27,7 @@ from tandem.engine_api import (
     check_fits_context,
 )
 from tandem.grammar import constraint_for, mask_logits
-from tandem.logits_processors import apply_penalties, top_logprobs
+from tandem.logits_processors import apply_penalties, score
 from tandem.process_memory import memory_bytes, memory_watermark_bytes
 from tandem.sampling import make_generator, sample_token
 from tandem.sliding_count import SlidingCount
@@ -51,12 +51,9 @@ class StepModel(Protocol):
 
 
 def _prompt_scores(every: torch.Tensor, prompt: list[int], k: int) -> GenerationChunk:
-    """The chunk that scores prompt tokens 1.. from the logits at positions 0.. (one log-softmax for all)."""
-    logprobs = torch.log_softmax(every[:-1], dim=-1)
-    chosen = logprobs.gather(1, torch.tensor(prompt[1:]).unsqueeze(1)).squeeze(1).tolist()
-    values, ids = logprobs.topk(max(k, 1), dim=-1)
-    tops = tuple(tuple(zip(i[:k], v[:k], strict=True)) for i, v in zip(ids.tolist(), values.tolist(), strict=True))
-    return GenerationChunk((), "", prompt_logprobs=tuple(chosen), prompt_top_logprobs=tops)
+    """The chunk that scores prompt tokens 1.. from the logits at positions 0.."""
+    chosen, tops = score(every[:-1], prompt[1:], [k] * (len(prompt) - 1))
+    return GenerationChunk((), "", prompt_logprobs=tuple(chosen), prompt_top_logprobs=tuple(tops))
 
 
 @dataclass
@@ -180,10 +177,10 @@ class SerialEngine:
                     finish, text = "stop", text + detok.flush()
                 elif num_out >= params.max_tokens:
                     finish, text = "length", text + detok.flush()
-            logprobs = (float(torch.log_softmax(logits, dim=-1)[token]),) if ids else ()
-            tops = (
-                top_logprobs(logits[None], [params.top_logprobs])[:1] if ids and params.top_logprobs is not None else ()
-            )
+            logprobs, tops = (), ()
+            if ids:
+                chosen, top = score(logits[None], [token], [params.top_logprobs])
+                logprobs, tops = tuple(chosen), tuple(top) if params.top_logprobs is not None else ()
             if finish is None:
                 job.emit(GenerationChunk(ids, text, logprobs=logprobs, top_logprobs=tops))
                 logits, state = self._model.decode(state, token, len(prompt) + num_out - 1)

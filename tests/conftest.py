@@ -37,21 +37,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_redis_server(workdir: Path) -> tuple[str, subprocess.Popen]:
-    """A redis-server of our own on a free port; the caller terminates it."""
+def start_redis_server(workdir: Path, port: int | None = None) -> tuple[str, subprocess.Popen]:
+    """A redis-server of our own on `port` (default: a free one); the caller terminates it."""
     binary = shutil.which("redis-server")
     if binary is None:
-        pytest.fail(
+        raise RuntimeError(
             "redis-server not found: install it (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) or set REDIS_URL"
         )
-    port = free_port()
+    port = port or free_port()
     process = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)],
         stdout=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 10
     while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-        assert time.monotonic() < deadline, "redis-server did not start"
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise RuntimeError(f"redis-server did not start on port {port}")
         time.sleep(0.05)
     return f"redis://127.0.0.1:{port}/0", process
 

@@ -20,7 +20,7 @@ from cloud_worker.engine.sequence import Sequence
 from cloud_worker.models.llama import KVCache, LlamaForCausalLM, PagedKV
 from kernels.paged_attention import PagedAttentionMetadata
 from tandem.grammar import mask_logits
-from tandem.logits_processors import apply_penalties, top_logprobs
+from tandem.logits_processors import apply_penalties, score
 
 if TYPE_CHECKING:
     from cloud_worker.parallel.ranks import TensorParallelPeers
@@ -57,15 +57,11 @@ def _prompt_positions(scheduled: list[ScheduledSeq]) -> list[tuple[int, Sequence
 
 
 def _score_prompts(logits: torch.Tensor, scored: list[tuple[int, Sequence, int]]) -> None:
-    """One batched log-softmax for every scored position; each sequence keeps its prompt's scores in order."""
-    logprobs = torch.log_softmax(logits.float(), dim=-1)
-    targets = torch.tensor([seq.token_ids[p + 1] for _, seq, p in scored], device=logits.device)
-    chosen = logprobs.gather(1, targets.unsqueeze(1)).squeeze(1).tolist()
-    widest = max(seq.request.sampling.prompt_logprobs for _, seq, _ in scored)
-    values, ids = logprobs.topk(max(widest, 1), dim=-1)
-    for (_, seq, _), lp, row_ids, row_values in zip(scored, chosen, ids.tolist(), values.tolist(), strict=True):
-        k = seq.request.sampling.prompt_logprobs
-        seq.prompt_scores.append((lp, tuple(zip(row_ids[:k], row_values[:k], strict=True))))
+    """Every scored position in one batch; each sequence keeps its prompt's scores in order."""
+    targets = [seq.token_ids[p + 1] for _, seq, p in scored]
+    chosen, tops = score(logits, targets, [seq.request.sampling.prompt_logprobs for _, seq, _ in scored])
+    for (_, seq, _), lp, top in zip(scored, chosen, tops, strict=True):
+        seq.prompt_scores.append((lp, top))
 
 
 def allocate_kv_cache(model: LlamaForCausalLM, num_blocks: int, block_size_tokens: int) -> KVCache:
@@ -179,7 +175,10 @@ class ModelRunner:
             self.device,
         )
         tokens, logprobs = sample(processed, batch, raw=logits)
-        return tokens.tolist(), logprobs.tolist(), top_logprobs(logits, [p.top_logprobs for p in params])
+        tokens = tokens.tolist()
+        asked = [p.top_logprobs for p in params]
+        tops = score(logits, tokens, asked)[1] if any(asked) else [()] * len(tokens)
+        return tokens, logprobs.tolist(), tops
 
     def _replay(self, inputs: StepInputs) -> torch.Tensor | None:
         """Logits from a decode graph, or None when the step is not one a graph can run."""

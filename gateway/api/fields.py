@@ -51,8 +51,12 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "(the first token's is null), as lm-eval's log-likelihood scoring needs",
     ),  # fmt: skip
     "response_format": (BOTH, HONOURED, "`text`, `json_object`, `json_schema`: grammar-constrained decoding"),
-    "tools": (CHAT, HONOURED, "through the chat template; calls parsed into `tool_calls`; a `strict` function's "
-              "calls follow its schema (forced: by grammar; auto: a call that does not stays text)"),  # fmt: skip
+    "tools": (
+        CHAT,
+        HONOURED,
+        "through the chat template; calls parsed into `tool_calls`; a `strict` function's "
+        "calls follow its schema (forced: by grammar; auto: a call that does not stays text)",
+    ),  # fmt: skip
     "tool_choice": (CHAT, HONOURED, "`none`, `auto`, `required` or a named function (the last two constrain decoding)"),
     "parallel_tool_calls": (CHAT, HONOURED, "true: a forced answer may hold several calls"),
     "user": (BOTH, HONOURED, "kept in the usage record (not for private requests)"),

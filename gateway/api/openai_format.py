@@ -93,20 +93,18 @@ class Logprobs:
 
     Chat: `{"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}`; completions: `{"tokens",
     "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}`. A token is named by what it decodes
-    to on its own (a piece of a multi-byte character decodes to U+FFFD; `bytes` are that text's UTF-8).
+    to on its own (a piece of a multi-byte character decodes to U+FFFD); `bytes` are its own bytes.
     """
 
     is_chat: bool
     decode: Callable[[list[int]], str]
+    token_bytes: Callable[[int], bytes]
     prompt_ids: list[int] | None = None  # completions with echo: the prompt's tokens come first
-    token_bytes: Callable[[int], bytes] | None = None  # a token's own bytes (a piece of a character is not U+FFFD)
     offset: int = 0  # completions: where the next token's text starts in the answer
     entries: list = field(default_factory=list)  # every token's, for the whole answer
 
-    def of(self, chunk) -> dict | None:
-        """The object for this chunk's tokens (None when it has none), remembered for `whole()`.
-
-        `chunk`: a worker's GenerateChunk, or the engine's GenerationChunk (the local agent's)."""
+    def of(self, chunk: worker_pb2.GenerateChunk) -> dict | None:
+        """The object for this chunk's tokens (None when it has none), remembered for `whole()`."""
         start = len(self.entries)
         if self.prompt_ids is not None:  # echo: the prompt's entries, from the worker's first chunk
             self._prompt_entries(chunk)
@@ -141,7 +139,7 @@ class Logprobs:
         return entry
 
     def _bytes(self, token: int) -> list[int]:
-        return list(self.token_bytes(token) if self.token_bytes else self.decode([token]).encode())
+        return list(self.token_bytes(token))
 
     def _named(self, alternatives: list[tuple[int, float]]) -> list[tuple[str, float]]:
         return [(self.decode([token]), logprob) for token, logprob in alternatives]
@@ -157,13 +155,9 @@ class Logprobs:
         }
 
 
-def _pairs(top) -> list[tuple[int, float]]:
-    """(token id, logprob) pairs from a worker's TopLogprobs, an engine's tuple of pairs, or None."""
-    if top is None:
-        return []
-    if hasattr(top, "token_ids"):
-        return list(zip(top.token_ids, top.logprobs, strict=True))
-    return list(top)
+def _pairs(top: worker_pb2.TopLogprobs | None) -> list[tuple[int, float]]:
+    """(token id, logprob) pairs of a worker's TopLogprobs; none for None."""
+    return [] if top is None else list(zip(top.token_ids, top.logprobs, strict=True))
 
 
 def sse(payload: dict) -> str:

@@ -26,7 +26,6 @@ from gateway.limits.admission import Admission
 from gateway.policy.schema import Policy
 from gateway.state import GatewayState, State
 from proto.gen import worker_pb2
-from tandem.grammar import llg_tokenizer
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -102,7 +101,7 @@ async def _serve(
             logit_bias=body.token_biases(),
             top_logprobs=body.wanted_top_logprobs(),
             grammar=prepared.grammar,  # response_format's, or a forced tool call's; checked by prepare
-            prompt_logprobs=getattr(body, "wanted_prompt_logprobs", lambda: None)(),
+            prompt_logprobs=body.wanted_prompt_logprobs(),
         ),
         priority=features.priority,  # clamped to the tenant's allowance
     )
@@ -136,7 +135,7 @@ async def _serve(
     routed, private = routed_all[0], requests[0].private
     if state.decisions:
         state.decisions.record(shape.response_id, features, routed.rule, routed.pool, routed.backend.endpoint, "routed")
-    user = None if private else (body.user or getattr(body, "safety_identifier", None))
+    user = None if private else (body.user or body.safety_identifier)
     for one in routed_all:
         if state.decisions:
             one.on_end = functools.partial(state.decisions.usage, shape.response_id, features.tenant, user)
@@ -157,15 +156,18 @@ async def _serve(
     )
     headers = {"X-Tandem-Route": f"{routed.pool}; rule={routed.rule}", "X-Tandem-Backend": routed.backend.endpoint}
 
-    echo = getattr(body, "echo", False)  # completions: the prompt before the answer
-    token_bytes = functools.partial(_token_bytes, llg_tokenizer(state.tokenizer.tokenizer, ()))
+    echo = body.echoes()  # completions: the prompt before the answer
     prefix = prepared.text if echo else ""
+    chat_tokenizer = state.tokenizer
 
     def logprobs() -> Logprobs | None:
         if body.wanted_top_logprobs() is None:
             return None
         return Logprobs(
-            shape.is_chat, state.tokenizer.tokenizer.decode, prepared.prompt_ids if echo else None, token_bytes
+            shape.is_chat,
+            chat_tokenizer.tokenizer.decode,
+            chat_tokenizer.token_bytes,
+            prepared.prompt_ids if echo else None,
         )
 
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -209,10 +211,6 @@ async def _serve(
     merged["usage"]["completion_tokens"] = sum(a["usage"]["completion_tokens"] for a in answers)
     merged["usage"]["total_tokens"] = merged["usage"]["prompt_tokens"] + merged["usage"]["completion_tokens"]
     return JSONResponse(merged, headers=headers)
-
-
-def _token_bytes(tokenizer, token: int) -> bytes:
-    return tokenizer.decode_bytes([token])
 
 
 def _nth_choice(request: worker_pb2.GenerateRequest, index: int) -> worker_pb2.GenerateRequest:

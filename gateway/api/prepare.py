@@ -171,12 +171,7 @@ def _max_tokens(requested: int | None, num_prompt: int, state: GatewayState, pro
     room = context - num_prompt
     max_tokens = requested or min(state.settings.default_max_tokens, room)
     if room < 1 or max_tokens > room:
-        raise PromptTooLong(
-            f"This model's maximum context length is {context} tokens. However, you requested "
-            f"{num_prompt + max_tokens} tokens ({num_prompt} in the {prompt_field}, {max_tokens} in the completion). "
-            f"Please reduce the length of the {prompt_field} or completion.",
-            param=prompt_field,  # as OpenAI names it, even when max_tokens alone is too large
-        )
+        raise PromptTooLong.of(context, num_prompt, max_tokens, prompt_field)
     return max_tokens
 
 

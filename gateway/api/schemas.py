@@ -195,6 +195,14 @@ class _GenerationParams(BaseModel):
         """None: no log-probabilities; otherwise each token's, with this many alternatives."""
         raise NotImplementedError
 
+    def wanted_prompt_logprobs(self) -> int | None:
+        """None: the prompt is not scored; otherwise its tokens' log-probabilities too (completions' echo)."""
+        return None
+
+    def echoes(self) -> bool:
+        """The answer begins with the prompt (completions' echo)."""
+        return False
+
     @field_validator("temperature")
     @classmethod
     def _temperature_floor(cls, value: float) -> float:
@@ -260,6 +268,9 @@ class CompletionRequest(_GenerationParams):
 
     def wanted_prompt_logprobs(self) -> int | None:
         return self.logprobs if self.echo else None
+
+    def echoes(self) -> bool:
+        return self.echo
 
     def wanted_top_logprobs(self) -> int | None:
         return self.logprobs

@@ -53,6 +53,8 @@ class WorkerBackend:
         self.problem: str | None = None  # why it is unhealthy; None (optimistic) until a poll or call says otherwise
         self.stats: worker_pb2.StatsReply | None = None
         self.inflight = 0
+        # The gauge reads the count when scraped: no second counter to keep in step on every request.
+        metrics.BACKEND_INFLIGHT.labels(endpoint).set_function(lambda: self.inflight)
         self._sent = SlidingCount(RECENT_WINDOW_S)  # requests this gateway sent it lately
 
     @property
@@ -107,7 +109,6 @@ class WorkerBackend:
                 self.endpoint, grpc.StatusCode.UNAVAILABLE, "circuit breaker open after repeated failures"
             )
         self.inflight += 1
-        metrics.BACKEND_INFLIGHT.labels(self.endpoint).inc()
         self._sent.add()
         answered = failed = False
         try:
@@ -123,7 +124,6 @@ class WorkerBackend:
             raise
         finally:
             self.inflight -= 1
-            metrics.BACKEND_INFLIGHT.labels(self.endpoint).dec()
             if not answered and not failed:
                 self.breaker.release()  # left before any answer (client gone, or our deadline): no verdict
 

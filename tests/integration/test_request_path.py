@@ -290,6 +290,15 @@ def kind_chat(client, kind, **kwargs):
     return completion
 
 
+def kind_stream(client, kind, **kwargs):
+    """As kind_chat, streamed: the chunks."""
+    spec = KINDS[kind]
+    messages = [{"role": "user", "content": spec["content"]}]
+    return client.chat.completions.create(
+        model=MODEL, messages=messages, stream=True, extra_body=spec.get("extra_body"), **kwargs
+    )
+
+
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_logprobs_whole_and_streamed_name_each_answer_token(client, kind):
     completion = kind_chat(client, kind, max_tokens=8, temperature=0, logprobs=True, top_logprobs=3)
@@ -302,17 +311,7 @@ def test_logprobs_whole_and_streamed_name_each_answer_token(client, kind):
         assert entry.token == bytes(entry.bytes).decode(errors="replace") or "\ufffd" in entry.token
     assert "".join(e.token for e in content) == completion.choices[0].message.content
     assert b"".join(bytes(e.bytes) for e in content).decode(errors="replace") == completion.choices[0].message.content
-    spec = dict(KINDS[kind])
-    stream = client.chat.completions.create(
-        model=MODEL,
-        messages=[{"role": "user", "content": spec["content"]}],
-        max_tokens=8,
-        temperature=0,
-        logprobs=True,
-        top_logprobs=3,
-        stream=True,
-        extra_body=spec.get("extra_body"),
-    )
+    stream = kind_stream(client, kind, max_tokens=8, temperature=0, logprobs=True, top_logprobs=3)
     streamed = [e for chunk in stream for c in chunk.choices if c.logprobs for e in c.logprobs.content]
     assert [(e.token, round(e.logprob, 4)) for e in streamed] == [(e.token, round(e.logprob, 4)) for e in content]
 
@@ -417,17 +416,7 @@ def test_a_forced_tool_call_comes_back_as_tool_calls_whole_and_streamed(client, 
     (call,) = choice.message.tool_calls
     assert call.function.name == "get_weather" and call.id.startswith("call_")
     jsonschema.validate(json.loads(call.function.arguments), WEATHER_TOOL["function"]["parameters"])
-    spec = dict(KINDS[kind])
-    stream = client.chat.completions.create(
-        model=MODEL,
-        messages=[{"role": "user", "content": spec["content"]}],
-        max_tokens=80,
-        temperature=0,
-        tools=[WEATHER_TOOL],
-        tool_choice="required",
-        stream=True,
-        extra_body=spec.get("extra_body"),
-    )
+    stream = kind_stream(client, kind, max_tokens=80, temperature=0, tools=[WEATHER_TOOL], tool_choice="required")
     deltas, reasons = [], []
     for chunk in stream:
         for c in chunk.choices:
@@ -441,10 +430,16 @@ def test_a_forced_tool_call_comes_back_as_tool_calls_whole_and_streamed(client, 
         {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
         {"role": "tool", "tool_call_id": call.id, "content": '{"temp": 21}'},
     ]
+    extra_body = KINDS[kind].get("extra_body")
     follow = client.chat.completions.create(
-        model=MODEL, messages=history, max_tokens=8, tools=[WEATHER_TOOL], extra_body=spec.get("extra_body")
+        model=MODEL, messages=history, max_tokens=8, tools=[WEATHER_TOOL], extra_body=extra_body
     )
-    assert follow.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    without = client.chat.completions.create(
+        model=MODEL, messages=history[:1], max_tokens=8, tools=[WEATHER_TOOL], extra_body=extra_body
+    )
+    # the model reads the call and its result: both are in the prompt
+    call_tokens = len(call.function.arguments) // 8  # at the very least
+    assert follow.usage.prompt_tokens > without.usage.prompt_tokens + call_tokens
 
 
 def test_tool_fields_that_are_wrong_are_named(client):
@@ -533,11 +528,9 @@ def test_n_choices_whole_and_streamed(client, kind):
     assert len({c.message.content for c in answer.choices}) > 1  # seeds 3, 4, 5: different draws
     again = kind_chat(client, kind, max_tokens=6, temperature=1.0, seed=3, n=3)
     assert [c.message.content for c in again.choices] == [c.message.content for c in answer.choices]
-    spec = dict(KINDS[kind])
-    stream = client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": spec["content"]}], max_tokens=6, temperature=1.0, seed=3,
-        n=3, stream=True, stream_options={"include_usage": True}, extra_body=spec.get("extra_body"),
-    )  # fmt: skip
+    stream = kind_stream(
+        client, kind, max_tokens=6, temperature=1.0, seed=3, n=3, stream_options={"include_usage": True}
+    )
     texts, reasons, usage = {0: "", 1: "", 2: ""}, {}, None
     for chunk in stream:
         for c in chunk.choices:

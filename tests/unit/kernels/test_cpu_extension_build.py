@@ -246,11 +246,12 @@ def test_a_killed_build_blocks_nothing_and_an_artifact_is_loaded_without_compili
 
     # A published artifact loads in a fresh process without compiling: the venv's own, which `make` built
     # (building one here again would cost this test a minute on two cores).
+    published = Path(sys.prefix) / "tandem-kernels" / cpu_extension.artifact_key()
+    if not (published / cpu_extension.MANIFEST).is_file():  # only then: an artifact that fails to load must fail here
+        pytest.skip("no artifact in this environment (no compiler at `make` time): nothing to load")
     default_env = {k: v for k, v in env.items() if k != "TANDEM_CPU_KERNEL_DIR"}
     loaded, load_s = run([sys.executable, "-c", LOADS_WITHOUT_COMPILING], default_env, timeout=60)
     assert loaded.returncode == 0, loaded.stdout + loaded.stderr[-3000:]
-    if "module None" in loaded.stdout:
-        pytest.skip("no artifact in this environment (no compiler at `make` time): nothing to load")
     assert "matches the reference" in loaded.stdout, loaded.stdout
     extension_s = float(loaded.stdout.split("took ")[1].split()[0])
     assert extension_s < 5 and load_s < 30, (extension_s, load_s)
