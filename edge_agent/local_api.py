@@ -36,6 +36,7 @@ from gateway.api.schemas import ChatCompletionRequest
 from gateway.body_limit import BodyLimit
 from gateway.chat_tokenizer import ChatTokenizer
 from gateway.errors import BadRequest, GatewayError, PromptTooLong
+from tandem.checkpoint import GenerationDefaults
 from tandem.engine_api import Engine, GenerationRequest, RequestRejected, SamplingParams
 from tandem.worker_service import chunk_to_proto
 
@@ -71,16 +72,15 @@ def _refusal(request: Request, token: str) -> JSONResponse | None:
     return None
 
 
-def _request(body: ChatCompletionRequest, prompt_ids: list[int], counter, grammar: str) -> GenerationRequest:
+def _request(
+    body: ChatCompletionRequest, prompt_ids: list[int], counter, grammar: str, defaults: GenerationDefaults
+) -> GenerationRequest:
     """The gateway's request model, so a field means the same on the device as in the cloud."""
     return GenerationRequest(
         request_id=f"local-{next(counter)}",
         prompt_token_ids=tuple(prompt_ids),
         sampling=SamplingParams(
-            temperature=body.temperature,
-            top_p=body.top_p,
-            top_k=body.top_k,
-            min_p=body.min_p,
+            **body.sampling(defaults),
             seed=body.seed,
             max_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS,
             stop_strings=body.stop_strings(),
@@ -88,7 +88,6 @@ def _request(body: ChatCompletionRequest, prompt_ids: list[int], counter, gramma
             ignore_eos=body.ignore_eos,
             presence_penalty=body.presence_penalty,
             frequency_penalty=body.frequency_penalty,
-            repetition_penalty=body.repetition_penalty,
             logit_bias=tuple(sorted(body.token_biases().items())),
             top_logprobs=body.wanted_top_logprobs(),
             grammar=grammar,  # response_format's (checked by _parse) or a forced tool call's (by tool_plan)
@@ -146,7 +145,7 @@ def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | N
             grammar = await asyncio.to_thread(answer_grammar, body, plan, chat)
             messages = [m.for_template() for m in body.messages]
             prompt_ids = await asyncio.to_thread(chat.encode_chat, messages, body.tools or None)
-            gen = _request(body, prompt_ids, counter, grammar)
+            gen = _request(body, prompt_ids, counter, grammar, chat.generation_defaults)
             context = engine.stats().max_context_tokens
             if len(prompt_ids) + gen.sampling.max_tokens > context:
                 raise PromptTooLong.of(context, len(prompt_ids), gen.sampling.max_tokens, "messages")

@@ -15,7 +15,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from gateway.api import tools as tool_calls
 from gateway.errors import BadRequest
-from tandem.checkpoint import load_tokenizer
+from tandem.checkpoint import GenerationDefaults, load_tokenizer
 from tandem.grammar import llg_tokenizer
 
 
@@ -31,6 +31,7 @@ class ChatTokenizer:
     def __init__(self, checkpoint_dir: Path) -> None:
         checkpoint_dir = Path(checkpoint_dir)
         self.tokenizer = load_tokenizer(checkpoint_dir)
+        self.generation_defaults = GenerationDefaults.read(checkpoint_dir)  # for the sampling a request leaves unset
         config = json.loads((checkpoint_dir / "tokenizer_config.json").read_text())
         self.max_context_tokens = json.loads((checkpoint_dir / "config.json").read_text()).get(
             "max_position_embeddings", 2048

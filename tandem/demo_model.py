@@ -149,7 +149,7 @@ def write_demo_checkpoint(out_dir: Path, shape: DemoShape = DemoShape()) -> Path
         "chat_template": CHAT_TEMPLATE,
     }
     config = _config(shape, vocab_size, eos_id, pad_id)
-    generation_config = {"eos_token_id": eos_id, "pad_token_id": pad_id, "do_sample": False}
+    generation_config = {"eos_token_id": eos_id, "pad_token_id": pad_id}
     for name, payload in [
         ("tokenizer_config.json", tokenizer_config),
         ("config.json", config),

@@ -1,4 +1,4 @@
-"""Llama-family decoder (Llama, Qwen2, Mistral) with an explicit KV cache.
+"""Llama-family decoder (Llama, Mistral, Qwen2, Qwen3, Phi-3) with an explicit KV cache.
 
 The module names mirror Hugging Face's so checkpoint tensors load by name.
 Where K/V live is the caller's choice, passed in as a `KVStore`:
@@ -62,15 +62,27 @@ class LlamaAttention(nn.Module):
         self.q_proj = nn.Linear(h, self.num_heads * d, bias=config.qkv_bias)
         self.k_proj = nn.Linear(h, self.num_kv_heads * d, bias=config.qkv_bias)
         self.v_proj = nn.Linear(h, self.num_kv_heads * d, bias=config.qkv_bias)
-        self.o_proj = nn.Linear(self.num_heads * d, h, bias=False)
+        self.o_proj = nn.Linear(self.num_heads * d, h, bias=config.o_bias)
+        if config.qk_norm:  # Qwen3: over each head's q and k, before rotary
+            self.q_norm = RMSNorm(d, config.rms_norm_eps)
+            self.k_norm = RMSNorm(d, config.rms_norm_eps)
+
+    def _qk(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """q and k as [batch, tokens, heads * head_dim], each head qk-normed where the model has it."""
+        q, k = self.q_proj(x), self.k_proj(x)
+        if hasattr(self, "q_norm"):
+            q = self.q_norm(q.view(*x.shape[:2], self.num_heads, self.head_dim)).flatten(2)
+            k = self.k_norm(k.view(*x.shape[:2], self.num_kv_heads, self.head_dim)).flatten(2)
+        return q, k
 
     def forward(self, x, cos, sin, positions, kv):
+        q, k = self._qk(x)
         if getattr(kv, "fuses_rotary", False):
             # The store applies rotary with its attention (onnxruntime's GroupQueryAttention, edge_agent/export.py).
-            return self.o_proj(kv.attend_projections(self.layer, self.q_proj(x), self.k_proj(x), self.v_proj(x)))
+            return self.o_proj(kv.attend_projections(self.layer, q, k, self.v_proj(x)))
         batch, tokens, _ = x.shape
-        q = self.q_proj(x).view(batch, tokens, self.num_heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(batch, tokens, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        q = q.view(batch, tokens, self.num_heads, self.head_dim).transpose(1, 2)
+        k = k.view(batch, tokens, self.num_kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(batch, tokens, self.num_kv_heads, self.head_dim).transpose(1, 2)
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         out = kv.attend(self.layer, q, k, v, positions)

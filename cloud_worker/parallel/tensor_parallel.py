@@ -21,17 +21,18 @@ class TensorParallelError(ValueError):
 
 
 class RowParallelLinear(nn.Module):
-    """y = all_reduce(x_shard @ W_shard^T): the input is already split by the previous column-parallel layer."""
+    """y = all_reduce(x_shard @ W_shard^T) + b: the input is already split by the previous column-parallel layer;
+    the bias (o_proj's, where attention_bias is set) is added once, after the sum."""
 
-    def __init__(self, linear: nn.Linear) -> None:
+    def __init__(self, linear: nn.Linear, bias: torch.Tensor | None = None) -> None:
         super().__init__()
-        assert linear.bias is None, "row-parallel layers here have no bias"
-        self.linear = linear
+        assert linear.bias is None, "the bias is added after the all-reduce, not by each rank"
+        self.linear, self.bias = linear, bias
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.linear(x)
         dist.all_reduce(out)
-        return out
+        return out if self.bias is None else out + self.bias
 
 
 class VocabParallelEmbedding(nn.Module):
@@ -87,7 +88,8 @@ def _cols(linear: nn.Linear, rank: int, world: int) -> RowParallelLinear:
     size = linear.in_features // world
     shard = nn.Linear(size, linear.out_features, bias=False)
     shard.weight.data = linear.weight.data[:, rank * size : (rank + 1) * size].clone()
-    return RowParallelLinear(shard.to(linear.weight.device))
+    bias = None if linear.bias is None else linear.bias.data.clone()
+    return RowParallelLinear(shard.to(linear.weight.device), bias)
 
 
 @torch.no_grad()

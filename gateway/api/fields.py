@@ -32,8 +32,12 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     ),  # fmt: skip
     "max_tokens": (BOTH, HONOURED, "default: what fits the context, up to `TANDEM_DEFAULT_MAX_TOKENS`"),
     "max_completion_tokens": (CHAT, HONOURED, "wins over `max_tokens`"),
-    "temperature": (BOTH, HONOURED, "0 (greedy), or 0.01 to 2; default 1"),
-    "top_p": (BOTH, HONOURED, "(0, 1]"),
+    "temperature": (
+        BOTH,
+        HONOURED,
+        "0 (greedy), or 0.01 to 2; default: the model's generation_config.json (`do_sample: false` is 0), else 1",
+    ),  # fmt: skip
+    "top_p": (BOTH, HONOURED, "(0, 1]; default: the model's generation_config.json, else 1"),
     "seed": (BOTH, HONOURED, "the same seed gives the same tokens on either tier, in any batch"),
     "stop": (BOTH, HONOURED, "a string or up to 4, each at most 256 characters"),
     "n": (BOTH, HONOURED, "up to `TANDEM_MAX_N` (8); seeds `seed`, `seed`+1, …; the local agent answers 1"),
@@ -62,9 +66,9 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "user": (BOTH, HONOURED, "kept in the usage record (not for private requests)"),
     "safety_identifier": (BOTH, HONOURED, "as `user`"),
     "metadata": (BOTH, HONOURED, "`metadata.privacy`: privacy tags"),
-    "top_k": (BOTH, EXTENSION, "0 is off"),
-    "min_p": (BOTH, EXTENSION, "0 to 1"),
-    "repetition_penalty": (BOTH, EXTENSION, "HF's, 0.01 to 10, on prompt and answer tokens"),
+    "top_k": (BOTH, EXTENSION, "0 is off; default: the model's generation_config.json, else 0"),
+    "min_p": (BOTH, EXTENSION, "0 to 1; default: the model's generation_config.json, else 0"),
+    "repetition_penalty": (BOTH, EXTENSION, "HF's, 0.01 to 10, on prompt and answer tokens; default as top_k, else 1"),
     "ignore_eos": (BOTH, EXTENSION, "go on past end-of-sequence"),
     "stop_token_ids": (BOTH, EXTENSION, "up to 64 token ids that end the answer"),
     "priority": (BOTH, EXTENSION, "higher first, clamped to the tenant's `max_priority`"),

@@ -86,10 +86,7 @@ async def _serve(
         model=state.model_id,
         prompt_token_ids=prepared.prompt_ids,
         sampling=worker_pb2.SamplingParams(
-            temperature=body.temperature,
-            top_p=body.top_p,
-            top_k=body.top_k,
-            min_p=body.min_p,
+            **body.sampling(state.tokenizer.generation_defaults),
             seed=body.seed,
             max_tokens=features.max_tokens,
             stop_strings=body.stop_strings(),
@@ -97,7 +94,6 @@ async def _serve(
             ignore_eos=body.ignore_eos,
             presence_penalty=body.presence_penalty,
             frequency_penalty=body.frequency_penalty,
-            repetition_penalty=body.repetition_penalty,
             logit_bias=body.token_biases(),
             top_logprobs=body.wanted_top_logprobs(),
             grammar=prepared.grammar,  # response_format's, or a forced tool call's; checked by prepare

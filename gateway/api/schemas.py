@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from tandem.checkpoint import SAMPLING_FIELDS, GenerationDefaults
 from tandem.engine_api import MAX_TOP_LOGPROBS, MIN_REPETITION_PENALTY, MIN_TEMPERATURE
 from tandem.grammar import grammar_for
 
@@ -187,6 +188,11 @@ class _GenerationParams(BaseModel):
             if not (key.isascii() and key.isdigit() and int(key) < 2**31):
                 raise ValueError(f"keys are token ids (0 to 2^31-1, as strings), got {key[:20]!r}")
         return value
+
+    def sampling(self, defaults: GenerationDefaults) -> dict[str, float]:
+        """temperature, top_p, top_k, min_p and repetition_penalty: the request's where it set them, else the
+        model's generation_config.json defaults (tandem/checkpoint.py)."""
+        return defaults.resolve({name: getattr(self, name) for name in SAMPLING_FIELDS}, self.model_fields_set)
 
     def token_biases(self) -> dict[int, float]:
         return {int(token): bias for token, bias in (self.logit_bias or {}).items()}

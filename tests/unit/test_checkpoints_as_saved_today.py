@@ -1,16 +1,19 @@
-"""Checkpoints as transformers 5 saves them: rope settings in rope_parameters, the chat template in its own file."""
+"""Checkpoints as transformers 5 saves them: rope settings in rope_parameters, the chat template in its own file,
+sampling defaults in generation_config.json."""
 
 import json
 import shutil
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, GenerationConfig
 
 from cloud_worker.engine.config import EngineConfig
 from cloud_worker.model_config import ModelConfig, UnsupportedModelError
 from cloud_worker.server import build_engine
+from gateway.api.schemas import ChatCompletionRequest
 from gateway.chat_tokenizer import ChatTokenizer
+from tandem.checkpoint import GenerationDefaults
 from tests.unit.cloud_worker.engine.test_engine_vs_hf import corpus_ids, run_batch
 
 THETA = 500.0  # far from the 10,000 a loader that missed rope_parameters would fall back to
@@ -60,3 +63,36 @@ def test_rope_parameters_that_cannot_be_read_are_an_error_naming_them(saved_toda
 def test_a_chat_template_in_its_own_file_is_found(saved_today, demo_checkpoint):
     messages = [{"role": "user", "content": "hi"}]
     assert ChatTokenizer(saved_today).encode_chat(messages) == ChatTokenizer(demo_checkpoint).encode_chat(messages)
+
+
+@pytest.mark.parametrize(
+    ("saved", "request_fields", "expected"),
+    [
+        # Qwen2.5-Instruct's generation_config.json
+        ({"do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05}, {},
+         {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "min_p": 0.0, "repetition_penalty": 1.05}),
+        # what the request sets wins, field by field
+        ({"do_sample": True, "temperature": 0.7, "top_p": 0.8}, {"temperature": 1.0},
+         {"temperature": 1.0, "top_p": 0.8, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0}),
+        # HF generate is greedy when the file says do_sample false
+        ({"do_sample": False}, {}, {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0}),
+        # no sampling fields (Mistral's): OpenAI's defaults
+        ({"bos_token_id": 1, "eos_token_id": 2}, {},
+         {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0}),
+    ],
+)  # fmt: skip
+def test_generation_config_defaults_apply_where_the_request_is_silent(
+    saved_today, tmp_path, saved, request_fields, expected
+):
+    path = shutil.copytree(saved_today, tmp_path / "model")
+    GenerationConfig(**saved).save_pretrained(path)  # as transformers writes it
+    body = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], **request_fields)
+    assert body.sampling(ChatTokenizer(path).generation_defaults) == expected
+
+
+def test_a_generation_config_that_cannot_be_read_is_an_error_naming_it(saved_today, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(saved_today, broken)
+    (broken / "generation_config.json").write_text('{"temperature": "hot"}')
+    with pytest.raises(ValueError, match="generation_config.json: temperature"):
+        GenerationDefaults.read(broken)

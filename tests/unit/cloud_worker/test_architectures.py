@@ -1,0 +1,176 @@
+"""Llama, Qwen3 (qk-norm) and Phi-3 (fused qkv and gate-up), saved by the installed transformers itself, against
+HF on the cloud engine and through the edge export; config fields that change the math and are not implemented are
+refused by name."""
+
+import asyncio
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors import safe_open
+from transformers import (
+    AutoModelForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
+
+from cloud_worker.engine.config import EngineConfig
+from cloud_worker.loader import load_model
+from cloud_worker.model_config import ModelConfig, UnsupportedModelError
+from cloud_worker.server import build_engine as build_cloud
+from edge_agent.server import build_engine as build_edge
+from tandem.engine_api import GenerationRequest, SamplingParams
+from tests.unit.cloud_worker.engine.test_engine_vs_hf import corpus_ids
+
+SHAPE = dict(
+    vocab_size=512,
+    hidden_size=64,
+    intermediate_size=176,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+)
+ARCHITECTURES = {
+    "llama": (LlamaConfig, LlamaForCausalLM, dict(rope_theta=5000.0)),
+    # with attention_bias: biases on q, k, v and o (o's is added once under tensor parallelism)
+    "qwen3": (Qwen3Config, Qwen3ForCausalLM, dict(head_dim=16, rope_theta=5000.0, attention_bias=True)),
+    "phi3": (Phi3Config, Phi3ForCausalLM, dict(rope_theta=5000.0, pad_token_id=0, bos_token_id=1)),
+}
+NEW_TOKENS = 16
+
+
+def _wide_spread(model: torch.nn.Module, seed: int = 3) -> None:
+    """Weights whose logits are far apart (greedy decoding stays clear of near-ties, as the demo model's do)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=gen)
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * noise)
+            elif "embed_tokens" in name:
+                p.copy_(noise)
+            elif name == "lm_head.weight":
+                p.copy_(0.5 * noise)
+            else:
+                p.copy_(noise * p.shape[-1] ** -0.5)
+
+
+@pytest.fixture(scope="module", params=sorted(ARCHITECTURES))
+def saved(request, demo_checkpoint, tmp_path_factory):
+    """A tiny checkpoint as `save_pretrained` of the installed transformers writes it, with the demo's tokenizer."""
+    config_class, model_class, extra = ARCHITECTURES[request.param]
+    eos = json.loads((demo_checkpoint / "config.json").read_text())["eos_token_id"]
+    config = config_class(**SHAPE, **extra, eos_token_id=eos, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = model_class(config).eval()
+    _wide_spread(model)
+    path = tmp_path_factory.mktemp(request.param) / f"tiny-{request.param}"
+    model.save_pretrained(path)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(demo_checkpoint / name, path / name)
+    return request.param, path
+
+
+def _hf_greedy(path, prompt: list[int]) -> list[int]:
+    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    with torch.no_grad():
+        out = hf.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                          do_sample=False, pad_token_id=0)  # fmt: skip
+    return out[0, len(prompt) :].tolist()
+
+
+def _engine_greedy(engine, prompt: list[int]) -> list[int]:
+    async def run():
+        params = SamplingParams(temperature=0, max_tokens=NEW_TOKENS, ignore_eos=True)
+        return [
+            t async for chunk in engine.generate(GenerationRequest("r", tuple(prompt), params)) for t in chunk.token_ids
+        ]
+
+    try:
+        return asyncio.run(run())
+    finally:
+        engine.close()
+
+
+def test_the_checkpoint_is_read_as_the_architecture_it_is(saved):
+    name, path = saved
+    config = ModelConfig.from_hf(json.loads((path / "config.json").read_text()))
+    assert config.rope_theta == 5000.0  # from rope_parameters, as transformers 5 saves it
+    assert config.qk_norm == (name == "qwen3")
+    with safe_open(str(path / "model.safetensors"), framework="pt") as f:
+        stored = set(f.keys())
+    fused = {"model.layers.0.self_attn.qkv_proj.weight", "model.layers.0.mlp.gate_up_proj.weight"}
+    assert (fused <= stored) == (name == "phi3")  # stored fused, as HF's Phi-3 modules hold them
+    assert ("model.layers.0.self_attn.q_norm.weight" in stored) == (name == "qwen3")
+
+
+def test_logits_equal_hf(saved):
+    _, path = saved
+    ids = torch.tensor([corpus_ids(path)[:80]])
+    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    ours = load_model(path)
+    with torch.no_grad():
+        expected = hf(ids).logits
+        got, _ = ours(ids, torch.arange(ids.shape[1]).unsqueeze(0), ours.empty_cache())
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_greedy_tokens_equal_hf_on_the_cloud_engine_and_through_the_edge_export(saved, tmp_path):
+    _, path = saved
+    prompt = corpus_ids(path)[:40]
+    expected = _hf_greedy(path, prompt)
+    assert _engine_greedy(build_cloud(path), prompt) == expected
+    assert _engine_greedy(build_edge(path, tmp_path / "edge-cache"), prompt) == expected
+
+
+def test_tensor_parallel_2_equals_hf(saved):
+    name, path = saved
+    if name != "qwen3":
+        pytest.skip("one architecture is enough here: qk-norm and an o_proj bias split over 2 ranks")
+    prompt = corpus_ids(path)[:40]
+    engine = build_cloud(path, config=EngineConfig(num_kv_blocks=64, tensor_parallel_size=2))
+    assert _engine_greedy(engine, prompt) == _hf_greedy(path, prompt)
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"final_logit_softcapping": 30.0}, "final_logit_softcapping"),
+        ({"attn_logit_softcapping": 50.0}, "attn_logit_softcapping"),
+        ({"mlp_bias": True}, "mlp_bias"),
+        ({"use_qk_norm": True}, "use_qk_norm"),
+        ({"layer_types": ["sliding_attention", "full_attention"]}, "layer_types"),
+        ({"layer_types": ["chunked_attention", "full_attention"]}, "layer_types"),
+        ({"num_local_experts": 8}, "num_local_experts"),
+        ({"some_future_logit_softcap": 5.0}, "some_future_logit_softcap"),  # unknown, but its name says math
+        ({"rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4}}, "rope_parameters"),
+        (
+            {"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.75}},
+            "partial_rotary_factor",
+        ),  # fmt: skip
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_scaling"),
+    ],
+)
+def test_a_field_that_changes_the_math_and_is_not_implemented_is_refused_by_name(demo_checkpoint, changes, field):
+    config = json.loads((demo_checkpoint / "config.json").read_text()) | changes
+    with pytest.raises(UnsupportedModelError, match=field):
+        ModelConfig.from_hf(config)
+
+
+def test_fields_at_their_neutral_values_are_accepted(demo_checkpoint):
+    neutral = {
+        "final_logit_softcapping": None,
+        "mlp_bias": False,
+        "layer_types": ["full_attention", "full_attention"],
+        "attention_dropout": 0.0,  # training only
+        "pretraining_tp": 1,
+        "some_future_logit_softcap": None,
+    }
+    config = json.loads((demo_checkpoint / "config.json").read_text()) | neutral
+    assert ModelConfig.from_hf(config).num_hidden_layers == 2
