@@ -61,8 +61,9 @@ class AutoscaleCollector(Collector):
         """Per pool: each signal's ratio to its target (missing where there is nothing to measure)."""
         s = self._settings
         out: dict[str, dict[str, float]] = {}
-        for name, pool in self._policy().pools.items():
-            reporting = [b for b in self._registry.backends(pool) if b.is_healthy and b.stats is not None]
+        policy = self._policy()
+        for name in policy.pools:
+            reporting = [b for b in self._registry.backends(policy, name) if b.is_healthy and b.stats is not None]
             signals: dict[str, float] = {}
             if reporting:
                 waiting = sum(b.stats.queue_depth for b in reporting) / len(reporting)

@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from tandem.checkpoint import model_id_for
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TANDEM_")
@@ -15,6 +17,11 @@ class Settings(BaseSettings):
     port: int = 8000
     model_dir: Path = Field(description="checkpoint directory whose tokenizer the gateway uses")
     model_id: str | None = Field(default=None, description="id clients send as `model`; default: model_dir's name")
+    model_dirs: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="further models, comma-separated `[id=]checkpoint_dir` (id default: the directory's name); the "
+        "policy's `models` says which pools serve each",
+    )
     policy_file: Path = Path("policies/default.yaml")
     auth: Literal["api-key", "none"] = Field(
         default="api-key",
@@ -75,12 +82,24 @@ class Settings(BaseSettings):
     max_n: int = Field(default=8, ge=1, le=128, description="the most choices (n) one request may ask for")
     decision_log: Path | None = Field(default=None, description="append each routing decision here as JSON lines")
 
-    @field_validator("api_keys", mode="before")
+    @field_validator("api_keys", "model_dirs", mode="before")
     @classmethod
     def _split_keys(cls, value):
         if isinstance(value, str):
             return [key.strip() for key in value.split(",") if key.strip()]
         return value
+
+    def model_checkpoints(self) -> dict[str, Path]:
+        """Every model this gateway serves: id -> checkpoint directory (its tokenizer), the first one first."""
+        out = {model_id_for(self.model_dir, self.model_id): self.model_dir}
+        for entry in self.model_dirs:
+            name, sep, path = entry.partition("=")
+            path = Path(path if sep else name)
+            model = name if sep else model_id_for(path)
+            if not model or model in out:
+                raise ValueError(f"TANDEM_MODEL_DIRS: model id {model!r} is empty or given twice")
+            out[model] = path
+        return out
 
 
 @lru_cache

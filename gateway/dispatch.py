@@ -154,7 +154,7 @@ async def _ranked(
     with tracer.start_as_current_span("gateway.pick") as span:
         started = time.perf_counter()
         profile = policy.pools[pool_name].profile
-        backends = {b.endpoint: b for b in registry.backends(policy.pools[pool_name])}
+        backends = {b.endpoint: b for b in registry.backends(policy, pool_name)}
         use_hints = privacy.hints_for(decision.is_private, hints)
         candidates, hashes = await gather_candidates(list(backends.values()), profile, prompt, use_hints)
         ranked, _ = evaluate_pool(profile, candidates, decision.is_private, next(_turns))

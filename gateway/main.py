@@ -35,9 +35,8 @@ from gateway.policy.loader import parse_policy
 from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
 from gateway.policy.schema import Pool
 from gateway.request_id import RequestId
-from gateway.state import GatewayState
+from gateway.state import GatewayState, ServedModel, check_models
 from gateway.tenants import Tenants
-from tandem.checkpoint import model_id_for
 
 log = logging.getLogger(__name__)
 
@@ -69,26 +68,32 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         policy = parse_policy(text, str(s.policy_file))
         if warning := privacy.detection_warning(policy):
             log.warning("%s", warning)
-        model_id = model_id_for(s.model_dir, s.model_id)
-        tokenizer = ChatTokenizer(s.model_dir)
-        registry = BackendRegistry(policy, model_id, backend_factory(s, tokenizer))
+        try:
+            checkpoints = s.model_checkpoints()
+            check_models(policy, list(checkpoints))
+        except ValueError as exc:
+            raise ConfigError(f"{s.policy_file}: {exc}") from None
+        redis_client = _redis(s.redis_url)
+        models = {
+            name: ServedModel(name, ChatTokenizer(path), PrefixHints(name, redis_client))
+            for name, path in checkpoints.items()
+        }
+        tokenizers = {name: served.tokenizer for name, served in models.items()}
+        registry = BackendRegistry(policy, next(iter(models)), backend_factory(s, tokenizers))
         status = PolicyStatus(s.policy_file, digest(text), time.time())
         decisions = DecisionLog(s.decision_log) if s.decision_log else None
-        redis_client = _redis(s.redis_url)
         admission = AdmissionController(tenants, redis_client)
         state = GatewayState(
-            s,
-            model_id,
-            tokenizer,
-            policy,
-            registry,
-            status,
-            tenants,
-            admission,
-            EdgeAgents(s.edge_agent_ttl_s),
-            decisions,
-            PrefixHints(model_id, redis_client),
-            TtftWindow(s.autoscale_window_s),
+            settings=s,
+            models=models,
+            policy=policy,
+            registry=registry,
+            policy_status=status,
+            tenants=tenants,
+            admission=admission,
+            edge_agents=EdgeAgents(s.edge_agent_ttl_s),
+            decisions=decisions,
+            ttft=TtftWindow(s.autoscale_window_s),
         )
         app.state.gateway = state
         autoscale = AutoscaleCollector(s, registry, lambda: state.policy, state.ttft)
@@ -97,7 +102,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         tasks = [asyncio.create_task(registry.poll_forever(s.health_interval_s))]
         if s.watch_policy:
             tasks.append(asyncio.create_task(PolicyReloader(state).run()))
-        log.info("gateway serving %s with policy %s", model_id, s.policy_file)
+        log.info("gateway serving %s with policy %s", ", ".join(state.listed()), s.policy_file)
         yield
         for task in tasks:
             task.cancel()
@@ -160,11 +165,11 @@ def _redis(url: str | None):
     return redis.asyncio.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
 
 
-def backend_factory(settings: Settings, tokenizer: ChatTokenizer):
+def backend_factory(settings: Settings, tokenizers: dict[str, ChatTokenizer]):
     def make(endpoint: str, model_id: str, pool: Pool) -> WorkerBackend:
         breaker = CircuitBreaker(settings.breaker_failures, settings.breaker_open_s)
         if endpoint.startswith(("http://", "https://")):
-            decode = tokenizer.tokenizer.decode if pool.prompt_format == "text" else None
+            decode = tokenizers[model_id].tokenizer.decode if pool.prompt_format == "text" else None
             return HttpWorkerBackend(
                 endpoint, model_id, pool.kind, breaker, pool.upstream_model, decode, pool.send_cache_salt
             )

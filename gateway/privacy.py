@@ -50,23 +50,39 @@ def policy_problems(policy: "Policy") -> list[tuple[tuple[str | int, ...], str]]
             f"detected_tag {policy.privacy.detected_tag!r} is not in privacy.never_leave_device {sorted(never)}: "
             "requests in which a detector finds PII would be free to leave the device",
         ))  # fmt: skip
+    # Per model (the rules a model's requests can reach are those routing to a pool serving it). A model no edge
+    # pool serves has nowhere to send a private request: the rules cannot help, and decide() refuses such a request.
+    for model in policy.models or [None]:
+        serving = policy.pools_serving(model) if model is not None else None
+        if serving is not None and not any(policy.pools[p].kind == "edge" for p in serving):
+            continue
+        problem = _first_leaking_rule(policy, never, model, serving)
+        if problem is not None and problem not in problems:
+            problems.append(problem)
+    return problems
+
+
+def _first_leaking_rule(policy: "Policy", never: set[str], model: str | None, serving: frozenset[str] | None):
     # A rule that matches on privacy alone catches every request with those tags: later rules no longer get them.
     reachable = set(never)
     for i, rule in enumerate(policy.rules):
         match = rule.match
+        pools = [p for p in (rule.route, *rule.fallback) if serving is None or p in serving]
+        if not pools or (model is not None and match.model is not None and model not in match.model):
+            continue  # this model's requests never take this rule
         receives = reachable & set(match.privacy) if match.privacy is not None else set(reachable)
-        cloud = [p for p in (rule.route, *rule.fallback) if policy.pools[p].kind == "cloud"]
+        cloud = [p for p in pools if policy.pools[p].kind == "cloud"]
         if receives and cloud:
-            problems.append((
+            for_model = f" for model {model!r}" if model is not None and len(policy.models) > 1 else ""
+            return (
                 ("rules", i),
-                f"rule {rule.name!r} could receive requests tagged {sorted(receives)} (privacy.never_leave_device) "
-                f"and names cloud pool(s) {cloud}; send those tags to edge pools in an earlier rule "
-                f"(e.g. match: {{privacy: {sorted(receives)}}}, route: <edge pool>, fallback: [])",
-            ))  # fmt: skip
-            break
-        if match.privacy is not None and match.model_dump(exclude_none=True).keys() == {"privacy"}:
+                f"rule {rule.name!r} could receive requests{for_model} tagged {sorted(receives)} "
+                f"(privacy.never_leave_device) and names cloud pool(s) {cloud}; send those tags to edge pools in an "
+                f"earlier rule (e.g. match: {{privacy: {sorted(receives)}}}, route: <edge pool>, fallback: [])",
+            )
+        if match.privacy is not None and match.model_dump(exclude_none=True).keys() <= {"privacy", "model"}:
             reachable -= set(match.privacy)
-    return problems
+    return None
 
 
 def detection_warning(policy: "Policy") -> str | None:

@@ -11,6 +11,7 @@ from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings
 from gateway.decision_log import DecisionLog
 from gateway.edge_agents import EdgeAgents
+from gateway.errors import ModelNotFound
 from gateway.hints.prefix_hints import PrefixHints
 from gateway.limits.admission import AdmissionController
 from gateway.policy.reloader import PolicyStatus
@@ -18,11 +19,19 @@ from gateway.policy.schema import Policy
 from gateway.tenants import Tenants
 
 
+@dataclass(frozen=True)
+class ServedModel:
+    """A model clients may name in `model`: its tokenizer (the gateway tokenizes) and its prefix hints."""
+
+    id: str
+    tokenizer: ChatTokenizer
+    hints: PrefixHints | None = None  # which backend holds which prompt prefix (Redis, or this gateway's history)
+
+
 @dataclass
 class GatewayState:
     settings: Settings
-    model_id: str
-    tokenizer: ChatTokenizer
+    models: dict[str, ServedModel]  # the first is TANDEM_MODEL_DIR's: the one every pool serves without `models`
     policy: Policy  # replaced whole by the reloader; a request reads it once
     registry: BackendRegistry
     policy_status: PolicyStatus
@@ -30,9 +39,40 @@ class GatewayState:
     admission: AdmissionController
     edge_agents: EdgeAgents
     decisions: DecisionLog | None = None
-    hints: PrefixHints | None = None  # which backend holds which prompt prefix (Redis, or this gateway's history)
     ttft: TtftWindow | None = None  # recent TTFT per pool, for the autoscaling signal
     draining: bool = False  # SIGTERM received: /readyz is 503 while in-flight requests finish
+
+    @property
+    def default_model(self) -> str:
+        return next(iter(self.models))
+
+    def served(self, model: str) -> ServedModel:
+        """The model a request names; 404 model_not_found naming it (and what is served) otherwise."""
+        if model not in self.listed():
+            names = ", ".join(repr(m) for m in self.listed())
+            raise ModelNotFound(f"model {model!r} does not exist; this gateway serves {names}", param="model")
+        return self.models[model]
+
+    def check_models(self, policy: Policy) -> None:
+        check_models(policy, list(self.models))
+
+    def listed(self) -> list[str]:
+        """The models /v1/models lists: every one the policy names (all of them, without `models`: the first)."""
+        if not self.policy.models:
+            return [self.default_model]
+        return [m for m in self.policy.models if m in self.models]
+
+
+def check_models(policy: Policy, loaded: list[str]) -> None:
+    """ValueError unless the policy's models are exactly the ones the gateway has tokenizers for (at start and on
+    every reload: a reload naming a model the gateway cannot tokenize for is refused)."""
+    if policy.models and sorted(policy.models) != sorted(loaded):
+        raise ValueError(
+            f"the policy's models {sorted(policy.models)} are not the gateway's {sorted(loaded)} "
+            "(TANDEM_MODEL_DIR and TANDEM_MODEL_DIRS)"
+        )
+    if not policy.models and len(loaded) > 1:
+        raise ValueError(f"the gateway serves {loaded}: the policy must say which pools serve each (`models`)")
 
 
 def _state(request: Request) -> GatewayState:

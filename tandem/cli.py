@@ -60,11 +60,15 @@ def _logging(level: str) -> None:
 def up(
     state_dir: Annotated[Path, typer.Option(help="where the demo model, exports and logs go")] = Path(".tandem"),
     policy: Annotated[Path, typer.Option(help="policy YAML")] = Path("policies/default.yaml"),
+    model: Annotated[
+        list[Path] | None,
+        typer.Option(help="a further checkpoint to serve (repeatable): a cloud worker and a pool of its own"),
+    ] = None,
 ) -> None:
     """Run gateway + cloud worker + edge agent on loopback with the demo model. Ctrl-C stops all."""
     from tandem.stack import run_stack
 
-    raise typer.Exit(run_stack(state_dir, policy))
+    raise typer.Exit(run_stack(state_dir, policy, model))
 
 
 @app.command()

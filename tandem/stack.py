@@ -20,9 +20,11 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import httpx
+import yaml
 from rich.console import Console
 
 from gateway.policy.loader import PolicyError, load_policy
+from tandem.checkpoint import model_id_for
 from tandem.demo_model import write_demo_checkpoint
 
 console = Console()
@@ -152,21 +154,28 @@ def start_local_stack(
     gateway_port: int,
     env: dict[str, str] | None = None,
     local_agent_port: int | None = None,
+    more_models: dict[str, Path] | None = None,
 ) -> LocalStack:
     """Start every worker the policy names (loopback only) and the gateway; return once all are healthy.
 
-    With `local_agent_port`, the first edge agent also serves the SDK's local agent API there.
+    With `local_agent_port`, the first edge agent also serves the SDK's local agent API there. `more_models`
+    (id -> checkpoint) are the models besides `model_dir`'s that the policy's `models` names: their pools' workers
+    run them, and the gateway tokenizes for them (TANDEM_MODEL_DIRS).
     """
     policy = load_policy(policy_path)
+    more_models = more_models or {}
     log_dir = state_dir / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     env = local_env({**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+    if more_models:
+        env["TANDEM_MODEL_DIRS"] = ",".join(f"{name}={path}" for name, path in more_models.items())
     workers = []
     for pool_name, pool in policy.pools.items():
+        checkpoint = more_models.get(policy.model_of(pool_name, ""), model_dir)
         for endpoint in pool.endpoints:
             parsed = urlparse(endpoint)
             command = "cloud-worker" if pool.kind == "cloud" else "edge-agent"
-            args = [command, "--model", str(model_dir), "--host", parsed.hostname, "--port", str(parsed.port)]
+            args = [command, "--model", str(checkpoint), "--host", parsed.hostname, "--port", str(parsed.port)]
             if pool.kind == "edge":
                 # The ONNX export is cached by the checkpoint's content: stacks may share one cache.
                 args += ["--cache-dir", env.get("TANDEM_EDGE_CACHE_DIR") or str(state_dir / "edge")]
@@ -214,14 +223,47 @@ def wait_ready(stack: LocalStack) -> None:
     raise StackError(f"not ready after {READY_TIMEOUT_S:.0f} s; logs are in {stack.children[0].log_path.parent}")
 
 
-def run_stack(state_dir: Path, policy_path: Path) -> int:
-    """`tandem up`: returns the process exit code."""
+def with_models(policy_path: Path, default_model: str, more_models: dict[str, Path], out_path: Path) -> Path:
+    """The policy at policy_path, plus `models`: its pools serve the default model, and each further model gets a
+    cloud pool of its own (one worker on a free loopback port) and a rule routing it there, last (a private request
+    for it still goes nowhere but an edge pool serving it: none, so it is refused). Written to out_path."""
+    raw = yaml.safe_load(policy_path.read_text())
+    if raw.get("models"):
+        raise StackError(f"{policy_path} already names its models; --model adds models to a policy that does not")
+    raw["models"] = {default_model: {"pools": list(raw["pools"])}}
+    for name in more_models:
+        pool = f"cloud-{name}"
+        if pool in raw["pools"]:
+            raise StackError(f"--model {name}: {policy_path} already has a pool named {pool!r}")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        raw["pools"][pool] = {"kind": "cloud", "endpoints": [f"grpc://127.0.0.1:{port}"]}
+        raw["models"][name] = {"pools": [pool]}
+        raw["rules"].append({"name": f"model-{name}", "match": {"model": [name]}, "route": pool})
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(
+        f"# Written by `tandem up --model` from {policy_path}: edit that file, this one is rewritten on each start.\n"
+        + yaml.safe_dump(raw, sort_keys=False)
+    )
+    return out_path
+
+
+def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None = None) -> int:
+    """`tandem up`: returns the process exit code. `model_dirs`: checkpoints served besides the demo model."""
+    model_dir = state_dir / "models" / "tandem-demo"
+    more_models = {model_id_for(path): path.resolve() for path in model_dirs or []}
     try:
         load_policy(policy_path)
-    except PolicyError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        for name, path in more_models.items():
+            if name == model_dir.name or not (path / "config.json").is_file():
+                raise StackError(f"--model {path}: not a checkpoint directory (no config.json), or named like the demo")
+        if more_models:
+            policy_path = with_models(policy_path, model_dir.name, more_models, state_dir / "policy-with-models.yaml")
+            load_policy(policy_path)
+    except (PolicyError, StackError) as exc:
+        console.print(f"error: {exc}", markup=False, highlight=False)
         return 1
-    model_dir = state_dir / "models" / "tandem-demo"
     if not (model_dir / "config.json").is_file():
         console.print(f"building the demo model in {model_dir} (first run only)")
         write_demo_checkpoint(model_dir)
@@ -237,6 +279,7 @@ def run_stack(state_dir: Path, policy_path: Path) -> int:
                 state_dir,
                 int(os.environ.get("TANDEM_PORT", "8000")),
                 local_agent_port=int(os.environ.get("TANDEM_LOCAL_AGENT_PORT", "50062")),
+                more_models=more_models,
             )
         _print_banner(stack.url, state_dir / "logs", policy_path)
         while (dead := stack.first_dead()) is None:

@@ -20,10 +20,11 @@ async def route_explain(body: ChatCompletionRequest, request: Request, state: St
     try:
         prepared = await prepare_chat(body, request, state, policy)
         prompt = PromptKey(state.tenants.cache_salt(prepared.features.tenant), tuple(prepared.prompt_ids))
-        hints = privacy.hints_for(privacy.is_private(policy, prepared.features.privacy_tags), state.hints)
+        hints = privacy.hints_for(privacy.is_private(policy, prepared.features.privacy_tags), prepared.model.hints)
         candidates = {}
         for name, pool in policy.pools.items():
-            candidates[name], _ = await gather_candidates(state.registry.backends(pool), pool.profile, prompt, hints)
+            backends = state.registry.backends(policy, name)
+            candidates[name], _ = await gather_candidates(backends, pool.profile, prompt, hints)
         return explain(policy, prepared.features, candidates.__getitem__) | {"policy": state.policy_status.as_dict()}
     finally:
         await admission.release(0)

@@ -34,12 +34,28 @@ GENERATION_ERRORS = error_responses(404, 413, 502, 503)
 _STARTED = int(time.time())
 
 
+def _model_card(state: GatewayState, model: str) -> dict:
+    spec = state.policy.models.get(model)
+    context = state.models[model].tokenizer.max_context_tokens
+    return {
+        "id": model,
+        "object": "model",
+        "created": _STARTED,
+        "owned_by": spec.owned_by if spec else "tandem",
+        "context_length": context,
+        "max_model_len": context,  # vLLM's name for it
+    }
+
+
 @router.get("/models")
 async def list_models(state: State) -> dict:
-    return {
-        "object": "list",
-        "data": [{"id": state.model_id, "object": "model", "created": _STARTED, "owned_by": "tandem"}],
-    }
+    return {"object": "list", "data": [_model_card(state, m) for m in state.listed()]}
+
+
+@router.get("/models/{model:path}", responses=error_responses(404))
+async def retrieve_model(model: str, state: State) -> dict:
+    """One model; 404 model_not_found naming it. (`:path`: ids such as `org/name` have a slash.)"""
+    return _model_card(state, state.served(model).id)
 
 
 @router.post("/chat/completions", responses=GENERATION_ERRORS)
@@ -52,7 +68,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, state:
     except BaseException:
         await admission.release(0)
         raise
-    shape = ResponseShape.new(True, f"chatcmpl-{uuid.uuid4().hex}", state.model_id)
+    shape = ResponseShape.new(True, f"chatcmpl-{uuid.uuid4().hex}", prepared.model.id)
     return await _serve(body, prepared, shape, state, policy, admission)
 
 
@@ -66,7 +82,7 @@ async def completions(body: CompletionRequest, request: Request, state: State):
     except BaseException:
         await admission.release(0)
         raise
-    shape = ResponseShape.new(False, f"cmpl-{uuid.uuid4().hex}", state.model_id)
+    shape = ResponseShape.new(False, f"cmpl-{uuid.uuid4().hex}", prepared.model.id)
     return await _serve(body, prepared, shape, state, policy, admission)
 
 
@@ -83,10 +99,10 @@ async def _serve(
         request_id=shape.response_id,
         tenant=features.tenant,
         cache_salt=state.tenants.cache_salt(features.tenant),
-        model=state.model_id,
+        model=prepared.model.id,
         prompt_token_ids=prepared.prompt_ids,
         sampling=worker_pb2.SamplingParams(
-            **body.sampling(state.tokenizer.generation_defaults),
+            **body.sampling(prepared.model.tokenizer.generation_defaults),
             seed=body.seed,
             max_tokens=features.max_tokens,
             stop_strings=body.stop_strings(),
@@ -116,7 +132,7 @@ async def _serve(
                     state.settings.backend_timeout_s,
                     state.settings.first_token_deadline_s,
                     state.settings.attempt_timeout_s,
-                    state.hints,
+                    prepared.model.hints,
                 )
             )
     except BaseException as exc:
@@ -154,7 +170,7 @@ async def _serve(
 
     echo = body.echoes()  # completions: the prompt before the answer
     prefix = prepared.text if echo else ""
-    chat_tokenizer = state.tokenizer
+    chat_tokenizer = prepared.model.tokenizer
 
     def logprobs() -> Logprobs | None:
         if body.wanted_top_logprobs() is None:

@@ -20,9 +20,9 @@ from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, _Gener
 from gateway.chat_tokenizer import ChatTokenizer
 from gateway.classify.classify import classify
 from gateway.classify.features import RequestFeatures
-from gateway.errors import BadRequest, ModelNotFound, PromptTooLong
+from gateway.errors import BadRequest, PromptTooLong
 from gateway.policy.schema import Policy
-from gateway.state import GatewayState
+from gateway.state import GatewayState, ServedModel
 from tandem.grammar import GrammarError, check_grammar, follows_schema, llg_tokenizer
 
 tracer = trace.get_tracer(__name__)
@@ -55,6 +55,7 @@ class Prepared:
     text: str  # what the prompt spells; traced only when TANDEM_TRACE_CONTENT is on and the request is not private
     grammar: str = ""  # what the answer must follow (response_format, or a forced tool call); "" for none
     tools: ToolPlan | None = None  # with tools (and tool_choice other than "none"): how to read calls from the answer
+    model: ServedModel | None = None  # the request's model: its tokenizer and prefix hints
 
 
 def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | None:
@@ -81,70 +82,68 @@ def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | No
 
 
 async def prepare_chat(body: ChatCompletionRequest, request: Request, state: GatewayState, policy: Policy) -> Prepared:
-    _check(body, state)
+    model = _check(body, state)
     try:
         messages = [m.for_template() for m in body.messages]
     except ValueError as exc:
         raise BadRequest(str(exc), param="messages") from exc
-    calls = tool_plan(body, state.tokenizer)
-    grammar = await asyncio.to_thread(answer_grammar, body, calls, state.tokenizer)
-    prompt_ids, scan = await asyncio.to_thread(_tokenize_chat, body, messages, state)
+    calls = tool_plan(body, model.tokenizer)
+    grammar = await asyncio.to_thread(answer_grammar, body, calls, model.tokenizer)
+    prompt_ids, scan = await asyncio.to_thread(_tokenize_chat, body, messages, model.tokenizer)
     text = "\n".join(m["content"] for m in messages)
     requested = body.max_completion_tokens or body.max_tokens
-    features = await _classify(body, prompt_ids, scan, requested, request, state, policy, "messages")
-    return Prepared(prompt_ids, features, text, grammar, calls)
+    features = await _classify(body, model, prompt_ids, scan, requested, request, state, policy, "messages")
+    return Prepared(prompt_ids, features, text, grammar, calls, model)
 
 
 async def prepare_completion(
     body: CompletionRequest, request: Request, state: GatewayState, policy: Policy
 ) -> Prepared:
-    _check(body, state)
+    model = _check(body, state)
     if not isinstance(body.prompt, str):
-        vocab = state.tokenizer.tokenizer.get_vocab_size()
+        vocab = model.tokenizer.tokenizer.get_vocab_size()
         bad = [t for t in body.prompt if not 0 <= t < vocab]
         if bad:
             raise BadRequest(f"prompt token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
-    prompt_ids, text, scan = await asyncio.to_thread(_tokenize_completion, body, state)
-    grammar = await asyncio.to_thread(answer_grammar, body, None, state.tokenizer)
-    features = await _classify(body, prompt_ids, scan, body.max_tokens, request, state, policy, "prompt")
-    return Prepared(prompt_ids, features, text, grammar)
+    prompt_ids, text, scan = await asyncio.to_thread(_tokenize_completion, body, model.tokenizer)
+    grammar = await asyncio.to_thread(answer_grammar, body, None, model.tokenizer)
+    features = await _classify(body, model, prompt_ids, scan, body.max_tokens, request, state, policy, "prompt")
+    return Prepared(prompt_ids, features, text, grammar, model=model)
 
 
-def _tokenize_chat(body: ChatCompletionRequest, messages: list[dict], state: GatewayState) -> tuple[list[int], Scan]:
+def _tokenize_chat(body: ChatCompletionRequest, messages: list[dict], chat: ChatTokenizer) -> tuple[list[int], Scan]:
     with tracer.start_as_current_span("gateway.tokenize") as span:
-        prompt_ids = state.tokenizer.encode_chat(messages, body.tools if body.tools else None)
+        prompt_ids = chat.encode_chat(messages, body.tools if body.tools else None)
         span.set_attribute("tandem.prompt_tokens", len(prompt_ids))
-    return prompt_ids, _scan(body, state)
+    return prompt_ids, _scan(body, chat)
 
 
-def _tokenize_completion(body: CompletionRequest, state: GatewayState) -> tuple[list[int], str, Scan]:
+def _tokenize_completion(body: CompletionRequest, chat: ChatTokenizer) -> tuple[list[int], str, Scan]:
     with tracer.start_as_current_span("gateway.tokenize") as span:
         if isinstance(body.prompt, str):
-            text, prompt_ids = body.prompt, state.tokenizer.encode(body.prompt)
+            text, prompt_ids = body.prompt, chat.encode(body.prompt)
         else:
-            prompt_ids, text = list(body.prompt), state.tokenizer.tokenizer.decode(body.prompt)
+            prompt_ids, text = list(body.prompt), chat.tokenizer.decode(body.prompt)
         span.set_attribute("tandem.prompt_tokens", len(prompt_ids))
-    return prompt_ids, text, _scan(body, state)
+    return prompt_ids, text, _scan(body, chat)
 
 
-def _scan(body: _GenerationParams, state: GatewayState) -> Scan:
+def _scan(body: _GenerationParams, chat: ChatTokenizer) -> Scan:
     """The request's text as the detectors read it; token ids are decoded, so they are no way around them."""
     dumped = body.model_dump(exclude_none=True, exclude={"metadata"})
-    scan = Scan(request_text(dumped, decode=state.tokenizer.tokenizer.decode))
+    scan = Scan(request_text(dumped, decode=chat.tokenizer.decode))
     scan.clusters  # noqa: B018 - found here, in the thread, not later on the event loop
     return scan
 
 
-def _check(body: _GenerationParams, state: GatewayState) -> None:
-    if body.model != state.model_id:
-        raise ModelNotFound(
-            f"model {body.model!r} does not exist; this gateway serves {state.model_id!r}", param="model"
-        )
+def _check(body: _GenerationParams, state: GatewayState) -> ServedModel:
+    model = state.served(body.model)  # 404 model_not_found naming it
     if refused := body.refused_field():
         raise BadRequest(refused[1], param=refused[0])
     if body.n > state.settings.max_n:
         raise BadRequest(f"n is at most {state.settings.max_n} on this gateway (TANDEM_MAX_N)", param="n")
-    check_token_ids(body, state.tokenizer.tokenizer.get_vocab_size())
+    check_token_ids(body, model.tokenizer.tokenizer.get_vocab_size())
+    return model
 
 
 def check_token_ids(body: _GenerationParams, vocab: int) -> None:
@@ -166,8 +165,10 @@ def answer_grammar(body: _GenerationParams, plan: ToolPlan | None, chat: ChatTok
     return grammar
 
 
-def _max_tokens(requested: int | None, num_prompt: int, state: GatewayState, prompt_field: str) -> int:
-    context = state.tokenizer.max_context_tokens
+def _max_tokens(
+    requested: int | None, num_prompt: int, model: ServedModel, state: GatewayState, prompt_field: str
+) -> int:
+    context = model.tokenizer.max_context_tokens
     room = context - num_prompt
     max_tokens = requested or min(state.settings.default_max_tokens, room)
     if room < 1 or max_tokens > room:
@@ -177,6 +178,7 @@ def _max_tokens(requested: int | None, num_prompt: int, state: GatewayState, pro
 
 async def _classify(
     body: _GenerationParams,
+    model: ServedModel,
     prompt_ids: list[int],
     scan: Scan,
     requested_max: int | None,
@@ -185,7 +187,7 @@ async def _classify(
     policy: Policy,
     prompt_field: str,
 ) -> RequestFeatures:
-    max_tokens = _max_tokens(requested_max, len(prompt_ids), state, prompt_field)
+    max_tokens = _max_tokens(requested_max, len(prompt_ids), model, state, prompt_field)
     with tracer.start_as_current_span("gateway.classify") as span:
         features = await asyncio.to_thread(
             classify,
@@ -199,6 +201,7 @@ async def _classify(
             reported_device=state.edge_agents.device(request.headers.get("x-tandem-agent")),
             tenant=request.state.tenant,  # set by the auth dependency
             priority=state.tenants.allowed_priority(request.state.tenant, body.priority),
+            model=model.id,
         )
         span.set_attribute("tandem.privacy_tags", sorted(features.privacy_tags))
         span.set_attribute("tandem.detected", list(features.detected))

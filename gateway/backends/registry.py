@@ -23,6 +23,7 @@ from gateway.policy.schema import Policy, Pool
 
 log = logging.getLogger(__name__)
 BackendFactory = Callable[[str, str, Pool], WorkerBackend]  # (endpoint, model id, pool)
+Key = tuple[str, str, str]  # (endpoint, pool kind, model id)
 Resolver = Callable[[str, int], Awaitable[list[str]]]  # (host, port) -> addresses
 RETIRE_GRACE_S = 60.0
 DNS_REFRESH_S = 5.0
@@ -39,22 +40,22 @@ class BackendRegistry:
     def __init__(
         self,
         policy: Policy,
-        model_id: str,
+        default_model: str,
         backend_factory: BackendFactory | None = None,
         resolver: Resolver = resolve_addresses,
     ) -> None:
-        self._model_id = model_id
+        self._default_model = default_model  # what every pool's workers run when the policy names no models
         self._backend_factory = backend_factory or (lambda url, model, pool: GrpcWorkerBackend(url, model, pool.kind))
         self._resolver = resolver
         self._policy = policy
         self._resolved: dict[str, list[str]] = {}  # dns:// endpoint -> grpc://address:port, as last resolved
         self._resolved_at = float("-inf")
-        self._live: dict[tuple[str, str], WorkerBackend] = {}  # (endpoint, pool kind) -> client
-        self._retiring: dict[tuple[str, str], WorkerBackend] = {}
+        self._live: dict[Key, WorkerBackend] = {}
+        self._retiring: dict[Key, WorkerBackend] = {}
         self._live = {key: self._new(key, pool) for key, pool in self._keys(policy).items()}
 
-    def _new(self, key: tuple[str, str], pool: Pool) -> WorkerBackend:
-        return self._backend_factory(key[0], self._model_id, pool)
+    def _new(self, key: Key, pool: Pool) -> WorkerBackend:
+        return self._backend_factory(key[0], key[2], pool)
 
     async def apply(self, policy: Policy) -> None:
         """Follow a new policy: new backends are polled once before any request can see them."""
@@ -69,7 +70,7 @@ class BackendRegistry:
             self._retiring[key] = backend
             asyncio.get_running_loop().create_task(self._close_when_idle(key, backend))
 
-    async def _close_when_idle(self, key: tuple[str, str], backend: WorkerBackend) -> None:
+    async def _close_when_idle(self, key: Key, backend: WorkerBackend) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + RETIRE_GRACE_S
         while backend.inflight and loop.time() < deadline:
@@ -77,9 +78,10 @@ class BackendRegistry:
         self._retiring.pop(key, None)
         await backend.close()
 
-    def backends(self, pool: Pool) -> list[WorkerBackend]:
+    def backends(self, policy: Policy, pool_name: str) -> list[WorkerBackend]:
         """The clients for a pool of the policy a request started with."""
-        keys = [(url, pool.kind) for url in self._expand(pool)]
+        pool, model = policy.pools[pool_name], policy.model_of(pool_name, self._default_model)
+        keys = [(url, pool.kind, model) for url in self._expand(pool)]
         return [b for key in keys if (b := self._live.get(key) or self._retiring.get(key)) is not None]
 
     def all(self) -> list[WorkerBackend]:
@@ -119,8 +121,12 @@ class BackendRegistry:
             for target in self._resolved.get(url, [] if url.startswith("dns://") else [url])
         ]
 
-    def _keys(self, policy: Policy) -> dict[tuple[str, str], Pool]:
-        return {(url, pool.kind): pool for pool in policy.pools.values() for url in self._expand(pool)}
+    def _keys(self, policy: Policy) -> dict[Key, Pool]:
+        return {
+            (url, pool.kind, policy.model_of(name, self._default_model)): pool
+            for name, pool in policy.pools.items()
+            for url in self._expand(pool)
+        }
 
     async def poll_forever(self, interval_s: float) -> None:
         while True:

@@ -19,6 +19,7 @@ def classify(
     reported_device: DeviceCapability | None = None,
     tenant: str = "default",
     priority: int = 0,
+    model: str = "",
 ) -> RequestFeatures:
     detected = privacy.detected(policy, text)
     return RequestFeatures(
@@ -32,4 +33,5 @@ def classify(
         tenant=tenant,
         priority=priority,
         detected=detected,
+        model=model,
     )

@@ -32,6 +32,7 @@ class RequestFeatures:
     tenant: str
     priority: int = 0
     detected: tuple[str, ...] = ()  # detectors that fired on the prompt text
+    model: str = ""  # the request's `model`: only pools serving it are routed to
 
 
 def parse_device_header(value: str | None) -> DeviceCapability | None:

@@ -1,4 +1,5 @@
-"""Match a request's features against the policy: first matching rule wins.
+"""Match a request's features against the policy: the first rule that matches and routes to a pool serving the
+request's model wins (a rule whose pools all serve other models is passed over).
 
 The privacy invariant is applied here too, after the rules (gateway.privacy
 decides), so no rule and no fallback can send a private request to a cloud
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from gateway import privacy
 from gateway.classify.features import RequestFeatures
 from gateway.errors import NoBackend
-from gateway.policy.schema import DeviceMatch, IntRange, Match, Policy
+from gateway.policy.schema import DeviceMatch, IntRange, Match, Policy, Rule
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ def trace_rules(policy: Policy, features: RequestFeatures) -> list[RuleTrace]:
     """Every rule tried, in order, up to and including the first that matches."""
     traces = []
     for rule in policy.rules:
-        reasons = mismatches(rule.match, features)
+        reasons = _why_not(policy, rule, features)
         traces.append(RuleTrace(rule.name, not reasons, tuple(reasons)))
         if not reasons:
             break
@@ -40,12 +41,26 @@ def trace_rules(policy: Policy, features: RequestFeatures) -> list[RuleTrace]:
 
 
 def decide(policy: Policy, features: RequestFeatures) -> Decision:
-    rule = next((r for r in policy.rules if not mismatches(r.match, features)), None)
+    rule = next((r for r in policy.rules if not _why_not(policy, r, features)), None)
     if rule is None:
-        raise NoBackend("no policy rule matched this request (add a catch-all rule without `match`)")
+        model = f" for model {features.model!r}" if policy.models else ""
+        raise NoBackend(f"no policy rule matched this request{model} (add a catch-all rule without `match`)")
     private = privacy.is_private(policy, features.privacy_tags)
-    allowed, blocked = privacy.allowed_pools(policy, (rule.route, *rule.fallback), private)
+    allowed, blocked = privacy.allowed_pools(policy, _model_pools(policy, rule, features.model), private)
     return Decision(rule.name, allowed, private, blocked)
+
+
+def _model_pools(policy: Policy, rule: Rule, model: str) -> tuple[str, ...]:
+    """The rule's route and fallbacks that serve the model."""
+    serving = policy.pools_serving(model)
+    return tuple(p for p in (rule.route, *rule.fallback) if serving is None or p in serving)
+
+
+def _why_not(policy: Policy, rule: Rule, features: RequestFeatures) -> list[str]:
+    reasons = mismatches(rule.match, features)
+    if not reasons and not _model_pools(policy, rule, features.model):
+        reasons.append(f"model: none of its pools {[rule.route, *rule.fallback]} serves {features.model!r}")
+    return reasons
 
 
 def mismatches(match: Match, f: RequestFeatures) -> list[str]:
@@ -56,6 +71,8 @@ def mismatches(match: Match, f: RequestFeatures) -> list[str]:
     reasons += _range("prompt_tokens", match.prompt_tokens, f.prompt_tokens)
     reasons += _range("max_tokens", match.max_tokens, f.max_tokens)
     reasons += _range("priority", match.priority, f.priority)
+    if match.model is not None and f.model not in match.model:
+        reasons.append(f"model: {f.model!r} not in {match.model}")
     if match.tenant is not None and f.tenant not in match.tenant:
         reasons.append(f"tenant: {f.tenant!r} not in {match.tenant}")
     if match.device is not None:

@@ -61,9 +61,10 @@ class PolicyReloader:
             return False
         try:
             policy = parse_policy(text, str(status.path))
-        except PolicyError as exc:
+            self._state.check_models(policy)
+        except (PolicyError, ValueError) as exc:
             status.sha256 = new_digest  # do not report the same broken file again until it changes
-            return self._reject(str(exc))
+            return self._reject(f"{status.path}: {exc}" if not isinstance(exc, PolicyError) else str(exc))
         await self._state.registry.apply(policy)
         self._state.policy = policy
         self._state.policy_status = PolicyStatus(status.path, new_digest, time.time())

@@ -70,6 +70,7 @@ def read_trace(path: Path) -> list[RequestFeatures]:
                         tenant=raw.get("tenant", "default"),
                         priority=int(raw.get("priority", 0)),
                         detected=tuple(raw.get("detected", [])),
+                        model=str(raw.get("model", "")),
                     )
                 )
             except (ValueError, KeyError, TypeError) as exc:

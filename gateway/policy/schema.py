@@ -53,6 +53,7 @@ class Match(_Strict):
     device: DeviceMatch | None = None
     tenant: list[str] | None = None
     priority: IntRange | None = None
+    model: list[str] | None = Field(default=None, description="any of these model ids (the request's `model`)")
 
 
 class Rule(_Strict):
@@ -172,16 +173,74 @@ class Privacy(_Strict):
         return _known("detector", value, DETECTORS)
 
 
+class ModelSpec(_Strict):
+    """A model the gateway serves (its tokenizer from TANDEM_MODEL_DIR or TANDEM_MODEL_DIRS) and the pools whose
+    workers run it."""
+
+    pools: list[str] = Field(min_length=1, description="the pools serving this model; a pool serves one model")
+    owned_by: str = Field(default="tandem", description="`owned_by` in /v1/models")
+
+
 class Policy(_Strict):
     version: Literal[1]
     privacy: Privacy = Privacy()
     pools: dict[str, Pool] = Field(min_length=1)
+    models: dict[str, ModelSpec] = Field(
+        default_factory=dict,
+        description="model id -> the pools serving it (every pool in exactly one); empty: the gateway's one model, "
+        "served by every pool",
+    )
     rules: list[Rule] = Field(min_length=1)
+
+    def pools_serving(self, model: str) -> frozenset[str] | None:
+        """The pools that serve `model`; None when the policy names no models (every pool serves the one model)."""
+        if not self.models:
+            return None
+        spec = self.models.get(model)
+        return frozenset(spec.pools) if spec else frozenset()
+
+    def model_of(self, pool: str, default: str) -> str:
+        """The model a pool's workers run: the one whose `pools` names it; without `models`, the gateway's one."""
+        return next((name for name, spec in self.models.items() if pool in spec.pools), default)
 
     @model_validator(mode="after")
     def _references(self) -> "Policy":
+        served_by: dict[str, str] = {}
+        for name, spec in self.models.items():
+            for j, pool in enumerate(spec.pools):
+                if pool not in self.pools:
+                    raise PolicyFieldError(
+                        ("models", name, "pools", j),
+                        f"model {name!r} names unknown pool {pool!r}; pools: {sorted(self.pools)}",
+                    )
+                if pool in served_by and served_by[pool] != name:
+                    raise PolicyFieldError(
+                        ("models", name, "pools", j),
+                        f"pool {pool!r} is named by models {served_by[pool]!r} and {name!r}; a pool's workers run one model",
+                    )
+                served_by[pool] = name
+        if self.models and (unserved := sorted(set(self.pools) - set(served_by))):
+            raise PolicyFieldError(
+                ("models",), f"pool(s) {unserved} serve no model: with `models`, each pool is named by one model"
+            )
+        runs: dict[str, tuple[str, str]] = {}  # endpoint -> (its model, a pool naming it)
+        for pool_name, pool in self.pools.items():
+            model = served_by.get(pool_name, "")
+            for url in pool.endpoints:
+                other = runs.setdefault(url, (model, pool_name))
+                if other[0] != model:
+                    raise PolicyFieldError(
+                        ("pools", pool_name, "endpoints"),
+                        f"endpoint {url!r} is in pools {other[1]!r} and {pool_name!r}, which serve different models",
+                    )
         names = [rule.name for rule in self.rules]
         for i, rule in enumerate(self.rules):
+            unknown = [m for m in rule.match.model or () if self.models and m not in self.models]
+            if unknown:
+                raise PolicyFieldError(
+                    ("rules", i, "match", "model"),
+                    f"rule {rule.name!r} matches unknown model(s) {unknown}; models: {sorted(self.models)}",
+                )
             if names.index(rule.name) != i:
                 raise PolicyFieldError(
                     ("rules", i, "name"), f"rule name {rule.name!r} is used twice; names must be unique"

@@ -8,8 +8,10 @@ import sys
 import time
 
 import httpx
+import openai
 import pytest
 
+from tandem.demo_model import DemoShape, write_demo_checkpoint
 from tests.conftest import free_port
 from tests.stack import write_policy
 
@@ -21,11 +23,13 @@ def is_listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def test_up_serves_both_routes_and_stops_on_ctrl_c(tmp_path):
+def test_up_serves_both_routes_and_a_second_model_and_stops_on_ctrl_c(tmp_path):
     cloud_port, edge_port, gateway_port = free_port(), free_port(), free_port()
     policy = write_policy(tmp_path / "policy.yaml", cloud_port, edge_port)
+    second = write_demo_checkpoint(tmp_path / "second-model", DemoShape(max_position_embeddings=1024, fit_steps=0))
+    up = ["up", "--state-dir", str(tmp_path / "state"), "--policy", str(policy), "--model", str(second)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "tandem.cli", "up", "--state-dir", str(tmp_path / "state"), "--policy", str(policy)],
+        [sys.executable, "-m", "tandem.cli", *up],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -45,9 +49,37 @@ def test_up_serves_both_routes_and_stops_on_ctrl_c(tmp_path):
         long = httpx.post(url, json=long_body, headers={"X-Tandem-Device": '{"npu": true}'}, timeout=30)
         assert long.headers["x-tandem-route"] == "cloud; rule=default"
         assert (tmp_path / "state" / "models" / "tandem-demo" / "model.safetensors").is_file()
+        check_two_models(f"http://127.0.0.1:{gateway_port}/v1", cloud_port, edge_port)
     finally:
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=30)
     assert process.returncode == 0, output
     assert "stopped." in output
     assert not any(is_listening(p) for p in (cloud_port, edge_port, gateway_port))
+
+
+def check_two_models(base_url: str, cloud_port: int, edge_port: int) -> None:
+    """Each model is listed with its context, answered by its own pool only; an unknown one is a 404 naming it."""
+    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    listed = {m.id: m for m in client.models.list().data}
+    assert set(listed) == {"tandem-demo", "second-model"}
+    assert listed["tandem-demo"].context_length == 2048 and listed["second-model"].context_length == 1024
+    assert client.models.retrieve("second-model").owned_by == "tandem"
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("third-model")
+    assert "third-model" in missing.value.message and missing.value.code == "model_not_found"
+    for model, not_on in (("second-model", (cloud_port, edge_port)), ("tandem-demo", ())):
+        reply = client.chat.completions.with_raw_response.create(
+            model=model, max_tokens=4, messages=[{"role": "user", "content": "hi"}]
+        )
+        backend = reply.headers["x-tandem-backend"]
+        assert reply.parse().model == model
+        assert not any(backend.endswith(f":{port}") for port in not_on), backend
+    assert backend.endswith((f":{cloud_port}", f":{edge_port}"))  # the demo model: its own pools
+    with pytest.raises(openai.InternalServerError) as refused:  # no edge pool serves the second model
+        client.chat.completions.create(
+            model="second-model", max_tokens=4, messages=[{"role": "user", "content": "mail me at ana@example.org"}]
+        )
+    assert refused.value.status_code == 503 and "private" in refused.value.message
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="third-model", max_tokens=4, messages=[{"role": "user", "content": "hi"}])

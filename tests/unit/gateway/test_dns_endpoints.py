@@ -44,7 +44,7 @@ def make(dns: Dns) -> tuple[BackendRegistry, object]:
 
 
 def endpoints(registry: BackendRegistry, policy, pool: str) -> list[str]:
-    return [b.endpoint for b in registry.backends(policy.pools[pool])]
+    return [b.endpoint for b in registry.backends(policy, pool)]
 
 
 async def test_a_dns_endpoint_becomes_one_backend_per_address(monkeypatch):

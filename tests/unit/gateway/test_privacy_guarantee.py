@@ -17,13 +17,14 @@ from pydantic import ValidationError
 from gateway.classify.features import RequestFeatures
 from gateway.dispatch import dispatch
 from gateway.errors import NoBackend
-from gateway.policy.schema import IntRange, Match, Policy, Pool, Privacy, Profile, Rule
+from gateway.policy.schema import IntRange, Match, ModelSpec, Policy, Pool, Privacy, Profile, Rule
 from gateway.privacy import PrivacyViolation
 from proto.gen import worker_pb2
 from tests.scripted_backend import FAIL, registry_for, scripted
 
 TAGS = ["private", "pii", "confidential", "public", "marketing"]
 POOL_NAMES = ["p0", "p1", "p2", "p3"]
+MODELS = ["m0", "m1"]
 
 
 @st.composite
@@ -59,10 +60,14 @@ def scenarios(draw):
     reported = {e: ("cloud" if e in liars else kind) for name, kind in kinds.items() for e in endpoints[name]}
     never = draw(st.lists(st.sampled_from(TAGS), min_size=1, max_size=3))
     tags = frozenset(draw(st.lists(st.sampled_from(TAGS), max_size=3)))
-    return kinds, endpoints, rules, never, failing, reported, tags
+    # Sometimes two models, each pool serving one of them; the request names one.
+    owners = draw(st.none() | st.lists(st.sampled_from(MODELS), min_size=len(POOL_NAMES), max_size=len(POOL_NAMES)))
+    models = {m: [p for p, o in zip(POOL_NAMES, owners, strict=True) if o == m] for m in MODELS} if owners else {}
+    model = draw(st.sampled_from(MODELS)) if models else ""
+    return kinds, endpoints, rules, never, failing, reported, (tags, models, model)
 
 
-def raw_policy(kinds, endpoints, rules, never) -> dict:
+def raw_policy(kinds, endpoints, rules, never, models) -> dict:
     def match(privacy, max_tokens):
         return {
             k: v
@@ -78,13 +83,15 @@ def raw_policy(kinds, endpoints, rules, never) -> dict:
         "privacy": {"never_leave_device": never},
         "pools": {n: {"kind": kinds[n], "endpoints": endpoints[n]} for n in POOL_NAMES},
         "rules": [{"name": n, "match": match(p, m), "route": r, "fallback": f} for n, p, m, r, f in rules],
+        "models": {m: {"pools": pools} for m, pools in models.items()},
     }
 
 
-def unchecked_policy(kinds, endpoints, rules, never) -> Policy:
+def unchecked_policy(kinds, endpoints, rules, never, models) -> Policy:
     """Bypasses every validator, as if the load-time privacy check had a bug."""
     return Policy.model_construct(
         version=1,
+        models={m: ModelSpec.model_construct(pools=pools, owned_by="t") for m, pools in models.items()},
         privacy=Privacy.model_construct(never_leave_device=never, detectors=[], detected_tag="pii"),
         pools={n: Pool.model_construct(kind=kinds[n], endpoints=endpoints[n], profile=Profile()) for n in POOL_NAMES},
         rules=[
@@ -99,12 +106,12 @@ def unchecked_policy(kinds, endpoints, rules, never) -> Policy:
     )
 
 
-def run(policy: Policy, failing, reported, tags, prompt_tokens=100):
+def run(policy: Policy, failing, reported, tags, prompt_tokens=100, model=""):
     factory = scripted({e: FAIL for e in failing}, reported)
 
     async def go():
         registry = registry_for(policy, factory)
-        features = RequestFeatures(prompt_tokens, 16, tags, None, "t")
+        features = RequestFeatures(prompt_tokens, 16, tags, None, "t", model=model)
         request = worker_pb2.GenerateRequest(request_id="r", prompt_token_ids=[1, 2, 3])
         try:
             routed = await dispatch(policy, registry, features, request, timeout_s=1.0)
@@ -118,8 +125,10 @@ def run(policy: Policy, failing, reported, tags, prompt_tokens=100):
     return asyncio.run(go()), factory.wire_log
 
 
-def assert_private_stays_on_edge(policy, tags, wire_log, outcome):
+def assert_private_stays_on_edge(policy, tags, wire_log, outcome, model=""):
     private = bool(tags & set(policy.privacy.never_leave_device))
+    serving = policy.pools_serving(model)
+    assert outcome is None or serving is None or outcome in serving, f"{model!r} was served by pool {outcome!r}"
     for endpoint, pool_kind, reported_kind, sent_private in wire_log:
         assert sent_private == private
         if private:
@@ -131,22 +140,22 @@ def assert_private_stays_on_edge(policy, tags, wire_log, outcome):
 @settings(max_examples=300, deadline=None)
 @given(scenarios())
 def test_no_tagged_request_reaches_a_cloud_backend_with_checked_policies(scenario):
-    kinds, endpoints, rules, never, failing, reported, tags = scenario
+    kinds, endpoints, rules, never, failing, reported, (tags, models, model) = scenario
     try:
-        policy = Policy.model_validate(raw_policy(kinds, endpoints, rules, never))
+        policy = Policy.model_validate(raw_policy(kinds, endpoints, rules, never, models))
     except ValidationError:
         return  # refused at load: it never serves anyone
-    outcome, wire_log = run(policy, failing, reported, tags)
-    assert_private_stays_on_edge(policy, tags, wire_log, outcome)
+    outcome, wire_log = run(policy, failing, reported, tags, model=model)
+    assert_private_stays_on_edge(policy, tags, wire_log, outcome, model)
 
 
 @settings(max_examples=300, deadline=None)
 @given(scenarios())
 def test_no_tagged_request_reaches_a_cloud_backend_even_if_the_load_check_were_bypassed(scenario):
-    kinds, endpoints, rules, never, failing, reported, tags = scenario
-    policy = unchecked_policy(kinds, endpoints, rules, never)
-    outcome, wire_log = run(policy, failing, reported, tags)
-    assert_private_stays_on_edge(policy, tags, wire_log, outcome)
+    kinds, endpoints, rules, never, failing, reported, (tags, models, model) = scenario
+    policy = unchecked_policy(kinds, endpoints, rules, never, models)
+    outcome, wire_log = run(policy, failing, reported, tags, model=model)
+    assert_private_stays_on_edge(policy, tags, wire_log, outcome, model)
 
 
 def test_the_backend_client_itself_refuses_a_private_request_for_a_cloud_backend():

@@ -164,7 +164,7 @@ def test_a_refused_request_costs_no_tokenization(gateway, monkeypatch):
     for _ in range(3):
         assert gateway.post("/v1/route/explain", json=ASK, headers=bearer(KEY)).status_code == 200
     tokenized = []
-    tokenizer = gateway.app.state.gateway.tokenizer
+    tokenizer = next(iter(gateway.app.state.gateway.models.values())).tokenizer
     monkeypatch.setattr(tokenizer, "encode_chat", lambda messages: tokenized.append(messages) or [1])
     assert gateway.post("/v1/route/explain", json=ASK, headers=bearer(KEY)).status_code == 429
     assert tokenized == []
