@@ -156,15 +156,14 @@ async def _serve(
         metrics.TTFT.labels(one.pool).observe(one.ttft_s)
         state.ttft.add(one.pool, one.ttft_s)
     span = trace.get_current_span()
-    for key, value in (
-        ("tandem.rule", routed.rule),
-        ("tandem.pool", routed.pool),
-        ("tandem.backend", routed.backend.endpoint),
-    ):
-        span.set_attribute(key, value)
+    genai = _genai_request(shape, gen_request, body.n)
+    span.set_attributes(
+        genai | {"tandem.rule": routed.rule, "tandem.pool": routed.pool, "tandem.backend": routed.backend.endpoint}
+    )
     traced = _StreamTrace(
         context.get_current(),
         prepared.text if privacy.may_trace_content(private, state.settings.trace_content) else None,
+        genai,
     )
     headers = {"X-Tandem-Route": f"{routed.pool}; rule={routed.rule}", "X-Tandem-Backend": routed.backend.endpoint}
 
@@ -281,17 +280,41 @@ async def _merged(streams: list[AsyncIterator[str]], shape: ResponseShape, usage
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def _genai_request(shape: ResponseShape, request: worker_pb2.GenerateRequest, n: int) -> dict:
+    """OpenTelemetry's GenAI attributes of the request (semantic conventions, gen_ai.*): the values it runs with,
+    defaults applied."""
+    attributes = {
+        "gen_ai.operation.name": "chat" if shape.is_chat else "text_completion",
+        "gen_ai.provider.name": "tandem",
+        "gen_ai.request.model": request.model,
+        "gen_ai.request.max_tokens": request.sampling.max_tokens,
+        "gen_ai.request.temperature": request.sampling.temperature,
+        "gen_ai.request.top_p": request.sampling.top_p,
+        "gen_ai.response.id": shape.response_id,
+    }
+    if request.sampling.top_k:
+        attributes["gen_ai.request.top_k"] = request.sampling.top_k
+    if request.sampling.HasField("seed"):
+        attributes["gen_ai.request.seed"] = request.sampling.seed
+    if n > 1:
+        attributes["gen_ai.request.choice.count"] = n
+    return attributes
+
+
 @dataclass(frozen=True)
 class _StreamTrace:
-    """Where the `gateway.stream` span hangs (the request's span), and the prompt text when content is traced."""
+    """Where the `gateway.stream` span hangs (the request's span), the prompt text when content is traced, and the
+    request's GenAI attributes."""
 
     parent: context.Context
     prompt_text: str | None
+    genai: dict
 
     @contextmanager
     def span(self, routed: RoutedStream, parts: list[str]) -> Iterator[trace.Span]:
         # Not made current: a streamed body may be closed from another context than it started in.
-        span = tracer.start_span("gateway.stream", context=self.parent)
+        span = tracer.start_span("gateway.stream", context=self.parent, attributes=self.genai)
+        span.set_attribute("gen_ai.response.model", self.genai["gen_ai.request.model"])
         span.set_attribute("tandem.backend", routed.backend.endpoint)
         span.set_attribute("tandem.predicted_cached_tokens", routed.predicted_cached_tokens)
         try:
@@ -309,9 +332,15 @@ class _StreamTrace:
 
 def _end_of_stream(span: trace.Span, last: worker_pb2.GenerateChunk) -> None:
     span.set_attribute("tandem.finish_reason", last.finish_reason)
+    span.set_attribute("gen_ai.response.finish_reasons", [last.finish_reason])
     if last.HasField("usage"):
-        span.set_attribute("tandem.completion_tokens", last.usage.completion_tokens)
-        span.set_attribute("tandem.cached_prompt_tokens", last.usage.cached_prompt_tokens)
+        span.set_attributes({
+            "tandem.completion_tokens": last.usage.completion_tokens,
+            "tandem.cached_prompt_tokens": last.usage.cached_prompt_tokens,
+            "gen_ai.usage.input_tokens": last.usage.prompt_tokens,
+            "gen_ai.usage.output_tokens": last.usage.completion_tokens,
+            "gen_ai.usage.cache_read.input_tokens": last.usage.cached_prompt_tokens,
+        })  # fmt: skip
 
 
 async def _collect(

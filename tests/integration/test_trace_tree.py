@@ -41,6 +41,7 @@ def traced_chat(url: str, collector: OtlpCollector, content: str, until: set[str
         model=MODEL,
         messages=[{"role": "user", "content": content}],
         max_tokens=4,
+        temperature=0,
         extra_headers={"traceparent": f"00-{trace_id}-{os.urandom(8).hex()}-01"},
     )
     deadline = time.monotonic() + 10
@@ -105,6 +106,22 @@ def test_the_tree_of_one_cloud_request(stack, collector):
     assert stream.attributes["tandem.cached_prompt_tokens"] == prefill.attributes["tandem.cached_prompt_tokens"]
     assert stream.attributes["tandem.completion_tokens"] == 4
     assert one(spans, "gateway.auth").attributes["tandem.tenant"] == "default"
+    # OpenTelemetry's GenAI conventions, alongside: the request on the server span, the answer on the stream's.
+    genai_request = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": MODEL,
+        "gen_ai.request.max_tokens": 4,
+        "gen_ai.request.temperature": 0.0,  # what it ran with: the request's
+    }
+    assert genai_request.items() <= server.attributes.items()
+    assert genai_request.items() <= stream.attributes.items()
+    assert stream.attributes["gen_ai.response.model"] == MODEL
+    assert stream.attributes["gen_ai.response.finish_reasons"] == ["length"]
+    assert stream.attributes["gen_ai.usage.output_tokens"] == 4
+    assert stream.attributes["gen_ai.usage.input_tokens"] > 512  # the long prompt, after the chat template
+    assert (
+        stream.attributes["gen_ai.usage.cache_read.input_tokens"] == prefill.attributes["tandem.cached_prompt_tokens"]
+    )
     # No prompt or completion text anywhere, by default.
     assert not any(SECRET in str(s.attributes) for s in spans)
 
@@ -168,3 +185,6 @@ def test_a_streamed_answer_has_its_stream_span_too(stack, collector):
         time.sleep(0.1)
     assert spans[0].attributes["tandem.completion_tokens"] == 5
     assert spans[0].attributes["tandem.finish_reason"] == "length"
+    assert spans[0].attributes["gen_ai.usage.output_tokens"] == 5
+    assert spans[0].attributes["gen_ai.response.finish_reasons"] == ["length"]
+    assert spans[0].attributes["gen_ai.request.temperature"] == 1.0  # unset: the model's default (OpenAI's here)
