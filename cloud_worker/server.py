@@ -97,6 +97,7 @@ def run(
     worker_id: str | None = None,
     hint_ttl_s: float = DEFAULT_HINT_TTL_S,
     metrics_port: int | None = None,
+    serve_openai: bool = False,
 ) -> None:
     setup_tracing("tandem-cloud-worker")
     model_id = model_id_for(model_dir, model_id)
@@ -109,7 +110,16 @@ def run(
         log.info("REDIS_URL not set: prefix hints are not published (gateways route by their own history)")
     try:
         engine = build_engine(model_dir, model_id, config, publisher.publish if publisher else None)
-        background = (lambda: serve_http(metrics_app(engine), host, metrics_port)) if metrics_port else None
+        background = None
+        if metrics_port:
+            app = metrics_app(engine)
+            if serve_openai:  # opened in so many words: no key is checked here, an inference gateway is in front
+                from gateway.api.engine_app import add_openai_routes
+                from gateway.chat_tokenizer import ChatTokenizer
+
+                add_openai_routes(app, engine, ChatTokenizer(model_dir), model_id, private=False, require_model=True)
+                log.info("serving OpenAI chat completions on :%d (--serve-openai, no API key)", metrics_port)
+            background = lambda: serve_http(app, host, metrics_port)  # noqa: E731
         asyncio.run(serve(engine, host, port, background))
     finally:
         if publisher:

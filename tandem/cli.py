@@ -124,6 +124,13 @@ def cloud_worker(
         float, typer.Option(help="prefix hints expire this long after the worker stops refreshing")
     ] = 30.0,
     metrics_port: Annotated[int | None, typer.Option(help="serve Prometheus /metrics on this port")] = None,
+    serve_openai: Annotated[
+        bool,
+        typer.Option(
+            help="also serve OpenAI chat completions on --metrics-port, without API keys or Tandem's privacy "
+            "routing: for an inference gateway in front (an llm-d InferencePool); off unless given"
+        ),
+    ] = False,
     log_level: str = "info",
 ) -> None:
     """A cloud worker: the paged engine serving the checkpoint over the Worker gRPC service."""
@@ -151,8 +158,10 @@ def cloud_worker(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     try:
-        run(model, host, port, model_id, config, redis_url, worker_id, hint_ttl_s, metrics_port)
-    except (CheckpointError, UnsupportedModelError, TensorParallelError) as exc:
+        if serve_openai and not metrics_port:
+            raise ValueError("--serve-openai serves on --metrics-port: give one")
+        run(model, host, port, model_id, config, redis_url, worker_id, hint_ttl_s, metrics_port, serve_openai)
+    except (CheckpointError, UnsupportedModelError, TensorParallelError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
 

@@ -1,22 +1,35 @@
 """deploy/k8s: every manifest is valid against the Kubernetes schemas (offline), and keeps the invariants an
 operator relies on: GPU requests on workers, limits and probes everywhere, pinned images, TP ranks on one
-node, a policy that reloads live and routes to Services that exist."""
+node, a policy that reloads live and routes to Services that exist, and an InferencePool whose endpoint picker
+reaches the cloud workers and reads metrics they export."""
 
 import shutil
 import subprocess
 from pathlib import Path
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
 from gateway.policy.loader import parse_policy
+from tandem.engine_api import EngineStats
+from tandem.worker_metrics import EngineCollector
 from tests.kustomize import build, containers
 
 K8S = Path(__file__).parents[2] / "deploy" / "k8s"
-KUSTOMIZATIONS = ["base", "overlays/dev", "overlays/prod", "tenant"]
+VENDORED_CRDS = Path(__file__).parents[1] / "data" / "crds"  # trimmed upstream schemas: its README.md
+GATEWAY_API = "overlays/gateway-api"
+OVERLAYS = ["overlays/dev", "overlays/prod", GATEWAY_API]
+KUSTOMIZATIONS = ["base", *OVERLAYS, "tenant"]
 KUBERNETES_VERSION = "1.32.0"
-CRDS = {"ServiceMonitor": "monitoring.coreos.com/v1"}  # no built-in schema: checked by hand below
+# No built-in schema: ServiceMonitor is checked by hand, InferencePool and HTTPRoute against VENDORED_CRDS.
+CRDS = {
+    "ServiceMonitor": "monitoring.coreos.com/v1",
+    "InferencePool": "inference.networking.k8s.io/v1",
+    "HTTPRoute": "gateway.networking.k8s.io/v1",
+}
 WORKLOADS = {"Deployment", "DaemonSet", "StatefulSet"}
 
 
@@ -57,7 +70,7 @@ def test_loose_manifests_are_valid_too():
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
 
 
-@pytest.mark.parametrize("name", ["overlays/dev", "overlays/prod"])
+@pytest.mark.parametrize("name", OVERLAYS)
 def test_every_container_has_pinned_image_limits_and_probes(name):
     for obj in render(name):
         if obj["kind"] not in WORKLOADS:
@@ -113,7 +126,7 @@ def test_the_policy_is_valid_reloads_live_and_routes_to_services_that_exist(name
             assert int(port) in {p["port"] for p in service["spec"]["ports"]}
 
 
-@pytest.mark.parametrize("name", ["overlays/dev", "overlays/prod"])
+@pytest.mark.parametrize("name", OVERLAYS)
 def test_services_budgets_and_autoscalers_select_what_exists(name):
     objects = render(name)
     pod_labels = [o["spec"]["template"]["metadata"]["labels"] for o in objects if o["kind"] in WORKLOADS]
@@ -163,3 +176,138 @@ def test_the_tenant_template_caps_gpus_memory_and_pods():
         x for x in find(objects, "LimitRange", "tenant-limits")["spec"]["limits"] if x["type"] == "Container"
     ]
     assert {"cpu", "memory"} <= set(container["default"]) and "nvidia.com/gpu" in container["max"]
+
+
+def closed(schema):
+    """Unknown fields rejected, as `kubectl apply`'s strict field validation rejects them."""
+    if isinstance(schema, list):
+        return [closed(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    schema = {key: closed(value) for key, value in schema.items()}
+    if "properties" in schema:
+        schema.setdefault("additionalProperties", False)
+    return schema
+
+
+def vendored_schemas() -> dict[tuple[str, str], dict]:
+    """(apiVersion, kind) -> the vendored openAPIV3Schema, closed."""
+    schemas = {}
+    for path in VENDORED_CRDS.glob("*.yaml"):
+        spec = yaml.safe_load(path.read_text())["spec"]
+        for version in spec["versions"]:
+            schemas[f"{spec['group']}/{version['name']}", spec["names"]["kind"]] = closed(
+                version["schema"]["openAPIV3Schema"]
+            )
+    return schemas
+
+
+def flags(container: dict) -> dict[str, str]:
+    return dict(a.removeprefix("--").split("=", 1) for a in container["args"] if a.startswith("--") and "=" in a)
+
+
+def the_only(objects: list[dict], kind: str) -> dict:
+    (obj,) = [o for o in objects if o["kind"] == kind]
+    return obj
+
+
+def test_the_inference_pool_and_route_are_valid_against_the_vendored_crds():
+    schemas = vendored_schemas()
+    for kind in ("InferencePool", "HTTPRoute"):
+        obj = the_only(render(GATEWAY_API), kind)
+        schema = schemas[obj["apiVersion"], kind]
+        jsonschema.Draft202012Validator.check_schema(schema)
+        errors = [
+            f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+            for e in jsonschema.Draft202012Validator(schema).iter_errors(obj)
+        ]
+        assert not errors, f"{kind}: {errors}"
+
+
+def test_the_route_reaches_the_pool_and_the_pool_the_cloud_workers():
+    objects = render(GATEWAY_API)
+    pool, route = the_only(objects, "InferencePool"), the_only(objects, "HTTPRoute")
+    for rule in route["spec"]["rules"]:
+        for ref in rule["backendRefs"]:
+            assert (ref["group"], ref["kind"]) == ("inference.networking.k8s.io", "InferencePool")
+            assert ref["name"] == pool["metadata"]["name"]
+    selector = pool["spec"]["selector"]["matchLabels"]
+    selected = [
+        o["metadata"]["name"]
+        for o in objects
+        if o["kind"] in WORKLOADS and selector.items() <= o["spec"]["template"]["metadata"]["labels"].items()
+    ]
+    assert selected == ["cloud-worker"]  # its pods, and no edge agent or gateway
+    (worker,) = find(objects, "Deployment", "cloud-worker")["spec"]["template"]["spec"]["containers"]
+    (target,) = pool["spec"]["targetPorts"]
+    assert target["number"] in {p["containerPort"] for p in worker["ports"]}
+    # The picker scrapes /metrics on the target port (no --model-server-metrics-port): the worker's metrics port,
+    # where requests are forwarded too, so the worker answers them there (off in the base: opened by the overlay).
+    assert target["number"] == int(flags(worker)["metrics-port"])
+    assert "--serve-openai" in worker["args"]
+    (base_worker,) = find(render("base"), "Deployment", "cloud-worker")["spec"]["template"]["spec"]["containers"]
+    assert "--serve-openai" not in base_worker["args"]
+
+
+def test_the_pool_names_its_endpoint_picker_and_the_picker_its_pool():
+    objects = render(GATEWAY_API)
+    pool = the_only(objects, "InferencePool")
+    ref = pool["spec"]["endpointPickerRef"]
+    assert ref.get("kind", "Service") == "Service" and ref.get("group", "") == ""
+    service = find(objects, "Service", ref["name"])
+    (port,) = [p for p in service["spec"]["ports"] if p["port"] == ref["port"]["number"]]  # CEL: a Service needs one
+    epp = next(
+        o
+        for o in objects
+        if o["kind"] == "Deployment"
+        and service["spec"]["selector"].items() <= o["spec"]["template"]["metadata"]["labels"].items()
+    )
+    (container,) = epp["spec"]["template"]["spec"]["containers"]
+    (grpc,) = [p for p in container["ports"] if port["targetPort"] in (p.get("name"), p["containerPort"])]
+    assert grpc["containerPort"] == int(flags(container)["grpc-port"])  # the ext_proc server the gateway calls
+    assert flags(container)["pool-name"] == pool["metadata"]["name"]
+    env = {e["name"]: e for e in container["env"]}
+    assert flags(container)["pool-namespace"] == "$(NAMESPACE)"
+    assert env["NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"  # the pool's: one overlay
+
+
+# What each scorer reads from the model servers, by the EPP flag that names the metric.
+SCORER_METRIC_FLAGS = {
+    "queue-scorer": "total-queued-requests-metric",
+    "kv-cache-utilization-scorer": "kv-cache-usage-percentage-metric",
+}
+
+
+class _StatsOnly:
+    def stats(self) -> EngineStats:
+        return EngineStats(model_id="m", kind="cloud", execution_provider="torch-cuda", max_context_tokens=1)
+
+
+def test_the_endpoint_picker_config_uses_declared_plugins_and_metrics_the_workers_export():
+    objects = render(GATEWAY_API)
+    pod = find(objects, "Deployment", "tandem-cloud-epp")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    config_file = Path(flags(container)["config-file"])
+    volume_name = next(m["name"] for m in container["volumeMounts"] if Path(m["mountPath"]) == config_file.parent)
+    config_map = next(v["configMap"]["name"] for v in pod["volumes"] if v["name"] == volume_name)
+    config = yaml.safe_load(find(objects, "ConfigMap", config_map)["data"][config_file.name])
+
+    assert (config["apiVersion"], config["kind"]) == ("inference.networking.x-k8s.io/v1alpha1", "EndpointPickerConfig")
+    assert all(set(p) <= {"type", "name", "parameters"} for p in config["plugins"])
+    declared = {p.get("name", p["type"]): p["type"] for p in config["plugins"]}
+    assert len(declared) == len(config["plugins"]), "two plugins under one name"
+    assert config["schedulingProfiles"]
+    for profile in config["schedulingProfiles"]:
+        refs = profile["plugins"]
+        assert all(set(r) <= {"pluginRef", "weight"} for r in refs), profile["name"]
+        assert {r["pluginRef"] for r in refs} <= set(declared), f"{profile['name']}: undeclared plugins"
+        assert [declared[r["pluginRef"]] for r in refs].count("max-score-picker") == 1, profile["name"]
+        assert all(r.get("weight", 1) > 0 for r in refs), profile["name"]
+
+    worker = CollectorRegistry()
+    worker.register(EngineCollector(_StatsOnly()))
+    exported = {family.name for family in worker.collect()}
+    scorers = {declared[r["pluginRef"]] for p in config["schedulingProfiles"] for r in p["plugins"]}
+    assert scorers & set(SCORER_METRIC_FLAGS), "no scorer reads the workers' load"
+    for flag in [SCORER_METRIC_FLAGS[s] for s in scorers & set(SCORER_METRIC_FLAGS)] + ["lora-info-metric"]:
+        assert flags(container)[flag] in exported, f"--{flag}: the workers do not export it"
