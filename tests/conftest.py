@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tandem.demo_model import write_demo_checkpoint
+# The kernel tests run Triton's interpreter on CPU. It must be on before triton is first imported in a test process
+# (triton.language's own functions are defined at import), and any test module may import it first: transformers'
+# modeling classes import torch._dynamo, which imports triton. So it is set here, before anything is collected.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from tandem.demo_model import write_demo_checkpoint  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)

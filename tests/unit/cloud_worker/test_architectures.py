@@ -8,16 +8,9 @@ import shutil
 
 import pytest
 import torch
+import transformers
 from safetensors import safe_open
-from transformers import (
-    AutoModelForCausalLM,
-    LlamaConfig,
-    LlamaForCausalLM,
-    Phi3Config,
-    Phi3ForCausalLM,
-    Qwen3Config,
-    Qwen3ForCausalLM,
-)
+from transformers import AutoModelForCausalLM
 
 from cloud_worker.engine.config import EngineConfig
 from cloud_worker.loader import load_model
@@ -37,10 +30,12 @@ SHAPE = dict(
     max_position_embeddings=512,
 )
 ARCHITECTURES = {
-    "llama": (LlamaConfig, LlamaForCausalLM, dict(rope_theta=5000.0)),
+    # Class names, looked up when used: importing a modeling class imports torch._dynamo and with it triton, which
+    # must not happen before tests/unit/kernels/conftest.py switches on Triton's interpreter (one xdist process).
+    "llama": ("LlamaConfig", "LlamaForCausalLM", dict(rope_theta=5000.0)),
     # with attention_bias: biases on q, k, v and o (o's is added once under tensor parallelism)
-    "qwen3": (Qwen3Config, Qwen3ForCausalLM, dict(head_dim=16, rope_theta=5000.0, attention_bias=True)),
-    "phi3": (Phi3Config, Phi3ForCausalLM, dict(rope_theta=5000.0, pad_token_id=0, bos_token_id=1)),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=16, rope_theta=5000.0, attention_bias=True)),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", dict(rope_theta=5000.0, pad_token_id=0, bos_token_id=1)),
 }
 NEW_TOKENS = 16
 
@@ -64,7 +59,8 @@ def _wide_spread(model: torch.nn.Module, seed: int = 3) -> None:
 @pytest.fixture(scope="module", params=sorted(ARCHITECTURES))
 def saved(request, demo_checkpoint, tmp_path_factory):
     """A tiny checkpoint as `save_pretrained` of the installed transformers writes it, with the demo's tokenizer."""
-    config_class, model_class, extra = ARCHITECTURES[request.param]
+    config_name, model_name, extra = ARCHITECTURES[request.param]
+    config_class, model_class = getattr(transformers, config_name), getattr(transformers, model_name)
     eos = json.loads((demo_checkpoint / "config.json").read_text())["eos_token_id"]
     config = config_class(**SHAPE, **extra, eos_token_id=eos, tie_word_embeddings=False)
     torch.manual_seed(0)
