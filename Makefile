@@ -16,8 +16,10 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: up test install kernels proto schema lint clean
 
+# `make up MODEL=path/to/checkpoint` serves a second model too (a cloud worker of its own; docs/policy.md).
+MODEL ?=
 up: $(STAMP) kernels
-	$(BIN)/tandem up
+	$(BIN)/tandem up $(if $(MODEL),--model $(MODEL))
 
 test: $(STAMP) kernels
 	@command -v redis-server >/dev/null || [ -n "$$REDIS_URL" ] || \

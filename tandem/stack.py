@@ -281,7 +281,7 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
                 local_agent_port=int(os.environ.get("TANDEM_LOCAL_AGENT_PORT", "50062")),
                 more_models=more_models,
             )
-        _print_banner(stack.url, state_dir / "logs", policy_path)
+        _print_banner(stack.url, state_dir / "logs", policy_path, list(more_models))
         while (dead := stack.first_dead()) is None:
             time.sleep(0.5)
         console.print(f"[red]{dead.name} stopped (code {dead.process.returncode})[/red]; last lines:")
@@ -299,7 +299,7 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
         console.print("stopped.")
 
 
-def _print_banner(url: str, log_dir: Path, policy_path: Path) -> None:
+def _print_banner(url: str, log_dir: Path, policy_path: Path, more_models: list[str] = ()) -> None:
     private = {
         "model": "tandem-demo",
         "max_tokens": 16,
@@ -313,6 +313,8 @@ def _print_banner(url: str, log_dir: Path, policy_path: Path) -> None:
     curl = f"curl -si {url}/v1/chat/completions -H 'Content-Type: application/json'"
     console.print(f"\n[bold green]Tandem is up[/bold green] at [bold]{url}[/bold] (OpenAI API under {url}/v1)")
     console.print(f"policy: {policy_path}   logs: {log_dir}/   Ctrl-C stops everything")
+    if more_models:
+        console.print(f"models: tandem-demo, {', '.join(more_models)} (GET {url}/v1/models)")
     if os.environ.get("TANDEM_AUTH", "none") == "none" and not os.environ.get("TANDEM_API_KEYS"):
         console.print(
             "[yellow]auth: none[/yellow] (a local stack: no API keys are checked; it listens on 127.0.0.1 only. "

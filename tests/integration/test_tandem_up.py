@@ -55,6 +55,7 @@ def test_up_serves_both_routes_and_a_second_model_and_stops_on_ctrl_c(tmp_path):
         output, _ = process.communicate(timeout=30)
     assert process.returncode == 0, output
     assert "stopped." in output
+    assert "models: tandem-demo, second-model" in output  # the banner names both
     assert not any(is_listening(p) for p in (cloud_port, edge_port, gateway_port))
 
 
