@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tandem.checkpoint import served_context
+
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM",
     "MistralForCausalLM",
@@ -106,7 +108,7 @@ class ModelConfig:
             num_attention_heads=heads,
             num_key_value_heads=hf.get("num_key_value_heads") or heads,
             head_dim=hf.get("head_dim") or hf["hidden_size"] // heads,
-            max_position_embeddings=_context_limit(arch, hf),
+            max_position_embeddings=served_context(hf),
             rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
             rope_theta=rope_theta,
             rope_scaling=rope_scaling,
@@ -156,13 +158,3 @@ def _rope(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
     if kind not in ROPE_TYPES:
         raise UnsupportedModelError(f"{field}: rope_type {kind!r} not supported (one of {', '.join(ROPE_TYPES)})")
     return theta, None if kind == "default" else scaling
-
-
-def _context_limit(arch: str, hf: dict[str, Any]) -> int:
-    """The context we serve. With a sliding window, only up to the window: there full attention is exact."""
-    limit = hf.get("max_position_embeddings", 2048)
-    uses_window = hf.get("use_sliding_window", False) if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM") else True
-    if "sliding_attention" in (hf.get("layer_types") or ()):
-        uses_window = True
-    window = hf.get("sliding_window") if uses_window else None
-    return min(limit, window) if window else limit

@@ -15,7 +15,7 @@ from jinja2 import TemplateError
 from gateway.api import tools as tool_calls
 from gateway.chat_template import ChatTemplate
 from gateway.errors import BadRequest
-from tandem.checkpoint import GenerationDefaults, load_tokenizer
+from tandem.checkpoint import GenerationDefaults, load_tokenizer, served_context
 from tandem.grammar import llg_tokenizer
 
 
@@ -24,9 +24,7 @@ class ChatTokenizer:
         checkpoint_dir = Path(checkpoint_dir)
         self.tokenizer = load_tokenizer(checkpoint_dir)
         self.generation_defaults = GenerationDefaults.read(checkpoint_dir)  # for the sampling a request leaves unset
-        self.max_context_tokens = json.loads((checkpoint_dir / "config.json").read_text()).get(
-            "max_position_embeddings", 2048
-        )
+        self.max_context_tokens = served_context(json.loads((checkpoint_dir / "config.json").read_text()))
         self.template = ChatTemplate.read(checkpoint_dir)
         # How this model writes a tool call: from the template a request with tools gets, or TANDEM_TOOL_FORMAT
         # (gateway/api/tools.py).

@@ -1,15 +1,32 @@
 """What every process needs to know about a checkpoint directory besides its weights."""
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tokenizers import Tokenizer
+
+from tandem.engine_api import MIN_REPETITION_PENALTY, MIN_TEMPERATURE
 
 
 def model_id_for(checkpoint_dir: Path, override: str | None = None) -> str:
     """The id clients name in `model`: the override, else the directory's name."""
     return override or Path(checkpoint_dir).resolve().name
+
+
+def served_context(config: dict[str, Any]) -> int:
+    """The context a checkpoint is served to (config.json as a dict): max_position_embeddings, or with a sliding
+    window only up to the window, where full attention is exact (the engine has no sliding-window attention). The
+    gateway's limit and /v1/models say the same as the worker."""
+    limit = config.get("max_position_embeddings", 2048)
+    qwen = any(a.startswith(("Qwen2", "Qwen3")) for a in config.get("architectures") or [])
+    uses_window = config.get("use_sliding_window", False) if qwen else True  # Qwen's window is opt-in
+    if "sliding_attention" in (config.get("layer_types") or ()):
+        uses_window = True
+    window = config.get("sliding_window") if uses_window else None
+    return min(limit, window) if window else limit
 
 
 def load_tokenizer(checkpoint_dir: Path) -> Tokenizer:
@@ -20,6 +37,21 @@ def load_tokenizer(checkpoint_dir: Path) -> Tokenizer:
 
 
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+# What a request may set (gateway/api/schemas.py), so a default is one a request could have sent.
+_IN_RANGE = {
+    "temperature": lambda v: v == 0 or MIN_TEMPERATURE <= v <= 2,
+    "top_p": lambda v: 0 < v <= 1,
+    "top_k": lambda v: v >= 0 and float(v).is_integer(),
+    "min_p": lambda v: 0 <= v <= 1,
+    "repetition_penalty": lambda v: MIN_REPETITION_PENALTY <= v <= 10,
+}
+_RANGES = {
+    "temperature": f"0, or {MIN_TEMPERATURE} to 2",
+    "top_p": "above 0, at most 1",
+    "top_k": "a whole number, 0 or -1 for off",
+    "min_p": "0 to 1",
+    "repetition_penalty": f"{MIN_REPETITION_PENALTY} to 10",
+}
 _OPENAI_DEFAULTS = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0}
 
 
@@ -46,8 +78,12 @@ class GenerationDefaults:
             value = config.get(name)
             if value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
+            if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
                 raise ValueError(f"{path}: {name} is {value!r}, not a number")
+            if name == "top_k" and value == -1:
+                value = 0  # vLLM's "off" (HF's is 0)
+            if not _IN_RANGE[name](value):
+                raise ValueError(f"{path}: {name} {value!r} is out of range ({_RANGES[name]})")
             values[name] = type(_OPENAI_DEFAULTS[name])(value)
         if config.get("do_sample") is False:
             values["temperature"] = 0.0

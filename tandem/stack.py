@@ -255,9 +255,13 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
     more_models = {model_id_for(path): path.resolve() for path in model_dirs or []}
     try:
         load_policy(policy_path)
+        if len(more_models) < len(model_dirs or []):
+            raise StackError("--model: two checkpoint directories have the same name (a model's id is its name)")
         for name, path in more_models.items():
             if name == model_dir.name or not (path / "config.json").is_file():
                 raise StackError(f"--model {path}: not a checkpoint directory (no config.json), or named like the demo")
+            if "," in str(path) or "=" in name:
+                raise StackError(f"--model {path}: a path with ',' (or a name with '=') cannot be passed on")
         if more_models:
             policy_path = with_models(policy_path, model_dir.name, more_models, state_dir / "policy-with-models.yaml")
             load_policy(policy_path)

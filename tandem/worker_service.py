@@ -103,11 +103,17 @@ def _phase_spans(usage: Usage, started_ns: int, first_ns: int, ended_ns: int) ->
 class WorkerServicer(worker_pb2_grpc.WorkerServicer):
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self._model = engine.stats().model_id  # fixed for the process's life
 
     async def Generate(self, request, context: grpc.aio.ServicerContext):
         if request.private and self._engine.kind == "cloud":
             # Defence in depth: the gateway never sends these; if it ever does, refuse.
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, "private requests never run on a cloud worker")
+        if request.model and request.model != self._model:
+            # The gateway picked by stats polled earlier; a worker swapped since for another model's says so.
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"this worker runs model {self._model!r}, not {request.model!r}"
+            )
         try:
             gen_request = request_from_proto(request)
         except RequestRejected as exc:

@@ -26,6 +26,7 @@ RETRYABLE = {
     grpc.StatusCode.INTERNAL,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
     grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.FAILED_PRECONDITION,  # the worker runs another model than the request's (tandem/worker_service.py)
 }
 
 

@@ -235,7 +235,13 @@ class Policy(_Strict):
                     )
         names = [rule.name for rule in self.rules]
         for i, rule in enumerate(self.rules):
-            unknown = [m for m in rule.match.model or () if self.models and m not in self.models]
+            if rule.match.model is not None and not self.models:
+                raise PolicyFieldError(
+                    ("rules", i, "match", "model"),
+                    f"rule {rule.name!r} matches on model, but the policy names no `models` (one model: every rule "
+                    "is for it)",
+                )
+            unknown = [m for m in rule.match.model or () if m not in self.models]
             if unknown:
                 raise PolicyFieldError(
                     ("rules", i, "match", "model"),

@@ -7,6 +7,7 @@ import grpc
 import httpx
 import pytest
 
+from gateway.backends.worker_backend import BackendError
 from proto.gen import worker_pb2, worker_pb2_grpc
 from tests.conftest import free_port
 from tests.stack import start_worker_process
@@ -71,3 +72,25 @@ def test_a_small_pool_evicts_and_the_prefix_is_lost(sim_worker):
         httpx.post(f"{url}/generate", json={"text": f"{i} other text " * 60, "sampling_params": {"max_new_tokens": 1}})
     again, _ = generate(url)
     assert again["meta_info"]["cached_tokens"] == 0
+
+
+def test_a_request_for_another_model_is_refused_as_the_workers_fault(sim_worker):
+    """A worker swapped for another model's, behind a gateway that polled it before: it says so, and the gateway
+    tries another backend (FAILED_PRECONDITION is retryable) instead of answering with the wrong model."""
+    port, _ = sim_worker
+
+    async def ask(model: str) -> grpc.StatusCode:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            request = worker_pb2.GenerateRequest(request_id="m", model=model, prompt_token_ids=[1, 2, 3])
+            request.sampling.max_tokens = 2
+            try:
+                async for _ in worker_pb2_grpc.WorkerStub(channel).Generate(request):
+                    pass
+            except grpc.aio.AioRpcError as exc:
+                return exc.code()
+            return grpc.StatusCode.OK
+
+    assert asyncio.run(ask("tandem-demo")) == grpc.StatusCode.OK
+    assert asyncio.run(ask("")) == grpc.StatusCode.OK  # no model named: callers that know the worker
+    assert asyncio.run(ask("other-model")) == grpc.StatusCode.FAILED_PRECONDITION
+    assert BackendError("w", grpc.StatusCode.FAILED_PRECONDITION, "").is_retryable

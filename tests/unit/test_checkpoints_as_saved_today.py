@@ -90,9 +90,25 @@ def test_generation_config_defaults_apply_where_the_request_is_silent(
     assert body.sampling(ChatTokenizer(path).generation_defaults) == expected
 
 
-def test_a_generation_config_that_cannot_be_read_is_an_error_naming_it(saved_today, tmp_path):
-    broken = tmp_path / "broken"
-    shutil.copytree(saved_today, broken)
-    (broken / "generation_config.json").write_text('{"temperature": "hot"}')
-    with pytest.raises(ValueError, match="generation_config.json: temperature"):
+@pytest.mark.parametrize(
+    ("saved", "field"),
+    [('{"temperature": "hot"}', "temperature"), ('{"top_p": 0}', "top_p"), ('{"temperature": 0.001}', "temperature"),
+     ('{"repetition_penalty": 0}', "repetition_penalty"), ('{"top_k": 2.5}', "top_k"), ('{"min_p": NaN}', "min_p")],
+)  # fmt: skip
+def test_a_generation_config_that_cannot_be_served_is_an_error_naming_the_field(saved_today, tmp_path, saved, field):
+    """At start, not on every request that leaves the field unset (the client never sent the bad value)."""
+    broken = shutil.copytree(saved_today, tmp_path / "broken")
+    (broken / "generation_config.json").write_text(saved)
+    with pytest.raises(ValueError, match=f"generation_config.json: {field}"):
         GenerationDefaults.read(broken)
+
+
+def test_top_k_minus_one_is_off_and_a_sliding_window_caps_the_context_the_gateway_serves(saved_today, tmp_path):
+    path = shutil.copytree(saved_today, tmp_path / "m")
+    (path / "generation_config.json").write_text('{"top_k": -1}')
+    assert dict(GenerationDefaults.read(path).values)["top_k"] == 0
+    config = json.loads((path / "config.json").read_text())
+    config |= {"architectures": ["MistralForCausalLM"], "sliding_window": 1024, "max_position_embeddings": 32768}
+    (path / "config.json").write_text(json.dumps(config))
+    # the gateway refuses what the worker cannot serve, and /v1/models says the same
+    assert ChatTokenizer(path).max_context_tokens == ModelConfig.from_hf(config).max_position_embeddings == 1024

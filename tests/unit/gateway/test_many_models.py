@@ -112,3 +112,13 @@ def test_the_load_time_privacy_check_follows_each_model_through_the_rules():
     # "large" has no edge pool: its private requests are refused at run time whatever the rules say.
     first = [{"name": "large-first", "match": {"model": ["large"]}, "route": "big"}, *POLICY["rules"]]
     assert decide(policy(rules=first), features("large", ("pii",))).pools == ()
+
+
+def test_a_match_on_model_in_a_policy_without_models_is_refused():
+    """Else `match: {privacy: [...], model: [typo]}` would load as if it caught private requests, and the
+    load-time check would pass a later cloud rule that receives them."""
+    raw = {k: v for k, v in POLICY.items() if k != "models"}
+    rules = [{"name": "priv", "match": {"privacy": ["private", "pii", "confidential"], "model": ["nonexistent"]},
+              "route": "edge"}, {"name": "all", "route": "cloud"}]  # fmt: skip
+    with pytest.raises(PolicyError, match="names no `models`"):
+        parse_policy(yaml.safe_dump(raw | {"rules": rules}), "p.yaml")
