@@ -9,8 +9,13 @@ gateway tokenizes; sglang-router passes text), policy, pick, proxying.
   against its own direct call);
 - max rate: 32 concurrent clients for a few seconds, requests per second.
 
-On the 2-core development machine the client, the router and the worker
-share the cores, which is the same handicap for both. Last line: one JSON object.
+Tandem runs with tracing on at the default sampling (every request), its spans
+exported over OTLP to a sink process (bench/otlp_sink.py); `--tracing off`
+measures it without. On the 2-core development machine the client, the router
+and the worker share the cores, which is the same handicap for both. Last
+line: one JSON object, with the goals' ratios: Tandem's added latency over
+sglang-router's (p50, p99; goal at most 2) and Tandem's max rate over direct
+gRPC's (goal at least 0.5).
 
     python bench/gateway_overhead.py --quick
 """
@@ -30,8 +35,10 @@ import httpx
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from routing import MODEL_ID, Pool, SglangRouter, _start, checkpoint, free_port, start_gateway  # noqa: E402
 
+from bench.privacy import cpu_info  # noqa: E402
 from proto.gen import worker_pb2, worker_pb2_grpc  # noqa: E402
 
 PROMPT = "Tell me about the gateway and how it routes requests to workers. " * 3
@@ -99,6 +106,19 @@ async def max_rate(call, seconds: float, concurrency: int = 32) -> float:
     return done / (time.perf_counter() - started)
 
 
+def _start_script(args: list[str], log_path: Path):
+    """python bench/<script> ..., returned once it prints "ready"."""
+    import subprocess
+
+    log = open(log_path, "w")  # noqa: SIM115 - the child writes it for its whole life
+    process = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve().parent / args[0]), *args[1:]],
+        stdout=subprocess.PIPE, stderr=log, text=True,
+    )  # fmt: skip
+    assert process.stdout.readline().strip() == "ready", log_path.read_text()
+    return process
+
+
 def p(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
@@ -106,6 +126,7 @@ def p(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="200 requests and 3 s of load per path (else 1000, 10 s)")
+    parser.add_argument("--tracing", choices=("on", "off"), default="on", help="the gateway's tracing (default on)")
     args = parser.parse_args()
     n, seconds = (200, 3.0) if args.quick else (1000, 10.0)
     model = checkpoint()
@@ -127,7 +148,14 @@ def main() -> None:
         ],
     }
     (logs / "policy.yaml").write_text(yaml.safe_dump(policy))
-    env = {**os.environ, "OTEL_SDK_DISABLED": "true", "TANDEM_WATCH_POLICY": "false", "REDIS_URL": ""}
+    env = {**os.environ, "TANDEM_WATCH_POLICY": "false", "REDIS_URL": ""}
+    sink = None
+    if args.tracing == "on":
+        sink_port = free_port()
+        sink = _start_script(["otlp_sink.py", str(sink_port)], logs / "sink.log")
+        env |= {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}", "OTEL_EXPORTER_OTLP_INSECURE": "true"}
+    else:
+        env["OTEL_SDK_DISABLED"] = "true"
     gateway = start_gateway(model, logs / "policy.yaml", free_port(), env, logs)
     pool = Pool(model, "", logs, grpc_ports=[grpc_port], http_ports=[http_port])
     router = SglangRouter(pool, "cache_aware")
@@ -151,7 +179,7 @@ def main() -> None:
     finally:
         router.stop()
         gateway.stop()
-        for process in (worker, edge):
+        for process in (worker, edge, *([sink] if sink else [])):
             process.terminate()
             process.wait(timeout=10)
     result = {
@@ -165,6 +193,14 @@ def main() -> None:
         "sglang_max_rps": round(rate["sglang_router"], 1),
         "direct_grpc_max_rps": round(rate["direct_grpc"], 1),
         "direct_http_max_rps": round(rate["direct_http"], 1),
+    }
+    result |= {
+        "added_p50_vs_sglang": round(result["tandem_added_p50_ms"] / max(result["sglang_added_p50_ms"], 0.01), 2),
+        "added_p99_vs_sglang": round(result["tandem_added_p99_ms"] / max(result["sglang_added_p99_ms"], 0.01), 2),
+        "max_rps_vs_direct": round(rate["tandem"] / rate["direct_grpc"], 3),
+        "tracing": args.tracing,
+        "cpu": cpu_info()[0],
+        "isa": cpu_info()[1],
     }
     for name in lat:
         print(f"  {name:14s} p50 {statistics.median(lat[name]):7.2f} ms  p99 {p(lat[name], 0.99):7.2f} ms  "

@@ -14,8 +14,9 @@ from gateway.errors import BadRequest, Unauthorized
 tracer = trace.get_tracer(__name__)
 
 
-def require_api_key(request: Request) -> None:
-    """Sets request.state.tenant, or raises 401."""
+async def require_api_key(request: Request) -> None:
+    """Sets request.state.tenant, or raises 401. Async: a SHA-256 and a dict lookup need no thread (FastAPI runs a
+    sync dependency in its thread pool, a hop per request)."""
     with tracer.start_as_current_span("gateway.auth") as span:
         state = request.app.state.gateway
         span.set_attribute("tandem.auth", state.settings.auth)

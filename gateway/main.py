@@ -114,7 +114,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if decisions:
             decisions.close()
 
-    app = FastAPI(title="Tandem gateway", version="0.1.0", lifespan=lifespan)
+    # FastAPI's own (native) telemetry off: opentelemetry-instrumentation-fastapi below makes the server span, and
+    # both at once did the work twice on every request (bench/gateway_overhead.py).
+    telemetry = {"tracing": False, "metrics": False, "logs": False}
+    app = FastAPI(title="Tandem gateway", version="0.1.0", lifespan=lifespan, telemetry=telemetry)
     app.add_middleware(BodyLimit, max_bytes=(settings or get_settings()).max_body_bytes)
     app.add_middleware(CloseWhileDraining)
     app.add_middleware(RequestId)  # the last added runs first: every response, a 413 included, carries the ids
@@ -126,7 +129,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected_error)
-    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
+    # No span per ASGI message (`http send`/`http receive`): three more spans a request that say nothing the server
+    # span does not (bench/gateway_overhead.py).
+    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics", exclude_spans=["receive", "send"])
     if not HTTPXClientInstrumentor().is_instrumented_by_opentelemetry:
         HTTPXClientInstrumentor().instrument()  # trace context into OpenAI-compatible HTTP backends
     app.openapi = lambda: _openapi_without_422(app)

@@ -75,7 +75,7 @@ def check_models(policy: Policy, loaded: list[str]) -> None:
         raise ValueError(f"the gateway serves {loaded}: the policy must say which pools serve each (`models`)")
 
 
-def _state(request: Request) -> GatewayState:
+async def _state(request: Request) -> GatewayState:  # async: no thread-pool hop
     return request.app.state.gateway
 
 

@@ -1,7 +1,9 @@
 """From an HTTP request to what routing needs: prompt ids and features. Shared by generation and explain.
 
-Tokenizing and scanning for PII cost time proportional to the prompt, so both
-run in a worker thread, never on the event loop. The text scanned is what
+Tokenizing and scanning for PII cost time proportional to the prompt, so for
+a large body both run in a worker thread, never on the event loop; a small one
+(under INLINE_BODY_BYTES) is done inline, where the thread hop would cost more
+than the work (bench/gateway_overhead.py). The text scanned is what
 `tandem_sdk.scan.request_text` says the request carries (the same function
 the SDK runs on the device), not only the prompt.
 """
@@ -26,6 +28,15 @@ from gateway.state import GatewayState, ServedModel
 from tandem.grammar import GrammarError, check_grammar, follows_schema, llg_tokenizer
 
 tracer = trace.get_tracer(__name__)
+INLINE_BODY_BYTES = 2048  # below this, tokenizing, scanning and classifying take well under a millisecond
+
+
+async def _off_loop(request: Request, fn, *args, **kwargs):
+    """fn(*args, **kwargs), in a worker thread unless the request body is small."""
+    size = request.headers.get("content-length", "")
+    if size.isdigit() and int(size) < INLINE_BODY_BYTES:
+        return fn(*args, **kwargs)
+    return await asyncio.to_thread(fn, *args, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -88,8 +99,8 @@ async def prepare_chat(body: ChatCompletionRequest, request: Request, state: Gat
     except ValueError as exc:
         raise BadRequest(str(exc), param="messages") from exc
     calls = tool_plan(body, model.tokenizer)
-    grammar = await asyncio.to_thread(answer_grammar, body, calls, model.tokenizer)
-    prompt_ids, scan = await asyncio.to_thread(_tokenize_chat, body, messages, model.tokenizer)
+    grammar = await asyncio.to_thread(answer_grammar, body, calls, model.tokenizer) if _shaped(body, calls) else ""
+    prompt_ids, scan = await _off_loop(request, _tokenize_chat, body, messages, model.tokenizer)
     text = "\n".join(m["content"] for m in messages)
     requested = body.max_completion_tokens or body.max_tokens
     features = await _classify(body, model, prompt_ids, scan, requested, request, state, policy, "messages")
@@ -105,8 +116,8 @@ async def prepare_completion(
         bad = [t for t in body.prompt if not 0 <= t < vocab]
         if bad:
             raise BadRequest(f"prompt token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
-    prompt_ids, text, scan = await asyncio.to_thread(_tokenize_completion, body, model.tokenizer)
-    grammar = await asyncio.to_thread(answer_grammar, body, None, model.tokenizer)
+    prompt_ids, text, scan = await _off_loop(request, _tokenize_completion, body, model.tokenizer)
+    grammar = await asyncio.to_thread(answer_grammar, body, None, model.tokenizer) if _shaped(body, None) else ""
     features = await _classify(body, model, prompt_ids, scan, body.max_tokens, request, state, policy, "prompt")
     return Prepared(prompt_ids, features, text, grammar, model=model)
 
@@ -152,6 +163,11 @@ def check_token_ids(body: _GenerationParams, vocab: int) -> None:
             raise BadRequest(f"{param}: token ids out of range [0, {vocab}): {bad[:5]}", param=param)
 
 
+def _shaped(body: _GenerationParams, plan: ToolPlan | None) -> bool:
+    """Is there a grammar to make and check (any response_format, checked even when it is text; a forced call)?"""
+    return bool(plan is not None and plan.grammar) or body.response_format is not None
+
+
 def answer_grammar(body: _GenerationParams, plan: ToolPlan | None, chat: ChatTokenizer) -> str:
     """The grammar the answer follows (a forced tool call's, or response_format's), checked; "" for none.
     Compiling a large schema takes seconds: the gateway and the local agent call this in a worker thread."""
@@ -189,7 +205,8 @@ async def _classify(
 ) -> RequestFeatures:
     max_tokens = _max_tokens(requested_max, len(prompt_ids), model, state, prompt_field)
     with tracer.start_as_current_span("gateway.classify") as span:
-        features = await asyncio.to_thread(
+        features = await _off_loop(
+            request,
             classify,
             policy,
             text=scan,
