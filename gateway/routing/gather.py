@@ -4,7 +4,7 @@ scores prefix hits, fill in how much of this prompt each one holds.
 Scorers stay pure; the one lookup (Redis or the gateway's history) happens here.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from opentelemetry import trace
 
@@ -37,8 +37,5 @@ async def gather_candidates(
         span.set_attribute("tandem.prefix_hint_mode", hints.mode)
         span.set_attribute("tandem.prompt_blocks", len(hashes))
         span.set_attribute("tandem.best_match_blocks", max(matched.values(), default=0))
-    candidates = [
-        replace(c, prompt_blocks=len(hashes), prefix_match_blocks=matched[c.endpoint], prefix_recent_requests=flow)
-        for c in candidates
-    ]
+    candidates = [c.with_prefix(len(hashes), matched[c.endpoint], flow) for c in candidates]
     return candidates, hashes

@@ -25,17 +25,22 @@ def evaluate(
     reports = {c.endpoint: CandidateReport(c) for c in candidates}
     for name in profile.filters:
         kept = FILTERS[name](candidates)
+        kept_ids = {id(c) for c in kept}  # by identity: `c not in kept` compared whole dataclasses, O(n²)
         for c in candidates:
-            if c not in kept:
+            if id(c) not in kept_ids:
                 reports[c.endpoint].filtered_out_by = name
         candidates = kept
     total_weight = sum(s.weight for s in profile.scorers) or 1.0
+    scorers = [(s.type, s.weight / total_weight, SCORERS[s.type]) for s in profile.scorers]
     scored = []
-    for c in candidates:
+    for c in candidates:  # plain loops: this runs for every candidate of every request (256 workers: bench/scaling.py)
         report = reports[c.endpoint]
-        report.scores = {s.type: SCORERS[s.type](c) for s in profile.scorers}
-        report.score = sum(s.weight * report.scores[s.type] for s in profile.scorers) / total_weight
-        scored.append((c, report.score))
+        score = 0.0
+        for name, weight, scorer in scorers:
+            report.scores[name] = value = scorer(c)
+            score += weight * value
+        report.score = score
+        scored.append((c, score))
     return profile.picker.pick(scored, turn), list(reports.values())
 
 

@@ -1,5 +1,5 @@
-"""The gateway's hint store against a real Redis: one round trip, the workers' key format,
-and a Redis that dies mid-run (requests go on, on the approximate index, and the mode says so)."""
+"""The gateway's hint store against a real Redis: the lookup (first blocks, then the holders' rest), the workers'
+key format, and a Redis that dies mid-run (requests go on, on the approximate index, and the mode says so)."""
 
 import asyncio
 
@@ -127,3 +127,34 @@ def test_a_replica_sees_another_replicas_pending_route_and_never_shortens_a_work
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_the_lookup_equals_reading_every_block_of_every_worker(redis_url):
+    """Two round trips (first blocks, then the rest for the workers holding the first) give what one MGET of every
+    block of every worker gave, on random holdings with gaps and workers holding later blocks only."""
+    import random
+
+    from gateway.hints.redis_index import RedisHintIndex
+
+    rng = random.Random(5)
+    sync = redis.Redis.from_url(redis_url)
+    hashes = prefix_hashes(list(range(300, 300 + 16 * 12)), MODEL, "equiv")
+    workers = [f"127.0.0.1:{8000 + i}" for i in range(40)]
+    for worker in workers:
+        held = [h for h in hashes if rng.random() < 0.7] if rng.random() < 0.5 else hashes[: rng.randrange(13)]
+        publish(sync, worker, held)
+
+    def brute(worker: str) -> int:
+        values = sync.mget([hint_key(MODEL, worker, h) for h in hashes])
+        return next((n for n, v in enumerate(values) if v is None), len(hashes))
+
+    async def lookup():
+        client = redis.asyncio.from_url(redis_url)
+        try:
+            return await RedisHintIndex(client, MODEL).match(hashes, workers)
+        finally:
+            await client.aclose()
+
+    got = asyncio.run(lookup())
+    assert got == {w: brute(w) for w in workers}
+    assert any(0 < n < len(hashes) for n in got.values()) and any(n == len(hashes) for n in got.values())
