@@ -1,49 +1,49 @@
-"""Next-token sampling: greedy, temperature, top-k, top-p, per-request seed.
+"""Next-token sampling for one sequence at a time (the serial engine, on the edge).
 
-One row of logits at a time for now; the batched on-device sampler is the
-engine issue's. Semantics follow HF's warpers: temperature, then top-k, then
-top-p (keep the smallest set whose probability reaches top_p), then
-min-p (drop tokens below min_p times the top probability).
+The same sampler the paged engine runs in batches (`kernels/sampling.py`,
+through `cloud_worker/engine/sampler.py`): HF's warpers in order
+(temperature, top-k, top-p, min-p), then a counter-based draw whose
+randomness is a hash of (seed, output index, token id). So the same seed
+and the same logits give the same token on the edge and in the cloud, in
+any batch, after any restart.
 """
+
+import random
 
 import torch
 
+import kernels.sampling
 from tandem.engine_api import SamplingParams
+
+_SEED_MASK = (1 << 63) - 1
 
 
 class SamplingError(RuntimeError):
-    """The model's probabilities are not a distribution (NaN, inf, or all zero): the backend's fault."""
+    """The model's probabilities are not a distribution (NaN, inf, or all masked): the backend's fault."""
 
 
-def make_generator(params: SamplingParams) -> torch.Generator | None:
-    if params.is_greedy:
-        return None
-    gen = torch.Generator()
-    if params.seed is None:
-        gen.seed()
-    else:
-        gen.manual_seed(params.seed)
-    return gen
+def request_seed(params: SamplingParams) -> int:
+    """The request's seed, or one drawn for it (as the paged engine draws one at admission)."""
+    return params.seed if params.seed is not None else random.getrandbits(63)
 
 
-def sample_token(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> int:
-    """logits: [vocab] float tensor; returns the chosen token id."""
+def sample_token(logits: torch.Tensor, params: SamplingParams, seed: int, step: int) -> int:
+    """logits: [vocab]; step: the index of this token in the answer. Returns the chosen token id."""
+    if not bool(torch.isfinite(logits.max())):  # NaN anywhere, +inf, or every token masked to -inf
+        raise SamplingError("the model's next-token probabilities are not finite; refusing to sample from them")
     if params.is_greedy:
         return int(torch.argmax(logits))
-    scaled = logits.float() / params.temperature
-    if 0 < params.top_k < scaled.numel():
-        kth = torch.topk(scaled, params.top_k).values[-1]
-        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    if params.top_p < 1.0:
-        sorted_logits, order = torch.sort(scaled, descending=True)
-        sorted_probs = torch.softmax(sorted_logits, dim=-1)
-        # Drop a token when the mass before it already reaches top_p; the first always stays.
-        drop_sorted = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= params.top_p
-        drop_sorted[0] = False  # even when top_p rounds to 0 in float32 (a subnormal top_p)
-        scaled = scaled.masked_fill(drop_sorted.scatter(0, order, drop_sorted), float("-inf"))
-    probs = torch.softmax(scaled, dim=-1)
-    if params.min_p > 0:
-        probs = probs.masked_fill(probs < params.min_p * probs.max(), 0.0)
-    if not bool(torch.isfinite(probs).all()) or float(probs.sum()) <= 0:
-        raise SamplingError("the model's next-token probabilities are not finite; refusing to sample from them")
-    return int(torch.multinomial(probs, 1, generator=generator))
+
+    def one(value, dtype) -> torch.Tensor:
+        return torch.tensor([value], dtype=dtype, device=logits.device)
+
+    token = kernels.sampling.sample(
+        logits.float().unsqueeze(0),
+        one(params.temperature, torch.float32),
+        one(params.top_k, torch.int64),
+        one(params.top_p, torch.float32),
+        one(params.min_p, torch.float32),
+        one(seed & _SEED_MASK, torch.int64),
+        one(step, torch.int64),
+    )
+    return int(token[0])

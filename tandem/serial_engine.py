@@ -29,7 +29,7 @@ from tandem.engine_api import (
 from tandem.grammar import constraint_for, mask_logits
 from tandem.logits_processors import apply_penalties, score
 from tandem.process_memory import memory_bytes, memory_watermark_bytes
-from tandem.sampling import make_generator, sample_token
+from tandem.sampling import request_seed, sample_token
 from tandem.sliding_count import SlidingCount
 
 TOKEN_RATE_WINDOW_S = 10.0
@@ -140,7 +140,7 @@ class SerialEngine:
     def _serve(self, job: _Job) -> None:
         request, params = job.request, job.request.sampling
         prompt = list(request.prompt_token_ids)
-        generator = make_generator(params)
+        seed = request_seed(params)
         detok = IncrementalDetokenizer(self._tokenizer, params.stop_strings)
         stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else self._eos_token_ids)
         queue_wait_s = time.monotonic() - job.submitted_s
@@ -159,7 +159,7 @@ class SerialEngine:
                 break
             logits = logits.float()
             processed = mask_logits(apply_penalties(logits[None], [params], [prompt], [output]), [constraint])
-            token = sample_token(processed[0], params, generator)
+            token = sample_token(processed[0], params, seed, num_out)
             output.append(token)
             num_out += 1
             self._tokens.add()

@@ -1,13 +1,14 @@
 import pytest
 import torch
 
+from cloud_worker.engine.sampler import SamplingBatch, sample
 from tandem.engine_api import RequestRejected, SamplingParams
-from tandem.sampling import make_generator, sample_token
+from tandem.sampling import request_seed, sample_token
 
 
 def draws(logits, params, n):
-    gen = make_generator(params)
-    return [sample_token(logits, params, gen) for _ in range(n)]
+    seed = request_seed(params)
+    return [sample_token(logits, params, seed, step) for step in range(n)]
 
 
 def test_greedy_is_argmax():
@@ -70,5 +71,25 @@ def test_the_sampler_refuses_probabilities_that_are_not_a_distribution():
     from tandem.sampling import SamplingError
 
     params = SamplingParams(temperature=1.0, seed=1)
-    with pytest.raises(SamplingError, match="not finite"):
-        sample_token(torch.tensor([0.0, float("nan"), 1.0]), params, make_generator(params))
+    for logits in ([0.0, float("nan"), 1.0], [float("-inf")] * 3, [0.0, float("inf")]):
+        with pytest.raises(SamplingError, match="not finite"):
+            sample_token(torch.tensor(logits), params, 1, 0)
+
+
+def test_the_edge_draws_what_the_cloud_draws_for_the_same_seed_and_logits():
+    """One sampler for both tiers: the serial engine's token for (logits, params, seed, step) is the paged
+    engine's for the same row in a batch of others."""
+    gen = torch.Generator().manual_seed(0)
+    params = [
+        SamplingParams(temperature=t, top_k=k, top_p=p, min_p=m, seed=s)
+        for s, (t, k, p, m) in enumerate(
+            [(1.0, 0, 1.0, 0.0), (0.7, 40, 1.0, 0.0), (1.3, 0, 0.9, 0.0), (0.9, 0, 1.0, 0.05), (1.0, 5, 0.5, 0.1),
+             (0.0, 0, 1.0, 0.0)]
+        )
+    ]  # fmt: skip
+    for step in range(20):
+        logits = torch.randn(len(params), 512, generator=gen) * 3
+        seeds = [p.seed for p in params]
+        cloud, _ = sample(logits, SamplingBatch.build(params, seeds, [step] * len(params), "cpu"))
+        edge = [sample_token(logits[i], p, p.seed, step) for i, p in enumerate(params)]
+        assert edge == cloud.tolist()

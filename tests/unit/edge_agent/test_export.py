@@ -52,18 +52,22 @@ def test_export_is_cached_by_checkpoint_content(demo_checkpoint, export_dir):
     assert manifest["quantization"]["bits"] == 32 and "model.onnx" in manifest["files"]
 
 
-def test_edge_engine_reports_provider_and_matches_cloud_greedy(demo_checkpoint, export_dir):
+def test_edge_engine_reports_provider_and_matches_cloud_greedy_and_seeded(demo_checkpoint, export_dir):
+    """Greedy, and sampled with a seed: one sampler on both tiers, so the same seed gives the same tokens."""
     from cloud_worker.server import build_engine as build_cloud
 
-    async def tokens(engine):
-        request = GenerationRequest("r", tuple(PROMPT), SamplingParams(max_tokens=24))
+    async def tokens(engine, **sampling):
+        request = GenerationRequest("r", tuple(PROMPT), SamplingParams(max_tokens=24, **sampling))
         return [t async for c in engine.generate(request) for t in c.token_ids]
 
     edge, cloud = build_engine(demo_checkpoint, export_dir.parent.parent), build_cloud(demo_checkpoint)
     try:
         assert edge.stats().execution_provider == "CPUExecutionProvider"
         assert edge.stats().kind == "edge"
-        assert asyncio.run(tokens(edge)) == asyncio.run(tokens(cloud))
+        assert asyncio.run(tokens(edge, temperature=0)) == asyncio.run(tokens(cloud, temperature=0))
+        seeded = dict(temperature=1.2, top_p=0.95, seed=42, ignore_eos=True)
+        assert asyncio.run(tokens(edge, **seeded)) == asyncio.run(tokens(cloud, **seeded))
+        assert asyncio.run(tokens(edge, **seeded)) != asyncio.run(tokens(edge, **seeded | {"seed": 43}))
     finally:
         edge.close()
         cloud.close()
