@@ -74,25 +74,34 @@ def up(
 @app.command()
 def gateway(
     model: TokenizerDir,
-    policy: Annotated[Path, typer.Option(help="policy YAML", exists=True, dir_okay=False)] = Path(
-        "policies/default.yaml"
-    ),
-    host: str = "127.0.0.1",
-    port: int = 8000,
+    policy: Annotated[
+        Path | None,
+        typer.Option(help="policy YAML (default: TANDEM_POLICY_FILE, else policies/default.yaml)", dir_okay=False),
+    ] = None,
+    host: Annotated[str | None, typer.Option(help="default: TANDEM_HOST, else 127.0.0.1")] = None,
+    port: Annotated[int | None, typer.Option(help="default: TANDEM_PORT, else 8000")] = None,
     log_level: str = "info",
 ) -> None:
-    """The OpenAI-compatible gateway. Other settings: TANDEM_* variables (docs/operations.md)."""
+    """The OpenAI-compatible gateway. Other settings: TANDEM_* variables (docs/operations.md); a flag given wins
+    over its variable, a flag not given leaves the variable (or the default) in force."""
+    from pydantic import ValidationError
+
     from gateway.config import Settings
     from gateway.policy.loader import PolicyError, load_policy
     from gateway.server import run
 
     _logging(log_level)
+    given = {name: value for name, value in (("policy_file", policy), ("host", host), ("port", port)) if value is not None}
     try:
-        load_policy(policy)  # fail before binding the port, with the precise error
-    except PolicyError as exc:
+        settings = Settings(model_dir=model, **given)
+        load_policy(settings.policy_file)  # fail before binding the port, with the precise error
+    except ValidationError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except (PolicyError, OSError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
-    run(Settings(model_dir=model, policy_file=policy, host=host, port=port), log_level)
+    run(settings, log_level)
 
 
 @app.command("cloud-worker")
