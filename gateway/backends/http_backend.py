@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 
 import grpc
 import httpx
+from tandem_sdk.sse import aevents
 
 from gateway.backends.circuit_breaker import CircuitBreaker
 from gateway.backends.worker_backend import BackendError, WorkerBackend
@@ -104,13 +105,7 @@ class HttpWorkerBackend(WorkerBackend):
             ) as response:
                 if response.status_code != 200:
                     raise self._error(response.status_code, (await response.aread()).decode(errors="replace"))
-                async for line in response.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line.removeprefix("data:").strip()
-                    if data == "[DONE]":
-                        break
-                    event = json.loads(data)
+                async for event in aevents(response.aiter_lines()):  # the SDK's decoder (tandem_sdk/sse.py)
                     if "error" in event:
                         raise BackendError(self.endpoint, grpc.StatusCode.INTERNAL, str(event["error"].get("message")))
                     if event.get("usage"):

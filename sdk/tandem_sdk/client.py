@@ -26,6 +26,7 @@ from tandem_sdk.device import DeviceCapability, detect_device
 from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError
 from tandem_sdk.local_token import read_token, token_file
 from tandem_sdk.privacy import DEFAULT_DETECTORS, NEVER_LEAVE_DEVICE, check_loopback, privacy_tags, private_reason
+from tandem_sdk.sse import aevents, events
 
 DEFAULT_LOCAL_AGENT = "http://127.0.0.1:50062"
 LOCAL_PROBE_TIMEOUT_S = 0.5
@@ -111,13 +112,6 @@ def _annotate(data: dict, target: Target, response: httpx.Response, private_reas
     return data
 
 
-def _sse_payload(line: str) -> dict | None:
-    if not line.startswith("data:"):
-        return None
-    data = line[5:].strip()
-    return None if data == "[DONE]" else json.loads(data)
-
-
 # -- sync ----------------------------------------------------------------------------------------
 
 
@@ -130,10 +124,7 @@ class Stream:
 
     def __iter__(self) -> Iterator[dict]:
         try:
-            for line in self.response.iter_lines():
-                payload = _sse_payload(line)
-                if payload is not None:
-                    yield payload
+            yield from events(self.response.iter_lines())
         finally:
             self.close()
 
@@ -291,10 +282,8 @@ class AsyncStream:
 
     async def __aiter__(self) -> AsyncIterator[dict]:
         try:
-            async for line in self.response.aiter_lines():
-                payload = _sse_payload(line)
-                if payload is not None:
-                    yield payload
+            async for payload in aevents(self.response.aiter_lines()):
+                yield payload
         finally:
             await self.aclose()
 
