@@ -38,13 +38,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cloud_worker.build import build_engine  # noqa: E402
 from cloud_worker.engine.block_manager import BlockManager  # noqa: E402
 from cloud_worker.engine.config import CPU_LINEARS, EngineConfig  # noqa: E402
 from cloud_worker.engine.model_runner import prepare_inputs  # noqa: E402
-from cloud_worker.engine.scheduler import Scheduler, SchedulerConfig  # noqa: E402
+from cloud_worker.engine.scheduler import Scheduler  # noqa: E402
 from cloud_worker.engine.sequence import Sequence  # noqa: E402
 from cloud_worker.layers.packed_linear import pack_linears  # noqa: E402
-from cloud_worker.server import build_engine  # noqa: E402
 from tandem.demo_model import DemoShape, cached_demo_checkpoint  # noqa: E402
 from tandem.engine_api import GenerationRequest, SamplingParams  # noqa: E402
 
@@ -143,7 +143,7 @@ def run_hf(path: Path, requests: list[tuple[list[int], int]], packed_linears: bo
 def scheduler_overhead_ms(num_seqs: int = 256, num_steps: int = 200) -> float:
     """Scheduler time per decode step with num_seqs running (no model): schedule, inputs, bookkeeping."""
     bm = BlockManager(num_seqs * 40, 16)
-    scheduler = Scheduler(SchedulerConfig(max_num_batched_tokens=8192, max_num_seqs=num_seqs), bm)
+    scheduler = Scheduler(EngineConfig(max_num_batched_tokens=8192, max_num_seqs=num_seqs), bm)
     rng = random.Random(1)
     for i in range(num_seqs):
         prompt = tuple(rng.randrange(3, 500) for _ in range(rng.randint(16, 300)))

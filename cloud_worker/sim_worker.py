@@ -24,8 +24,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from cloud_worker.engine.block_manager import BlockManager
+from cloud_worker.engine.config import EngineConfig
 from cloud_worker.engine.llm_engine import PagedEngine
-from cloud_worker.engine.scheduler import ScheduledSeq, SchedulerConfig
+from cloud_worker.engine.scheduler import ScheduledSeq
 from cloud_worker.hint_publisher import HintPublisher
 from proto.prefix_hints import DEFAULT_HINT_TTL_S
 from tandem.checkpoint import load_tokenizer
@@ -72,14 +73,14 @@ def build_sim_engine(
     return PagedEngine(
         SimulatedRunner(prefill_us_per_token, decode_us_per_token),
         BlockManager(num_kv_blocks, block_size_tokens),
-        SchedulerConfig(max_num_batched_tokens=max_batched_tokens),
+        EngineConfig(max_num_batched_tokens=max_batched_tokens),
         load_tokenizer(model_dir),
         eos_token_ids=(),
         model_id=model_id,
         max_context_tokens=1 << 20,
         execution_provider="simulated",
         on_block_events=on_block_events,
-    )
+    ).start()
 
 
 def sglang_app(engine: PagedEngine, tokenizer, model_id: str) -> FastAPI:

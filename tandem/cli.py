@@ -143,11 +143,12 @@ def cloud_worker(
     log_level: str = "info",
 ) -> None:
     """A cloud worker: the paged engine serving the checkpoint over the Worker gRPC service."""
+    from cloud_worker.build import default_device
     from cloud_worker.engine.config import EngineConfig
     from cloud_worker.loader import CheckpointError
     from cloud_worker.model_config import UnsupportedModelError
     from cloud_worker.parallel.tensor_parallel import TensorParallelError
-    from cloud_worker.server import default_device, run
+    from cloud_worker.server import run
 
     _logging(log_level)
     try:

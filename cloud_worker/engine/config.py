@@ -45,6 +45,10 @@ class EngineConfig:
         if self.quantize not in QUANTIZATIONS:
             raise ValueError(f"quantize must be one of {QUANTIZATIONS}, got {self.quantize!r}")
 
+    def rank_device(self, rank: int) -> str:
+        """The device a tensor-parallel rank runs on: its own GPU, or the CPU."""
+        return f"cuda:{rank}" if self.device.startswith("cuda") else self.device
+
     def decode_graph_mode(self) -> Literal["capture", "eager"] | None:
         if self.decode_graphs == "eager":
             return "eager"

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from tokenizers import Tokenizer
 
 from cloud_worker.engine.block_manager import BlockEvent, BlockManager
+from cloud_worker.engine.config import EngineConfig
 from cloud_worker.engine.model_runner import ModelRunner
-from cloud_worker.engine.scheduler import ScheduledSeq, Scheduler, SchedulerConfig
+from cloud_worker.engine.scheduler import ScheduledSeq, Scheduler
 from cloud_worker.engine.sequence import Sequence
 from tandem.detokenizer import IncrementalDetokenizer
 from tandem.engine_api import (
@@ -61,7 +62,7 @@ class PagedEngine:
         self,
         runner: ModelRunner,
         block_manager: BlockManager,
-        scheduler_config: SchedulerConfig,
+        config: EngineConfig,
         tokenizer: Tokenizer,
         eos_token_ids: tuple[int, ...],
         model_id: str,
@@ -72,7 +73,7 @@ class PagedEngine:
         self.execution_provider = execution_provider
         self.model_id = model_id
         self.block_manager = block_manager
-        self.scheduler = Scheduler(scheduler_config, block_manager)
+        self.scheduler = Scheduler(config, block_manager)
         self.runner, self._tokenizer, self._eos_token_ids = runner, tokenizer, frozenset(eos_token_ids)
         self._max_context_tokens = min(max_context_tokens, block_manager.num_blocks * block_manager.block_size_tokens)
         self._on_block_events = on_block_events
@@ -83,7 +84,11 @@ class PagedEngine:
         self.num_steps = 0
         self.num_requests = 0
         self._thread = threading.Thread(target=self._run, name="paged-engine", daemon=True)
+
+    def start(self) -> "PagedEngine":
+        """Start the engine thread; `close()` stops it (cloud_worker/build.py pairs them)."""
         self._thread.start()
+        return self
 
     # -- the caller's side (event loop) ---------------------------------------------------------
 
@@ -191,23 +196,22 @@ class PagedEngine:
 
     def step(self) -> None:
         scheduled = self.scheduler.schedule()
-        if not scheduled:
-            return
-        tokens, logprobs, tops = self.runner.run(scheduled)
-        self.scheduler.finish_step(scheduled)
-        self._postprocess(scheduled, tokens, logprobs, tops)
-        events = self.block_manager.drain_events()  # always: undrained events would pile up without a publisher
-        if events and self._on_block_events is not None:
-            self._on_block_events(events)
-        self.num_steps += 1
+        if scheduled:
+            self._postprocess(scheduled, *self.runner.run(scheduled))
 
     def _postprocess(
         self, scheduled: list[ScheduledSeq], tokens: list[int], logprobs: list[float], tops: list[tuple]
     ) -> None:
+        """After the model ran: the scheduler's bookkeeping, each sampled token to its request, block events out."""
+        self.scheduler.finish_step(scheduled)
         sampling = [item for item in scheduled if item.is_sampling]
         for item, token, logprob, top in zip(sampling, tokens, logprobs, tops, strict=True):
             self._emit_token(self._jobs[item.seq.arrival], token, logprob, top)
         self._tokens.add(len(tokens))
+        events = self.block_manager.drain_events()  # always: undrained events would pile up without a publisher
+        if events and self._on_block_events is not None:
+            self._on_block_events(events)
+        self.num_steps += 1
 
     def _emit_token(self, job: _Job, token: int, logprob: float, top: tuple) -> None:
         seq, params = job.seq, job.seq.request.sampling

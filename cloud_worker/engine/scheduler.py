@@ -16,16 +16,8 @@ import time
 from dataclasses import dataclass
 
 from cloud_worker.engine.block_manager import BlockManager
+from cloud_worker.engine.config import EngineConfig
 from cloud_worker.engine.sequence import Sequence, SequenceStatus
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    max_num_batched_tokens: int = 512
-    max_num_seqs: int = 256
-
-    def __post_init__(self) -> None:
-        assert self.max_num_batched_tokens >= 1 and self.max_num_seqs >= 1
 
 
 @dataclass(frozen=True)
@@ -40,7 +32,8 @@ class ScheduledSeq:
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig, block_manager: BlockManager) -> None:
+    def __init__(self, config: EngineConfig, block_manager: BlockManager) -> None:
+        """Reads the config's max_num_batched_tokens and max_num_seqs."""
         self.config = config
         self.block_manager = block_manager
         self.waiting: list[Sequence] = []  # sorted by rank

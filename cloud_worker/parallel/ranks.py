@@ -25,10 +25,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def rank_device(config: EngineConfig, rank: int) -> str:
-    return f"cuda:{rank}" if config.device.startswith("cuda") else config.device
-
-
 def _init(rank: int, world: int, init_method: str, config: EngineConfig) -> None:
     backend = "nccl" if config.device.startswith("cuda") else "gloo"
     if backend == "nccl":
@@ -39,14 +35,16 @@ def _init(rank: int, world: int, init_method: str, config: EngineConfig) -> None
 class TensorParallelPeers:
     """Rank 0's handle on ranks 1..N-1."""
 
-    def __init__(self, model_dir: Path, config: EngineConfig, num_blocks: int) -> None:
+    def __init__(self, model_dir: Path, config: EngineConfig, num_blocks: int, prepare_model) -> None:
+        """`prepare_model(model_dir, config, rank)`: cloud_worker/build.py's, handed down (this package imports
+        nothing above it)."""
         world = config.tensor_parallel_size
         init_method = f"tcp://127.0.0.1:{_free_port()}"
         context = multiprocessing.get_context("spawn")
         self._processes = [
             context.Process(
                 target=_rank_main,
-                args=(rank, world, init_method, Path(model_dir), config, num_blocks),
+                args=(rank, world, init_method, Path(model_dir), config, num_blocks, prepare_model),
                 name=f"tandem-tp-rank-{rank}",
                 daemon=True,
             )
@@ -66,9 +64,10 @@ class TensorParallelPeers:
         dist.destroy_process_group()
 
 
-def _rank_main(rank: int, world: int, init_method: str, model_dir: Path, config: EngineConfig, num_blocks: int) -> None:
+def _rank_main(
+    rank: int, world: int, init_method: str, model_dir: Path, config: EngineConfig, num_blocks: int, prepare_model
+) -> None:
     from cloud_worker.engine.model_runner import ModelRunner
-    from cloud_worker.server import prepare_model
 
     torch.set_num_threads(max(1, torch.get_num_threads() // world))
     _init(rank, world, init_method, config)

@@ -103,8 +103,8 @@ def test_int8_linear_bf16(rows):
 
 
 def test_decode_steps_replayed_from_cuda_graphs_equal_the_eager_engine(demo_checkpoint):
+    from cloud_worker.build import build_engine
     from cloud_worker.engine.config import EngineConfig
-    from cloud_worker.server import build_engine
     from tests.unit.cloud_worker.engine.test_engine_vs_hf import mixed_prompts, run_batch
 
     prompts = mixed_prompts(demo_checkpoint, 5)

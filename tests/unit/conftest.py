@@ -1,8 +1,8 @@
 import pytest
 
+from cloud_worker.build import build_engine
 from cloud_worker.engine.config import EngineConfig
 from cloud_worker.loader import load_model
-from cloud_worker.server import build_engine
 from tandem.checkpoint import load_tokenizer
 from tandem.serial_engine import SerialEngine
 from tests.unit.test_serial_engine import CountingStepModel

@@ -8,9 +8,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, GenerationConfig
 
+from cloud_worker.build import build_engine
 from cloud_worker.engine.config import EngineConfig
 from cloud_worker.model_config import ModelConfig, UnsupportedModelError
-from cloud_worker.server import build_engine
 from gateway.api.schemas import ChatCompletionRequest
 from gateway.chat_tokenizer import ChatTokenizer
 from tandem.checkpoint import GenerationDefaults

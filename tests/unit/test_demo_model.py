@@ -24,7 +24,7 @@ def test_same_arguments_same_bytes(tmp_path):
 def test_the_demo_recites_its_corpus(demo_checkpoint):
     import asyncio
 
-    from cloud_worker.server import build_engine
+    from cloud_worker.build import build_engine
     from tandem.checkpoint import load_tokenizer
     from tandem.engine_api import GenerationRequest, SamplingParams
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from cloud_worker.build import build_engine
 from cloud_worker.engine.config import EngineConfig
-from cloud_worker.server import build_engine
 from tandem.engine_api import GenerationRequest, SamplingParams
 from tests.unit.cloud_worker.engine.test_engine_vs_hf import corpus_ids
 

@@ -12,10 +12,10 @@ import transformers
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM
 
+from cloud_worker.build import build_engine as build_cloud
 from cloud_worker.engine.config import EngineConfig
 from cloud_worker.loader import load_model
 from cloud_worker.model_config import ModelConfig, UnsupportedModelError
-from cloud_worker.server import build_engine as build_cloud
 from edge_agent.server import build_engine as build_edge
 from tandem.engine_api import GenerationRequest, SamplingParams
 from tests.unit.cloud_worker.engine.test_engine_vs_hf import corpus_ids

@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from cloud_worker.build import build_engine
 from cloud_worker.loader import CheckpointError, load_model
 from cloud_worker.model_config import ModelConfig, UnsupportedModelError
-from cloud_worker.server import build_engine
 from tandem.engine_api import GenerationRequest, SamplingParams
 from tests.checkpoints import make_variant
 

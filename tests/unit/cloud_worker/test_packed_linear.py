@@ -26,7 +26,7 @@ def test_packed_linear_equals_nn_linear(rows, bias):
 
 @needs_onednn
 def test_engine_build_packs_cpu_linears_unless_told_not_to(demo_checkpoint):
-    from cloud_worker.server import prepare_model
+    from cloud_worker.build import prepare_model
 
     packed = prepare_model(demo_checkpoint, EngineConfig())
     plain = prepare_model(demo_checkpoint, EngineConfig(cpu_linear="aten"))
@@ -43,8 +43,8 @@ def test_engine_build_packs_cpu_linears_unless_told_not_to(demo_checkpoint):
 
 @needs_onednn
 def test_int8_layers_stay_as_they_are_and_the_rest_is_packed(demo_checkpoint):
+    from cloud_worker.build import prepare_model
     from cloud_worker.quantization import Int8Linear
-    from cloud_worker.server import prepare_model
 
     model = prepare_model(demo_checkpoint, EngineConfig(quantize="int8"))
     assert isinstance(model.model.layers[0].mlp.down_proj, Int8Linear)

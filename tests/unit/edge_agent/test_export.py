@@ -54,7 +54,7 @@ def test_export_is_cached_by_checkpoint_content(demo_checkpoint, export_dir):
 
 def test_edge_engine_reports_provider_and_matches_cloud_greedy_and_seeded(demo_checkpoint, export_dir):
     """Greedy, and sampled with a seed: one sampler on both tiers, so the same seed gives the same tokens."""
-    from cloud_worker.server import build_engine as build_cloud
+    from cloud_worker.build import build_engine as build_cloud
 
     async def tokens(engine, **sampling):
         request = GenerationRequest("r", tuple(PROMPT), SamplingParams(max_tokens=24, **sampling))

@@ -161,8 +161,8 @@ def test_the_engine_through_the_triton_kernels_equals_hf(monkeypatch, demo_check
     import kernels.rms_norm
     import kernels.rotary
     import kernels.silu_and_mul
+    from cloud_worker.build import build_engine
     from cloud_worker.engine.config import EngineConfig
-    from cloud_worker.server import build_engine
     from tests.unit.cloud_worker.engine.test_engine_vs_hf import hf_greedy, mixed_prompts, run_batch
 
     launchers = (kernels.paged_attention._decode_kernel, kernels.paged_attention._prefill_kernel, kernels.rms_norm._kernel, kernels.silu_and_mul._kernel,

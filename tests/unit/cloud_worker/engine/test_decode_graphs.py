@@ -6,8 +6,8 @@ block tables wider than any sequence's, and the fallback to the normal path for 
 
 import pytest
 
+from cloud_worker.build import build_engine
 from cloud_worker.engine.config import EngineConfig
-from cloud_worker.server import build_engine
 from tests.unit.cloud_worker.engine.test_engine_vs_hf import hf_greedy, mixed_prompts, run_batch
 
 

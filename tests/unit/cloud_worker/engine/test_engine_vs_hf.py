@@ -10,8 +10,8 @@ import torch
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM
 
+from cloud_worker.build import build_engine
 from cloud_worker.engine.config import EngineConfig
-from cloud_worker.server import build_engine
 from tandem.demo_model import CORPUS_PATH
 from tandem.engine_api import GenerationRequest, SamplingParams
 
@@ -138,8 +138,8 @@ def test_tensor_parallel_2_equals_tp_1_and_hf(demo_checkpoint, make_engine):
 
 
 def test_int8_weights_keep_the_first_tokens_and_the_logits_close(demo_checkpoint):
+    from cloud_worker.build import prepare_model
     from cloud_worker.quantization import Int8Linear
-    from cloud_worker.server import prepare_model
 
     fp32 = prepare_model(demo_checkpoint, EngineConfig())
     int8 = prepare_model(demo_checkpoint, EngineConfig(quantize="int8"))

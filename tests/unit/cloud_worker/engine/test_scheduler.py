@@ -1,7 +1,8 @@
 """Scheduler: token budget, chunked prefill, priorities, preemption order, leaving in the same step."""
 
 from cloud_worker.engine.block_manager import BlockManager
-from cloud_worker.engine.scheduler import Scheduler, SchedulerConfig
+from cloud_worker.engine.config import EngineConfig
+from cloud_worker.engine.scheduler import Scheduler
 from cloud_worker.engine.sequence import Sequence, SequenceStatus
 from tandem.engine_api import GenerationRequest
 
@@ -23,7 +24,7 @@ def run_step(scheduler: Scheduler) -> dict[str, int]:
 
 
 def test_prompts_are_chunked_to_the_token_budget_and_decodes_go_first():
-    s = Scheduler(SchedulerConfig(max_num_batched_tokens=8), BlockManager(64, B))
+    s = Scheduler(EngineConfig(max_num_batched_tokens=8), BlockManager(64, B))
     a, b = seq("a", 3), seq("b", 20)
     s.add(a)
     s.add(b)
@@ -34,7 +35,7 @@ def test_prompts_are_chunked_to_the_token_budget_and_decodes_go_first():
 
 
 def test_higher_priority_is_admitted_first():
-    s = Scheduler(SchedulerConfig(max_num_batched_tokens=4), BlockManager(64, B))
+    s = Scheduler(EngineConfig(max_num_batched_tokens=4), BlockManager(64, B))
     low, high = seq("low", 4, priority=0), seq("high", 4, priority=5)
     s.add(low)
     s.add(high)
@@ -42,7 +43,7 @@ def test_higher_priority_is_admitted_first():
 
 
 def test_preemption_takes_lowest_priority_then_newest_and_recomputes_it():
-    s = Scheduler(SchedulerConfig(max_num_batched_tokens=64), BlockManager(6, B))
+    s = Scheduler(EngineConfig(max_num_batched_tokens=64), BlockManager(6, B))
     old, new, vip = seq("old", 4), seq("new", 4), seq("vip", 4, priority=1)
     for x in (old, new, vip):
         s.add(x)
@@ -58,7 +59,7 @@ def test_preemption_takes_lowest_priority_then_newest_and_recomputes_it():
 
 def test_a_finished_sequence_frees_its_blocks_in_the_same_step():
     bm = BlockManager(8, B)
-    s = Scheduler(SchedulerConfig(), bm)
+    s = Scheduler(EngineConfig(), bm)
     a = seq("a", 6)
     s.add(a)
     run_step(s)
