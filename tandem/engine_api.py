@@ -5,6 +5,7 @@ what differs is the `Engine` behind it. The server only translates, so the
 paged engine (cloud) can replace the serial one without touching it.
 """
 
+import asyncio
 import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -156,3 +157,29 @@ class Engine(Protocol):
     def stats(self) -> EngineStats: ...
 
     def close(self) -> None: ...
+
+
+class ChunkChannel:
+    """One request's chunks from an engine's thread to the caller's event loop: `emit` (thread-safe) from the
+    engine thread, `async for` on the loop, which ends after the chunk with a finish reason and raises an
+    exception emitted instead. `finished` says whether the answer ran to its end (else the caller left early and
+    the engine should drop the request). Both engines (tandem/serial_engine.py, cloud_worker/engine) use it."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[GenerationChunk | Exception] = asyncio.Queue()
+        self.finished = False
+
+    def emit(self, chunk: "GenerationChunk | Exception") -> None:
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, chunk)
+
+    async def __aiter__(self) -> AsyncIterator["GenerationChunk"]:
+        while True:
+            chunk = await self._queue.get()
+            if isinstance(chunk, Exception):
+                self.finished = True
+                raise chunk
+            yield chunk
+            if chunk.finish_reason is not None:
+                self.finished = True
+                return

@@ -6,7 +6,6 @@ the rest (queueing, sampling, stop conditions, detokenization, cancellation,
 stats). The cloud worker's paged engine replaces it behind `Engine`.
 """
 
-import asyncio
 import queue
 import threading
 import time
@@ -19,6 +18,7 @@ from tokenizers import Tokenizer
 
 from tandem.detokenizer import IncrementalDetokenizer
 from tandem.engine_api import (
+    ChunkChannel,
     EngineStats,
     GenerationChunk,
     GenerationRequest,
@@ -59,13 +59,12 @@ def _prompt_scores(every: torch.Tensor, prompt: list[int], k: int) -> Generation
 @dataclass
 class _Job:
     request: GenerationRequest
-    loop: asyncio.AbstractEventLoop
-    chunks: asyncio.Queue
+    channel: ChunkChannel
     cancelled: threading.Event = field(default_factory=threading.Event)
     submitted_s: float = field(default_factory=time.monotonic)
 
     def emit(self, chunk: GenerationChunk | Exception) -> None:
-        self.loop.call_soon_threadsafe(self.chunks.put_nowait, chunk)
+        self.channel.emit(chunk)
 
 
 class SerialEngine:
@@ -92,17 +91,12 @@ class SerialEngine:
         check_fits_context(request, self._model.max_context_tokens)
         if request.sampling.prompt_logprobs is not None and not hasattr(self._model, "prefill_all"):
             raise RequestRejected("prompt log-probabilities (echo with logprobs) are not available on this engine")
-        job = _Job(request, asyncio.get_running_loop(), asyncio.Queue())
+        job = _Job(request, ChunkChannel())
         self._jobs.put(job)
         self._num_requests += 1
         try:
-            while True:
-                chunk = await job.chunks.get()
-                if isinstance(chunk, Exception):
-                    raise chunk
+            async for chunk in job.channel:
                 yield chunk
-                if chunk.finish_reason is not None:
-                    return
         finally:
             job.cancelled.set()  # no-op when finished; frees the sequence when the caller left
 

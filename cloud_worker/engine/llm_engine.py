@@ -26,6 +26,7 @@ from cloud_worker.engine.scheduler import ScheduledSeq, Scheduler
 from cloud_worker.engine.sequence import Sequence
 from tandem.detokenizer import IncrementalDetokenizer
 from tandem.engine_api import (
+    ChunkChannel,
     EngineStats,
     GenerationChunk,
     GenerationRequest,
@@ -44,15 +45,14 @@ TOKEN_RATE_WINDOW_S = 10.0
 @dataclass(eq=False)
 class _Job:
     seq: Sequence
-    loop: asyncio.AbstractEventLoop
-    chunks: asyncio.Queue
+    channel: ChunkChannel
     detok: IncrementalDetokenizer
     stop_ids: frozenset[int]
     cancelled: bool = False
     step_times: list[float] = field(default_factory=list)
 
     def emit(self, chunk: GenerationChunk | Exception) -> None:
-        self.loop.call_soon_threadsafe(self.chunks.put_nowait, chunk)
+        self.channel.emit(chunk)
 
 
 class PagedEngine:
@@ -107,25 +107,16 @@ class PagedEngine:
         )
         job = _Job(
             seq,
-            asyncio.get_running_loop(),
-            asyncio.Queue(),
+            ChunkChannel(),
             IncrementalDetokenizer(self._tokenizer, params.stop_strings),
             frozenset(params.stop_token_ids) | (frozenset() if params.ignore_eos else self._eos_token_ids),
         )
         self._inbox.put(job)
-        finished = False
         try:
-            while True:
-                chunk = await job.chunks.get()
-                if isinstance(chunk, Exception):
-                    finished = True
-                    raise chunk
+            async for chunk in job.channel:
                 yield chunk
-                if chunk.finish_reason is not None:
-                    finished = True
-                    return
         finally:
-            if not finished:
+            if not job.channel.finished:
                 self._inbox.put(seq.arrival)  # the caller left: free the sequence at the next step
 
     def _check(self, request: GenerationRequest) -> None:
