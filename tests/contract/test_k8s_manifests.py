@@ -65,7 +65,9 @@ def test_every_object_is_valid_kubernetes(name):
 
 
 def test_loose_manifests_are_valid_too():
-    for path in (K8S / "nvidia").glob("*.yaml"):
+    paths = sorted((K8S / "nvidia").glob("*.yaml"))
+    assert [p.name for p in paths] == ["mig.yaml", "time-slicing.yaml"]  # an empty glob must not pass
+    for path in paths:
         for obj in yaml.safe_load_all(path.read_text()):
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
 
@@ -193,7 +195,9 @@ def closed(schema):
 def vendored_schemas() -> dict[tuple[str, str], dict]:
     """(apiVersion, kind) -> the vendored openAPIV3Schema, closed."""
     schemas = {}
-    for path in VENDORED_CRDS.glob("*.yaml"):
+    paths = sorted(VENDORED_CRDS.glob("*.yaml"))
+    assert len(paths) == 2, paths  # InferencePool and HTTPRoute
+    for path in paths:
         spec = yaml.safe_load(path.read_text())["spec"]
         for version in spec["versions"]:
             schemas[f"{spec['group']}/{version['name']}", spec["names"]["kind"]] = closed(
