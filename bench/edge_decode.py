@@ -53,6 +53,17 @@ def decode_tok_s(step_model, prompt: list[int], num_tokens: int) -> float:
     return num_tokens / (time.perf_counter() - started)
 
 
+def prefill_tok_s(step_model, prompt: list[int], keep: int, repeats: int) -> float:
+    """Prompt tokens per second of one prefill; `keep`: positions the LM head runs on (1 is what generation does;
+    all of them is what it did before logits_to_keep)."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        step_model._run(prompt, 0, keep)
+        times.append(time.perf_counter() - started)
+    return len(prompt) / statistics.median(times)
+
+
 def ortgenai_tok_s(path: Path, prompt: list[int], num_tokens: int) -> tuple[float | None, str | None]:
     try:
         import onnxruntime_genai as og
@@ -89,11 +100,19 @@ def main() -> None:
     path = checkpoint()
     prompt = list(range(10, 42))  # 32 prompt tokens; the weights are random, so any ids will do
     exports = {name: cached_export(path, CACHE / "exports", q) for name, q in (("fp32", FP32), ("int4", INT4))}
-    speeds, weight_bytes = {}, {}
+    speeds, weight_bytes, prefill = {}, {}, {}
+    long_prompt = [10 + i % 30000 for i in range(512)]
     for name, export_dir in exports.items():
         step = OnnxStepModel(export_dir)
         decode_tok_s(step, prompt, 4)  # warm-up
         speeds[name] = statistics.median(decode_tok_s(step, prompt, num_tokens) for _ in range(repeats))
+        prefill_tok_s(step, long_prompt, 1, 1)  # warm-up
+        # alternating, so drift hits both alike
+        last, every = [], []
+        for _ in range(repeats + 2):
+            last.append(prefill_tok_s(step, long_prompt, 1, 1))
+            every.append(prefill_tok_s(step, long_prompt, len(long_prompt), 1))
+        prefill[name] = (statistics.median(last), statistics.median(every))
         sizes = json.loads((export_dir / MANIFEST_NAME).read_text())["sizes"]
         weight_bytes[name] = sizes["model_bytes"]
     og_tok_s, og_skipped = ortgenai_tok_s(path, prompt, num_tokens)
@@ -107,6 +126,10 @@ def main() -> None:
         "size_ratio": round(int4_sizes["linear_weight_bytes"] / int4_sizes["fp32_linear_weight_bytes"], 3),
         "fp32_weight_gb_s": round(weight_bytes["fp32"] * speeds["fp32"] / 1e9, 2),
         "int4_weight_gb_s": round(weight_bytes["int4"] * speeds["int4"] / 1e9, 2),
+        "fp32_prefill_512_tok_s": round(prefill["fp32"][0], 1),
+        "int4_prefill_512_tok_s": round(prefill["int4"][0], 1),
+        "int4_prefill_lm_head_last_vs_all": round(prefill["int4"][0] / prefill["int4"][1], 3),
+        "fp32_prefill_lm_head_last_vs_all": round(prefill["fp32"][0] / prefill["fp32"][1], 3),
         "ortgenai_tok_s": None if og_tok_s is None else round(og_tok_s, 2),
         "ratio_vs_ortgenai": None if og_tok_s is None else round(speeds["int4"] / og_tok_s, 3),
     }
@@ -114,7 +137,8 @@ def main() -> None:
         result["ortgenai_skipped"] = og_skipped
     print(f"{result['params_m']} M parameters, {num_tokens} decode tokens after a 32-token prompt")
     for name in ("fp32", "int4"):
-        print(f"  tandem {name}: {result[f'{name}_tok_s']} tok/s ({result[f'{name}_weight_gb_s']} GB/s of weights)")
+        print(f"  tandem {name}: {result[f'{name}_tok_s']} tok/s ({result[f'{name}_weight_gb_s']} GB/s of weights); "
+              f"prefill of 512 tokens {prefill[name][0]:.0f} tok/s (LM head on every position: {prefill[name][1]:.0f})")
     if og_tok_s is not None:
         print(f"  onnxruntime-genai int4: {result['ortgenai_tok_s']} tok/s")
     print(json.dumps(result))

@@ -12,9 +12,12 @@ with the config's rope scaling baked into its cos/sin tables).
 
 Inputs: input_ids [1, tokens] (int64); seqlens_k [1] and
 total_sequence_length [] (int32: tokens in the cache after this step, minus
-one, and that count); past_key_values.{i}.key/value [1, kv_heads, capacity,
-head_dim]. Outputs: logits [1, tokens, vocab] and present.{i}.key/value, the
-same buffers (bind each to its past input's memory). An export is cached by
+one, and that count); logits_to_keep [] (int64: the LM head runs on the last
+this many positions only, 1 for generation, all of them for prompt
+log-probabilities: on a 512-token prompt it is most of the head's cost);
+past_key_values.{i}.key/value [1, kv_heads, capacity, head_dim]. Outputs:
+logits [1, logits_to_keep, vocab] and present.{i}.key/value, the same
+buffers (bind each to its past input's memory). An export is cached by
 the checkpoint's content hash and its quantization; its manifest records
 both and every file's checksum, and the agent refuses a folder that does not
 match it.
@@ -40,8 +43,8 @@ from kernels.rotary import apply_rotary
 log = logging.getLogger(__name__)
 MANIFEST_NAME = "manifest.json"
 MODEL_NAME = "model.onnx"
-FORMAT_VERSION = 2  # 2: shared past/present KV buffers (GroupQueryAttention)
-GRAPH_VERSION = 4  # bump when the exported graph changes, so cached exports are remade
+FORMAT_VERSION = 3  # 2: shared past/present KV buffers (GroupQueryAttention); 3: the logits_to_keep input
+GRAPH_VERSION = 5  # bump when the exported graph changes, so cached exports are remade
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json")
 OPSET = 17
 
@@ -122,10 +125,13 @@ class _SharedBufferDecoder(nn.Module):
         self.register_buffer("cos_cache", cos[0, :, : c.head_dim // 2].contiguous())
         self.register_buffer("sin_cache", sin[0, :, : c.head_dim // 2].contiguous())
 
-    def forward(self, input_ids, seqlens_k, total_sequence_length, *caches):
+    def forward(self, input_ids, seqlens_k, total_sequence_length, logits_to_keep, *caches):
         caches = list(zip(caches[0::2], caches[1::2], strict=True))
         kv = SharedBufferKV(self.model.config, caches, seqlens_k, total_sequence_length, self.cos_cache, self.sin_cache)
-        logits = self.model.lm_head(self.model.hidden_states(input_ids, None, kv)).float()
+        hidden = self.model.hidden_states(input_ids, None, kv)
+        tokens = hidden.shape[1]
+        last = torch.arange(tokens - logits_to_keep, tokens)  # a Range in the graph: the kept positions
+        logits = self.model.lm_head(hidden.index_select(1, last)).float()
         return (logits, *kv.present)
 
 
@@ -203,9 +209,9 @@ def export_onnx(
             raise ExportError(
                 f"head_dim {c.head_dim}: onnxruntime's GroupQueryAttention with rotary needs a multiple of 16"
             )
-        names_in = ["input_ids", "seqlens_k", "total_sequence_length"]
+        names_in = ["input_ids", "seqlens_k", "total_sequence_length", "logits_to_keep"]
         names_out = ["logits"]
-        axes = {"input_ids": {1: "tokens"}, "logits": {1: "tokens"}}
+        axes = {"input_ids": {1: "tokens"}, "logits": {1: "kept"}}
         for i in range(c.num_hidden_layers):
             for kind in ("key", "value"):
                 names_in.append(f"past_key_values.{i}.{kind}")
@@ -215,7 +221,7 @@ def export_onnx(
         # Trace a step with cached tokens before it, so no shape is specialised to an empty cache.
         caches = [torch.zeros(1, c.num_key_value_heads, 8, c.head_dim) for _ in range(2 * c.num_hidden_layers)]
         seqlens_k, total = torch.tensor([4], dtype=torch.int32), torch.tensor(5, dtype=torch.int32)
-        args = (torch.tensor([[1, 2, 3]]), seqlens_k, total, *caches)
+        args = (torch.tensor([[1, 2, 3]]), seqlens_k, total, torch.tensor(2), *caches)
         tmp_dir = out_dir.with_name(out_dir.name + ".partial")
         shutil.rmtree(tmp_dir, ignore_errors=True)
         tmp_dir.mkdir(parents=True)

@@ -3,9 +3,9 @@
 Each layer's K/V live in one buffer of `capacity` positions, allocated once
 per model (edge_agent/export.py): every step binds the same buffers as its
 past inputs and present outputs, and GroupQueryAttention writes the step's
-K/V in place. A step copies in only the new token ids and copies out only the
-last position's logits; nothing grows, concatenates or reallocates with the
-context.
+K/V in place. A step copies in only the new token ids and gets back only the
+last position's logits (the LM head runs on it alone, `logits_to_keep`);
+nothing grows, concatenates or reallocates with the context.
 
 The agent serves one sequence at a time (the SerialEngine queues the rest),
 so one set of buffers is enough: a prefill starts a new sequence in them, and
@@ -62,28 +62,29 @@ class OnnxStepModel:
 
     def prefill(self, prompt_token_ids: list[int]) -> tuple[torch.Tensor, State]:
         self._sequence = next(_sequences)
-        logits = self._run(prompt_token_ids, 0)
+        logits = self._run(prompt_token_ids, 0, keep=1)
         return torch.from_numpy(logits[-1].copy()), State(self._sequence, len(prompt_token_ids))
 
     def prefill_all(self, prompt_token_ids: list[int]) -> tuple[torch.Tensor, State]:
         """As prefill, with the logits at every prompt position [tokens, vocab] (for prompt_logprobs)."""
         self._sequence = next(_sequences)
-        logits = self._run(prompt_token_ids, 0)
+        logits = self._run(prompt_token_ids, 0, keep=len(prompt_token_ids))
         return torch.from_numpy(logits.copy()), State(self._sequence, len(prompt_token_ids))
 
     def decode(self, state: State, token_id: int, position: int) -> tuple[torch.Tensor, State]:
         if state.sequence != self._sequence:
             raise StaleState("this sequence's KV buffers were taken by a later prefill")
         assert position == state.length, (position, state.length)
-        logits = self._run([token_id], position)
+        logits = self._run([token_id], position, keep=1)
         return torch.from_numpy(logits[-1].copy()), State(state.sequence, state.length + 1)
 
     def logits(self, token_ids: list[int]) -> np.ndarray:
         """Logits at every position of one prompt [tokens, vocab] (for scoring; starts a new sequence)."""
         self._sequence = next(_sequences)
-        return self._run(token_ids, 0).copy()
+        return self._run(token_ids, 0, keep=len(token_ids)).copy()
 
-    def _run(self, token_ids: list[int], start: int) -> np.ndarray:
+    def _run(self, token_ids: list[int], start: int, keep: int) -> np.ndarray:
+        """Logits at the last `keep` positions [keep, vocab]."""
         total = start + len(token_ids)
         if total > self.max_context_tokens:
             raise ValueError(f"{total} tokens exceed this agent's context of {self.max_context_tokens}")
@@ -91,6 +92,7 @@ class OnnxStepModel:
         binding.bind_cpu_input("input_ids", np.array([token_ids], dtype=np.int64))
         binding.bind_cpu_input("seqlens_k", np.array([total - 1], dtype=np.int32))
         binding.bind_cpu_input("total_sequence_length", np.array(total, dtype=np.int32))
+        binding.bind_cpu_input("logits_to_keep", np.array(keep, dtype=np.int64))
         binding.bind_output("logits")  # first: get_outputs() follows the binding order
         for past, present, buffer in zip(self._past_names, self._present_names, self._buffers, strict=True):
             binding.bind_ortvalue_input(past, buffer)

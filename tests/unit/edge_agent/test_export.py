@@ -3,6 +3,7 @@
 import asyncio
 import json
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
@@ -42,6 +43,16 @@ def test_decode_with_past_equals_hf(export_dir, hf):
         expected = hf(torch.tensor([PROMPT])).logits[0, -1]
     torch.testing.assert_close(logits, expected, atol=1e-4, rtol=0)
     assert state.length == len(PROMPT)
+
+
+def test_the_lm_head_runs_on_the_kept_positions_only(export_dir):
+    step = OnnxStepModel(export_dir)
+    every = step.logits(PROMPT)  # logits_to_keep = all
+    last_three = step._run(PROMPT, 0, keep=3)
+    assert every.shape[0] == len(PROMPT) and last_three.shape[0] == 3
+    np.testing.assert_allclose(last_three, every[-3:], atol=1e-5)
+    logits, _ = step.prefill(PROMPT)  # keep = 1
+    np.testing.assert_allclose(logits.numpy(), every[-1], atol=1e-5)
 
 
 def test_export_is_cached_by_checkpoint_content(demo_checkpoint, export_dir):
