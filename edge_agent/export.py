@@ -44,9 +44,9 @@ log = logging.getLogger(__name__)
 MANIFEST_NAME = "manifest.json"
 MODEL_NAME = "model.onnx"
 FORMAT_VERSION = 3  # 2: shared past/present KV buffers (GroupQueryAttention); 3: the logits_to_keep input
-GRAPH_VERSION = 5  # bump when the exported graph changes, so cached exports are remade
+GRAPH_VERSION = 6  # bump when the exported graph changes, so cached exports are remade (6: opset 21)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json")
-OPSET = 17
+OPSET = 21  # INT4 initializers (the quantized embedding's GatherBlockQuantized) need opset 21
 
 
 class _GroupQueryAttention(torch.autograd.Function):

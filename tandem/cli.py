@@ -48,6 +48,7 @@ Bits = Annotated[int, typer.Option(help="4 or 8: MatMulNBits weight-only; 16: fp
 BlockSize = Annotated[int, typer.Option(help="quantization block size (input channels per scale)")]
 AccuracyLevel = Annotated[int, typer.Option(help="MatMulNBits accuracy level (4: int8 compute, fastest on CPU)")]
 KeepLmHead = Annotated[bool, typer.Option(help="keep the LM head in fp32")]
+QuantizeEmbedding = Annotated[bool, typer.Option(help="INT4: the embedding table in INT4 too (a much smaller file)")]
 
 
 def _logging(level: str) -> None:
@@ -230,6 +231,7 @@ def edge_agent(
     block_size: BlockSize = 32,
     accuracy_level: AccuracyLevel = 4,
     keep_lm_head: KeepLmHead = False,
+    quantize_embedding: QuantizeEmbedding = False,
     register_url: Annotated[
         str | None,
         typer.Option(envvar="TANDEM_EDGE_REGISTER_URL", help="gateway to register with, e.g. http://gw:8000"),
@@ -261,7 +263,7 @@ def edge_agent(
             raise typer.Exit(1)
         register = RegisterWith(register_url, register_token, agent_id, advertise)
     try:
-        quantization = _quantization(bits, block_size, accuracy_level, keep_lm_head)
+        quantization = _quantization(bits, block_size, accuracy_level, keep_lm_head, quantize_embedding)
         run(
             model,
             host,
@@ -328,11 +330,13 @@ def model_demo(out_dir: Path) -> None:
     typer.echo(f"wrote demo checkpoint to {out_dir}")
 
 
-def _quantization(bits: int, block_size: int, accuracy_level: int, keep_lm_head: bool):
+def _quantization(
+    bits: int, block_size: int, accuracy_level: int, keep_lm_head: bool, quantize_embedding: bool = False
+):
     from edge_agent.quantize import Quantization
 
     try:
-        return Quantization(bits, block_size, accuracy_level, keep_lm_head)
+        return Quantization(bits, block_size, accuracy_level, keep_lm_head, quantize_embedding)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
@@ -346,13 +350,14 @@ def edge_export(
     block_size: BlockSize = 32,
     accuracy_level: AccuracyLevel = 4,
     keep_lm_head: KeepLmHead = False,
+    quantize_embedding: QuantizeEmbedding = False,
 ) -> None:
     """Export a checkpoint to ONNX with explicit past/present KV, quantized (INT4 by default), with a manifest."""
     import json
 
     from edge_agent.export import MANIFEST_NAME, export_onnx
 
-    export_onnx(checkpoint, out, _quantization(bits, block_size, accuracy_level, keep_lm_head))
+    export_onnx(checkpoint, out, _quantization(bits, block_size, accuracy_level, keep_lm_head, quantize_embedding))
     sizes = json.loads((out / MANIFEST_NAME).read_text())["sizes"]
     ratio = sizes["linear_weight_bytes"] / sizes["fp32_linear_weight_bytes"]
     typer.echo(f"exported {checkpoint} to {out}: {sizes['model_bytes'] / 1e6:.1f} MB, linear weights {ratio:.2f}x fp32")

@@ -21,6 +21,7 @@ def exports(demo_checkpoint, tmp_path_factory):
         "fp32": Quantization(bits=32),
         "int4": Quantization(bits=4, block_size=32),
         "int4-head32": Quantization(bits=4, block_size=32, keep_lm_head=True),
+        "int4-emb4": Quantization(bits=4, block_size=32, quantize_embedding=True),
         "int8": Quantization(bits=8, block_size=32),
         "fp16": Quantization(bits=16),
     }
@@ -41,13 +42,26 @@ def test_int4_linear_weights_are_at_most_0_3_of_fp32(exports):
     assert head_kept.count("MatMulNBits") == 14
 
 
-@pytest.mark.parametrize("variant, min_cosine", [("int8", 0.999), ("fp16", 0.9999), ("int4", 0.95)])
+def test_int4_can_quantize_the_embedding_too(exports):
+    """The embedding table as GatherBlockQuantized when asked: otherwise it stays fp32, most of a small file."""
+    ops = [n.op_type for n in onnx.load(str(exports["int4-emb4"] / "model.onnx")).graph.node]
+    plain = [n.op_type for n in onnx.load(str(exports["int4"] / "model.onnx")).graph.node]
+    assert ops.count("GatherBlockQuantized") == 1 and "GatherBlockQuantized" not in plain
+    size = {name: manifest(exports[name])["sizes"]["model_bytes"] for name in ("fp32", "int4", "int4-emb4")}
+    assert size["int4-emb4"] < 0.8 * size["int4"], size  # the demo's table is 512 x 64: a third of its INT4 file
+    assert manifest(exports["int4-emb4"])["quantization"]["embedding"] == "quantized"
+    assert manifest(exports["int4"])["quantization"]["embedding"] == "fp32"
+
+
+@pytest.mark.parametrize(
+    "variant, min_cosine", [("int8", 0.999), ("fp16", 0.9999), ("int4", 0.95), ("int4-emb4", 0.95)]
+)
 def test_quantized_logits_stay_close_to_fp32(exports, variant, min_cosine):
     reference, _ = OnnxStepModel(exports["fp32"]).prefill(PROMPT)
     logits, _ = OnnxStepModel(exports[variant]).prefill(PROMPT)
     a, b = reference.numpy(), logits.numpy()
     assert float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) >= min_cosine
-    assert manifest(exports[variant])["quantization"]["bits"] == {"int8": 8, "fp16": 16, "int4": 4}[variant]
+    assert manifest(exports[variant])["quantization"]["bits"] == {"int8": 8, "fp16": 16}.get(variant, 4)
 
 
 @pytest.mark.parametrize(
