@@ -29,7 +29,10 @@ def request_seed(params: SamplingParams) -> int:
 
 def sample_token(logits: torch.Tensor, params: SamplingParams, seed: int, step: int) -> int:
     """logits: [vocab]; step: the index of this token in the answer. Returns the chosen token id."""
-    if not bool(torch.isfinite(logits.max())):  # NaN anywhere, +inf, or every token masked to -inf
+    top = logits.max()
+    if not params.is_greedy:
+        top = top.float() / params.temperature  # finite logits can overflow once divided by a small temperature
+    if not bool(torch.isfinite(top)):  # NaN anywhere, +inf, every token masked to -inf, or that overflow
         raise SamplingError("the model's next-token probabilities are not finite; refusing to sample from them")
     if params.is_greedy:
         return int(torch.argmax(logits))

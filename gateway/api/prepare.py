@@ -34,7 +34,7 @@ INLINE_BODY_BYTES = 2048  # below this, tokenizing, scanning and classifying tak
 async def _off_loop(request: Request, fn, *args, **kwargs):
     """fn(*args, **kwargs), in a worker thread unless the request body is small."""
     size = request.headers.get("content-length", "")
-    if size.isdigit() and int(size) < INLINE_BODY_BYTES:
+    if size.isascii() and size.isdigit() and int(size) < INLINE_BODY_BYTES:
         return fn(*args, **kwargs)
     return await asyncio.to_thread(fn, *args, **kwargs)
 

@@ -27,9 +27,28 @@ class SseDecoder:
         return None  # a comment (empty field name) or another field
 
     def end(self) -> str | None:
-        """The pending event's data, if any (at a blank line, or when the stream ends)."""
-        data, self._data = self._data, []
-        return "\n".join(data) if data else None
+        """The pending event's data, if any (at a blank line, or when the stream ends); an event whose data is
+        empty is not one (as the format has it)."""
+        data, self._data = "\n".join(self._data), []
+        return data.strip() or None
+
+
+def _payloads(data: str) -> tuple[list[dict], bool]:
+    """An event's JSON objects and whether the stream is done. A server that separates events with one line break
+    instead of a blank line (not the format, but seen) sends several as one: each line is then one."""
+    if data == DONE:
+        return [], True
+    try:
+        return [json.loads(data)], False
+    except json.JSONDecodeError:
+        if "\n" not in data:
+            raise
+    out = []
+    for line in data.split("\n"):
+        if line.strip() == DONE:
+            return out, True
+        out.append(json.loads(line))
+    return out, False
 
 
 def events(lines: Iterable[str]) -> Iterator[dict]:
@@ -37,10 +56,11 @@ def events(lines: Iterable[str]) -> Iterator[dict]:
     decoder = SseDecoder()
     for line in _with_end(lines):
         data = decoder.feed(line)
-        if data == DONE:
-            return
         if data is not None:
-            yield json.loads(data)
+            payloads, done = _payloads(data)
+            yield from payloads
+            if done:
+                return
 
 
 async def aevents(lines: AsyncIterable[str]) -> AsyncIterator[dict]:
@@ -48,13 +68,16 @@ async def aevents(lines: AsyncIterable[str]) -> AsyncIterator[dict]:
     decoder = SseDecoder()
     async for line in lines:
         data = decoder.feed(line)
-        if data == DONE:
-            return
         if data is not None:
-            yield json.loads(data)
+            payloads, done = _payloads(data)
+            for payload in payloads:
+                yield payload
+            if done:
+                return
     data = decoder.end()
-    if data is not None and data != DONE:
-        yield json.loads(data)
+    if data is not None:
+        for payload in _payloads(data)[0]:
+            yield payload
 
 
 def _with_end(lines: Iterable[str]) -> Iterator[str]:

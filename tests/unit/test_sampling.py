@@ -70,8 +70,8 @@ def test_values_that_would_break_a_sampler_are_refused_as_the_requests_fault(fie
 def test_the_sampler_refuses_probabilities_that_are_not_a_distribution():
     from tandem.sampling import SamplingError
 
-    params = SamplingParams(temperature=1.0, seed=1)
-    for logits in ([0.0, float("nan"), 1.0], [float("-inf")] * 3, [0.0, float("inf")]):
+    params = SamplingParams(temperature=0.01, seed=1)  # 1e37 / 0.01 overflows: finite logits, no distribution
+    for logits in ([0.0, float("nan"), 1.0], [float("-inf")] * 3, [0.0, float("inf")], [0.0, 1e37, 1e37]):
         with pytest.raises(SamplingError, match="not finite"):
             sample_token(torch.tensor(logits), params, 1, 0)
 

@@ -19,6 +19,9 @@ CASES = [
     (['data: {"a": 1}', "", 'data: {"a": 2}'], [{"a": 1}, {"a": 2}]),
     # the old line-by-line readers took this as two events: "{" and "}" (and failed)
     (["data: {", 'data: "a": 3', "data: }", ""], [{"a": 3}]),
+    # tolerated: a trailing space after [DONE], an empty data line, events one line break apart
+    (['data: {"a": 1}', "", "data", "", "data: [DONE] ", ""], [{"a": 1}]),
+    (['data: {"a": 1}', 'data: {"a": 2}', "data: [DONE]", ""], [{"a": 1}, {"a": 2}]),
 ]
 
 
