@@ -14,7 +14,8 @@ import threading
 import uvicorn
 
 from gateway.config import Settings
-from gateway.main import ConfigError, create_app, load_tenants
+from gateway.lifespan import ConfigError, load_tenants
+from gateway.main import create_app
 from gateway.tenants import TenantsError
 from tandem.telemetry import setup_tracing, shutdown_tracing
 

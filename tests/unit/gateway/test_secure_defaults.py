@@ -9,7 +9,8 @@ import yaml
 from fastapi.testclient import TestClient
 
 from gateway.config import Settings
-from gateway.main import ConfigError, create_app
+from gateway.lifespan import ConfigError
+from gateway.main import create_app
 from gateway.tenants import Tenants, TenantsFile
 from tests.stack import DEFAULT_POLICY
 
