@@ -1,0 +1,422 @@
+"""The request service behind `/v1/chat/completions` and `/v1/completions`: admit, prepare (tokenize once,
+classify), dispatch, and format the answer whole or streamed, with its spans, metrics and usage record. The route
+handlers (gateway/api/openai_routes.py) only call `serve`."""
+
+import asyncio
+import dataclasses
+import functools
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import grpc
+from fastapi import Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from opentelemetry import context, trace
+
+from gateway import metrics, privacy
+from gateway.api.openai_format import SSE_DONE, Logprobs, ResponseShape, sse
+from gateway.api.prepare import Prepared, ToolPlan
+from gateway.api.schemas import _GenerationParams
+from gateway.backends.worker_backend import BackendError
+from gateway.dispatch import RoutedStream, dispatch
+from gateway.errors import BackendFailed, GatewayError
+from gateway.limits.admission import Admission
+from gateway.policy.schema import Policy
+from gateway.state import GatewayState
+from proto.gen import worker_pb2
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+Prepare = Callable[..., Awaitable[Prepared]]  # prepare_chat or prepare_completion (gateway/api/prepare.py)
+
+
+async def serve(body: _GenerationParams, request: Request, state: GatewayState, prepare: Prepare, chat: bool):
+    """One generation request, from admission to the last byte of its answer."""
+    policy = state.policy  # one policy per request, even if a reload lands meanwhile
+    admission = await state.admission.admit(request.state.tenant)  # before any work on the prompt
+    try:
+        prepared = await prepare(body, request, state, policy)
+        await admission.charge(len(prepared.prompt_ids) + prepared.features.max_tokens * body.n)
+    except BaseException:
+        await admission.release(0)
+        raise
+    prefix = "chatcmpl" if chat else "cmpl"
+    shape = ResponseShape.new(chat, f"{prefix}-{uuid.uuid4().hex}", prepared.model.id)
+    return await _serve(body, prepared, shape, state, policy, admission)
+
+
+async def _serve(
+    body: _GenerationParams,
+    prepared: Prepared,
+    shape: ResponseShape,
+    state: GatewayState,
+    policy: Policy,
+    admission: Admission,
+):
+    features = prepared.features
+    gen_request = worker_pb2.GenerateRequest(
+        request_id=shape.response_id,
+        tenant=features.tenant,
+        cache_salt=state.tenants.cache_salt(features.tenant),
+        model=prepared.model.id,
+        prompt_token_ids=prepared.prompt_ids,
+        sampling=worker_pb2.SamplingParams(
+            **body.sampling(prepared.model.tokenizer.generation_defaults),
+            seed=body.seed,
+            max_tokens=features.max_tokens,
+            stop_strings=body.stop_strings(),
+            stop_token_ids=body.stop_token_ids or (),
+            ignore_eos=body.ignore_eos,
+            presence_penalty=body.presence_penalty,
+            frequency_penalty=body.frequency_penalty,
+            logit_bias=body.token_biases(),
+            top_logprobs=body.wanted_top_logprobs(),
+            grammar=prepared.grammar,  # response_format's, or a forced tool call's; checked by prepare
+            prompt_logprobs=body.wanted_prompt_logprobs(),
+        ),
+        priority=features.priority,  # clamped to the tenant's allowance
+    )
+    # n choices are n requests (seeds seed, seed + 1, ...): routed on their own, sharing the prompt's cached prefix.
+    requests = [gen_request] if body.n == 1 else [_nth_choice(gen_request, i) for i in range(body.n)]
+    started = time.perf_counter()
+    routed_all: list[RoutedStream] = []
+    try:
+        for one in requests:
+            routed_all.append(
+                await dispatch(
+                    policy,
+                    state.registry,
+                    features,
+                    one,
+                    state.settings.backend_timeout_s,
+                    state.settings.first_token_deadline_s,
+                    state.settings.attempt_timeout_s,
+                    prepared.model.hints,
+                )
+            )
+    except BaseException as exc:
+        for routed in routed_all:
+            await routed.aclose()
+        await admission.release(0)
+        if isinstance(exc, GatewayError):
+            metrics.REQUESTS.labels("none", "none", features.tenant, exc.code or "error").inc()
+            if state.decisions:
+                state.decisions.record(shape.response_id, features, None, None, None, exc.code or "error")
+        raise
+    routed, private = routed_all[0], requests[0].private
+    if state.decisions:
+        state.decisions.record(shape.response_id, features, routed.rule, routed.pool, routed.backend.endpoint, "routed")
+    user = None if private else (body.user or body.safety_identifier)
+    for one in routed_all:
+        if state.decisions:
+            one.on_end = functools.partial(state.decisions.usage, shape.response_id, features.tenant, user)
+        one.ttft_s = time.perf_counter() - started
+        one.idle_timeout_s = state.settings.stream_idle_timeout_s
+        metrics.TTFT.labels(one.pool).observe(one.ttft_s)
+        state.ttft.add(one.pool, one.ttft_s)
+    span = trace.get_current_span()
+    genai = _genai_request(shape, gen_request, body.n)
+    span.set_attributes(
+        genai | {"tandem.rule": routed.rule, "tandem.pool": routed.pool, "tandem.backend": routed.backend.endpoint}
+    )
+    traced = _StreamTrace(
+        context.get_current(),
+        prepared.text if privacy.may_trace_content(private, state.settings.trace_content) else None,
+        genai,
+    )
+    headers = {"X-Tandem-Route": f"{routed.pool}; rule={routed.rule}", "X-Tandem-Backend": routed.backend.endpoint}
+
+    echo = body.echoes()  # completions: the prompt before the answer
+    prefix = prepared.text if echo else ""
+    chat_tokenizer = prepared.model.tokenizer
+
+    def logprobs() -> Logprobs | None:
+        if body.wanted_top_logprobs() is None:
+            return None
+        return Logprobs(
+            shape.is_chat,
+            chat_tokenizer.tokenizer.decode,
+            chat_tokenizer.token_bytes,
+            prepared.prompt_ids if echo else None,
+        )
+
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    if len(routed_all) == 1:
+        if body.stream:
+            events = _stream_events(
+                routed, shape, include_usage, started, admission, traced, logprobs(), prepared.tools, prefix=prefix
+            )
+            return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+        answer = await _collect(routed, shape, started, admission, traced, logprobs(), prepared.tools, prefix)
+        return JSONResponse(answer, headers=headers)
+    shared = _SharedAdmission(admission, len(routed_all))
+    shapes = [dataclasses.replace(shape, index=i) for i in range(len(routed_all))]
+    if body.stream:
+        usages: list = []
+        streams = [
+            _stream_events(
+                one,
+                s,
+                False,
+                started,
+                shared,
+                traced,
+                logprobs(),
+                prepared.tools,
+                usages=usages,
+                done=False,
+                prefix=prefix,
+            )
+            for one, s in zip(routed_all, shapes, strict=True)
+        ]
+        events = _merged(streams, shape, usages if include_usage else None)
+        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+    answers = await asyncio.gather(
+        *(
+            _collect(one, s, started, shared, traced, logprobs(), prepared.tools, prefix)
+            for one, s in zip(routed_all, shapes, strict=True)
+        )
+    )
+    merged = answers[0] | {"choices": [a["choices"][0] for a in answers]}
+    merged["usage"]["completion_tokens"] = sum(a["usage"]["completion_tokens"] for a in answers)
+    merged["usage"]["total_tokens"] = merged["usage"]["prompt_tokens"] + merged["usage"]["completion_tokens"]
+    return JSONResponse(merged, headers=headers)
+
+
+def _nth_choice(request: worker_pb2.GenerateRequest, index: int) -> worker_pb2.GenerateRequest:
+    one = worker_pb2.GenerateRequest()
+    one.CopyFrom(request)
+    one.request_id = f"{request.request_id}-{index}"
+    if request.sampling.HasField("seed"):
+        one.sampling.seed = (request.sampling.seed + index) % 2**63
+    return one
+
+
+class _SharedAdmission:
+    """n choices hold one admission: it is released (with the tokens they used together) when the last one ends."""
+
+    def __init__(self, admission: Admission, parts: int) -> None:
+        self._admission, self._left, self._used = admission, parts, 0
+
+    async def release(self, used_tokens: int | None = None) -> None:
+        self._left -= 1
+        self._used = None if used_tokens is None or self._used is None else self._used + used_tokens
+        if self._left == 0:
+            await self._admission.release(self._used)
+
+
+async def _merged(streams: list[AsyncIterator[str]], shape: ResponseShape, usages: list | None) -> AsyncIterator[str]:
+    """The choices' events as they come, then the summed usage (when asked for) and [DONE]."""
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def pump(stream: AsyncIterator[str]) -> None:
+        try:
+            async for event in stream:
+                await queue.put(event)
+        finally:
+            await queue.put(None)
+
+    tasks = [asyncio.create_task(pump(stream)) for stream in streams]
+    try:
+        left = len(tasks)
+        while left:
+            event = await queue.get()
+            if event is None:
+                left -= 1
+            else:
+                yield event
+        if usages:
+            total = worker_pb2.Usage(
+                prompt_tokens=usages[0].prompt_tokens,
+                completion_tokens=sum(u.completion_tokens for u in usages),
+                cached_prompt_tokens=usages[0].cached_prompt_tokens,
+            )
+            yield shape.usage_chunk(total)
+        yield SSE_DONE
+    finally:  # the client left, or all ended: every choice's stream closes (and frees its worker sequence)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _genai_request(shape: ResponseShape, request: worker_pb2.GenerateRequest, n: int) -> dict:
+    """OpenTelemetry's GenAI attributes of the request (semantic conventions, gen_ai.*): the values it runs with,
+    defaults applied."""
+    attributes = {
+        "gen_ai.operation.name": "chat" if shape.is_chat else "text_completion",
+        "gen_ai.provider.name": "tandem",
+        "gen_ai.request.model": request.model,
+        "gen_ai.request.max_tokens": request.sampling.max_tokens,
+        "gen_ai.request.temperature": request.sampling.temperature,
+        "gen_ai.request.top_p": request.sampling.top_p,
+        "gen_ai.response.id": shape.response_id,
+    }
+    if request.sampling.top_k:
+        attributes["gen_ai.request.top_k"] = request.sampling.top_k
+    if request.sampling.HasField("seed"):
+        attributes["gen_ai.request.seed"] = request.sampling.seed
+    if n > 1:
+        attributes["gen_ai.request.choice.count"] = n
+    return attributes
+
+
+@dataclass(frozen=True)
+class _StreamTrace:
+    """Where the `gateway.stream` span hangs (the request's span), the prompt text when content is traced, and the
+    request's GenAI attributes."""
+
+    parent: context.Context
+    prompt_text: str | None
+    genai: dict
+
+    @contextmanager
+    def span(self, routed: RoutedStream, parts: list[str]) -> Iterator[trace.Span]:
+        # Not made current: a streamed body may be closed from another context than it started in.
+        span = tracer.start_span("gateway.stream", context=self.parent, attributes=self.genai)
+        span.set_attribute("gen_ai.response.model", self.genai["gen_ai.request.model"])
+        span.set_attribute("tandem.backend", routed.backend.endpoint)
+        span.set_attribute("tandem.predicted_cached_tokens", routed.predicted_cached_tokens)
+        try:
+            yield span
+        except BaseException as exc:
+            span.record_exception(exc)
+            span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
+            raise
+        finally:
+            if self.prompt_text is not None:
+                span.set_attribute("tandem.prompt_text", self.prompt_text)
+                span.set_attribute("tandem.completion_text", "".join(parts))
+            span.end()
+
+
+def _end_of_stream(span: trace.Span, last: worker_pb2.GenerateChunk) -> None:
+    span.set_attribute("tandem.finish_reason", last.finish_reason)
+    span.set_attribute("gen_ai.response.finish_reasons", [last.finish_reason])
+    if last.HasField("usage"):
+        span.set_attributes({
+            "tandem.completion_tokens": last.usage.completion_tokens,
+            "tandem.cached_prompt_tokens": last.usage.cached_prompt_tokens,
+            "gen_ai.usage.input_tokens": last.usage.prompt_tokens,
+            "gen_ai.usage.output_tokens": last.usage.completion_tokens,
+            "gen_ai.usage.cache_read.input_tokens": last.usage.cached_prompt_tokens,
+        })  # fmt: skip
+
+
+async def _collect(
+    routed: RoutedStream,
+    shape: ResponseShape,
+    started: float,
+    admission: Admission,
+    traced: _StreamTrace,
+    logprobs: Logprobs | None,
+    tool_plan: ToolPlan | None,
+    prefix: str = "",
+) -> dict:
+    parts: list[str] = []
+    last = None
+    with traced.span(routed, parts) as span:
+        try:
+            async for chunk in routed.chunks():  # read to the end so the RPC (and its span) completes
+                parts.append(chunk.text)
+                if logprobs is not None:
+                    logprobs.of(chunk)
+                last = chunk
+        except BackendError as exc:
+            _record(routed, "backend_error", None, started)
+            raise BackendFailed(f"backend failed mid-answer: {exc}") from exc
+        finally:
+            await routed.aclose()
+            await admission.release(_used_tokens(last))
+        if last is None or not last.finish_reason:
+            _record(routed, "backend_error", None, started)
+            raise BackendFailed(f"{routed.backend.endpoint} ended the stream without a finish reason")
+        _end_of_stream(span, last)
+    _record(routed, "ok", last.usage, started)
+    text, calls = prefix + "".join(parts), []
+    if tool_plan is not None:
+        text, calls = tool_plan.parse(text)
+    return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None, calls)
+
+
+async def _stream_events(
+    routed: RoutedStream,
+    shape: ResponseShape,
+    include_usage: bool,
+    started: float,
+    admission: Admission,
+    traced: _StreamTrace,
+    logprobs: Logprobs | None,
+    tool_plan: ToolPlan | None,
+    usages: list | None = None,
+    done: bool = True,
+    prefix: str = "",
+) -> AsyncIterator[str]:
+    last = None
+    parts: list[str] = []
+    held = tool_plan.streamed() if tool_plan is not None else None
+    yield shape.chunk(None, first=True)
+    with traced.span(routed, parts) as span:
+        try:
+            async for chunk in routed.chunks():
+                these = logprobs.of(chunk) if logprobs is not None else None
+                parts.append(chunk.text)
+                text = held.push(chunk.text) if held is not None else chunk.text
+                text, prefix = prefix + text, ""  # echo: the prompt comes with the first chunk
+                if text or these:
+                    yield shape.chunk(text, logprobs=these)
+                last = chunk
+                if chunk.finish_reason:
+                    _end_of_stream(span, chunk)
+                    for event in shape.ending(chunk.finish_reason, held):
+                        yield event
+                    if include_usage:
+                        yield shape.usage_chunk(chunk.usage)
+                    if usages is not None:
+                        usages.append(chunk.usage)
+                    _record(routed, "ok", chunk.usage, started)
+            if last is None or not last.finish_reason:
+                raise BackendError(routed.backend.endpoint, grpc.StatusCode.INTERNAL, "stream ended without a finish")
+        except BackendError as exc:
+            _record(routed, "backend_error", None, started)
+            yield _error_event(BackendFailed(f"backend failed mid-answer: {exc}"))
+        except Exception as exc:  # noqa: BLE001 - headers are sent: a stream never ends without a word
+            log.exception("stream from %s failed", routed.backend.endpoint)
+            _record(routed, "gateway_error", None, started)
+            yield _error_event(GatewayError(f"the gateway failed mid-answer ({type(exc).__name__}); see its log"))
+        finally:
+            await routed.aclose()  # the client left, or the answer ended: free the worker's sequence
+            await admission.release(_used_tokens(last))
+    if done:
+        yield SSE_DONE
+
+
+def _used_tokens(last: worker_pb2.GenerateChunk | None) -> int | None:
+    """Tokens the request really used, from the final usage; None (no refund) when unknown."""
+    if last is None or not last.HasField("usage"):
+        return None
+    return last.usage.prompt_tokens + last.usage.completion_tokens
+
+
+def _error_event(error: GatewayError) -> str:
+    return sse(error.body())
+
+
+def _record(routed: RoutedStream, status: str, usage: worker_pb2.Usage | None, started: float) -> None:
+    elapsed = time.perf_counter() - started
+    if routed.on_end is not None:
+        try:
+            routed.on_end(usage=usage, status=status)
+        except Exception:  # noqa: BLE001 - a record that cannot be written never fails the answer
+            log.exception("the usage record of a request could not be written")
+    metrics.REQUESTS.labels(routed.pool, routed.rule, routed.tenant, status).inc()
+    metrics.E2E.labels(routed.pool).observe(elapsed)
+    if usage is not None:
+        metrics.PROMPT_TOKENS.labels(routed.pool, routed.rule, routed.tenant).inc(usage.prompt_tokens)
+        metrics.PREFIX_TOKENS.labels(routed.pool, "actual").inc(usage.cached_prompt_tokens)
+        metrics.COMPLETION_TOKENS.labels(routed.pool, routed.rule, routed.tenant).inc(usage.completion_tokens)
+        if usage.completion_tokens > 1:
+            metrics.TPOT.labels(routed.pool).observe((elapsed - routed.ttft_s) / (usage.completion_tokens - 1))
