@@ -112,3 +112,29 @@ def test_top_k_minus_one_is_off_and_a_sliding_window_caps_the_context_the_gatewa
     (path / "config.json").write_text(json.dumps(config))
     # the gateway refuses what the worker cannot serve, and /v1/models says the same
     assert ChatTokenizer(path).max_context_tokens == ModelConfig.from_hf(config).max_position_embeddings == 1024
+
+
+@pytest.mark.parametrize(
+    "rope_parameters",
+    [
+        {"rope_type": "linear", "rope_theta": THETA, "factor": 2.0},
+        {"rope_type": "llama3", "rope_theta": THETA, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+         "original_max_position_embeddings": 64},
+    ],
+    ids=["linear", "llama3"],
+)  # fmt: skip
+def test_every_rope_type_read_from_rope_parameters_gives_hf_logits(saved_today, tmp_path, rope_parameters):
+    """Each rope type the loader supports, as transformers 5 writes it (rope_parameters, no rope_scaling)."""
+    from cloud_worker.loader import load_model
+
+    path = shutil.copytree(saved_today, tmp_path / "m")
+    config = json.loads((path / "config.json").read_text()) | {"rope_parameters": rope_parameters}
+    (path / "config.json").write_text(json.dumps(config))
+    assert ModelConfig.from_hf(config).rope_scaling["rope_type"] == rope_parameters["rope_type"]
+    ids = torch.tensor([corpus_ids(path)[:200]])  # long enough for the scaling to matter
+    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    ours = load_model(path)
+    with torch.no_grad():
+        expected = hf(ids).logits
+        got, _ = ours(ids, torch.arange(ids.shape[1]).unsqueeze(0), ours.empty_cache())
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
