@@ -1,4 +1,4 @@
-"""Variants of the demo checkpoint that exercise other Llama-family configs."""
+"""Variants of the demo checkpoint that exercise other Llama-family configs, and the logits oracle they are held to."""
 
 import json
 import shutil
@@ -24,3 +24,17 @@ def make_variant(
     (out / "config.json").write_text(json.dumps(config, indent=2))
     save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
     return out
+
+
+def assert_logits_equal_hf(path: Path, ids: torch.Tensor) -> None:
+    """Our model's logits over ids [1, tokens] equal HF transformers' on the same checkpoint, at every position."""
+    from transformers import AutoModelForCausalLM
+
+    from cloud_worker.loader import load_model
+
+    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    ours = load_model(path)
+    with torch.no_grad():
+        expected = hf(ids).logits
+        got, _ = ours(ids, torch.arange(ids.shape[1]).unsqueeze(0), ours.empty_cache())
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)

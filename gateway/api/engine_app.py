@@ -30,8 +30,7 @@ DEFAULT_MAX_TOKENS = 128
 
 
 def error_response(status: int, message: str, code: str | None = None, param: str | None = None) -> JSONResponse:
-    error_type = "invalid_request_error" if status < 500 else "server_error"
-    return JSONResponse({"error": {"message": message, "type": error_type, "param": param, "code": code}}, status)
+    return JSONResponse(_error_body(status, message, code, param), status)
 
 
 def _request(
@@ -174,14 +173,16 @@ async def _sse(
                 if include_usage:
                     yield shape.usage_chunk(chunk.usage)
     except RequestRejected as exc:
-        yield sse(_error_body("invalid_request_error", str(exc)))
+        yield sse(_error_body(400, str(exc)))
     except Exception:  # noqa: BLE001 - headers are sent: the client hears of it
         log.exception("the engine's stream failed")
-        yield sse(_error_body("server_error", "the engine failed mid-answer; see this process's log"))
+        yield sse(_error_body(500, "the engine failed mid-answer; see this process's log"))
     finally:
         await stream.aclose()
     yield SSE_DONE
 
 
-def _error_body(error_type: str, message: str) -> dict:
-    return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+def _error_body(status: int, message: str, code: str | None = None, param: str | None = None) -> dict:
+    """OpenAI's error object: the body of an error response, or of an error event in a stream."""
+    error_type = "invalid_request_error" if status < 500 else "server_error"
+    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}

@@ -14,6 +14,7 @@ from cloud_worker.model_config import ModelConfig, UnsupportedModelError
 from gateway.api.schemas import ChatCompletionRequest
 from gateway.chat_tokenizer import ChatTokenizer
 from tandem.checkpoint import GenerationDefaults
+from tests.checkpoints import assert_logits_equal_hf
 from tests.unit.cloud_worker.engine.test_engine_vs_hf import corpus_ids, run_batch
 
 THETA = 500.0  # far from the 10,000 a loader that missed rope_parameters would fall back to
@@ -125,16 +126,8 @@ def test_top_k_minus_one_is_off_and_a_sliding_window_caps_the_context_the_gatewa
 )  # fmt: skip
 def test_every_rope_type_read_from_rope_parameters_gives_hf_logits(saved_today, tmp_path, rope_parameters):
     """Each rope type the loader supports, as transformers 5 writes it (rope_parameters, no rope_scaling)."""
-    from cloud_worker.loader import load_model
-
     path = shutil.copytree(saved_today, tmp_path / "m")
     config = json.loads((path / "config.json").read_text()) | {"rope_parameters": rope_parameters}
     (path / "config.json").write_text(json.dumps(config))
     assert ModelConfig.from_hf(config).rope_scaling["rope_type"] == rope_parameters["rope_type"]
-    ids = torch.tensor([corpus_ids(path)[:200]])  # long enough for the scaling to matter
-    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    ours = load_model(path)
-    with torch.no_grad():
-        expected = hf(ids).logits
-        got, _ = ours(ids, torch.arange(ids.shape[1]).unsqueeze(0), ours.empty_cache())
-    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert_logits_equal_hf(path, torch.tensor([corpus_ids(path)[:200]]))  # long enough for the scaling to matter

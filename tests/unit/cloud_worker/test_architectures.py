@@ -2,7 +2,6 @@
 HF on the cloud engine and through the edge export; config fields that change the math and are not implemented are
 refused by name."""
 
-import asyncio
 import json
 import shutil
 
@@ -10,15 +9,13 @@ import pytest
 import torch
 import transformers
 from safetensors import safe_open
-from transformers import AutoModelForCausalLM
 
 from cloud_worker.build import build_engine as build_cloud
 from cloud_worker.engine.config import EngineConfig
-from cloud_worker.loader import load_model
 from cloud_worker.model_config import ModelConfig, UnsupportedModelError
 from edge_agent.server import build_engine as build_edge
-from tandem.engine_api import GenerationRequest, SamplingParams
-from tests.unit.cloud_worker.engine.test_engine_vs_hf import corpus_ids
+from tests.checkpoints import assert_logits_equal_hf
+from tests.unit.cloud_worker.engine.test_engine_vs_hf import corpus_ids, hf_greedy, run_batch
 
 SHAPE = dict(
     vocab_size=512,
@@ -73,23 +70,10 @@ def saved(request, demo_checkpoint, tmp_path_factory):
     return request.param, path
 
 
-def _hf_greedy(path, prompt: list[int]) -> list[int]:
-    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    with torch.no_grad():
-        out = hf.generate(torch.tensor([prompt]), max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
-                          do_sample=False, pad_token_id=0)  # fmt: skip
-    return out[0, len(prompt) :].tolist()
-
-
 def _engine_greedy(engine, prompt: list[int]) -> list[int]:
-    async def run():
-        params = SamplingParams(temperature=0, max_tokens=NEW_TOKENS, ignore_eos=True)
-        return [
-            t async for chunk in engine.generate(GenerationRequest("r", tuple(prompt), params)) for t in chunk.token_ids
-        ]
-
     try:
-        return asyncio.run(run())
+        [(tokens, _)] = run_batch(engine, [prompt], NEW_TOKENS)
+        return tokens
     finally:
         engine.close()
 
@@ -108,19 +92,13 @@ def test_the_checkpoint_is_read_as_the_architecture_it_is(saved):
 
 def test_logits_equal_hf(saved):
     _, path = saved
-    ids = torch.tensor([corpus_ids(path)[:80]])
-    hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    ours = load_model(path)
-    with torch.no_grad():
-        expected = hf(ids).logits
-        got, _ = ours(ids, torch.arange(ids.shape[1]).unsqueeze(0), ours.empty_cache())
-    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert_logits_equal_hf(path, torch.tensor([corpus_ids(path)[:80]]))
 
 
 def test_greedy_tokens_equal_hf_on_the_cloud_engine_and_through_the_edge_export(saved, tmp_path):
     _, path = saved
     prompt = corpus_ids(path)[:40]
-    expected = _hf_greedy(path, prompt)
+    expected = hf_greedy(path, prompt, NEW_TOKENS)
     assert _engine_greedy(build_cloud(path), prompt) == expected
     assert _engine_greedy(build_edge(path, tmp_path / "edge-cache"), prompt) == expected
 
@@ -131,7 +109,7 @@ def test_tensor_parallel_2_equals_hf(saved):
         pytest.skip("one architecture is enough here: qk-norm and an o_proj bias split over 2 ranks")
     prompt = corpus_ids(path)[:40]
     engine = build_cloud(path, config=EngineConfig(num_kv_blocks=64, tensor_parallel_size=2))
-    assert _engine_greedy(engine, prompt) == _hf_greedy(path, prompt)
+    assert _engine_greedy(engine, prompt) == hf_greedy(path, prompt, NEW_TOKENS)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from cloud_worker.build import build_engine
 from cloud_worker.loader import CheckpointError, load_model
 from cloud_worker.model_config import ModelConfig, UnsupportedModelError
 from tandem.engine_api import GenerationRequest, SamplingParams
-from tests.checkpoints import make_variant
+from tests.checkpoints import assert_logits_equal_hf, make_variant
 
 PROMPTS = [
     [{"role": "user", "content": "What is the capital of France?"}],
@@ -75,13 +75,7 @@ VARIANTS = {
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_logits_equal_hf_for_llama_family_variants(demo_checkpoint, tmp_path, variant):
     path = make_variant(demo_checkpoint, tmp_path / variant, **VARIANTS[variant])
-    ids = torch.tensor([chat_ids(path, PROMPTS[2])])  # long enough for scaled rope to matter
-    positions = torch.arange(ids.shape[1]).unsqueeze(0)
-    ours = load_model(path)
-    with torch.no_grad():
-        expected = hf_model(path)(ids).logits
-        got, _ = ours(ids, positions, ours.empty_cache())
-    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert_logits_equal_hf(path, torch.tensor([chat_ids(path, PROMPTS[2])]))  # long enough for scaled rope to matter
 
 
 def test_decoding_with_cache_equals_full_forward(demo_checkpoint):
