@@ -15,6 +15,7 @@ arguments give byte-identical files on the same platform.
 """
 
 import json
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,8 +135,12 @@ def cached_demo_checkpoint(out_dir: Path, shape: DemoShape = DemoShape()) -> Pat
 
 
 def write_demo_checkpoint(out_dir: Path, shape: DemoShape = DemoShape()) -> Path:
+    """Built in a sibling folder and renamed into place when whole: a build killed midway (Ctrl-C during the
+    first `make up`) leaves no folder that looks like a checkpoint, and the next start builds it again."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    final_dir, out_dir = out_dir, out_dir.with_name(out_dir.name + ".partial")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True)
     tokenizer = build_tokenizer(shape.vocab_size)
     vocab_size = max(tokenizer.get_vocab_size(), shape.model_vocab_size or 0)
     eos_id, pad_id = tokenizer.token_to_id(EOS_TOKEN), tokenizer.token_to_id(PAD_TOKEN)
@@ -158,7 +163,9 @@ def write_demo_checkpoint(out_dir: Path, shape: DemoShape = DemoShape()) -> Path
         (out_dir / name).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     weights = _fit(_weights(shape, vocab_size), config, tokenizer, shape)
     save_file(weights, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
-    return out_dir
+    shutil.rmtree(final_dir, ignore_errors=True)
+    out_dir.rename(final_dir)
+    return final_dir
 
 
 def _fit(

@@ -268,7 +268,7 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
     except (PolicyError, StackError) as exc:
         console.print(f"error: {exc}", markup=False, highlight=False)
         return 1
-    if not (model_dir / "config.json").is_file():
+    if not (model_dir / "model.safetensors").is_file():  # written last (the demo is built whole or not at all)
         console.print(f"building the demo model in {model_dir} (first run only)")
         write_demo_checkpoint(model_dir)
     # Ctrl-C and SIGTERM both stop the stack; set SIGINT too, since a shell's background job starts with it ignored.

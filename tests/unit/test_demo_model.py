@@ -21,6 +21,24 @@ def test_same_arguments_same_bytes(tmp_path):
     ).read_bytes()
 
 
+def test_a_build_killed_midway_leaves_nothing_that_looks_like_a_checkpoint(tmp_path, monkeypatch):
+    """Ctrl-C while the first `make up` fits the demo: the next start must build it again, not serve half of it."""
+    import pytest
+
+    import tandem.demo_model
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tandem.demo_model, "_fit", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_demo_checkpoint(tmp_path / "demo", DemoShape(fit_steps=0))
+    assert not (tmp_path / "demo").exists()  # only the .partial folder, which the next build clears
+    monkeypatch.undo()
+    built = write_demo_checkpoint(tmp_path / "demo", DemoShape(fit_steps=0))
+    assert (built / "model.safetensors").is_file() and not (tmp_path / "demo.partial").exists()
+
+
 def test_the_demo_recites_its_corpus(demo_checkpoint):
     import asyncio
 
