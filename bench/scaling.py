@@ -128,11 +128,11 @@ async def memory_per_stream(counts: tuple[int, ...]) -> dict:
                         {"name": "all", "route": "cloud"}]}  # fmt: skip
     (logs / "policy.yaml").write_text(yaml.safe_dump(policy))
     env = {"TANDEM_WATCH_POLICY": "false", "REDIS_URL": "", "OTEL_TRACES_EXPORTER": "none"}
-    gateway = start_gateway(model, logs / "policy.yaml", free_port(), env, logs)
-    pid = gateway.children[0].process.pid
     body = {"model": MODEL_ID, "max_tokens": 1000, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-    out = {}
-    try:
+    out, gateway = {}, None
+    try:  # from here on, the workers are stopped whatever fails (a gateway that does not start included)
+        gateway = start_gateway(model, logs / "policy.yaml", free_port(), env, logs)
+        pid = gateway.children[0].process.pid
         async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=max(counts) + 10)) as client:
             for _ in range(20):  # warm: first-request allocations are not per-stream cost
                 (await client.post(f"{gateway.url}/v1/chat/completions", json=body | {"stream": False,
@@ -153,7 +153,8 @@ async def memory_per_stream(counts: tuple[int, ...]) -> dict:
             for response in opened:
                 await response.aclose()
     finally:
-        gateway.stop()
+        if gateway is not None:
+            gateway.stop()
         for process in (worker, edge):
             process.terminate()
             process.wait(timeout=10)
