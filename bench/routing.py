@@ -61,7 +61,7 @@ from gateway.hints.prefix_hints import PrefixHints  # noqa: E402
 from gateway.policy.schema import Profile  # noqa: E402
 from gateway.routing.candidate import Candidate  # noqa: E402
 from gateway.routing.gather import PromptKey, gather_candidates  # noqa: E402
-from gateway.routing.profile import evaluate  # noqa: E402
+from gateway.routing.profile import run_profile  # noqa: E402
 from proto.gen import worker_pb2, worker_pb2_grpc  # noqa: E402
 from proto.prefix_hash import prefix_hashes  # noqa: E402
 from proto.prefix_hints import hint_key  # noqa: E402
@@ -361,7 +361,7 @@ def decision_times_us(redis_url: str, model: Path, iterations: int = 2000) -> tu
         for i in range(iterations):
             started = time.perf_counter()
             candidates, _ = await gather_candidates(backends, profile, PromptKey("t", ids), hints)
-            evaluate(profile, candidates, i)
+            run_profile(profile, candidates, False, i)
             times.append(time.perf_counter() - started)
         await client.aclose()
         return sorted(times)

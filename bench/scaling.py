@@ -33,7 +33,7 @@ from gateway.hints.prefix_hints import PrefixHints  # noqa: E402
 from gateway.policy.schema import Profile  # noqa: E402
 from gateway.routing.candidate import Candidate  # noqa: E402
 from gateway.routing.gather import PromptKey, gather_candidates  # noqa: E402
-from gateway.routing.profile import evaluate  # noqa: E402
+from gateway.routing.profile import run_profile  # noqa: E402
 from proto.prefix_hash import prefix_hashes  # noqa: E402
 from proto.prefix_hints import hint_key, worker_id_for  # noqa: E402
 from tests.conftest import start_redis_server  # noqa: E402
@@ -97,7 +97,7 @@ async def decision_us(redis_url: str, workers: int, prompt_tokens: int, mode: st
         started = time.perf_counter()
         candidates, _ = await gather_candidates(backends, profile, key, hints)
         looked = time.perf_counter()
-        ranked, _ = evaluate(profile, candidates, i)
+        ranked = run_profile(profile, candidates, False, i).ranked
         decide.append(time.perf_counter() - started)
         lookup.append(looked - started)
     assert ranked[0].prefix_match_blocks > 0, "the pick should be a worker holding the prompt"

@@ -1,4 +1,4 @@
-"""From features to a running stream: decide, rank backends, start, fall back.
+"""From features to a running stream: gather candidates, plan the route (gateway.policy.route_plan), start, fall back.
 
 A backend counts as serving a request once its first chunk arrives; until
 then any retryable failure moves on to the next backend of the pool, then to
@@ -23,9 +23,9 @@ from gateway.classify.features import RequestFeatures
 from gateway.errors import BadRequest, NoBackend
 from gateway.hints.prefix_hints import PrefixHints
 from gateway.policy.decide import Decision, decide
+from gateway.policy.route_plan import plan_route
 from gateway.policy.schema import Policy
-from gateway.routing.gather import PromptKey, gather_candidates
-from gateway.routing.profile import evaluate_pool
+from gateway.routing.gather import PromptKey, gather_pools
 from proto.gen import worker_pb2
 from proto.prefix_hash import DEFAULT_BLOCK_SIZE_TOKENS
 
@@ -83,21 +83,26 @@ async def dispatch(
     Each attempt may wait `attempt_timeout_s` for its first token, so one stalled
     backend cannot use up the whole `first_token_deadline_s`.
     """
-    with tracer.start_as_current_span("gateway.policy") as span:
-        decision = decide(policy, features)
-        span.set_attribute("tandem.rule", decision.rule)
-        span.set_attribute("tandem.private", decision.is_private)
+    decision = decide(policy, features)  # the rule and its pools first: they say which pools to gather
     if decision.blocked_pools:
         metrics.PRIVACY_BLOCKS.labels(decision.rule).inc()
     request.private = decision.is_private
+    started = time.perf_counter()
+    prompt = PromptKey(request.cache_salt or request.tenant, tuple(request.prompt_token_ids))
+    gathered = await gather_pools(
+        registry, policy, decision.pools, prompt, privacy.hints_for(decision.is_private, hints)
+    )
+    plan = plan_route(policy, features, gathered.candidates, next(_turns), decision)
+    metrics.ROUTING_DECISION.observe(time.perf_counter() - started)
+    metrics.observe_plugins(plan)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + first_token_deadline_s
     failures: list[str] = []
     attempts = 0
-    prompt = PromptKey(request.cache_salt or request.tenant, tuple(request.prompt_token_ids))
-    for pool_name in decision.pools:
-        ranked, hashes, matched = await _ranked(policy, registry, pool_name, decision, prompt, hints)
-        for backend in ranked:
+    for pool in plan.pools:
+        hashes = gathered.hashes[pool.pool]
+        for candidate in pool.ranked:
+            backend = gathered.backends[pool.pool][candidate.endpoint]
             remaining = deadline - loop.time()
             if remaining <= 0:
                 failures.append(f"gave up after {first_token_deadline_s:g} s without a first token")
@@ -105,11 +110,11 @@ async def dispatch(
             attempts += 1
             if hashes:
                 # Now, so the next request sharing the prefix follows, through any replica.
-                hints.record(backend.endpoint, hashes, matched[backend.endpoint])
+                hints.record(backend.endpoint, hashes, candidate.prefix_match_blocks)
             wait_s = min(attempt_timeout_s, remaining)
             # One span per attempt, up to its first token; the gRPC client span is its child.
             with tracer.start_as_current_span("gateway.backend_call") as span:
-                span.set_attribute("tandem.pool", pool_name)
+                span.set_attribute("tandem.pool", pool.pool)
                 span.set_attribute("tandem.backend", backend.endpoint)
                 span.set_attribute("tandem.attempt", attempts)
                 stream = backend.generate(request, timeout_s)
@@ -134,40 +139,11 @@ async def dispatch(
                 metrics.FALLBACKS.labels(decision.rule).inc()
             predicted = 0
             if hashes:
-                block_size = backend.candidate().block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS
-                predicted = matched[backend.endpoint] * block_size
-                metrics.PREFIX_TOKENS.labels(pool_name, "predicted").inc(predicted)
-            return RoutedStream(pool_name, decision.rule, backend, first, stream, request.tenant, predicted)
-        failures.append(f"pool {pool_name!r}: no healthy backend left")
+                predicted = candidate.prefix_match_blocks * (candidate.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS)
+                metrics.PREFIX_TOKENS.labels(pool.pool, "predicted").inc(predicted)
+            return RoutedStream(pool.pool, decision.rule, backend, first, stream, request.tenant, predicted)
+        failures.append(f"pool {pool.pool!r}: no healthy backend left")
     raise NoBackend(_no_backend_message(decision, failures))
-
-
-async def _ranked(
-    policy: Policy,
-    registry: BackendRegistry,
-    pool_name: str,
-    decision: Decision,
-    prompt: PromptKey,
-    hints: PrefixHints | None,
-) -> tuple[list[WorkerBackend], list[bytes], dict[str, int]]:
-    """The pool's backends best first, the prompt's block hashes, and each backend's hinted match in blocks."""
-    with tracer.start_as_current_span("gateway.pick") as span:
-        started = time.perf_counter()
-        profile = policy.pools[pool_name].profile
-        backends = {b.endpoint: b for b in registry.backends(policy, pool_name)}
-        use_hints = privacy.hints_for(decision.is_private, hints)
-        candidates, hashes = await gather_candidates(list(backends.values()), profile, prompt, use_hints)
-        ranked, _ = evaluate_pool(profile, candidates, decision.is_private, next(_turns))
-        metrics.ROUTING_DECISION.observe(time.perf_counter() - started)
-        span.set_attribute("tandem.pool", pool_name)
-        span.set_attribute("tandem.candidates", [c.endpoint for c in ranked])
-        if hashes:
-            span.set_attribute("tandem.prefix_hint_mode", hints.mode)
-            span.set_attribute("tandem.prompt_blocks", len(hashes))
-            if ranked:
-                span.set_attribute("tandem.predicted_prefix_blocks", ranked[0].prefix_match_blocks)
-        matched = {c.endpoint: c.prefix_match_blocks for c in candidates}
-        return [backends[c.endpoint] for c in ranked], hashes, matched
 
 
 def _no_backend_message(decision: Decision, failures: list[str]) -> str:

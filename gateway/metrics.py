@@ -58,6 +58,23 @@ PREFIX_TOKENS = Counter(
 )
 ROUTING_DECISION = Histogram(
     "tandem_gateway_routing_decision_seconds",
-    "Time to rank a pool's backends (hashing, hint lookup, scoring, pick)",
+    "Time to plan a request's route: gathering candidates (hashing, hint lookup), rules, scoring, pick",
     buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05),
 )
+ROUTING_PLUGIN = Histogram(
+    "tandem_gateway_routing_plugin_seconds",
+    "Time one routing plugin took for one request's pool (filter:<type>, <scorer type>, picker:<type>)",
+    ["plugin"],
+    buckets=(0.000005, 0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.001, 0.005),
+)
+_plugin_children: dict[str, object] = {}
+
+
+def observe_plugins(plan) -> None:
+    """Each plugin's time in a route plan (gateway.policy.route_plan.RoutePlan), into ROUTING_PLUGIN."""
+    for pool in plan.pools:
+        for label, seconds in pool.plugin_seconds.items():
+            child = _plugin_children.get(label)
+            if child is None:
+                child = _plugin_children[label] = ROUTING_PLUGIN.labels(label)
+            child.observe(seconds)

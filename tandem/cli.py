@@ -421,11 +421,11 @@ def policy_explain(
         typer.echo(f"error: {exc.message}", err=True)
         raise typer.Exit(1) from exc
 
-    def candidates_for(pool: str) -> list[Candidate]:
-        kind = policy.pools[pool].kind
-        return [Candidate(url, is_healthy=True, kind=kind) for url in policy.pools[pool].endpoints]
-
-    typer.echo(json.dumps(explain(policy, features, candidates_for), indent=2))
+    candidates = {
+        name: [Candidate(url, is_healthy=True, kind=pool.kind) for url in pool.endpoints]
+        for name, pool in policy.pools.items()
+    }
+    typer.echo(json.dumps(explain(policy, features, candidates), indent=2))
 
 
 @policy_app.command("replay")

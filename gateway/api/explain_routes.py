@@ -6,7 +6,7 @@ from gateway import privacy
 from gateway.api.prepare import prepare_chat
 from gateway.api.schemas import ChatCompletionRequest, error_responses
 from gateway.policy.explain import explain
-from gateway.routing.gather import PromptKey, gather_candidates
+from gateway.routing.gather import PromptKey, gather_pools
 from gateway.state import State
 
 router = APIRouter(prefix="/v1", responses=error_responses(400, 401, 404, 413))
@@ -21,10 +21,7 @@ async def route_explain(body: ChatCompletionRequest, request: Request, state: St
         prepared = await prepare_chat(body, request, state, policy)
         prompt = PromptKey(state.tenants.cache_salt(prepared.features.tenant), tuple(prepared.prompt_ids))
         hints = privacy.hints_for(privacy.is_private(policy, prepared.features.privacy_tags), prepared.model.hints)
-        candidates = {}
-        for name, pool in policy.pools.items():
-            backends = state.registry.backends(policy, name)
-            candidates[name], _ = await gather_candidates(backends, pool.profile, prompt, hints)
-        return explain(policy, prepared.features, candidates.__getitem__) | {"policy": state.policy_status.as_dict()}
+        gathered = await gather_pools(state.registry, policy, policy.pools, prompt, hints)
+        return explain(policy, prepared.features, gathered.candidates) | {"policy": state.policy_status.as_dict()}
     finally:
         await admission.release(0)

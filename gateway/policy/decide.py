@@ -15,18 +15,19 @@ from gateway.policy.schema import DeviceMatch, IntRange, Match, Policy, Rule
 
 
 @dataclass(frozen=True)
+class RuleTrace:
+    rule: str
+    matched: bool
+    reasons: tuple[str, ...]  # why not, when it did not match
+
+
+@dataclass(frozen=True)
 class Decision:
     rule: str
     pools: tuple[str, ...]  # the route, then its fallbacks, all allowed for this request
     is_private: bool
     blocked_pools: tuple[str, ...] = ()  # removed by the privacy invariant
-
-
-@dataclass(frozen=True)
-class RuleTrace:
-    rule: str
-    matched: bool
-    reasons: tuple[str, ...]  # why not, when it did not match
+    rules: tuple[RuleTrace, ...] = ()  # every rule tried, in order, up to and including this one
 
 
 def trace_rules(policy: Policy, features: RequestFeatures) -> list[RuleTrace]:
@@ -41,13 +42,15 @@ def trace_rules(policy: Policy, features: RequestFeatures) -> list[RuleTrace]:
 
 
 def decide(policy: Policy, features: RequestFeatures) -> Decision:
-    rule = next((r for r in policy.rules if not _why_not(policy, r, features)), None)
-    if rule is None:
+    """The first matching rule and the pools it allows; NoBackend when no rule matches."""
+    traces = trace_rules(policy, features)
+    if not traces or not traces[-1].matched:
         model = f" for model {features.model!r}" if policy.models else ""
         raise NoBackend(f"no policy rule matched this request{model} (add a catch-all rule without `match`)")
+    rule = policy.rules[len(traces) - 1]
     private = privacy.is_private(policy, features.privacy_tags)
     allowed, blocked = privacy.allowed_pools(policy, _model_pools(policy, rule, features.model), private)
-    return Decision(rule.name, allowed, private, blocked)
+    return Decision(rule.name, allowed, private, blocked, tuple(traces))
 
 
 def _model_pools(policy: Policy, rule: Rule, model: str) -> tuple[str, ...]:

@@ -1,14 +1,12 @@
-"""Why a request would go where it goes: features, rules tried, candidates, pick. Nothing is generated."""
+"""Why a request would go where it goes: the route plan (gateway.policy.route_plan) as JSON. Nothing is generated."""
 
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 
 from gateway.classify.features import RequestFeatures
-from gateway.errors import NoBackend
-from gateway.policy.decide import decide, trace_rules
+from gateway.policy.route_plan import RoutePlan, plan_route
 from gateway.policy.schema import Policy
 from gateway.routing.candidate import Candidate
-from gateway.routing.profile import evaluate_pool
 
 
 def features_dict(features: RequestFeatures) -> dict:
@@ -18,39 +16,41 @@ def features_dict(features: RequestFeatures) -> dict:
     return out
 
 
-def explain(policy: Policy, features: RequestFeatures, candidates_for: Callable[[str], list[Candidate]]) -> dict:
-    out = {
-        "features": features_dict(features),
-        "rules": [asdict(t) for t in trace_rules(policy, features)],
-    }
-    try:
-        decision = decide(policy, features)
-    except NoBackend as exc:
-        return out | {"decision": None, "candidates": [], "pick": None, "error": exc.message}
+def explain(policy: Policy, features: RequestFeatures, candidates: Mapping[str, Sequence[Candidate]]) -> dict:
+    return plan_as_dict(plan_route(policy, features, candidates))
+
+
+def plan_as_dict(plan: RoutePlan) -> dict:
+    out = {"features": features_dict(plan.features), "rules": [asdict(t) for t in plan.rules]}
+    decision = plan.decision
+    if decision is None:
+        return out | {"decision": None, "candidates": [], "pick": None, "error": plan.error}
     out["decision"] = {
         "rule": decision.rule,
         "pools": list(decision.pools),
         "private": decision.is_private,
         "blocked_pools": list(decision.blocked_pools),
     }
-    candidates, pick = [], None
-    for pool in decision.pools:
-        ranked, reports = evaluate_pool(policy.pools[pool].profile, candidates_for(pool), decision.is_private)
-        order = [c.endpoint for c in ranked]
-        for r in reports:
+    candidates = []
+    for pool in plan.pools:
+        rank = {c.endpoint: i for i, c in enumerate(pool.ranked, start=1)}
+        for r in pool.reports:
             candidates.append({
-                "pool": pool,
+                "pool": pool.pool,
                 "endpoint": r.candidate.endpoint,
                 "kind": r.candidate.kind,
                 "healthy": r.candidate.is_healthy,
                 "filtered_out_by": r.filtered_out_by,
                 "scores": r.scores,
                 "score": r.score,
-                "rank": order.index(r.candidate.endpoint) + 1 if r.candidate.endpoint in order else None,
+                "rank": rank.get(r.candidate.endpoint),
             })  # fmt: skip
-        if pick is None and ranked:
-            pick = {"pool": pool, "endpoint": ranked[0].endpoint}
-    out |= {"candidates": candidates, "pick": pick}
+    pick = plan.pick
+    out |= {
+        "candidates": candidates,
+        "pick": {"pool": pick[0], "endpoint": pick[1].endpoint} if pick else None,
+        "plugin_us": {p.pool: {k: round(v * 1e6, 1) for k, v in p.plugin_seconds.items()} for p in plan.pools},
+    }
     if pick is None:
         out["error"] = "no backend could serve this request now" + (
             " (private: only edge backends may)" if decision.is_private else ""

@@ -5,7 +5,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from gateway.policy.schema import Policy, PolicyFieldError
+from gateway.policy.schema import Policy, PolicyFieldError, plain_loc
 
 
 class PolicyError(ValueError):
@@ -38,7 +38,7 @@ def parse_policy(text: str, source: str) -> Policy:
         problems = []
         for error in exc.errors():
             cause = (error.get("ctx") or {}).get("error")
-            loc = tuple(error["loc"]) + (cause.loc if isinstance(cause, PolicyFieldError) else ())
+            loc = plain_loc(tuple(error["loc"])) + (cause.loc if isinstance(cause, PolicyFieldError) else ())
             message = str(cause) if isinstance(cause, PolicyFieldError) else error["msg"]
             line = _line_of(root, loc)
             field = ".".join(str(p) for p in loc) or "(top level)"

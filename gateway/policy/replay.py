@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.classify.features import DeviceCapability, RequestFeatures
-from gateway.errors import NoBackend
-from gateway.policy.decide import decide
+from gateway.policy.route_plan import plan_route
 from gateway.policy.schema import Policy
 
 NO_POOL = "none"
@@ -79,9 +78,8 @@ def read_trace(path: Path) -> list[RequestFeatures]:
 
 
 def outcome(policy: Policy, features: RequestFeatures) -> Outcome:
-    try:
-        decision = decide(policy, features)
-    except NoBackend:
+    decision = plan_route(policy, features, {}).decision  # no candidates: which backends were up is not recorded
+    if decision is None:
         return Outcome(None, NO_POOL, False)
     blocked = decision.is_private and bool(decision.blocked_pools)
     return Outcome(decision.rule, decision.pools[0] if decision.pools else NO_POOL, blocked)

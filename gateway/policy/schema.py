@@ -5,13 +5,18 @@ name a rule uses must be a pool, checked when the policy loads.
 """
 
 import functools
-from typing import Literal
+from typing import Annotated, Literal, Union
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from tandem_sdk.detectors import DETECTORS
 
 from gateway import privacy
+from gateway.routing.healthy_filter import Healthy
+from gateway.routing.max_score_picker import MaxScore
+from gateway.routing.plugin import PluginConfig
+from gateway.routing.profile import CompiledProfile, compile_profile
+from gateway.routing.queue_depth_scorer import QueueDepth
 from gateway.routing.registry import FILTERS, PICKERS, SCORERS
 
 
@@ -63,63 +68,57 @@ class Rule(_Strict):
     fallback: list[str] = []
 
 
-class ScorerSpec(_Strict):
-    type: str
-    weight: float = Field(default=1.0, ge=0)
+def _plugin_field(kind: str, classes: tuple[type[PluginConfig], ...]):
+    """A list item (or the picker) of one kind: `{type: …, settings…}` validated by that type's config class, or
+    the type's name alone for its defaults (`healthy`, `max-score`)."""
+    known = {c.model_fields["type"].default: c for c in classes}
 
-    @field_validator("type")
-    @classmethod
-    def _known_scorer(cls, value: str) -> str:
-        return _known("scorer", value, SCORERS)
+    def name_to_mapping(value: object) -> object:
+        if isinstance(value, str):
+            value = {"type": value}
+        if isinstance(value, dict):
+            if "type" not in value:
+                raise ValueError(f"a {kind} needs a `type`; known: {sorted(known)}")
+            _known(kind, value["type"], known)
+        return value
+
+    union = Annotated[Union[classes], Field(discriminator="type")]  # noqa: UP007 - a tuple of classes
+    by_name = Literal[tuple(sorted(known))]  # what the YAML may hold: a name, or a mapping
+    return Annotated[union, BeforeValidator(name_to_mapping, json_schema_input_type=Union[by_name, union])]  # noqa: UP007
 
 
-class PickerSpec(_Strict):
-    """`picker: max-score`, or `picker: {type: cache-affinity, abs_threshold: 4, rel_threshold: 1.5}`."""
+PLUGIN_TYPES = frozenset(c.model_fields["type"].default for c in (*FILTERS, *SCORERS, *PICKERS))
 
-    type: str
-    abs_threshold: float | None = Field(default=None, description="cache-affinity: requests above the pool mean")
-    rel_threshold: float | None = Field(default=None, description="cache-affinity: times the pool mean")
 
-    @model_validator(mode="after")
-    def _valid_config(self) -> "PickerSpec":
-        _known("picker", self.type, PICKERS)
-        self.pick  # noqa: B018 - built once, when the policy loads, so bad config fails there
-        return self
+def plain_loc(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    """An error's place in the file: pydantic names the plugin type a setting was checked against
+    (`scorers.0.queue-depth.half_at`), which is not a key of the YAML."""
+    return tuple(
+        part for i, part in enumerate(loc)
+        if not (part in PLUGIN_TYPES and i and (isinstance(loc[i - 1], int) or loc[i - 1] == "picker"))
+    )  # fmt: skip
 
-    @functools.cached_property
-    def pick(self):
-        """The pick function: (scored candidates, turn) -> candidates, best first."""
-        config_class, factory = PICKERS[self.type]
-        params = {
-            k: v
-            for k, v in (("abs_threshold", self.abs_threshold), ("rel_threshold", self.rel_threshold))
-            if v is not None
-        }
-        if config_class is None:
-            if params:
-                raise ValueError(f"picker {self.type!r} takes no {sorted(params)}")
-            return factory(None)
-        return factory(config_class(**params))
+
+FilterSpec = _plugin_field("filter", FILTERS)
+ScorerSpec = _plugin_field("scorer", SCORERS)
+PickerSpec = _plugin_field("picker", PICKERS)
 
 
 class Profile(_Strict):
-    filters: list[str] = ["healthy"]
-    scorers: list[ScorerSpec] = [ScorerSpec(type="queue-depth")]
-    picker: str | PickerSpec = Field(default="max-score", validate_default=True)
+    """How a pool ranks its backends for a request. Each plugin takes its own settings, so a type may appear
+    twice with different ones (e.g. two `queue-depth` scorers with different `half_at`)."""
 
-    @field_validator("filters")
-    @classmethod
-    def _known_filters(cls, value: list[str]) -> list[str]:
-        return _known("filter", value, FILTERS)
-
-    @field_validator("picker")
-    @classmethod
-    def _picker_spec(cls, value: str | PickerSpec) -> PickerSpec:
-        return PickerSpec(type=value) if isinstance(value, str) else value
+    filters: list[FilterSpec] = [Healthy()]
+    scorers: list[ScorerSpec] = [QueueDepth()]
+    picker: PickerSpec = MaxScore()
 
     @property
     def uses_prefix_hints(self) -> bool:
         return any(s.type == "prefix-hit" for s in self.scorers)
+
+    @functools.cached_property
+    def compiled(self) -> CompiledProfile:
+        return compile_profile(self)
 
 
 class Pool(_Strict):

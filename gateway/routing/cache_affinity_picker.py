@@ -20,25 +20,27 @@ live on a busy backend stays there. Moving it would cost a full prefill and
 barely relieve the backend.
 """
 
-from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
 
 from gateway.routing.candidate import Candidate
 from gateway.routing.max_score_picker import max_score_picker
-
-TYPE_NAME = "cache-affinity"
-
-
-@dataclass(frozen=True)
-class CacheAffinityConfig:
-    abs_threshold: float = 4.0
-    rel_threshold: float = 1.5
-
-    def __post_init__(self) -> None:
-        if self.abs_threshold < 0 or self.rel_threshold < 1:
-            raise ValueError("cache-affinity needs abs_threshold >= 0 and rel_threshold >= 1")
+from gateway.routing.plugin import Picker, PickerConfig
 
 
-def cache_affinity_picker(config: CacheAffinityConfig):
+class CacheAffinity(PickerConfig):
+    """As `max-score`, but a backend far above the pool's share of recent requests goes behind the others."""
+
+    type: Literal["cache-affinity"] = "cache-affinity"
+    abs_threshold: float = Field(default=4.0, ge=0, description="requests in the last 5 s above the pool's mean")
+    rel_threshold: float = Field(default=1.5, ge=1, description="times the pool's mean")
+
+    def build(self) -> Picker:
+        return cache_affinity_picker(self)
+
+
+def cache_affinity_picker(config: CacheAffinity) -> Picker:
     def pick(scored: list[tuple[Candidate, float]], turn: int) -> list[Candidate]:
         ranked = max_score_picker(scored, turn)
         if len(ranked) < 2:

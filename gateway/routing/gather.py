@@ -4,14 +4,19 @@ scores prefix hits, fill in how much of this prompt each one holds.
 Scorers stay pure; the one lookup (Redis or the gateway's history) happens here.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 
 from gateway.backends.worker_backend import WorkerBackend
 from gateway.hints.prefix_hints import PrefixHints
-from gateway.policy.schema import Profile
 from gateway.routing.candidate import Candidate
+
+if TYPE_CHECKING:
+    from gateway.backends.registry import BackendRegistry
+    from gateway.policy.schema import Policy, Profile
 
 tracer = trace.get_tracer(__name__)
 
@@ -23,7 +28,7 @@ class PromptKey:
 
 
 async def gather_candidates(
-    backends: list[WorkerBackend], profile: Profile, prompt: PromptKey | None, hints: PrefixHints | None
+    backends: list[WorkerBackend], profile: "Profile", prompt: PromptKey | None, hints: PrefixHints | None
 ) -> tuple[list[Candidate], list[bytes]]:
     """Candidates for the profile, and the prompt's block hashes (empty when hints are not used)."""
     candidates = [b.candidate() for b in backends]
@@ -39,3 +44,31 @@ async def gather_candidates(
         span.set_attribute("tandem.best_match_blocks", max(matched.values(), default=0))
     candidates = [c.with_prefix(len(hashes), matched[c.endpoint], flow) for c in candidates]
     return candidates, hashes
+
+
+@dataclass
+class Gathered:
+    """What a request's route is planned on: each pool's candidates, the clients behind them, and the prompt's
+    block hashes per pool (empty where the pool does not score prefix hits)."""
+
+    candidates: dict[str, list[Candidate]]
+    backends: dict[str, dict[str, WorkerBackend]]  # pool -> endpoint -> client
+    hashes: dict[str, list[bytes]]
+
+
+async def gather_pools(
+    registry: "BackendRegistry",
+    policy: "Policy",
+    pools: Iterable[str],
+    prompt: PromptKey | None,
+    hints: PrefixHints | None,
+) -> Gathered:
+    """Snapshot the named pools' backends (the I/O before a plan: at most one hint lookup per pool)."""
+    out = Gathered({}, {}, {})
+    for name in pools:
+        backends = registry.backends(policy, name)
+        out.backends[name] = {b.endpoint: b for b in backends}
+        out.candidates[name], out.hashes[name] = await gather_candidates(
+            backends, policy.pools[name].profile, prompt, hints
+        )
+    return out

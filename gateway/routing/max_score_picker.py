@@ -1,8 +1,18 @@
 """`max-score`: best weighted score first; ties go round-robin so equal backends share load."""
 
-from gateway.routing.candidate import Candidate
+from typing import Literal
 
-TYPE_NAME = "max-score"
+from gateway.routing.candidate import Candidate
+from gateway.routing.plugin import Picker, PickerConfig
+
+
+class MaxScore(PickerConfig):
+    """Best weighted mean score first; equal scores take turns."""
+
+    type: Literal["max-score"] = "max-score"
+
+    def build(self) -> Picker:
+        return max_score_picker
 
 
 def max_score_picker(scored: list[tuple[Candidate, float]], turn: int) -> list[Candidate]:

@@ -1,11 +1,41 @@
-"""Run a pool's profile: filters, then weighted scorers, then the picker."""
+"""The runner of a pool's profile: filters, then weighted scorers, then the picker, for one request.
 
+Pure: candidates in, candidates best first out, with a report on each for
+explain and the time each plugin took. Scores are clamped to [0, 1] (NaN is
+0), so one plugin's bad arithmetic cannot outweigh the others. For a private
+request only backends that reported kind=edge are candidates at all.
+"""
+
+import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gateway import privacy
-from gateway.policy.schema import Profile
 from gateway.routing.candidate import Candidate
-from gateway.routing.registry import FILTERS, SCORERS
+from gateway.routing.plugin import Filter, Picker, Scorer, labels
+
+if TYPE_CHECKING:
+    from gateway.policy.schema import Profile
+
+
+@dataclass(frozen=True)
+class CompiledProfile:
+    filters: tuple[tuple[str, Filter], ...]  # (label, function)
+    scorers: tuple[tuple[str, float, Scorer], ...]  # (label, normalised weight, function)
+    picker: tuple[str, Picker]
+
+
+def compile_profile(profile: "Profile") -> CompiledProfile:
+    """The profile's functions with their labels (a type used twice is `type#2`), built once per policy."""
+    total_weight = sum(s.weight for s in profile.scorers) or 1.0
+    return CompiledProfile(
+        tuple((f"filter:{label}", f.fn) for label, f in zip(labels(profile.filters), profile.filters, strict=True)),
+        tuple(
+            (label, s.weight / total_weight, s.fn)
+            for label, s in zip(labels(profile.scorers), profile.scorers, strict=True)
+        ),
+        (f"picker:{profile.picker.type}", profile.picker.fn),
+    )
 
 
 @dataclass
@@ -18,37 +48,52 @@ class CandidateReport:
     score: float | None = None
 
 
-def evaluate(
-    profile: Profile, candidates: list[Candidate], turn: int = 0
-) -> tuple[list[Candidate], list[CandidateReport]]:
-    """The candidates that pass every filter, best first, and a report on each."""
+@dataclass(frozen=True)
+class PoolRanking:
+    ranked: list[Candidate]  # those that passed every filter, best first
+    reports: list[CandidateReport]  # one per candidate, refused and filtered ones included
+    plugin_seconds: dict[str, float]  # label ("filter:healthy", "queue-depth", "picker:max-score") -> time
+
+
+def clamp(score: float) -> float:
+    if 0.0 <= score <= 1.0:
+        return score
+    return 1.0 if score > 1.0 else 0.0  # below 0, and NaN (which compares false both ways)
+
+
+def run_profile(profile: "Profile", candidates: list[Candidate], is_private: bool, turn: int = 0) -> PoolRanking:
+    """Rank a pool's candidates for one request; `turn` rotates the order among equal scores."""
+    steps: CompiledProfile = profile.compiled
     reports = {c.endpoint: CandidateReport(c) for c in candidates}
-    for name in profile.filters:
-        kept = FILTERS[name](candidates)
+    seconds: dict[str, float] = {}
+    clock = time.perf_counter
+    refusals = {c.endpoint: r for c in candidates if (r := privacy.candidate_refusal(c.kind, is_private))}
+    if refusals:
+        for endpoint, reason in refusals.items():
+            reports[endpoint].filtered_out_by = reason
+        candidates = [c for c in candidates if c.endpoint not in refusals]
+    for label, keep in steps.filters:
+        started = clock()
+        kept = keep(candidates)
+        seconds[label] = clock() - started
         kept_ids = {id(c) for c in kept}  # by identity: `c not in kept` compared whole dataclasses, O(n²)
         for c in candidates:
             if id(c) not in kept_ids:
-                reports[c.endpoint].filtered_out_by = name
+                reports[c.endpoint].filtered_out_by = label.removeprefix("filter:")
         candidates = kept
-    total_weight = sum(s.weight for s in profile.scorers) or 1.0
-    scorers = [(s.type, s.weight / total_weight, SCORERS[s.type]) for s in profile.scorers]
-    scored = []
-    for c in candidates:  # plain loops: this runs for every candidate of every request (256 workers: bench/scaling.py)
-        report = reports[c.endpoint]
-        score = 0.0
-        for name, weight, scorer in scorers:
-            report.scores[name] = value = scorer(c)
-            score += weight * value
-        report.score = score
-        scored.append((c, score))
-    return profile.picker.pick(scored, turn), list(reports.values())
-
-
-def evaluate_pool(
-    profile: Profile, candidates: list[Candidate], is_private: bool, turn: int = 0
-) -> tuple[list[Candidate], list[CandidateReport]]:
-    """A pool's ranking for one request: for a private one, only backends that reported kind=edge."""
-    refusals = {c.endpoint: privacy.candidate_refusal(c.kind, is_private) for c in candidates}
-    refused = [CandidateReport(c, filtered_out_by=refusals[c.endpoint]) for c in candidates if refusals[c.endpoint]]
-    ranked, reports = evaluate(profile, [c for c in candidates if not refusals[c.endpoint]], turn)
-    return ranked, refused + reports
+    totals = [0.0] * len(candidates)
+    for label, weight, scorer in steps.scorers:  # one list pass per scorer, so each is timed on its own
+        started = clock()
+        values = [v if 0.0 <= v <= 1.0 else clamp(v) for v in map(scorer, candidates)]
+        seconds[label] = clock() - started
+        for i, value in enumerate(values):
+            reports[candidates[i].endpoint].scores[label] = value
+            totals[i] += weight * value
+    scored = list(zip(candidates, totals, strict=True))
+    for c, total in scored:
+        reports[c.endpoint].score = total
+    label, pick = steps.picker
+    started = clock()
+    ranked = pick(scored, turn)
+    seconds[label] = clock() - started
+    return PoolRanking(ranked, list(reports.values()), seconds)

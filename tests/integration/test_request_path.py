@@ -212,7 +212,7 @@ def test_one_trace_spans_gateway_grpc_and_worker(client, collector):
     services = {s.service for s in spans}
     assert {"tandem-gateway", "tandem-cloud-worker"} <= services, services
     names = {s.name for s in spans}
-    assert {"gateway.tokenize", "gateway.classify", "gateway.policy", "gateway.pick"} <= names
+    assert {"gateway.tokenize", "gateway.classify", "gateway.route_plan"} <= names
     worker_server = next(s for s in spans if s.service == "tandem-cloud-worker" and "Generate" in s.name)
     gateway_ids = {s.span_id for s in spans if s.service == "tandem-gateway"}
     assert worker_server.parent_span_id in gateway_ids  # the gRPC client span in the gateway

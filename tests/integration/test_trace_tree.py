@@ -60,7 +60,7 @@ def one(spans: list[CollectedSpan], name: str) -> CollectedSpan:
     return found[0]
 
 
-GATEWAY_STAGES = ["gateway.auth", "gateway.tokenize", "gateway.classify", "gateway.policy", "gateway.pick"]
+GATEWAY_STAGES = ["gateway.auth", "gateway.tokenize", "gateway.classify", "gateway.hint_lookup", "gateway.route_plan"]
 WORKER_PHASES = ["worker.queue", "worker.prefill", "worker.decode"]
 # Spans that end last: the RPC's server span, and the gateway's request span.
 CLOUD_DONE = {"tandem-cloud-worker:/tandem.worker.v1.Worker/Generate", "tandem-gateway:POST /v1/chat/completions"}
@@ -80,9 +80,8 @@ def test_the_tree_of_one_cloud_request(stack, collector):
     server = next(s for s in spans if s.service == "tandem-gateway" and s.name == "POST /v1/chat/completions")
     for name in [*GATEWAY_STAGES, "gateway.backend_call", "gateway.stream"]:
         assert parent(one(spans, name)) is server, name
-    # The hint lookup is part of picking, and its one Redis round trip is part of the lookup.
+    # The hint lookup (the I/O before the plan) has its one Redis round trip under it.
     lookup = one(spans, "gateway.hint_lookup")
-    assert parent(lookup).name == "gateway.pick"
     assert lookup.attributes["tandem.prefix_hint_mode"] == "redis"
     redis_calls = [s for s in spans if parent_name(s, by_id) == "gateway.hint_lookup"]
     assert redis_calls and all(s.attributes.get("db.system") == "redis" for s in redis_calls)
@@ -98,8 +97,12 @@ def test_the_tree_of_one_cloud_request(stack, collector):
     prefill = one(spans, "worker.prefill")
     assert prefill.attributes["tandem.cached_prompt_tokens"] > 0  # the second request hit the prefix cache
     # Attributes carry the decision, and predicted against actual cached tokens.
-    assert one(spans, "gateway.policy").attributes["tandem.rule"] == "default"
-    assert one(spans, "gateway.pick").attributes["tandem.pool"] == "cloud"
+    plan = one(spans, "gateway.route_plan")
+    assert plan.attributes["tandem.rule"] == "default"
+    assert plan.attributes["tandem.pool"] == "cloud"
+    assert plan.attributes["tandem.backend"] == endpoint_of(stack, "cloud")
+    assert plan.attributes["tandem.predicted_prefix_blocks"] > 0
+    assert {"tandem.plugin_us.filter:healthy", "tandem.plugin_us.prefix-hit"} <= set(plan.attributes)
     stream = one(spans, "gateway.stream")
     assert stream.attributes["tandem.backend"] == endpoint_of(stack, "cloud")
     assert stream.attributes["tandem.predicted_cached_tokens"] > 0
@@ -161,7 +164,7 @@ def test_content_tracing_is_opt_in_and_never_for_private_requests(stack, collect
         assert "tandem.completion_text" in one(spans, "gateway.stream").attributes
         private = f"{SECRET} mail ann.lee@example.com"  # the detector makes it private: edge only
         spans = traced_chat(gateway.url, collector, private, {"gateway.stream", *EDGE_DONE})
-        assert one(spans, "gateway.policy").attributes["tandem.private"] is True
+        assert one(spans, "gateway.route_plan").attributes["tandem.private"] is True
         assert not any(SECRET in str(s.attributes) for s in spans)
     finally:
         gateway.stop()

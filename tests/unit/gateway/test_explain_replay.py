@@ -16,12 +16,10 @@ DEFAULT = load_policy(POLICIES / "default.yaml")
 
 
 def candidates(healthy=True, edge_reports="edge"):
-    def for_pool(pool):
-        kind = DEFAULT.pools[pool].kind
-        reported = edge_reports if kind == "edge" else kind
-        return [Candidate(url, healthy, reported) for url in DEFAULT.pools[pool].endpoints]
-
-    return for_pool
+    return {
+        name: [Candidate(url, healthy, edge_reports if pool.kind == "edge" else pool.kind) for url in pool.endpoints]
+        for name, pool in DEFAULT.pools.items()
+    }
 
 
 CASES = [
@@ -44,7 +42,7 @@ CASES = [
     (
         "edge down: fallback",
         dict(text="hi", device_header='{"npu": true}'),
-        lambda pool: [Candidate(u, pool == "cloud", DEFAULT.pools[pool].kind) for u in DEFAULT.pools[pool].endpoints],
+        {n: [Candidate(u, n == "cloud", p.kind) for u in p.endpoints] for n, p in DEFAULT.pools.items()},
         ["private", "short-on-capable-device"],
         "cloud",
     ),

@@ -58,10 +58,8 @@ def run_dispatch(behaviour=None, hints=None):
 
 
 def explained():
-    def for_pool(name):
-        return [Candidate(url, True, POLICY.pools[name].kind) for url in POLICY.pools[name].endpoints]
-
-    return explain(POLICY, PRIVATE, for_pool)
+    candidates = {n: [Candidate(url, True, p.kind) for url in p.endpoints] for n, p in POLICY.pools.items()}
+    return explain(POLICY, PRIVATE, candidates)
 
 
 class NoHashing:

@@ -1,49 +1,12 @@
-"""Each routing plugin, table-driven; and the cache-aware profile end to end on candidates."""
+"""`cache-affinity`, table-driven; and a cache-aware profile end to end on candidates."""
 
 import pytest
 from pydantic import ValidationError
 
 from gateway.policy.schema import Profile
-from gateway.routing.cache_affinity_picker import CacheAffinityConfig, cache_affinity_picker
-from gateway.routing.candidate import Candidate
-from gateway.routing.kv_utilization_scorer import kv_utilization_scorer
-from gateway.routing.prefix_hit_scorer import prefix_hit_scorer
-from gateway.routing.profile import evaluate
-
-
-def c(name, **fields) -> Candidate:
-    return Candidate(f"grpc://{name}:1", fields.pop("healthy", True), "cloud", **fields)
-
-
-def names(ranked) -> list[str]:
-    return [x.endpoint.split("//")[1].split(":")[0] for x in ranked]
-
-
-@pytest.mark.parametrize(
-    ("candidate", "score"),
-    [
-        (c("a", prompt_blocks=4, prefix_match_blocks=4), 1.0),
-        (c("a", prompt_blocks=4, prefix_match_blocks=1), 0.25),
-        (c("a", prompt_blocks=4), 0.0),
-        (c("a"), 0.0),  # a prompt shorter than one block: nothing to match
-    ],
-)
-def test_prefix_hit_is_the_matched_fraction(candidate, score):
-    assert prefix_hit_scorer(candidate) == score
-
-
-@pytest.mark.parametrize(
-    ("candidate", "score"),
-    [
-        (c("a", kv_blocks_used=0, kv_blocks_total=100), 1.0),
-        (c("a", kv_blocks_used=75, kv_blocks_total=100), 0.25),
-        (c("a", kv_blocks_used=120, kv_blocks_total=100), 0.0),  # never below 0
-        (c("a"), 1.0),  # not reported (an edge agent, an HTTP backend): neutral
-    ],
-)
-def test_kv_utilization_is_the_free_fraction(candidate, score):
-    assert kv_utilization_scorer(candidate) == score
-
+from gateway.routing.cache_affinity_picker import CacheAffinity
+from gateway.routing.profile import run_profile
+from tests.unit.gateway.routing.candidates import c, names
 
 HOT = dict(prefix_recent_requests=50)  # this request's prefix is itself hot: it may be moved
 AFFINITY_CASES = [
@@ -89,7 +52,7 @@ AFFINITY_CASES = [
 
 @pytest.mark.parametrize(("name", "scored", "expected"), AFFINITY_CASES, ids=[x[0] for x in AFFINITY_CASES])
 def test_cache_affinity_picker(name, scored, expected):
-    pick = cache_affinity_picker(CacheAffinityConfig(abs_threshold=4, rel_threshold=1.5))
+    pick = CacheAffinity(abs_threshold=4, rel_threshold=1.5).fn
     assert names(pick(scored, 0)) == expected
 
 
@@ -103,16 +66,17 @@ def test_a_cache_aware_profile_follows_the_prefix_until_the_holder_runs_hot():
     hot_prefix = dict(prompt_blocks=8, prefix_recent_requests=30)
     holder = c("holder", prefix_match_blocks=8, queue_depth=2, recent_requests=10, **hot_prefix)
     others = [c(f"w{i}", queue_depth=1, recent_requests=8, **hot_prefix) for i in range(3)]
-    assert names(evaluate(profile, [*others, holder])[0])[0] == "holder"
+    assert names(run_profile(profile, [*others, holder], False).ranked)[0] == "holder"
     busy = c("holder", prefix_match_blocks=8, queue_depth=2, recent_requests=40, **hot_prefix)
-    assert names(evaluate(profile, [*others, busy])[0])[-1] == "holder"
+    assert names(run_profile(profile, [*others, busy], False).ranked)[-1] == "holder"
 
 
 @pytest.mark.parametrize(
     ("picker", "message"),
     [
-        ({"type": "max-score", "abs_threshold": 3}, "takes no"),
-        ({"type": "cache-affinity", "rel_threshold": 0.5}, "rel_threshold >= 1"),
+        ({"type": "max-score", "abs_threshold": 3}, "abs_threshold"),
+        ({"type": "cache-affinity", "rel_threshold": 0.5}, "rel_threshold"),
+        ({"type": "cache-affinity", "abs_threshold": -1}, "abs_threshold"),
         ({"type": "nearest"}, "unknown picker"),
     ],
 )
