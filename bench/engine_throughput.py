@@ -45,8 +45,8 @@ from cloud_worker.engine.model_runner import prepare_inputs  # noqa: E402
 from cloud_worker.engine.scheduler import Scheduler  # noqa: E402
 from cloud_worker.engine.sequence import Sequence  # noqa: E402
 from cloud_worker.layers.packed_linear import pack_linears  # noqa: E402
+from serving.engine_api import GenerationRequest, SamplingParams  # noqa: E402
 from tandem.demo_model import DemoShape, cached_demo_checkpoint  # noqa: E402
-from tandem.engine_api import GenerationRequest, SamplingParams  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "tandem" / "bench"
 SHAPE = DemoShape(hidden_size=512, intermediate_size=1536, num_hidden_layers=8, num_attention_heads=8,

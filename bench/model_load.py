@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import boto3  # noqa: E402
 import httpx  # noqa: E402
 
-from cloud_worker.loader import load_model  # noqa: E402
+from modeling.loader import load_model  # noqa: E402
 from tandem.demo_model import DemoShape, cached_demo_checkpoint  # noqa: E402
 from tandem.model_store import ModelStore, ObjectStore, push  # noqa: E402
 

@@ -26,8 +26,8 @@ from rich.progress import track
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gateway.chat_tokenizer import ChatTokenizer  # noqa: E402
 from proto.gen import worker_pb2, worker_pb2_grpc  # noqa: E402
+from serving.openai.chat_tokenizer import ChatTokenizer  # noqa: E402
 from tandem.demo_model import write_demo_checkpoint  # noqa: E402
 from tandem.stack import start_local_stack  # noqa: E402
 

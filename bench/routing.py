@@ -56,11 +56,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gateway.gather import PromptKey, gather_candidates  # noqa: E402
 from gateway.hints.approximate_index import ApproximateIndex  # noqa: E402
 from gateway.hints.prefix_hints import PrefixHints  # noqa: E402
 from gateway.policy.schema import Profile  # noqa: E402
 from gateway.routing.candidate import Candidate  # noqa: E402
-from gateway.routing.gather import PromptKey, gather_candidates  # noqa: E402
 from gateway.routing.profile import run_profile  # noqa: E402
 from proto.gen import worker_pb2, worker_pb2_grpc  # noqa: E402
 from proto.prefix_hash import prefix_hashes  # noqa: E402

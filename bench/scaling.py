@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from routing import MODEL_ID, PROFILE, _start, checkpoint, free_port  # noqa: E402
 
 from bench.privacy import cpu_info  # noqa: E402
+from gateway.gather import PromptKey, gather_candidates  # noqa: E402
 from gateway.hints.prefix_hints import PrefixHints  # noqa: E402
 from gateway.policy.schema import Profile  # noqa: E402
 from gateway.routing.candidate import Candidate  # noqa: E402
-from gateway.routing.gather import PromptKey, gather_candidates  # noqa: E402
 from gateway.routing.profile import run_profile  # noqa: E402
 from proto.prefix_hash import prefix_hashes  # noqa: E402
 from proto.prefix_hints import hint_key, worker_id_for  # noqa: E402

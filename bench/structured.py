@@ -30,8 +30,8 @@ from bench.engine_throughput import checkpoint  # noqa: E402
 from bench.privacy import cpu_info  # noqa: E402
 from cloud_worker.build import build_engine  # noqa: E402
 from cloud_worker.engine.config import EngineConfig  # noqa: E402
-from tandem.engine_api import GenerationRequest, SamplingParams  # noqa: E402
-from tandem.grammar import grammar_for  # noqa: E402
+from serving.engine_api import GenerationRequest, SamplingParams  # noqa: E402
+from serving.grammar import grammar_for  # noqa: E402
 
 SCHEMA = {
     "type": "object",

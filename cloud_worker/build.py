@@ -14,13 +14,13 @@ from cloud_worker.engine.host_memory import keep_freed_memory
 from cloud_worker.engine.llm_engine import PagedEngine
 from cloud_worker.engine.model_runner import ModelRunner
 from cloud_worker.layers.packed_linear import pack_linears
-from cloud_worker.loader import load_model, read_config
-from cloud_worker.models.llama import LlamaForCausalLM
 from cloud_worker.parallel.ranks import TensorParallelPeers
 from cloud_worker.parallel.tensor_parallel import apply_tp, check_divisible_config
 from cloud_worker.quantization import quantize_int8
 from kernels import cpu_extension
-from tandem.checkpoint import load_tokenizer, model_id_for
+from modeling.llama import LlamaForCausalLM
+from modeling.loader import load_model, read_config
+from serving.checkpoint import load_tokenizer, model_id_for
 
 
 def default_device() -> str:

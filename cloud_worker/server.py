@@ -8,11 +8,11 @@ from cloud_worker.build import build_engine
 from cloud_worker.engine.config import EngineConfig
 from cloud_worker.hint_publisher import HintPublisher
 from proto.prefix_hints import DEFAULT_HINT_TTL_S
-from tandem.checkpoint import model_id_for
-from tandem.embedded_http import serve_http
-from tandem.telemetry import setup_tracing, shutdown_tracing
-from tandem.worker_metrics import metrics_app
-from tandem.worker_service import serve
+from serving.checkpoint import model_id_for
+from serving.embedded_http import serve_http
+from serving.telemetry import setup_tracing, shutdown_tracing
+from serving.worker_metrics import metrics_app
+from serving.worker_service import serve
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,8 @@ def run(
         if metrics_port:
             app = metrics_app(engine)
             if serve_openai:  # opened in so many words: no key is checked here, an inference gateway is in front
-                from gateway.api.engine_app import add_openai_routes
-                from gateway.chat_tokenizer import ChatTokenizer
+                from serving.engine_app import add_openai_routes
+                from serving.openai.chat_tokenizer import ChatTokenizer
 
                 add_openai_routes(app, engine, ChatTokenizer(model_dir), model_id, private=False, require_model=True)
                 log.info("serving OpenAI chat completions on :%d (--serve-openai, no API key)", metrics_port)

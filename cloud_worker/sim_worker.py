@@ -29,11 +29,11 @@ from cloud_worker.engine.llm_engine import PagedEngine
 from cloud_worker.engine.scheduler import ScheduledSeq
 from cloud_worker.hint_publisher import HintPublisher
 from proto.prefix_hints import DEFAULT_HINT_TTL_S
-from tandem.checkpoint import load_tokenizer
-from tandem.embedded_http import serve_http
-from tandem.engine_api import GenerationRequest, RequestRejected, SamplingParams
-from tandem.telemetry import setup_tracing, shutdown_tracing
-from tandem.worker_service import serve
+from serving.checkpoint import load_tokenizer
+from serving.embedded_http import serve_http
+from serving.engine_api import GenerationRequest, RequestRejected, SamplingParams
+from serving.telemetry import setup_tracing, shutdown_tracing
+from serving.worker_service import serve
 
 log = logging.getLogger(__name__)
 SIM_TOKEN_BASE = 300  # simulated outputs cycle through ordinary token ids, never a stop token

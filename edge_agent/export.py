@@ -28,17 +28,18 @@ import json
 import logging
 import shutil
 import warnings
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 
 import torch
 from rich.progress import Progress
 from torch import nn
 
-from cloud_worker.loader import load_model, weight_files
-from cloud_worker.models.llama import LlamaForCausalLM
 from edge_agent.quantize import FP32, Quantization, linear_weight_bytes, quantize
 from kernels.attention import causal_attention
 from kernels.rotary import apply_rotary
+from modeling.llama import LlamaForCausalLM
+from modeling.loader import load_model, weight_files
+from serving.manifest_paths import unsafe_name
 
 log = logging.getLogger(__name__)
 MANIFEST_NAME = "manifest.json"
@@ -170,19 +171,8 @@ def _file_in(export_dir: Path, name: object, manifest_path: Path) -> Path:
     """`export_dir / name` for a file the manifest lists, when the name is a normalized relative POSIX path (no
     absolute path, no `..`, no backslash or drive letter, no NUL, not empty) that stays inside the folder after
     following any symlink already there; ExportError naming the file otherwise."""
-    if not isinstance(name, str) or not name:
-        problem = "an empty name" if name == "" else "not a string"
-    elif "\0" in name:
-        problem = "a NUL byte in it"
-    elif "\\" in name or PureWindowsPath(name).drive:
-        problem = "a Windows path (backslash or drive)"
-    elif PurePosixPath(name).is_absolute():
-        problem = "an absolute path"
-    elif ".." in PurePosixPath(name).parts:
-        problem = "a .. component"
-    elif name == "." or PurePosixPath(name).as_posix() != name:
-        problem = "not a normalized relative path"
-    else:
+    problem = unsafe_name(name)
+    if problem is None:
         path = export_dir / name
         try:
             if export_dir.resolve() in path.resolve().parents:

@@ -13,7 +13,7 @@ user visits can reach loopback too, so every request must also:
   writes to a file only its user can read (tandem_sdk.local_token; 401).
 Routes:
 - `GET /v1/local/health`: `{"kind": "edge", "model", "execution_provider", "max_context_tokens"}`;
-- `POST /v1/chat/completions` and `GET /v1/models` (gateway/api/engine_app.py):
+- `POST /v1/chat/completions` and `GET /v1/models` (serving/engine_app.py):
   OpenAI's request and response shapes, whole or streamed (SSE), answered by
   this agent's own engine.
 docs/sdk.md is the full protocol.
@@ -25,10 +25,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from tandem_sdk.local_token import load_or_create
 
-from gateway.api.engine_app import add_openai_routes, error_response
-from gateway.body_limit import BodyLimit
-from gateway.chat_tokenizer import ChatTokenizer
-from tandem.engine_api import Engine
+from serving.body_limit import BodyLimit
+from serving.engine_api import Engine
+from serving.engine_app import add_openai_routes, error_response
+from serving.openai.chat_tokenizer import ChatTokenizer
 
 LOOPBACK_HOSTS = {"127.0.0.1", "[::1]", "localhost"}
 MAX_BODY_BYTES = 2 * 1024 * 1024
@@ -51,7 +51,9 @@ def _refusal(request: Request, token: str) -> JSONResponse | None:
         return error_response(415, "the local agent takes Content-Type: application/json", "unsupported_media_type")
     scheme, _, presented = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), token.encode()):
-        return error_response(401, "the local agent needs 'Authorization: Bearer <token>' from its token file", "invalid_token")
+        return error_response(
+            401, "the local agent needs 'Authorization: Bearer <token>' from its token file", "invalid_token"
+        )
     return None
 
 

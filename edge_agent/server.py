@@ -12,13 +12,13 @@ from edge_agent.providers import DEFAULT_PRIORITY
 from edge_agent.quantize import FP32, Quantization
 from edge_agent.registration import keep_registered
 from edge_agent.runner import OnnxStepModel
-from gateway.chat_tokenizer import ChatTokenizer
-from tandem.checkpoint import load_tokenizer, model_id_for
-from tandem.embedded_http import serve_http
-from tandem.serial_engine import SerialEngine
-from tandem.telemetry import setup_tracing, shutdown_tracing
-from tandem.worker_metrics import metrics_app
-from tandem.worker_service import serve
+from edge_agent.serial_engine import SerialEngine
+from serving.checkpoint import load_tokenizer, model_id_for
+from serving.embedded_http import serve_http
+from serving.openai.chat_tokenizer import ChatTokenizer
+from serving.telemetry import setup_tracing, shutdown_tracing
+from serving.worker_metrics import metrics_app
+from serving.worker_service import serve
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import hmac
 from fastapi import Request
 from opentelemetry import trace
 
-from gateway.errors import BadRequest, Unauthorized
+from serving.openai.errors import BadRequest, Unauthorized
 
 tracer = trace.get_tracer(__name__)
 

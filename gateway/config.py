@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from tandem.checkpoint import model_id_for
+from serving.checkpoint import model_id_for
 
 
 class Settings(BaseSettings):

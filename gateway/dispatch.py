@@ -20,14 +20,14 @@ from gateway import metrics, privacy
 from gateway.backends.registry import BackendRegistry
 from gateway.backends.worker_backend import BackendError, WorkerBackend
 from gateway.classify.features import RequestFeatures
-from gateway.errors import BadRequest, NoBackend
+from gateway.gather import PromptKey, gather_pools
 from gateway.hints.prefix_hints import PrefixHints
 from gateway.policy.decide import Decision, decide
 from gateway.policy.route_plan import plan_route
 from gateway.policy.schema import Policy
-from gateway.routing.gather import PromptKey, gather_pools
 from proto.gen import worker_pb2
 from proto.prefix_hash import DEFAULT_BLOCK_SIZE_TOKENS
+from serving.openai.errors import BadRequest, NoBackend
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)

@@ -17,7 +17,6 @@ from gateway.backends.grpc_backend import GrpcWorkerBackend
 from gateway.backends.http_backend import HttpWorkerBackend
 from gateway.backends.registry import BackendRegistry
 from gateway.backends.worker_backend import WorkerBackend
-from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings, get_settings
 from gateway.decision_log import DecisionLog
 from gateway.edge_agents import EdgeAgents
@@ -28,6 +27,7 @@ from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
 from gateway.policy.schema import Pool
 from gateway.state import GatewayState, ServedModel, check_models
 from gateway.tenants import Tenants
+from serving.openai.chat_tokenizer import ChatTokenizer
 
 log = logging.getLogger(__name__)
 

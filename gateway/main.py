@@ -12,11 +12,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gateway.api import edge_routes, explain_routes, health_routes, openai_routes
 from gateway.auth import require_api_key
-from gateway.body_limit import BodyLimit
 from gateway.config import Settings, get_settings
-from gateway.errors import BadRequest, GatewayError
 from gateway.lifespan import lifespan
 from gateway.request_id import RequestId
+from serving.body_limit import BodyLimit
+from serving.openai.errors import BadRequest, GatewayError
 
 log = logging.getLogger(__name__)
 

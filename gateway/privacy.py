@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, TypeVar
 from tandem_sdk.detectors import Scan, detect
 from tandem_sdk.privacy import TagError, privacy_tags
 
-from gateway.errors import BadRequest
+from serving.openai.errors import BadRequest
 
 if TYPE_CHECKING:
     from gateway.policy.schema import Policy

@@ -17,7 +17,7 @@ from gateway.config import Settings
 from gateway.lifespan import ConfigError, load_tenants
 from gateway.main import create_app
 from gateway.tenants import TenantsError
-from tandem.telemetry import setup_tracing, shutdown_tracing
+from serving.telemetry import setup_tracing, shutdown_tracing
 
 
 def run(settings: Settings, log_level: str = "info") -> None:

@@ -7,16 +7,16 @@ from fastapi import Depends, Request
 
 from gateway.autoscale import TtftWindow
 from gateway.backends.registry import BackendRegistry
-from gateway.chat_tokenizer import ChatTokenizer
 from gateway.config import Settings
 from gateway.decision_log import DecisionLog
 from gateway.edge_agents import EdgeAgents
-from gateway.errors import ModelNotFound
 from gateway.hints.prefix_hints import PrefixHints
 from gateway.limits.admission import AdmissionController
 from gateway.policy.reloader import PolicyStatus
 from gateway.policy.schema import Policy
 from gateway.tenants import Tenants
+from serving.openai.chat_tokenizer import ChatTokenizer
+from serving.openai.errors import ModelNotFound
 
 
 @dataclass(frozen=True)

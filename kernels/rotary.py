@@ -1,6 +1,6 @@
 """Rotary position embedding, applied: x * cos + rotate_half(x) * sin (HF Llama's non-interleaved halves).
 
-cos and sin come from the layer (`cloud_worker/layers/rotary.py`), where the
+cos and sin come from the layer (`modeling/layers/rotary.py`), where the
 config's scaling (linear, llama3) is folded into the frequencies, so one kernel
 serves every scaling.
 """

@@ -174,8 +174,8 @@ def _fit(
     """Teach the model the bundled corpus: next-token cross-entropy on the whole text, deterministically."""
     if shape.fit_steps == 0:
         return weights
-    from cloud_worker.model_config import ModelConfig
-    from cloud_worker.models.llama import LlamaForCausalLM
+    from modeling.llama import LlamaForCausalLM
+    from modeling.model_config import ModelConfig
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread: the same reduction order, so the same bytes, every run

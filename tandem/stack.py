@@ -24,7 +24,7 @@ import yaml
 from rich.console import Console
 
 from gateway.policy.loader import PolicyError, load_policy
-from tandem.checkpoint import model_id_for
+from serving.checkpoint import model_id_for
 from tandem.demo_model import write_demo_checkpoint
 
 console = Console()

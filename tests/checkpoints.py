@@ -30,7 +30,7 @@ def assert_logits_equal_hf(path: Path, ids: torch.Tensor) -> None:
     """Our model's logits over ids [1, tokens] equal HF transformers' on the same checkpoint, at every position."""
     from transformers import AutoModelForCausalLM
 
-    from cloud_worker.loader import load_model
+    from modeling.loader import load_model
 
     hf = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     ours = load_model(path)

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from typing import Literal
 
-from cloud_worker.model_config import ModelConfig
+from modeling.model_config import ModelConfig
 
 QUANTIZATIONS = ("none", "int8")
 DECODE_GRAPHS = ("auto", "off", "eager")

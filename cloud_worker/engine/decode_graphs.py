@@ -23,8 +23,8 @@ from typing import Literal
 
 import torch
 
-from cloud_worker.models.llama import KVCache, LlamaForCausalLM, PagedKV
 from kernels.paged_attention import PagedAttentionMetadata
+from modeling.llama import KVCache, LlamaForCausalLM, PagedKV
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 Mode = Literal["capture", "eager"]

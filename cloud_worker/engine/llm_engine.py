@@ -24,8 +24,8 @@ from cloud_worker.engine.config import EngineConfig
 from cloud_worker.engine.model_runner import ModelRunner
 from cloud_worker.engine.scheduler import ScheduledSeq, Scheduler
 from cloud_worker.engine.sequence import Sequence
-from tandem.detokenizer import IncrementalDetokenizer
-from tandem.engine_api import (
+from serving.detokenizer import IncrementalDetokenizer
+from serving.engine_api import (
     ChunkChannel,
     EngineStats,
     GenerationChunk,
@@ -34,9 +34,9 @@ from tandem.engine_api import (
     Usage,
     check_fits_context,
 )
-from tandem.grammar import constraint_for
-from tandem.process_memory import memory_bytes, memory_watermark_bytes
-from tandem.sliding_count import SlidingCount
+from serving.grammar import constraint_for
+from serving.process_memory import memory_bytes, memory_watermark_bytes
+from serving.sliding_count import SlidingCount
 
 log = logging.getLogger(__name__)
 TOKEN_RATE_WINDOW_S = 10.0

@@ -17,10 +17,10 @@ from cloud_worker.engine.decode_graphs import DecodeGraphs, Mode
 from cloud_worker.engine.sampler import SamplingBatch, sample
 from cloud_worker.engine.scheduler import ScheduledSeq
 from cloud_worker.engine.sequence import Sequence
-from cloud_worker.models.llama import KVCache, LlamaForCausalLM, PagedKV
 from kernels.paged_attention import PagedAttentionMetadata
-from tandem.grammar import mask_logits
-from tandem.logits_processors import apply_penalties, score
+from modeling.llama import KVCache, LlamaForCausalLM, PagedKV
+from serving.grammar import mask_logits
+from serving.logits_processors import apply_penalties, score
 
 if TYPE_CHECKING:
     from cloud_worker.parallel.ranks import TensorParallelPeers
@@ -148,7 +148,7 @@ class ModelRunner:
     def run(self, scheduled: list[ScheduledSeq]) -> tuple[list[int], list[float], list[tuple]]:
         """Token, its log-probability and the top alternatives asked for, per sampling sequence in scheduled order.
 
-        Penalties and biases (tandem/logits_processors.py) shape what is sampled; the log-probabilities are the
+        Penalties and biases (serving/logits_processors.py) shape what is sampled; the log-probabilities are the
         raw logits'."""
         inputs = prepare_inputs(scheduled, self.block_size_tokens)
         scored = _prompt_positions(scheduled)

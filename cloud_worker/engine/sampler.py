@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 import kernels.sampling
-from tandem.engine_api import SamplingParams
+from serving.engine_api import SamplingParams
 
 
 @dataclass(frozen=True)

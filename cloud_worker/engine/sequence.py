@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from proto.prefix_hash import block_hash, root_hash
-from tandem.engine_api import GenerationRequest
-from tandem.grammar import Constraint
+from serving.engine_api import GenerationRequest
+from serving.grammar import Constraint
 
 _arrivals = itertools.count()
 

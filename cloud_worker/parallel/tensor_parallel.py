@@ -12,8 +12,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from cloud_worker.model_config import ModelConfig
-from cloud_worker.models.llama import LlamaForCausalLM
+from modeling.llama import LlamaForCausalLM
+from modeling.model_config import ModelConfig
 
 
 class TensorParallelError(ValueError):

@@ -7,8 +7,8 @@ from fastapi import APIRouter, Depends, Request
 from opentelemetry import trace
 
 from gateway.edge_agents import Registration
-from gateway.errors import GatewayError, Unauthorized
 from gateway.state import State
+from serving.openai.errors import GatewayError, Unauthorized
 
 log = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ from fastapi import APIRouter, Request
 
 from gateway import privacy
 from gateway.api.prepare import prepare_chat
-from gateway.api.schemas import ChatCompletionRequest, error_responses
+from gateway.gather import PromptKey, gather_pools
 from gateway.policy.explain import explain
-from gateway.routing.gather import PromptKey, gather_pools
 from gateway.state import State
+from serving.openai.schemas import ChatCompletionRequest, error_responses
 
 router = APIRouter(prefix="/v1", responses=error_responses(400, 401, 404, 413))
 

@@ -1,7 +1,7 @@
 """Every request field of `/v1/chat/completions` and `/v1/completions`, with what Tandem does with it.
 
 The table in docs/api.md is written from `FIELDS` by `python -m gateway.api.fields` (`--check`, which
-`make test` runs, exits 1 when the doc is stale), and tests/unit/gateway/test_fields.py checks that
+`make test` runs, exits 1 when the doc is stale), and tests/unit/gateway/api/test_fields.py checks that
 `FIELDS` names exactly the fields the request models declare and refuse, so the doc cannot drift from
 the code.
 """

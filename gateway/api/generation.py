@@ -18,16 +18,17 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from opentelemetry import context, trace
 
 from gateway import metrics, privacy
-from gateway.api.openai_format import SSE_DONE, Logprobs, ResponseShape, sse
-from gateway.api.prepare import Prepared, ToolPlan
-from gateway.api.schemas import _GenerationParams
+from gateway.api.prepare import Prepared
 from gateway.backends.worker_backend import BackendError
 from gateway.dispatch import RoutedStream, dispatch
-from gateway.errors import BackendFailed, GatewayError
 from gateway.limits.admission import Admission
 from gateway.policy.schema import Policy
 from gateway.state import GatewayState
 from proto.gen import worker_pb2
+from serving.openai.answer import ToolPlan
+from serving.openai.errors import BackendFailed, GatewayError
+from serving.openai.format import SSE_DONE, Logprobs, ResponseShape, sse
+from serving.openai.schemas import _GenerationParams
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)

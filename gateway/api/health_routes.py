@@ -5,8 +5,8 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gateway.auth import is_ops
-from gateway.errors import Unauthorized
 from gateway.state import State
+from serving.openai.errors import Unauthorized
 
 router = APIRouter()
 

@@ -7,8 +7,8 @@ from fastapi import APIRouter, Request
 
 from gateway.api import generation
 from gateway.api.prepare import prepare_chat, prepare_completion
-from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, error_responses
 from gateway.state import GatewayState, State
+from serving.openai.schemas import ChatCompletionRequest, CompletionRequest, error_responses
 
 router = APIRouter(prefix="/v1", responses=error_responses(400, 401, 429))
 GENERATION_ERRORS = error_responses(404, 413, 502, 503)

@@ -13,19 +13,17 @@ from dataclasses import dataclass
 
 from fastapi import Request
 from opentelemetry import trace
-from pydantic import BaseModel
 from tandem_sdk.detectors import Scan
 from tandem_sdk.scan import request_text
 
-from gateway.api import tools
-from gateway.api.schemas import ChatCompletionRequest, CompletionRequest, _GenerationParams
-from gateway.chat_tokenizer import ChatTokenizer
 from gateway.classify.classify import classify
 from gateway.classify.features import RequestFeatures
-from gateway.errors import BadRequest, PromptTooLong
 from gateway.policy.schema import Policy
 from gateway.state import GatewayState, ServedModel
-from tandem.grammar import GrammarError, check_grammar, follows_schema, llg_tokenizer
+from serving.openai.answer import ToolPlan, answer_grammar, check_token_ids, shaped, tool_plan
+from serving.openai.chat_tokenizer import ChatTokenizer
+from serving.openai.errors import BadRequest, PromptTooLong
+from serving.openai.schemas import ChatCompletionRequest, CompletionRequest, _GenerationParams
 
 tracer = trace.get_tracer(__name__)
 INLINE_BODY_BYTES = 2048  # below this, tokenizing, scanning and classifying take well under a millisecond
@@ -40,26 +38,6 @@ async def _off_loop(request: Request, fn, *args, **kwargs):
 
 
 @dataclass(frozen=True)
-class ToolPlan:
-    format: str  # gateway/api/tools.py FORMATS
-    allowed: frozenset[str]  # the functions a call may name
-    grammar: str  # "" unless tool_choice forces a call
-    single: bool = False  # parallel_tool_calls false: an answer's first call only
-    strict: dict | None = None  # name -> parameters of `strict: true` functions (checked when not forced)
-    tokenizer: object = None  # llguidance's, for the strict check
-
-    def follows(self, name: str, arguments: str) -> bool:
-        schema = (self.strict or {}).get(name)
-        return schema is None or follows_schema(arguments, schema, self.tokenizer)
-
-    def parse(self, text: str) -> tuple[str | None, list]:
-        return tools.parse(text, self.format, set(self.allowed), self.single, self.follows)
-
-    def streamed(self) -> "tools.StreamedCalls":
-        return tools.StreamedCalls(self.format, set(self.allowed), self.single, self.follows)
-
-
-@dataclass(frozen=True)
 class Prepared:
     prompt_ids: list[int]
     features: RequestFeatures
@@ -69,29 +47,6 @@ class Prepared:
     model: ServedModel | None = None  # the request's model: its tokenizer and prefix hints
 
 
-def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | None:
-    """How the answer's tool calls are read (and forced), None without tools; BadRequest naming the field at fault.
-    The gateway and the local agent both call it."""
-    if not body.tools or body.tool_choice == "none":
-        if body.tool_choice not in (None, "none"):
-            raise BadRequest("tool_choice needs tools", param="tool_choice")
-        return None
-    fmt = chat.tool_format
-    try:
-        choice = body.tool_choice.model_dump() if isinstance(body.tool_choice, BaseModel) else body.tool_choice
-        forced = tools.forced_names(body.tools, choice)
-        names = frozenset(tools.functions(body.tools))
-        # A forced answer is one call unless the request asks for several in so many words (parallel_tool_calls true)
-        grammar = tools.grammar(body.tools, forced, fmt, body.parallel_tool_calls is True) if forced else ""
-    except (tools.ToolError, ValueError, RuntimeError) as exc:
-        param = "tool_choice" if "tool_choice" in str(exc) else "tools"
-        raise BadRequest(f"{param}: {exc}", param=param) from None
-    if grammar and body.response_format and body.response_format.get("type") != "text":
-        raise BadRequest("a forced tool call and a response_format cannot both shape the answer", param="tool_choice")
-    strict = tools.strict_schemas(body.tools)
-    return ToolPlan(fmt, names, grammar, body.parallel_tool_calls is False, strict, llg_tokenizer(chat.tokenizer, ()))
-
-
 async def prepare_chat(body: ChatCompletionRequest, request: Request, state: GatewayState, policy: Policy) -> Prepared:
     model = _check(body, state)
     try:
@@ -99,7 +54,7 @@ async def prepare_chat(body: ChatCompletionRequest, request: Request, state: Gat
     except ValueError as exc:
         raise BadRequest(str(exc), param="messages") from exc
     calls = tool_plan(body, model.tokenizer)
-    grammar = await asyncio.to_thread(answer_grammar, body, calls, model.tokenizer) if _shaped(body, calls) else ""
+    grammar = await asyncio.to_thread(answer_grammar, body, calls, model.tokenizer) if shaped(body, calls) else ""
     prompt_ids, scan = await _off_loop(request, _tokenize_chat, body, messages, model.tokenizer)
     text = "\n".join(m["content"] for m in messages)
     requested = body.max_completion_tokens or body.max_tokens
@@ -117,7 +72,7 @@ async def prepare_completion(
         if bad:
             raise BadRequest(f"prompt token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
     prompt_ids, text, scan = await _off_loop(request, _tokenize_completion, body, model.tokenizer)
-    grammar = await asyncio.to_thread(answer_grammar, body, None, model.tokenizer) if _shaped(body, None) else ""
+    grammar = await asyncio.to_thread(answer_grammar, body, None, model.tokenizer) if shaped(body, None) else ""
     features = await _classify(body, model, prompt_ids, scan, body.max_tokens, request, state, policy, "prompt")
     return Prepared(prompt_ids, features, text, grammar, model=model)
 
@@ -155,30 +110,6 @@ def _check(body: _GenerationParams, state: GatewayState) -> ServedModel:
         raise BadRequest(f"n is at most {state.settings.max_n} on this gateway (TANDEM_MAX_N)", param="n")
     check_token_ids(body, model.tokenizer.tokenizer.get_vocab_size())
     return model
-
-
-def check_token_ids(body: _GenerationParams, vocab: int) -> None:
-    for param, ids in (("logit_bias", body.token_biases()), ("stop_token_ids", body.stop_token_ids or ())):
-        if bad := [t for t in ids if t >= vocab]:
-            raise BadRequest(f"{param}: token ids out of range [0, {vocab}): {bad[:5]}", param=param)
-
-
-def _shaped(body: _GenerationParams, plan: ToolPlan | None) -> bool:
-    """Is there a grammar to make and check (any response_format, checked even when it is text; a forced call)?"""
-    return bool(plan is not None and plan.grammar) or body.response_format is not None
-
-
-def answer_grammar(body: _GenerationParams, plan: ToolPlan | None, chat: ChatTokenizer) -> str:
-    """The grammar the answer follows (a forced tool call's, or response_format's), checked; "" for none.
-    Compiling a large schema takes seconds: the gateway and the local agent call this in a worker thread."""
-    param = "tool_choice" if plan is not None and plan.grammar else "response_format"
-    try:
-        grammar = plan.grammar if plan is not None and plan.grammar else body.grammar()
-        if grammar:
-            check_grammar(grammar, llg_tokenizer(chat.tokenizer, ()))
-    except (GrammarError, ValueError, RuntimeError) as exc:
-        raise BadRequest(f"{param}: {exc}", param=param) from None
-    return grammar
 
 
 def _max_tokens(

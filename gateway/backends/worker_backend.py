@@ -14,7 +14,7 @@ from gateway import metrics, privacy
 from gateway.backends.circuit_breaker import CircuitBreaker
 from gateway.routing.candidate import RECENT_WINDOW_S, Candidate
 from proto.gen import worker_pb2
-from tandem.sliding_count import SlidingCount
+from serving.sliding_count import SlidingCount
 
 log = logging.getLogger(__name__)
 STATS_TIMEOUT_S = 1.0
@@ -26,7 +26,7 @@ RETRYABLE = {
     grpc.StatusCode.INTERNAL,
     grpc.StatusCode.RESOURCE_EXHAUSTED,
     grpc.StatusCode.CANCELLED,
-    grpc.StatusCode.FAILED_PRECONDITION,  # the worker runs another model than the request's (tandem/worker_service.py)
+    grpc.StatusCode.FAILED_PRECONDITION,  # the worker runs another model than the request's (serving/worker_service.py)
 }
 
 

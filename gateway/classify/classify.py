@@ -1,14 +1,18 @@
 """Features from a request's parts: the one place the gateway, explain and the CLI build them."""
 
+from typing import TYPE_CHECKING
+
 from tandem_sdk.detectors import Scan
 
 from gateway import privacy
 from gateway.classify.features import DeviceCapability, RequestFeatures, parse_device_header
-from gateway.policy.schema import Policy
+
+if TYPE_CHECKING:  # classify reads the policy's privacy settings; the policy's rules match on features
+    from gateway.policy.schema import Policy
 
 
 def classify(
-    policy: Policy,
+    policy: "Policy",
     *,
     text: str | Scan,
     prompt_tokens: int,

@@ -3,7 +3,7 @@
 import json
 from dataclasses import dataclass
 
-from gateway.errors import BadRequest
+from serving.openai.errors import BadRequest
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from gateway.hints.redis_index import RedisHintIndex
 from gateway.routing.candidate import RECENT_WINDOW_S
 from proto.prefix_hash import DEFAULT_BLOCK_SIZE_TOKENS, prefix_hashes
 from proto.prefix_hints import worker_id_for
-from tandem.sliding_count import SlidingCount
+from serving.sliding_count import SlidingCount
 
 log = logging.getLogger(__name__)
 # How long this gateway trusts its own routing over Redis: a prefill's duration plus a publish flush.

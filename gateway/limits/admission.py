@@ -17,9 +17,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from gateway import metrics
-from gateway.errors import BadRequest, RateLimited
 from gateway.limits.buckets import Charge, LocalBuckets, RedisBuckets
 from gateway.tenants import Tenants
+from serving.openai.errors import BadRequest, RateLimited
 
 log = logging.getLogger(__name__)
 

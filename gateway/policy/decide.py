@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from gateway import privacy
 from gateway.classify.features import RequestFeatures
-from gateway.errors import NoBackend
 from gateway.policy.schema import DeviceMatch, IntRange, Match, Policy, Rule
+from serving.openai.errors import NoBackend
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from opentelemetry import trace
 
 from gateway.classify.features import RequestFeatures
-from gateway.errors import NoBackend
 from gateway.policy.decide import Decision, RuleTrace, decide, trace_rules
 from gateway.policy.schema import Policy
 from gateway.routing.candidate import Candidate
 from gateway.routing.profile import CandidateReport, run_profile
+from serving.openai.errors import NoBackend
 
 tracer = trace.get_tracer(__name__)
 _SPAN_CANDIDATES = 8  # endpoints named on the span, best first: 256 would make every span large

@@ -10,8 +10,8 @@ import gateway.metrics  # noqa: F401 - registers the gateway's metrics
 from gateway.autoscale import AutoscaleCollector, TtftWindow
 from gateway.config import Settings
 from gateway.policy.loader import parse_policy
-from tandem.engine_api import EngineStats
-from tandem.worker_metrics import EngineCollector
+from serving.engine_api import EngineStats
+from serving.worker_metrics import EngineCollector
 
 DASHBOARD = Path(__file__).parents[2] / "deploy" / "grafana-dashboard.json"
 DEFAULT_POLICY = Path(__file__).parents[2] / "policies" / "default.yaml"

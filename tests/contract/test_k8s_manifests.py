@@ -14,8 +14,8 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from gateway.policy.loader import parse_policy
-from tandem.engine_api import EngineStats
-from tandem.worker_metrics import EngineCollector
+from serving.engine_api import EngineStats
+from serving.worker_metrics import EngineCollector
 from tests.kustomize import build, containers
 
 K8S = Path(__file__).parents[2] / "deploy" / "k8s"

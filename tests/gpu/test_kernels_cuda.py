@@ -44,9 +44,9 @@ def test_paged_decode_bf16_llama3_8b_heads(context):
 
 
 def test_rotary_and_kv_write_bf16():
-    from cloud_worker.layers.rotary import RotaryEmbedding
     from kernels.kv_write import write_kv_ref, write_kv_triton
     from kernels.rotary import apply_rotary_ref, apply_rotary_triton
+    from modeling.layers.rotary import RotaryEmbedding
 
     x = torch.randn(4, 32, 64, 128, device="cuda", dtype=torch.bfloat16)
     cos, sin = RotaryEmbedding(128, 500000.0, None).cuda()(torch.arange(64, device="cuda").expand(4, 64))

@@ -251,7 +251,7 @@ def test_detected_pii_keeps_an_untagged_request_on_the_edge(client, content):
 
 
 def test_token_id_prompts_are_scanned_too(client, demo_checkpoint):
-    from tandem.checkpoint import load_tokenizer
+    from serving.checkpoint import load_tokenizer
 
     ids = load_tokenizer(demo_checkpoint).encode("write to ann@example.com").ids
     raw = client.completions.with_raw_response.create(model=MODEL, prompt=ids, max_tokens=2)

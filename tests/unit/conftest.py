@@ -2,10 +2,10 @@ import pytest
 
 from cloud_worker.build import build_engine
 from cloud_worker.engine.config import EngineConfig
-from cloud_worker.loader import load_model
-from tandem.checkpoint import load_tokenizer
-from tandem.serial_engine import SerialEngine
-from tests.unit.test_serial_engine import CountingStepModel
+from edge_agent.serial_engine import SerialEngine
+from modeling.loader import load_model
+from serving.checkpoint import load_tokenizer
+from tests.unit.edge_agent.test_serial_engine import CountingStepModel
 
 
 @pytest.fixture(scope="module", params=["cloud", "edge"])

@@ -12,8 +12,8 @@ from safetensors import safe_open
 
 from cloud_worker.build import build_engine as build_cloud
 from cloud_worker.engine.config import EngineConfig
-from cloud_worker.model_config import ModelConfig, UnsupportedModelError
 from edge_agent.server import build_engine as build_edge
+from modeling.model_config import ModelConfig, UnsupportedModelError
 from tests.checkpoints import assert_logits_equal_hf
 from tests.unit.cloud_worker.engine.test_engine_vs_hf import corpus_ids, hf_greedy, run_batch
 

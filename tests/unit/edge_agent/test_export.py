@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM
 from edge_agent.export import MANIFEST_NAME, cached_export
 from edge_agent.runner import OnnxStepModel
 from edge_agent.server import build_engine
-from tandem.engine_api import GenerationRequest, SamplingParams
+from serving.engine_api import GenerationRequest, SamplingParams
 
 PROMPT = [1, 309, 201, 428, 307, 265, 411, 339, 406, 33, 2, 201, 1, 343, 201]
 

@@ -113,7 +113,7 @@ def test_int4_against_fp32_on_real_text(exports, demo_checkpoint):
     The demo was fitted to this text; on text it never saw, top-1 agreement is 83 to 88 %, which is
     what a 64-wide model's near-flat distributions give there, not a property of the export.
     """
-    from tandem.checkpoint import load_tokenizer
+    from serving.checkpoint import load_tokenizer
     from tandem.demo_model import CORPUS_PATH
 
     ids = load_tokenizer(demo_checkpoint).encode(CORPUS_PATH.read_text()).ids

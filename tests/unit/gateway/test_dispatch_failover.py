@@ -6,9 +6,9 @@ import pytest
 
 from gateway.classify.features import RequestFeatures
 from gateway.dispatch import dispatch
-from gateway.errors import BadRequest, NoBackend
 from gateway.policy.schema import Policy
 from proto.gen import worker_pb2
+from serving.openai.errors import BadRequest, NoBackend
 from tests.scripted_backend import FAIL, REJECT, SLOW, registry_for, scripted
 
 A, B = "grpc://a:1", "grpc://b:1"

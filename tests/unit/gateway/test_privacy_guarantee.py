@@ -16,10 +16,10 @@ from pydantic import ValidationError
 
 from gateway.classify.features import RequestFeatures
 from gateway.dispatch import dispatch
-from gateway.errors import NoBackend
 from gateway.policy.schema import IntRange, Match, ModelSpec, Policy, Pool, Privacy, Profile, Rule
 from gateway.privacy import PrivacyViolation
 from proto.gen import worker_pb2
+from serving.openai.errors import NoBackend
 from tests.scripted_backend import FAIL, registry_for, scripted
 
 TAGS = ["private", "pii", "confidential", "public", "marketing"]

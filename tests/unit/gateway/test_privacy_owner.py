@@ -16,12 +16,12 @@ from gateway import privacy
 from gateway.classify.classify import classify
 from gateway.classify.features import RequestFeatures
 from gateway.dispatch import dispatch
-from gateway.errors import NoBackend
 from gateway.policy.explain import explain
 from gateway.policy.loader import parse_policy
 from gateway.policy.replay import replay
 from gateway.routing.candidate import Candidate
 from proto.gen import worker_pb2
+from serving.openai.errors import NoBackend
 from tests.scripted_backend import FAIL, registry_for, scripted
 
 POLICY_TEXT = """

@@ -54,8 +54,8 @@ def test_rms_norm_with_fused_residual(hidden, with_residual):
     ],
 )
 def test_rotary_with_and_without_llama3_scaling(scaling):
-    from cloud_worker.layers.rotary import RotaryEmbedding
     from kernels.rotary import apply_rotary_ref, apply_rotary_triton
+    from modeling.layers.rotary import RotaryEmbedding
 
     x = torch.randn(2, 5, 3, 16, generator=gen(10)).transpose(1, 2)  # [batch, heads, tokens, dim], a view, as q arrives
     positions = torch.tensor([[0, 1, 2, 40, 41], [7, 8, 9, 10, 900]])
@@ -194,8 +194,8 @@ def test_int8_linear_matches_the_reference(with_bias, leading):
 
 
 def test_an_int8_model_gives_the_same_logits_through_the_kernel(monkeypatch, demo_checkpoint):
-    from cloud_worker.loader import load_model
     from cloud_worker.quantization import quantize_int8
+    from modeling.loader import load_model
 
     model = quantize_int8(load_model(demo_checkpoint))
     ids = torch.tensor([[1, 309, 201, 428, 307, 265]])

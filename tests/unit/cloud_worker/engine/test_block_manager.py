@@ -7,7 +7,7 @@ import pytest
 from cloud_worker.engine.block_manager import BlockEventKind, BlockManager
 from cloud_worker.engine.sequence import Sequence
 from proto.prefix_hash import prefix_hashes
-from tandem.engine_api import GenerationRequest
+from serving.engine_api import GenerationRequest
 
 B = 4
 

@@ -12,8 +12,8 @@ from transformers import AutoModelForCausalLM
 
 from cloud_worker.build import build_engine
 from cloud_worker.engine.config import EngineConfig
+from serving.engine_api import GenerationRequest, SamplingParams
 from tandem.demo_model import CORPUS_PATH
-from tandem.engine_api import GenerationRequest, SamplingParams
 
 NUM_OUT = 12
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from cloud_worker.engine.sampler import SamplingBatch, masked_probs, sample
-from tandem.engine_api import SamplingParams
+from serving.engine_api import SamplingParams
 
 VOCAB = 64
 

@@ -4,7 +4,7 @@ from cloud_worker.engine.block_manager import BlockManager
 from cloud_worker.engine.config import EngineConfig
 from cloud_worker.engine.scheduler import Scheduler
 from cloud_worker.engine.sequence import Sequence, SequenceStatus
-from tandem.engine_api import GenerationRequest
+from serving.engine_api import GenerationRequest
 
 B = 4
 

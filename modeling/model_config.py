@@ -1,0 +1,172 @@
+"""The model's shape, read from a Hugging Face config.json and checked once.
+
+Never a silent default: a config field that changes the computation, and that
+this engine does not implement, is an error naming the field, whether it is a
+known one (`UNSUPPORTED`) or an unknown one whose name says it is math
+(`_MATH_WORDS`: soft-capping, multipliers, qk-norm, experts …).
+"""
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+
+def served_context(config: dict[str, Any]) -> int:
+    """The context a checkpoint is served to (config.json as a dict): max_position_embeddings, or with a sliding
+    window only up to the window, where full attention is exact (the engine has no sliding-window attention). The
+    gateway's limit and /v1/models say the same as the worker."""
+    limit = config.get("max_position_embeddings", 2048)
+    qwen = any(a.startswith(("Qwen2", "Qwen3")) for a in config.get("architectures") or [])
+    uses_window = config.get("use_sliding_window", False) if qwen else True  # Qwen's window is opt-in
+    if "sliding_attention" in (config.get("layer_types") or ()):
+        uses_window = True
+    window = config.get("sliding_window") if uses_window else None
+    return min(limit, window) if window else limit
+
+
+SUPPORTED_ARCHITECTURES = {
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",  # Llama with RMSNorm on each head's q and k (qk-norm)
+    "Phi3ForCausalLM",  # Llama with fused qkv and gate-up weights (split when loaded: modeling/loader.py)
+}
+ROPE_TYPES = ("default", "linear", "llama3")  # modeling/layers/rotary.py
+_NEUTRAL = (None, False, 0, 0.0, 1, 1.0, "", [], {})
+# Fields that change the math unless they hold a neutral value, each with the values it may hold here.
+UNSUPPORTED = {
+    "mlp_bias": (None, False),
+    "attn_logit_softcapping": (None,),
+    "final_logit_softcapping": (None,),
+    "query_pre_attn_scalar": (None,),
+    "use_qk_norm": (None, False),
+    "qk_layernorm": (None, False),
+    "partial_rotary_factor": (None, 1, 1.0),
+    "attention_chunk_size": (None,),
+    "no_rope_layers": (None, []),
+    "no_rope_layer_interval": (None, 0),
+    "use_bidirectional_attention": (None, False),
+    "num_local_experts": (None, 0, 1),
+    "num_experts": (None, 0, 1),
+    "embedding_multiplier": (None, 1, 1.0),
+    "residual_multiplier": (None, 1, 1.0),
+    "logits_scaling": (None, 1, 1.0),
+    "attention_multiplier": (None,),
+    "scale_embedding": (None, False),
+    "rope_interleave": (None, False),
+}
+_MATH_WORDS = re.compile(r"softcap|multiplier|qk_?norm|qk_layernorm|expert|moe|logit_scal|embed_scale|rotary_(?!emb)")
+# What this module reads (the rest of a config is metadata, training-only or neutral, or caught above).
+_READ = {
+    "architectures", "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling",
+    "rope_parameters", "attention_bias", "tie_word_embeddings", "eos_token_id", "torch_dtype", "dtype", "hidden_act",
+    "sliding_window", "use_sliding_window", "max_window_layers", "layer_types",
+}  # fmt: skip
+
+
+class UnsupportedModelError(ValueError):
+    """The checkpoint is not one this engine can run; the message says why."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    max_position_embeddings: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: dict[str, Any] | None
+    qkv_bias: bool
+    tie_word_embeddings: bool
+    eos_token_ids: tuple[int, ...]
+    torch_dtype: str
+    o_bias: bool = False  # HF's attention_bias also biases o_proj (Llama, Qwen3), but not Qwen2's
+    qk_norm: bool = False  # Qwen3: RMSNorm over head_dim on q and k, before rotary
+
+    def __post_init__(self) -> None:
+        assert self.num_attention_heads % self.num_key_value_heads == 0, "GQA needs heads % kv_heads == 0"
+        assert self.head_dim % 2 == 0, "rotary embedding needs an even head_dim"
+
+    @classmethod
+    def from_hf(cls, hf: dict[str, Any]) -> "ModelConfig":
+        architectures = hf.get("architectures") or []
+        arch = next((a for a in architectures if a in SUPPORTED_ARCHITECTURES), None)
+        if arch is None:
+            raise UnsupportedModelError(
+                f"architectures {architectures} not supported; expected one of {sorted(SUPPORTED_ARCHITECTURES)}"
+            )
+        if hf.get("hidden_act", "silu") != "silu":
+            raise UnsupportedModelError(f"hidden_act {hf['hidden_act']!r} not supported (only silu)")
+        _refuse_unsupported_fields(hf)
+        heads = hf["num_attention_heads"]
+        rope_theta, rope_scaling = _rope(hf)
+        eos = hf.get("eos_token_id")
+        eos_ids = tuple(eos) if isinstance(eos, list) else (() if eos is None else (eos,))
+        # attention_bias: read by HF's Llama and Qwen3 (on q, k, v and o); Mistral's and Phi-3's have none.
+        attention_bias = bool(hf.get("attention_bias", False)) and arch in ("LlamaForCausalLM", "Qwen3ForCausalLM")
+        return cls(
+            architecture=arch,
+            vocab_size=hf["vocab_size"],
+            hidden_size=hf["hidden_size"],
+            intermediate_size=hf["intermediate_size"],
+            num_hidden_layers=hf["num_hidden_layers"],
+            num_attention_heads=heads,
+            num_key_value_heads=hf.get("num_key_value_heads") or heads,
+            head_dim=hf.get("head_dim") or hf["hidden_size"] // heads,
+            max_position_embeddings=served_context(hf),
+            rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
+            qkv_bias=arch == "Qwen2ForCausalLM" or attention_bias,  # Qwen2: always on q, k, v (never on o)
+            o_bias=attention_bias,
+            qk_norm=arch == "Qwen3ForCausalLM",
+            tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
+            eos_token_ids=eos_ids,
+            torch_dtype=hf.get("dtype") or hf.get("torch_dtype") or "float32",
+        )
+
+
+def _refuse_unsupported_fields(hf: dict[str, Any]) -> None:
+    for name, value in hf.items():
+        allowed = UNSUPPORTED.get(name) or (_NEUTRAL if _MATH_WORDS.search(name) and name not in _READ else ())
+        if allowed and not any(value == a and type(value) is type(a) for a in allowed):
+            raise UnsupportedModelError(
+                f"config field {name}={value!r} changes the model's computation and is not supported here"
+            )
+    kinds = set(hf.get("layer_types") or ())
+    if kinds - {"full_attention", "sliding_attention"}:
+        raise UnsupportedModelError(f"config field layer_types: {sorted(kinds)} not supported (full or sliding only)")
+    if "sliding_attention" in kinds and not hf.get("sliding_window"):
+        raise UnsupportedModelError("config field layer_types has sliding_attention layers but no sliding_window")
+
+
+def _rope(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
+    """(theta, scaling) from `rope_parameters` (what transformers 5 saves) or the older `rope_theta`/`rope_scaling`.
+
+    Never a silent default: rope settings that cannot be read, or a rope type not implemented, are an error
+    naming the field."""
+    params = hf.get("rope_parameters")
+    if params is None:
+        field, theta, scaling = "rope_scaling", float(hf.get("rope_theta", 10000.0)), hf.get("rope_scaling")
+    else:
+        if not isinstance(params, dict) or "rope_theta" not in params:
+            # e.g. one entry per attention type ({"full_attention": {...}, "sliding_attention": {...}})
+            raise UnsupportedModelError(
+                f"rope_parameters {params!r} not supported: expected one rope_type and rope_theta"
+            )
+        if params.get("partial_rotary_factor", 1.0) != 1.0:
+            raise UnsupportedModelError(
+                f"rope_parameters.partial_rotary_factor {params['partial_rotary_factor']!r} not supported (only 1.0)"
+            )
+        field, theta, scaling = "rope_parameters", float(params["rope_theta"]), dict(params)
+    kind = (scaling or {}).get("rope_type") or (scaling or {}).get("type") or "default"
+    if kind not in ROPE_TYPES:
+        raise UnsupportedModelError(f"{field}: rope_type {kind!r} not supported (one of {', '.join(ROPE_TYPES)})")
+    return theta, None if kind == "default" else scaling

@@ -1,0 +1,188 @@
+"""OpenAI's chat completions served straight from one engine, without the gateway: the local agent's API on a
+device (edge_agent/local_api.py adds its guards) and, opened by `--serve-openai`, a cloud worker's for an
+inference gateway in front of it (an llm-d / Gateway API InferencePool, docs/operations.md).
+
+The request and response models, the tool and grammar handling and the answer's formatting are the gateway's
+own, so a field means the same here as there. One choice per request (n = 1).
+"""
+
+import asyncio
+import itertools
+import logging
+import uuid
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import ValidationError
+
+from serving.checkpoint import GenerationDefaults
+from serving.engine_api import Engine, GenerationRequest, RequestRejected, SamplingParams
+from serving.openai import tools
+from serving.openai.answer import answer_grammar, check_token_ids, tool_plan
+from serving.openai.chat_tokenizer import ChatTokenizer
+from serving.openai.errors import BadRequest, GatewayError, ModelNotFound, PromptTooLong
+from serving.openai.format import SSE_DONE, Logprobs, ResponseShape, sse
+from serving.openai.schemas import ChatCompletionRequest
+from serving.worker_service import chunk_to_proto
+
+log = logging.getLogger(__name__)
+DEFAULT_MAX_TOKENS = 128
+
+
+def error_response(status: int, message: str, code: str | None = None, param: str | None = None) -> JSONResponse:
+    return JSONResponse(_error_body(status, message, code, param), status)
+
+
+def _request(
+    body: ChatCompletionRequest,
+    prompt_ids: list[int],
+    counter,
+    grammar: str,
+    defaults: GenerationDefaults,
+    private: bool,
+) -> GenerationRequest:
+    """The gateway's request model, so a field means the same on the device as in the cloud."""
+    return GenerationRequest(
+        request_id=f"http-{next(counter)}",
+        prompt_token_ids=tuple(prompt_ids),
+        sampling=SamplingParams(
+            **body.sampling(defaults),
+            seed=body.seed,
+            max_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS,
+            stop_strings=body.stop_strings(),
+            stop_token_ids=tuple(body.stop_token_ids or ()),
+            ignore_eos=body.ignore_eos,
+            presence_penalty=body.presence_penalty,
+            frequency_penalty=body.frequency_penalty,
+            logit_bias=tuple(sorted(body.token_biases().items())),
+            top_logprobs=body.wanted_top_logprobs(),
+            grammar=grammar,  # response_format's (checked by _parse) or a forced tool call's (by tool_plan)
+        ),
+        private=private,
+    )
+
+
+def _parse(raw: object) -> ChatCompletionRequest:
+    """The body as the gateway's model reads it; BadRequest naming the first field at fault."""
+    try:
+        body = ChatCompletionRequest.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        param = ".".join(str(part) for part in first["loc"]) or None
+        raise BadRequest(f"{param or 'body'}: {first['msg']}", param=param) from None
+    if refused := body.refused_field():
+        raise BadRequest(refused[1], param=refused[0])
+    if body.n != 1:
+        raise BadRequest("this server answers one choice (n = 1); the gateway answers more", param="n")
+    try:
+        body.grammar()
+    except ValueError as exc:
+        raise BadRequest(f"response_format: {exc}", param="response_format") from None
+    return body
+
+
+def add_openai_routes(
+    app: FastAPI, engine: Engine, chat: ChatTokenizer, model_id: str, private: bool, require_model: bool = False
+) -> None:
+    """POST /v1/chat/completions and GET /v1/models on `app`, answered by `engine`. `private`: what the requests
+    are (True on the device; a cloud worker refuses private requests, so False there). `require_model`: a request
+    naming another model is a 404 (an inference gateway in front names the model; the device's SDK may not)."""
+    counter = itertools.count()
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        context = engine.stats().max_context_tokens
+        card = {"id": model_id, "object": "model", "owned_by": "tandem", "context_length": context}
+        return {"object": "list", "data": [card | {"max_model_len": context}]}
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        try:
+            body = _parse(await request.json())
+            if require_model and body.model != model_id:
+                raise ModelNotFound(
+                    f"model {body.model!r} does not exist; this worker serves {model_id!r}", param="model"
+                )
+            check_token_ids(body, chat.tokenizer.get_vocab_size())
+            plan = tool_plan(body, chat)
+            grammar = await asyncio.to_thread(answer_grammar, body, plan, chat)
+            messages = [m.for_template() for m in body.messages]
+            prompt_ids = await asyncio.to_thread(chat.encode_chat, messages, body.tools or None)
+            gen = _request(body, prompt_ids, counter, grammar, chat.generation_defaults, private)
+            context = engine.stats().max_context_tokens
+            if len(prompt_ids) + gen.sampling.max_tokens > context:
+                raise PromptTooLong.of(context, len(prompt_ids), gen.sampling.max_tokens, "messages")
+        except GatewayError as exc:  # BadRequest, PromptTooLong: the gateway's own answer
+            return JSONResponse(exc.body(), exc.status_code)
+        except RequestRejected as exc:
+            return error_response(400, str(exc))
+        except (ValueError, RecursionError) as exc:  # JSON that does not parse, a content part that is not text
+            return error_response(400, f"bad request: {str(exc)[:200]}")
+        shape = ResponseShape.new(True, f"chatcmpl-{uuid.uuid4().hex}", model_id)
+        logprobs = None
+        if body.wanted_top_logprobs() is not None:
+            logprobs = Logprobs(True, chat.tokenizer.decode, chat.token_bytes)
+        stream = _as_worker_chunks(engine.generate(gen))
+        held = plan.streamed() if plan else None
+        if body.stream:
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            events = _sse(shape, stream, logprobs, held, include_usage)
+            return StreamingResponse(events, media_type="text/event-stream")
+        text, last = "", None
+        try:
+            async for chunk in stream:
+                text += chunk.text
+                if logprobs is not None:
+                    logprobs.of(chunk)
+                last = chunk
+        except RequestRejected as exc:
+            return error_response(400, str(exc))
+        except Exception:  # noqa: BLE001 - never a bare stack trace to the client
+            log.exception("the engine failed")
+            return error_response(500, "the engine failed; see this process's log", "server_error")
+        calls = []
+        if plan is not None:
+            text, calls = plan.parse(text)
+        return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None, calls)
+
+
+async def _as_worker_chunks(stream):
+    """The engine's chunks as a worker sends them (serving.worker_service.chunk_to_proto), so the answer is formatted
+    by the same code as the gateway's; closing this closes the engine's stream, which frees the request."""
+    try:
+        async for chunk in stream:
+            yield chunk_to_proto(chunk)
+    finally:
+        await stream.aclose()
+
+
+async def _sse(
+    shape: ResponseShape, stream, logprobs: Logprobs | None, held: tools.StreamedCalls | None, include_usage: bool
+):
+    """The answer as server-sent events; a failure after the headers is an error event, then [DONE], never a cut."""
+    yield shape.chunk(None, first=True)
+    try:
+        async for chunk in stream:
+            these = logprobs.of(chunk) if logprobs is not None else None
+            text = held.push(chunk.text) if held is not None else chunk.text
+            if text or these:
+                yield shape.chunk(text, logprobs=these)
+            if chunk.finish_reason:
+                for event in shape.ending(chunk.finish_reason, held):
+                    yield event
+                if include_usage:
+                    yield shape.usage_chunk(chunk.usage)
+    except RequestRejected as exc:
+        yield sse(_error_body(400, str(exc)))
+    except Exception:  # noqa: BLE001 - headers are sent: the client hears of it
+        log.exception("the engine's stream failed")
+        yield sse(_error_body(500, "the engine failed mid-answer; see this process's log"))
+    finally:
+        await stream.aclose()
+    yield SSE_DONE
+
+
+def _error_body(status: int, message: str, code: str | None = None, param: str | None = None) -> dict:
+    """OpenAI's error object: the body of an error response, or of an error event in a stream."""
+    error_type = "invalid_request_error" if status < 500 else "server_error"
+    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}

@@ -1,0 +1,160 @@
+"""Grammar-constrained decoding with llguidance: structured output on both engines.
+
+The gateway turns OpenAI's `response_format` into an llguidance grammar (`grammar_for`), checks it
+against the model's tokenizer, and sends it to the worker as a string. Each engine then keeps one
+`Constraint` per sequence: before sampling, `allowed()` is the set of tokens the grammar permits next
+(llguidance computes it in Rust, a few microseconds for a small vocabulary); every other token's logit
+becomes -inf, for a whole batch in one masked fill (`mask_logits`); after sampling, `consume(token)`
+advances the grammar, and a grammar that has ended ends the answer (finish reason "stop").
+End-of-sequence is allowed exactly where the grammar may end, so a constrained answer that stops by
+itself always parses and, for `json_schema`, validates. An answer cut by `max_tokens` is cut (finish
+reason "length"), as OpenAI's is.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+import llguidance
+import torch
+from tokenizers import Tokenizer
+
+from serving.engine_api import RequestRejected, SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+class GrammarError(ValueError):
+    """The response format cannot be turned into a grammar for this model: the request's fault."""
+
+
+def grammar_for(response_format: dict) -> str | None:
+    """OpenAI's `response_format` as an llguidance grammar; None for plain text."""
+    kind = response_format.get("type")
+    allowed = {"text": {"type"}, "json_object": {"type"}, "json_schema": {"type", "json_schema"}}.get(kind, set())
+    if extra := sorted(set(response_format) - allowed - {"type"}):
+        raise GrammarError(f"unknown key{'s' if len(extra) > 1 else ''} in response_format: {', '.join(extra)}")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return _from_schema({"type": "object"})
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
+            raise GrammarError("json_schema must be an object with a `schema` object")
+        if extra := sorted(set(spec) - {"name", "description", "schema", "strict"}):
+            raise GrammarError(f"unknown key in response_format.json_schema: {', '.join(extra)}")
+        return _from_schema(spec.get("schema") or {"type": "object"})
+    raise GrammarError(f"type must be text, json_object or json_schema, got {kind!r}")
+
+
+def _from_schema(schema: dict) -> str:
+    # Compact JSON, as OpenAI's: free whitespace lets a small model wander in blank lines until max_tokens.
+    return llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), overrides={"whitespace_flexible": False})
+
+
+MAX_GRAMMAR_BYTES = 64 * 1024  # a schema this large takes llguidance about half a second to compile
+
+
+def follows_schema(text: str, schema: dict, tokenizer: llguidance.LLTokenizer) -> bool:
+    """Does this JSON text follow the schema (any whitespace)? For tool calls made without a grammar ("auto")."""
+    try:
+        matcher = llguidance.LLMatcher(tokenizer, llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema)))
+        ids = tokenizer.tokenize_str(text)
+        return matcher.try_consume_tokens(ids) == len(ids) and matcher.is_accepting() and not matcher.is_error()
+    except (ValueError, RuntimeError):
+        return False
+
+
+def check_grammar(grammar: str, tokenizer: llguidance.LLTokenizer) -> None:
+    """Refuse, before any worker sees it, a grammar that will not serve: too large, invalid, too complex for the
+    parser (ParserTooComplex shows at the first mask), or one that allows only an empty answer. Seconds of CPU for
+    a large schema: call it off the event loop."""
+    if len(grammar.encode()) > MAX_GRAMMAR_BYTES:
+        raise GrammarError(f"the schema is too large ({len(grammar.encode())} bytes; at most {MAX_GRAMMAR_BYTES})")
+    if message := llguidance.LLMatcher.validate_grammar(grammar, tokenizer):
+        raise GrammarError(message)
+    matcher = llguidance.LLMatcher(tokenizer, grammar)
+    matcher.compute_bitmask()
+    if matcher.is_error():
+        raise GrammarError(matcher.get_error())
+    if matcher.is_stopped():
+        raise GrammarError("the schema allows only an empty answer")
+
+
+# (id of the tokenizer, eos ids) -> (the tokenizer, kept so its id is not reused; llguidance's). A process holds
+# one or two tokenizers for its life; keying on the object spares serializing it (megabytes) per request.
+_LLG_TOKENIZERS: dict[tuple[int, tuple[int, ...]], tuple[Tokenizer, llguidance.LLTokenizer]] = {}
+_LLG_LOCK = threading.Lock()
+
+
+def llg_tokenizer(tokenizer: Tokenizer, eos_token_ids) -> llguidance.LLTokenizer:
+    """The tokenizer as llguidance reads it (built once per tokenizer and end-of-sequence ids)."""
+    key = (id(tokenizer), tuple(sorted(eos_token_ids)))
+    with _LLG_LOCK:
+        if key not in _LLG_TOKENIZERS:
+            built = llguidance.LLTokenizer(tokenizer.to_str(), eos_token=list(key[1]) or None)
+            _LLG_TOKENIZERS[key] = (tokenizer, built)
+        return _LLG_TOKENIZERS[key][1]
+
+
+def constraint_for(params: SamplingParams, tokenizer: Tokenizer, eos_token_ids) -> Constraint | None:
+    """The sequence's constraint, None without a grammar; a grammar that will not compile is the request's fault."""
+    if not params.grammar:
+        return None
+    try:
+        return Constraint(llg_tokenizer(tokenizer, eos_token_ids), params.grammar)
+    except (ValueError, RuntimeError) as exc:
+        raise RequestRejected(f"grammar: {exc}") from None
+
+
+class Constraint:
+    """One sequence's grammar state."""
+
+    def __init__(self, tokenizer: llguidance.LLTokenizer, grammar: str) -> None:
+        self._matcher = llguidance.LLMatcher(tokenizer, grammar)
+        if self._matcher.is_error():
+            raise GrammarError(self._matcher.get_error())
+
+    def bitmask(self) -> bytes:
+        """The tokens the grammar permits next, one bit each (token t: bit t % 32 of 32-bit word t // 32)."""
+        return self._matcher.compute_bitmask()
+
+    def consume(self, token: int) -> None:
+        if not self._matcher.consume_token(token) or self._matcher.is_error():
+            log.warning("grammar refused token %d: %s", token, self._matcher.get_error())
+
+    @property
+    def error(self) -> str | None:
+        """Why the grammar cannot go on (the parser gave up mid-answer), None while it can."""
+        return self._matcher.get_error() if self._matcher.is_error() else None
+
+    @property
+    def done(self) -> bool:
+        """The grammar has ended: no token may follow."""
+        return self._matcher.is_stopped()
+
+
+def mask_logits(logits: torch.Tensor, constraints: list[Constraint | None]) -> torch.Tensor:
+    """logits [S, vocab]: rows with a constraint keep only the tokens it allows, unpacked and applied for all rows at
+    once; ids beyond the tokenizer's vocabulary (a model's padded rows) are never allowed."""
+    rows = [i for i, c in enumerate(constraints) if c is not None]
+    if not rows:
+        return logits
+    vocab = logits.shape[1]
+    words = torch.frombuffer(bytearray(b"".join(constraints[row].bitmask() for row in rows)), dtype=torch.int32)
+    words = words.view(len(rows), -1)
+    refused = ((words[:, :, None] >> torch.arange(32, dtype=torch.int32)) & 1).view(len(rows), -1) == 0
+    width = min(vocab, refused.shape[1])
+    out = logits.clone()
+    if len(rows) == logits.shape[0]:  # every row constrained (the common batch): in place, no gather
+        target = out
+    else:
+        target = out[rows]
+    target[:, width:] = float("-inf")
+    target[:, :width].masked_fill_(refused[:, :width].to(logits.device), float("-inf"))
+    if target is not out:
+        out[rows] = target
+    return out

@@ -1,0 +1,83 @@
+"""How an answer is shaped and checked before any token: tool calls, grammars, token ids.
+
+The gateway (gateway/api/prepare.py) and the engines' own HTTP
+(serving/engine_app.py) both call these, so a request is refused for the same
+reason, with the same field named, wherever it arrives.
+"""
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from serving.grammar import GrammarError, check_grammar, follows_schema, llg_tokenizer
+from serving.openai import tools
+from serving.openai.chat_tokenizer import ChatTokenizer
+from serving.openai.errors import BadRequest
+from serving.openai.schemas import ChatCompletionRequest, _GenerationParams
+
+
+@dataclass(frozen=True)
+class ToolPlan:
+    format: str  # serving/openai/tools.py FORMATS
+    allowed: frozenset[str]  # the functions a call may name
+    grammar: str  # "" unless tool_choice forces a call
+    single: bool = False  # parallel_tool_calls false: an answer's first call only
+    strict: dict | None = None  # name -> parameters of `strict: true` functions (checked when not forced)
+    tokenizer: object = None  # llguidance's, for the strict check
+
+    def follows(self, name: str, arguments: str) -> bool:
+        schema = (self.strict or {}).get(name)
+        return schema is None or follows_schema(arguments, schema, self.tokenizer)
+
+    def parse(self, text: str) -> tuple[str | None, list]:
+        return tools.parse(text, self.format, set(self.allowed), self.single, self.follows)
+
+    def streamed(self) -> "tools.StreamedCalls":
+        return tools.StreamedCalls(self.format, set(self.allowed), self.single, self.follows)
+
+
+def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | None:
+    """How the answer's tool calls are read (and forced), None without tools; BadRequest naming the field at fault.
+    The gateway and the local agent both call it."""
+    if not body.tools or body.tool_choice == "none":
+        if body.tool_choice not in (None, "none"):
+            raise BadRequest("tool_choice needs tools", param="tool_choice")
+        return None
+    fmt = chat.tool_format
+    try:
+        choice = body.tool_choice.model_dump() if isinstance(body.tool_choice, BaseModel) else body.tool_choice
+        forced = tools.forced_names(body.tools, choice)
+        names = frozenset(tools.functions(body.tools))
+        # A forced answer is one call unless the request asks for several in so many words (parallel_tool_calls true)
+        grammar = tools.grammar(body.tools, forced, fmt, body.parallel_tool_calls is True) if forced else ""
+    except (tools.ToolError, ValueError, RuntimeError) as exc:
+        param = "tool_choice" if "tool_choice" in str(exc) else "tools"
+        raise BadRequest(f"{param}: {exc}", param=param) from None
+    if grammar and body.response_format and body.response_format.get("type") != "text":
+        raise BadRequest("a forced tool call and a response_format cannot both shape the answer", param="tool_choice")
+    strict = tools.strict_schemas(body.tools)
+    return ToolPlan(fmt, names, grammar, body.parallel_tool_calls is False, strict, llg_tokenizer(chat.tokenizer, ()))
+
+
+def check_token_ids(body: _GenerationParams, vocab: int) -> None:
+    for param, ids in (("logit_bias", body.token_biases()), ("stop_token_ids", body.stop_token_ids or ())):
+        if bad := [t for t in ids if t >= vocab]:
+            raise BadRequest(f"{param}: token ids out of range [0, {vocab}): {bad[:5]}", param=param)
+
+
+def shaped(body: _GenerationParams, plan: ToolPlan | None) -> bool:
+    """Is there a grammar to make and check (any response_format, checked even when it is text; a forced call)?"""
+    return bool(plan is not None and plan.grammar) or body.response_format is not None
+
+
+def answer_grammar(body: _GenerationParams, plan: ToolPlan | None, chat: ChatTokenizer) -> str:
+    """The grammar the answer follows (a forced tool call's, or response_format's), checked; "" for none.
+    Compiling a large schema takes seconds: the gateway and the local agent call this in a worker thread."""
+    param = "tool_choice" if plan is not None and plan.grammar else "response_format"
+    try:
+        grammar = plan.grammar if plan is not None and plan.grammar else body.grammar()
+        if grammar:
+            check_grammar(grammar, llg_tokenizer(chat.tokenizer, ()))
+    except (GrammarError, ValueError, RuntimeError) as exc:
+        raise BadRequest(f"{param}: {exc}", param=param) from None
+    return grammar

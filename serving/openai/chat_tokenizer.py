@@ -1,0 +1,66 @@
+"""Tokenize once, at the gateway: chat template rendering and encoding.
+
+The template comes from the checkpoint (serving/openai/chat_template.py finds it) and
+is rendered the way Hugging Face's `apply_chat_template` renders it (the same
+jinja2 environment and variables; transformers is never imported), so the ids
+equal HF's.
+"""
+
+import json
+import os
+from pathlib import Path
+
+from jinja2 import TemplateError
+
+from modeling.model_config import served_context
+from serving.checkpoint import GenerationDefaults, load_tokenizer
+from serving.grammar import llg_tokenizer
+from serving.openai import tools as tool_calls
+from serving.openai.chat_template import ChatTemplate
+from serving.openai.errors import BadRequest
+
+
+class ChatTokenizer:
+    def __init__(self, checkpoint_dir: Path) -> None:
+        checkpoint_dir = Path(checkpoint_dir)
+        self.tokenizer = load_tokenizer(checkpoint_dir)
+        self.generation_defaults = GenerationDefaults.read(checkpoint_dir)  # for the sampling a request leaves unset
+        self.max_context_tokens = served_context(json.loads((checkpoint_dir / "config.json").read_text()))
+        self.template = ChatTemplate.read(checkpoint_dir)
+        # How this model writes a tool call: from the template a request with tools gets, or TANDEM_TOOL_FORMAT
+        # (serving/openai/tools.py).
+        self.tool_format = tool_calls.format_for(self.template.source(tools=[]), os.environ.get("TANDEM_TOOL_FORMAT"))
+
+    def encode_chat(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
+        """The prompt's ids; `tools` as apply_chat_template passes them, or, for a template that never reads them,
+        described in a system message of their own (first, before the caller's)."""
+        source = self.template.source(tools)
+        messages = tool_calls.template_messages(messages)
+        if source is not None and "tools" not in source:
+            messages = tool_calls.inline_calls(messages, self.tool_format)
+            if tools:
+                system = {"role": "system", "content": tool_calls.system_prompt(tools, self.tool_format)}
+                messages = [system, *messages]
+        return self.encode(self.render(messages, tools))
+
+    def render(self, messages: list[dict], tools: list[dict] | None = None) -> str:
+        """The prompt's text, as apply_chat_template(messages, tools=tools, add_generation_prompt=True,
+        tokenize=False) renders it: the messages and tools as given."""
+        if self.template.source(tools) is None:
+            raise BadRequest("this model has no chat template; use /v1/completions")
+        try:
+            return self.template.render(messages, tools, add_generation_prompt=True)
+        except TemplateError as exc:
+            raise BadRequest(f"the model's chat template rejected these messages: {exc}") from exc
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            # e.g. tojson of a value the template did not expect: a template's own error, on these messages
+            raise BadRequest(
+                f"the model's chat template failed on these messages ({type(exc).__name__}: {exc})"
+            ) from exc
+
+    def token_bytes(self, token: int) -> bytes:
+        """A token's own bytes (a piece of a multi-byte character is not U+FFFD, as `decode` makes it)."""
+        return llg_tokenizer(self.tokenizer, ()).decode_bytes([token])
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids

@@ -1,0 +1,167 @@
+"""OpenAI response shapes for chat and text completions, whole and streamed."""
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from proto.gen import worker_pb2
+
+
+def usage_dict(usage: worker_pb2.Usage) -> dict:
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.prompt_tokens + usage.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_prompt_tokens},
+    }
+
+
+def finish_reason(worker_reason: str) -> str:
+    return worker_reason if worker_reason in ("length", "tool_calls") else "stop"
+
+
+@dataclass(frozen=True)
+class ResponseShape:
+    is_chat: bool
+    response_id: str
+    model: str
+    created: int
+    index: int = 0  # the choice this shape writes (n > 1: one shape per choice)
+
+    @classmethod
+    def new(cls, is_chat: bool, response_id: str, model: str) -> "ResponseShape":
+        return cls(is_chat, response_id, model, int(time.time()))
+
+    def _envelope(self, streamed: bool) -> dict:
+        kind = ("chat.completion.chunk" if streamed else "chat.completion") if self.is_chat else "text_completion"
+        return {"id": self.response_id, "object": kind, "created": self.created, "model": self.model}
+
+    def whole(
+        self, text: str | None, reason: str, usage: worker_pb2.Usage, logprobs: dict | None = None, tool_calls=()
+    ) -> dict:
+        """`tool_calls`: serving.openai.tools.ToolCall, parsed from the answer (the reason is then "tool_calls")."""
+        if self.is_chat:
+            message = {"role": "assistant", "content": text, "refusal": None}
+            if tool_calls:
+                message["tool_calls"] = [call.as_openai() for call in tool_calls]
+                reason = "tool_calls" if reason == "stop" else reason  # an answer cut by max_tokens says so
+            choice = {"index": self.index, "message": message, "logprobs": logprobs}
+        else:
+            choice = {"index": self.index, "text": text, "logprobs": logprobs}
+        choice["finish_reason"] = finish_reason(reason)
+        return self._envelope(False) | {"choices": [choice], "usage": usage_dict(usage)}
+
+    def chunk(
+        self, text: str | None, reason: str | None = None, first: bool = False, logprobs: dict | None = None
+    ) -> str:
+        if self.is_chat:
+            delta = {"role": "assistant", "content": ""} if first else ({"content": text} if text else {})
+            choice = {"index": self.index, "delta": delta, "logprobs": logprobs}
+        else:
+            choice = {"index": self.index, "text": text or "", "logprobs": logprobs}
+        choice["finish_reason"] = finish_reason(reason) if reason else None
+        return sse(self._envelope(True) | {"choices": [choice]})
+
+    def ending(self, worker_reason: str, held=None) -> list[str]:
+        """The events that end a streamed choice: what `held` (serving.openai.tools.StreamedCalls) kept back, as text
+        or as tool calls, then the finish reason ("tool_calls" when calls ended an answer that stopped by itself)."""
+        events, reason = [], worker_reason
+        if held is not None:
+            rest, calls = held.finish()
+            if rest:
+                events.append(self.chunk(rest))
+            if calls:
+                events.append(self.tool_calls_chunk(calls))
+                reason = "tool_calls" if reason == "stop" else reason
+        return [*events, self.chunk(None, reason=reason)]
+
+    def tool_calls_chunk(self, tool_calls) -> str:
+        """Every parsed call as one delta each (index, id, name and the whole arguments), as OpenAI's clients
+        assemble them."""
+        calls = [call.as_openai(index=i) for i, call in enumerate(tool_calls)]
+        return sse(self._envelope(True) | {"choices": [{"index": self.index, "delta": {"tool_calls": calls}, "logprobs": None,
+                                                        "finish_reason": None}]})  # fmt: skip
+
+    def usage_chunk(self, usage: worker_pb2.Usage) -> str:
+        return sse(self._envelope(True) | {"choices": [], "usage": usage_dict(usage)})
+
+
+@dataclass
+class Logprobs:
+    """OpenAI's `logprobs` object from the workers' per-token log-probabilities, as chunks arrive.
+
+    Chat: `{"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}`; completions: `{"tokens",
+    "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}`. A token is named by what it decodes
+    to on its own (a piece of a multi-byte character decodes to U+FFFD); `bytes` are its own bytes.
+    """
+
+    is_chat: bool
+    decode: Callable[[list[int]], str]
+    token_bytes: Callable[[int], bytes]
+    prompt_ids: list[int] | None = None  # completions with echo: the prompt's tokens come first
+    offset: int = 0  # completions: where the next token's text starts in the answer
+    entries: list = field(default_factory=list)  # every token's, for the whole answer
+
+    def of(self, chunk: worker_pb2.GenerateChunk) -> dict | None:
+        """The object for this chunk's tokens (None when it has none), remembered for `whole()`."""
+        start = len(self.entries)
+        if self.prompt_ids is not None:  # echo: the prompt's entries, from the worker's first chunk
+            self._prompt_entries(chunk)
+        if not chunk.token_ids or len(chunk.logprobs) != len(chunk.token_ids):
+            return self._object(self.entries[start:]) if len(self.entries) > start else None
+        tops = list(chunk.top_logprobs) or [None] * len(chunk.token_ids)
+        for token, logprob, top in zip(chunk.token_ids, chunk.logprobs, tops, strict=True):
+            self.entries.append(self._entry(token, logprob, _pairs(top)))
+        return self._object(self.entries[start:])
+
+    def whole(self) -> dict:
+        return self._object(self.entries)
+
+    def _prompt_entries(self, chunk) -> None:
+        """Prompt token 0 has no log-probability (null, as OpenAI's); 1.. come from the worker."""
+        ids, self.prompt_ids = self.prompt_ids, None
+        scores, tops = list(chunk.prompt_logprobs), list(chunk.prompt_top_logprobs)
+        for i, token in enumerate(ids):
+            if i == 0 or i > len(scores):
+                self.entries.append(self._entry(token, None, []))
+            else:
+                self.entries.append(self._entry(token, scores[i - 1], _pairs(tops[i - 1]) if i <= len(tops) else []))
+
+    def _entry(self, token: int, logprob: float, alternatives: list[tuple[int, float]]) -> dict:
+        text = self.decode([token])
+        if self.is_chat:
+            top = [{"token": self.decode([t]), "logprob": lp, "bytes": self._bytes(t)} for t, lp in alternatives]
+            return {"token": text, "logprob": logprob, "bytes": self._bytes(token), "top_logprobs": top}
+        top = None if logprob is None else dict(self._named(alternatives))  # the echoed prompt's first token: null
+        entry = {"token": text, "logprob": logprob, "top": top, "offset": self.offset}
+        self.offset += len(text)
+        return entry
+
+    def _bytes(self, token: int) -> list[int]:
+        return list(self.token_bytes(token))
+
+    def _named(self, alternatives: list[tuple[int, float]]) -> list[tuple[str, float]]:
+        return [(self.decode([token]), logprob) for token, logprob in alternatives]
+
+    def _object(self, entries: list[dict]) -> dict:
+        if self.is_chat:
+            return {"content": entries, "refusal": None}
+        return {
+            "tokens": [e["token"] for e in entries],
+            "token_logprobs": [e["logprob"] for e in entries],
+            "top_logprobs": [e["top"] for e in entries],
+            "text_offset": [e["offset"] for e in entries],
+        }
+
+
+def _pairs(top: worker_pb2.TopLogprobs | None) -> list[tuple[int, float]]:
+    """(token id, logprob) pairs of a worker's TopLogprobs; none for None."""
+    return [] if top is None else list(zip(top.token_ids, top.logprobs, strict=True))
+
+
+def sse(payload: dict) -> str:
+    return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n"
+
+
+SSE_DONE = "data: [DONE]\n\n"

@@ -1,0 +1,318 @@
+"""OpenAI request bodies as pydantic models, with Tandem's extensions (top_k, priority) and vLLM's
+(min_p, repetition_penalty, ignore_eos, stop_token_ids).
+
+No field is silently dropped. Every field is either honoured, or one that cannot change the answer
+(`user`, `store: false`, `service_tier`, `prompt_cache_key`, ...: declared below with the values that
+cannot), or refused with a 400 that names it: OpenAI's fields Tandem does not serve (`UNSUPPORTED`) say
+so, any other name is an unknown field.
+"""
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from serving.checkpoint import SAMPLING_FIELDS, GenerationDefaults
+from serving.engine_api import MAX_TOP_LOGPROBS, MIN_REPETITION_PENALTY, MIN_TEMPERATURE
+from serving.grammar import grammar_for
+
+# OpenAI's fields Tandem does not serve yet, with the values that ask for nothing (accepted as absent).
+UNSUPPORTED: dict[str, tuple] = {
+    "functions": ([],),
+    "function_call": ("none",),
+    "audio": (),
+    "prediction": (),
+    "reasoning_effort": (),
+    "verbosity": (),
+    "web_search_options": (),
+    "best_of": (1,),
+    "suffix": ("",),
+}
+MAX_LOGIT_BIAS = 300
+MAX_TOOLS = 128
+MAX_N = 128  # the schema's bound; the gateway's own cap (TANDEM_MAX_N) is checked against its settings
+MAX_STOP_TOKEN_IDS = 64
+MAX_STOP_CHARS = 256
+MAX_MESSAGES = 2048
+
+
+def _valid_unicode(value: str) -> str:
+    """JSON can carry a lone surrogate (\\ud800); no tokenizer and no wire format can."""
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"not valid Unicode: a lone surrogate {value[exc.start]!r} at {exc.start}") from None
+    return value
+
+
+Text = Annotated[str, AfterValidator(_valid_unicode)]
+StopString = Annotated[Text, Field(max_length=MAX_STOP_CHARS)]
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: str
+    text: Text | None = None
+
+
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: Text
+    arguments: Text | dict[str, Any] = Field(description="JSON text (OpenAI's) or an object")
+
+
+class ToolCall(BaseModel):
+    """An assistant's earlier call, sent back in the history."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: Text | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class NamedFunction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: Text
+
+
+class ToolChoice(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["function"]
+    function: NamedFunction
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: Text | list[ContentPart] | None = None
+    name: Text | None = None
+    tool_calls: list[ToolCall] | None = Field(default=None, description="an assistant's earlier calls")
+    tool_call_id: Text | None = Field(default=None, description="a tool message: the call it answers")
+    refusal: Text | None = None
+
+    def for_template(self) -> dict:
+        """The message as a chat template reads it: text content, and the tool fields that are set."""
+        out = {"role": self.role, "content": self.text()}
+        for key in ("name", "tool_call_id"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.tool_calls is not None:
+            out["tool_calls"] = [call.model_dump(exclude_none=True) for call in self.tool_calls]
+        return out
+
+    def text(self) -> str:
+        if self.content is None:
+            return ""
+        if isinstance(self.content, str):
+            return self.content
+        for part in self.content:
+            if part.type != "text" or part.text is None:
+                raise ValueError(f"content part of type {part.type!r} is not supported (text only)")
+        return "".join(part.text for part in self.content)
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class _GenerationParams(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float = Field(
+        default=1.0, ge=0, le=2, allow_inf_nan=False, description=f"0 (greedy), or {MIN_TEMPERATURE} to 2"
+    )
+    top_p: float = Field(default=1.0, gt=0, le=1, allow_inf_nan=False)
+    top_k: int = Field(default=0, ge=0, lt=2**31, description="Tandem extension; 0 means off")
+    min_p: float = Field(
+        default=0.0, ge=0, le=1, allow_inf_nan=False, description="drop tokens below min_p times the top probability"
+    )
+    seed: int | None = Field(default=None, ge=0, lt=2**63)
+    stop: StopString | Annotated[list[StopString], Field(max_length=4)] | None = Field(
+        default=None, description=f"up to 4 sequences of at most {MAX_STOP_CHARS} characters"
+    )
+    n: int = Field(default=1, ge=1, le=MAX_N, description="choices, up to the gateway's TANDEM_MAX_N (default 8)")
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    metadata: dict[str, Any] | None = None
+    priority: int = Field(
+        default=0,
+        ge=-(2**31),
+        lt=2**31,
+        description="Tandem extension; higher runs first, up to the tenant's allowance (above it: clamped)",
+    )
+    user: Text | None = None
+    presence_penalty: float = Field(default=0.0, ge=-2, le=2, allow_inf_nan=False)
+    frequency_penalty: float = Field(default=0.0, ge=-2, le=2, allow_inf_nan=False)
+    repetition_penalty: float = Field(
+        default=1.0,
+        ge=MIN_REPETITION_PENALTY,
+        le=10,
+        allow_inf_nan=False,
+        description=f"vLLM extension (HF's), {MIN_REPETITION_PENALTY} to 10; 1 is off",
+    )
+    logit_bias: dict[str, Annotated[float, Field(ge=-100, le=100, allow_inf_nan=False)]] | None = Field(
+        default=None, max_length=MAX_LOGIT_BIAS, description="token id (as a string) -> bias added to its logit"
+    )
+    ignore_eos: bool = Field(default=False, description="vLLM extension: go on past the end-of-sequence token")
+    stop_token_ids: list[Annotated[int, Field(ge=0, lt=2**31)]] | None = Field(
+        default=None, max_length=MAX_STOP_TOKEN_IDS, description="vLLM extension: token ids that end the answer"
+    )
+    # Accepted because they cannot change the answer, and only with the values that cannot.
+    store: Literal[False] | None = Field(default=None, description="completions are never stored")
+    service_tier: Literal["auto", "default"] | None = None
+    prompt_cache_key: Text | None = Field(default=None, description="prefixes are cached and routed automatically")
+    safety_identifier: Text | None = None
+    modalities: list[Literal["text"]] | None = None
+    response_format: dict[str, Any] | None = Field(
+        default=None,
+        description='{"type": "text"}, {"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema": ...}}:'
+        " the answer follows it (grammar-constrained decoding)",
+    )
+
+    def grammar(self) -> str:
+        """The llguidance grammar the answer must follow; "" for none. GrammarError when it cannot be made."""
+        return (grammar_for(self.response_format) or "") if self.response_format else ""
+
+    @field_validator("stream_options")
+    @classmethod
+    def _stream_options_need_stream(cls, value, info: ValidationInfo):
+        if value is not None and not info.data.get("stream"):
+            raise ValueError("stream_options is only allowed with stream: true")
+        return value
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _token_ids(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for key in value or {}:
+            if not (key.isascii() and key.isdigit() and int(key) < 2**31):
+                raise ValueError(f"keys are token ids (0 to 2^31-1, as strings), got {key[:20]!r}")
+        return value
+
+    def sampling(self, defaults: GenerationDefaults) -> dict[str, float]:
+        """temperature, top_p, top_k, min_p and repetition_penalty: the request's where it set them, else the
+        model's generation_config.json defaults (serving/checkpoint.py)."""
+        return defaults.resolve({name: getattr(self, name) for name in SAMPLING_FIELDS}, self.model_fields_set)
+
+    def token_biases(self) -> dict[int, float]:
+        return {int(token): bias for token, bias in (self.logit_bias or {}).items()}
+
+    def wanted_top_logprobs(self) -> int | None:
+        """None: no log-probabilities; otherwise each token's, with this many alternatives."""
+        raise NotImplementedError
+
+    def wanted_prompt_logprobs(self) -> int | None:
+        """None: the prompt is not scored; otherwise its tokens' log-probabilities too (completions' echo)."""
+        return None
+
+    def echoes(self) -> bool:
+        """The answer begins with the prompt (completions' echo)."""
+        return False
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperature_floor(cls, value: float) -> float:
+        if 0 < value < MIN_TEMPERATURE:
+            raise ValueError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}")
+        return value
+
+    def stop_strings(self) -> tuple[str, ...]:
+        if self.stop is None:
+            return ()
+        return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+
+    def unsupported_fields(self) -> list[str]:
+        """OpenAI's fields Tandem does not serve, set to a value that asks for something."""
+        extra = self.model_extra or {}
+        return [name for name in UNSUPPORTED if name in extra and extra[name] not in (None, *UNSUPPORTED[name])]
+
+    def unknown_fields(self) -> list[str]:
+        return [name for name in self.model_extra or {} if name not in UNSUPPORTED]
+
+    def refused_field(self) -> tuple[str, str] | None:
+        """(the field, why) for the first field this request sets that Tandem cannot honour; None if none."""
+        if unsupported := self.unsupported_fields():
+            return unsupported[0], f"not supported by Tandem: {', '.join(unsupported)}"
+        if unknown := self.unknown_fields():
+            return unknown[0], f"unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}"
+        return None
+
+
+class ChatCompletionRequest(_GenerationParams):
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    tools: list[dict[str, Any]] | None = Field(
+        default=None, max_length=MAX_TOOLS, description="functions the model may call"
+    )
+    parallel_tool_calls: bool | None = Field(default=None, description="with tools: may the answer make several calls")
+    tool_choice: Literal["none", "auto", "required"] | ToolChoice | None = Field(
+        default=None, description='"none", "auto" (default with tools), "required", or {"type": "function", ...}'
+    )
+    logprobs: bool | None = Field(default=None, description="each answer token's log-probability")
+    top_logprobs: int | None = Field(
+        default=None, ge=0, le=MAX_TOP_LOGPROBS, description="with logprobs: this many alternatives per token"
+    )
+
+    @model_validator(mode="after")
+    def _top_needs_logprobs(self):
+        if self.top_logprobs is not None and not self.logprobs:
+            raise ValueError("top_logprobs needs logprobs: true")
+        return self
+
+    def wanted_top_logprobs(self) -> int | None:
+        return (self.top_logprobs or 0) if self.logprobs else None
+
+
+class CompletionRequest(_GenerationParams):
+    prompt: Text | list[int] | list[Text] | list[list[int]] = Field(
+        description="text or token ids; OpenAI's batch forms with one prompt (what lm-eval sends) are that prompt"
+    )
+    logprobs: int | None = Field(
+        default=None, ge=0, le=MAX_TOP_LOGPROBS, description="each token's log-probability and this many alternatives"
+    )
+    echo: bool = Field(default=False, description="the prompt before the answer (with logprobs: the prompt's too)")
+
+    def wanted_prompt_logprobs(self) -> int | None:
+        return self.logprobs if self.echo else None
+
+    def echoes(self) -> bool:
+        return self.echo
+
+    def wanted_top_logprobs(self) -> int | None:
+        return self.logprobs
+
+    @field_validator("prompt")
+    @classmethod
+    def _one_prompt(cls, value):
+        if isinstance(value, list) and value and not isinstance(value[0], int):
+            if len(value) != 1:
+                raise ValueError(f"one prompt per request (got a batch of {len(value)}): send them as requests")
+            value = value[0]
+        if len(value) == 0:
+            raise ValueError("prompt must not be empty")
+        return value
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict]:
+    """OpenAPI `responses` entries for the errors a route can return."""
+    descriptions = {
+        400: "bad input, or prompt + max_tokens over the model's context (code context_length_exceeded)",
+        401: "missing or invalid API key",
+        404: "unknown model",
+        413: "the request body is over the gateway's limit",
+        429: "the tenant is over a rate or concurrency limit (see Retry-After)",
+        502: "the backend failed mid-answer",
+        503: "no allowed backend could serve the request",
+    }
+    return {s: {"model": ErrorResponse, "description": descriptions[s]} for s in statuses}

@@ -1,0 +1,198 @@
+"""The `Worker` gRPC service over an `Engine`, shared by both worker kinds.
+
+It only translates between protobuf and the engine's typed data; scheduling
+and memory are the engine's. Errors map to gRPC status here and nowhere else.
+"""
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from opentelemetry import trace
+from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
+
+from proto.gen import worker_pb2, worker_pb2_grpc
+from serving.engine_api import Engine, GenerationChunk, GenerationRequest, RequestRejected, SamplingParams, Usage
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer(__name__)
+SHUTDOWN_GRACE_S = 5.0
+
+
+def request_from_proto(msg: worker_pb2.GenerateRequest) -> GenerationRequest:
+    s = msg.sampling
+    sampling = SamplingParams(
+        temperature=s.temperature,
+        top_p=s.top_p if s.top_p != 0 else 1.0,  # proto3: 0 is unset; anything else (NaN too) is checked
+        top_k=s.top_k,
+        min_p=s.min_p,
+        seed=s.seed if s.HasField("seed") else None,
+        max_tokens=s.max_tokens,
+        stop_token_ids=tuple(s.stop_token_ids),
+        stop_strings=tuple(s.stop_strings),
+        ignore_eos=s.ignore_eos,
+        presence_penalty=s.presence_penalty,
+        frequency_penalty=s.frequency_penalty,
+        repetition_penalty=s.repetition_penalty or 1.0,  # proto3: 0 is unset
+        logit_bias=tuple(sorted(s.logit_bias.items())),
+        top_logprobs=s.top_logprobs if s.HasField("top_logprobs") else None,
+        grammar=s.grammar,
+        prompt_logprobs=s.prompt_logprobs if s.HasField("prompt_logprobs") else None,
+    )
+    return GenerationRequest(
+        request_id=msg.request_id,
+        prompt_token_ids=tuple(msg.prompt_token_ids),
+        sampling=sampling,
+        tenant=msg.tenant,
+        priority=msg.priority,
+        private=msg.private,
+        cache_salt=msg.cache_salt,
+    )
+
+
+def chunk_to_proto(chunk: GenerationChunk) -> worker_pb2.GenerateChunk:
+    out = worker_pb2.GenerateChunk(
+        token_ids=chunk.token_ids,
+        text=chunk.text,
+        finish_reason=chunk.finish_reason or "",
+        logprobs=chunk.logprobs,
+        top_logprobs=[_top(top) for top in chunk.top_logprobs],
+        prompt_logprobs=chunk.prompt_logprobs,
+        prompt_top_logprobs=[_top(top) for top in chunk.prompt_top_logprobs],
+    )
+    if chunk.usage is not None:
+        u = chunk.usage
+        out.usage.CopyFrom(
+            worker_pb2.Usage(
+                prompt_tokens=u.prompt_tokens,
+                completion_tokens=u.completion_tokens,
+                cached_prompt_tokens=u.cached_prompt_tokens,
+            )
+        )
+    return out
+
+
+def _top(pairs) -> worker_pb2.TopLogprobs:
+    return worker_pb2.TopLogprobs(token_ids=[t for t, _ in pairs], logprobs=[lp for _, lp in pairs])
+
+
+def _phase_spans(usage: Usage, started_ns: int, first_ns: int, ended_ns: int) -> None:
+    """The request's phases as child spans of the RPC, from the engine's own timings.
+
+    Queue wait runs to the first scheduling; prefill to the first token (which prefill yields); decode to the end.
+    """
+    scheduled_ns = min(started_ns + int(usage.queue_wait_s * 1e9), first_ns)
+    phases = (
+        ("worker.queue", started_ns, scheduled_ns, {}),
+        (
+            "worker.prefill",
+            scheduled_ns,
+            first_ns,
+            {"tandem.prompt_tokens": usage.prompt_tokens, "tandem.cached_prompt_tokens": usage.cached_prompt_tokens},
+        ),
+        ("worker.decode", first_ns, ended_ns, {"tandem.completion_tokens": usage.completion_tokens}),
+    )
+    for name, start, end, attributes in phases:
+        tracer.start_span(name, start_time=start, attributes=attributes).end(end_time=max(start, end))
+
+
+class WorkerServicer(worker_pb2_grpc.WorkerServicer):
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._model = engine.stats().model_id  # fixed for the process's life
+
+    async def Generate(self, request, context: grpc.aio.ServicerContext):
+        if request.private and self._engine.kind == "cloud":
+            # Defence in depth: the gateway never sends these; if it ever does, refuse.
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "private requests never run on a cloud worker")
+        if request.model and request.model != self._model:
+            # The gateway picked by stats polled earlier; a worker swapped since for another model's says so.
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, f"this worker runs model {self._model!r}, not {request.model!r}"
+            )
+        try:
+            gen_request = request_from_proto(request)
+        except RequestRejected as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        span = trace.get_current_span()
+        span.set_attribute("tandem.worker.kind", self._engine.kind)
+        span.set_attribute("tandem.execution_provider", self._engine.execution_provider)
+        span.set_attribute("tandem.prompt_tokens", len(gen_request.prompt_token_ids))
+        started_ns = time.time_ns()
+        first_ns = None
+        stream = self._engine.generate(gen_request)
+        try:
+            async for chunk in stream:
+                if first_ns is None:
+                    first_ns = time.time_ns()
+                if chunk.usage is not None:
+                    span.set_attribute("tandem.completion_tokens", chunk.usage.completion_tokens)
+                    span.set_attribute("tandem.cached_prompt_tokens", chunk.usage.cached_prompt_tokens)
+                    span.set_attribute("tandem.finish_reason", chunk.finish_reason or "")
+                    _phase_spans(chunk.usage, started_ns, first_ns, time.time_ns())
+                yield chunk_to_proto(chunk)
+        except RequestRejected as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        finally:
+            await stream.aclose()  # a cancelled RPC frees the sequence at once
+
+    async def Stats(self, request, context):
+        s = self._engine.stats()
+        return worker_pb2.StatsReply(
+            model_id=s.model_id,
+            kind=s.kind,
+            execution_provider=s.execution_provider,
+            queue_depth=s.queue_depth,
+            running=s.running,
+            kv_blocks_total=s.kv_blocks_total,
+            kv_blocks_used=s.kv_blocks_used,
+            block_size_tokens=s.block_size_tokens,
+            prefix_hit_tokens=s.prefix_hit_tokens,
+            prefix_query_tokens=s.prefix_query_tokens,
+            tokens_per_s=s.tokens_per_s,
+            memory_bytes=s.memory_bytes,
+            memory_watermark_bytes=s.memory_watermark_bytes,
+            max_context_tokens=s.max_context_tokens,
+            requests_total=s.requests_total,
+        )
+
+
+async def serve(engine: Engine, host: str, port: int, background: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Serve until SIGTERM or SIGINT, then drain in-flight RPCs for a few seconds.
+
+    `background` (e.g. an edge agent's registration loop) runs once serving has started.
+    """
+    # Health polls are not requests: tracing them would bury real traces.
+    untraced = filters.any_of(filters.method_name("Stats"), filters.service_prefix("grpc.health"))
+    server = grpc.aio.server(interceptors=[aio_server_interceptor(filter_=filters.negate(untraced))])
+    worker_pb2_grpc.add_WorkerServicer_to_server(WorkerServicer(engine), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    address = f"{host}:{port}"
+    if server.add_insecure_port(address) == 0:
+        raise SystemExit(f"cannot listen on {address}: port in use?")
+    await server.start()
+    for service in ("", "tandem.worker.v1.Worker"):
+        await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    stats = engine.stats()
+    log.info("%s worker serving %s on %s (%s)", stats.kind, stats.model_id, address, stats.execution_provider)
+    print(
+        f"tandem {stats.kind} worker ready on {address} model={stats.model_id} ep={stats.execution_provider}",
+        flush=True,
+    )
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    task = asyncio.create_task(background()) if background else None
+    await stop.wait()
+    if task:
+        task.cancel()
+    await health_servicer.enter_graceful_shutdown()
+    await server.stop(SHUTDOWN_GRACE_S)
+    engine.close()

@@ -1,0 +1,54 @@
+"""What the command groups share: model references, logging, errors on stderr."""
+
+import dataclasses
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+
+def _resolve(reference: str, only: tuple[str, ...] | None = None) -> Path:
+    """A checkpoint directory, or an s3:// reference fetched through the model store's tiers."""
+    from tandem.model_store import ModelStore, StoreError
+
+    try:
+        return ModelStore.from_env().resolve(reference, only)  # the store's locks live as long as the process
+    except StoreError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
+def _resolve_model(value: str) -> Path:  # typer callbacks take the value alone
+    return _resolve(value)
+
+
+def _resolve_tokenizer(value: str) -> Path:
+    from tandem.model_store import TOKENIZER_FILES
+
+    return _resolve(value, TOKENIZER_FILES)
+
+
+MODEL_HELP = "checkpoint directory, or s3://bucket/path/model[@sha256:DIGEST] (fetched and cached; docs/operations.md)"
+ModelDir = Annotated[str, typer.Option("--model", help=MODEL_HELP, callback=_resolve_model)]
+TokenizerDir = Annotated[
+    str, typer.Option("--model", help=f"{MODEL_HELP}; only its tokenizer is used", callback=_resolve_tokenizer)
+]
+DEFAULT_CACHE = Path.home() / ".cache" / "tandem"
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+
+
+def fail(message: object, code: int = 1, cause: BaseException | None = None) -> NoReturn:
+    """`error: message` on stderr, and the exit code (1: the input is wrong or unusable; 2: a bad option)."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code) from cause
+
+
+def default(config_class: type, field: str):
+    """A config class's default for `field`, so a command's option never repeats it."""
+    return next(f.default for f in dataclasses.fields(config_class) if f.name == field)

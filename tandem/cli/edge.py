@@ -1,0 +1,45 @@
+"""`tandem edge`: export a checkpoint to ONNX, quantized; the quantization options `edge-agent` shares."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tandem.cli.common import fail
+
+app = typer.Typer(help="Edge models.", no_args_is_help=True)
+Bits = Annotated[int, typer.Option(help="4 or 8: MatMulNBits weight-only; 16: fp16; 32: fp32")]
+BlockSize = Annotated[int, typer.Option(help="quantization block size (input channels per scale)")]
+AccuracyLevel = Annotated[int, typer.Option(help="MatMulNBits accuracy level (4: int8 compute, fastest on CPU)")]
+KeepLmHead = Annotated[bool, typer.Option(help="keep the LM head in fp32")]
+QuantizeEmbedding = Annotated[bool, typer.Option(help="INT4: the embedding table in INT4 too (a much smaller file)")]
+
+
+def quantization(bits: int, block_size: int, accuracy_level: int, keep_lm_head: bool, quantize_embedding: bool = False):
+    from edge_agent.quantize import Quantization
+
+    try:
+        return Quantization(bits, block_size, accuracy_level, keep_lm_head, quantize_embedding)
+    except ValueError as exc:
+        fail(exc, 2, exc)
+
+
+@app.command("export")
+def export(
+    checkpoint: Annotated[Path, typer.Argument(exists=True, file_okay=False)],
+    out: Path,
+    bits: Bits = 4,
+    block_size: BlockSize = 32,
+    accuracy_level: AccuracyLevel = 4,
+    keep_lm_head: KeepLmHead = False,
+    quantize_embedding: QuantizeEmbedding = False,
+) -> None:
+    """Export a checkpoint to ONNX with explicit past/present KV, quantized (INT4 by default), with a manifest."""
+    import json
+
+    from edge_agent.export import MANIFEST_NAME, export_onnx
+
+    export_onnx(checkpoint, out, quantization(bits, block_size, accuracy_level, keep_lm_head, quantize_embedding))
+    sizes = json.loads((out / MANIFEST_NAME).read_text())["sizes"]
+    ratio = sizes["linear_weight_bytes"] / sizes["fp32_linear_weight_bytes"]
+    typer.echo(f"exported {checkpoint} to {out}: {sizes['model_bytes'] / 1e6:.1f} MB, linear weights {ratio:.2f}x fp32")

@@ -1,0 +1,102 @@
+"""The object-store tier: S3-compatible, through boto3's transfer manager; and `tandem model push`."""
+
+import os
+import sys
+from pathlib import Path
+
+from tandem.model_store.manifest import Manifest
+from tandem.model_store.progress import Progress
+from tandem.model_store.reference import HASH_CHUNK, PART_BYTES, ModelRef, StoreError
+
+
+class ObjectStore:
+    """S3-compatible object store through boto3; the endpoint and credentials come from the AWS_* variables."""
+
+    def __init__(
+        self, endpoint_url: str | None = None, max_workers: int | None = None, part_bytes: int = PART_BYTES
+    ) -> None:
+        import boto3
+        from botocore.config import Config
+
+        max_workers = max_workers or int(os.environ.get("TANDEM_MODEL_FETCH_STREAMS", "8"))
+        if max_workers < 1:
+            raise StoreError(f"TANDEM_MODEL_FETCH_STREAMS={max_workers}: use 1 or more")
+        self.max_workers, self.part_bytes = max_workers, part_bytes
+        config = Config(max_pool_connections=max_workers * 2, retries={"max_attempts": 5, "mode": "standard"})
+        self._s3 = boto3.client(
+            "s3",
+            endpoint_url=endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None,
+            region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+            config=config,
+        )
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        try:
+            return self._s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        except Exception as exc:  # noqa: BLE001 - botocore raises many kinds; all mean "cannot read it"
+            raise StoreError(f"s3://{bucket}/{key}: {_describe(exc)}") from exc
+
+    def exists(self, bucket: str, key: str) -> bool:
+        try:
+            self._s3.head_object(Bucket=bucket, Key=key)
+            return True
+        except Exception:  # noqa: BLE001 - absent, or unreadable: either way, write it
+            return False
+
+    def download(self, bucket: str, key: str, size: int, dest: Path, progress: Progress) -> None:
+        """One object to `dest`, through boto3's transfer manager: ranged GETs in parallel, retried, and the
+        size checked.
+
+        Parts are at least `part_bytes` and at most one per worker: enough streams to fill the link, and few
+        requests (some S3-compatible servers pay for the whole object on every ranged GET).
+        """
+        from boto3.s3.transfer import TransferConfig
+
+        part_bytes = max(self.part_bytes, -(-size // self.max_workers))
+        config = TransferConfig(
+            multipart_threshold=part_bytes + 1 if size <= part_bytes else part_bytes,  # one part: a plain GET
+            multipart_chunksize=part_bytes,
+            max_concurrency=self.max_workers,
+            io_chunksize=HASH_CHUNK,
+        )
+        try:
+            self._s3.download_file(bucket, key, str(dest), Config=config, Callback=progress.add)
+        except Exception as exc:  # noqa: BLE001 - botocore and s3transfer raise many kinds; all mean "cannot read it"
+            raise StoreError(f"s3://{bucket}/{key}: {_describe(exc)}") from exc
+        got = dest.stat().st_size
+        if got != size:
+            raise StoreError(f"s3://{bucket}/{key}: {got} bytes, the manifest says {size}")
+
+    def put_file(self, bucket: str, key: str, path: Path) -> None:
+        from boto3.s3.transfer import TransferConfig
+
+        config = TransferConfig(multipart_chunksize=self.part_bytes, max_concurrency=self.max_workers)
+        self._s3.upload_file(str(path), bucket, key, Config=config)
+
+    def put_bytes(self, bucket: str, key: str, data: bytes) -> None:
+        self._s3.put_object(Bucket=bucket, Key=key, Body=data)
+
+
+def _describe(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict) and "Error" in response:
+        error = response["Error"]
+        return f"{error.get('Code')}: {error.get('Message') or 'no message'}"
+    return str(exc) or type(exc).__name__
+
+
+def push(directory: Path, address: str, store: ObjectStore | None = None) -> ModelRef:
+    """Upload a checkpoint directory (blobs not already there, then its manifest); return the pinned reference."""
+    ref = ModelRef.parse(address)
+    if ref is None or ref.digest:
+        raise StoreError(f"{address!r}: push to an unpinned s3://bucket/path/to/model address")
+    store = store or ObjectStore()
+    manifest = Manifest.of_directory(directory)
+    for f in manifest.files:
+        key = ref.key("blobs", f"sha256-{f.sha256}")
+        if not store.exists(ref.bucket, key):
+            print(f"uploading {f.path} ({f.size / 2**20:.0f} MB)", file=sys.stderr)
+            store.put_file(ref.bucket, key, directory / f.path)
+    store.put_bytes(ref.bucket, ref.key("manifests", f"sha256-{manifest.digest}.json"), manifest.to_json())
+    store.put_bytes(ref.bucket, ref.key("manifests", "latest"), manifest.digest.encode())
+    return ref.pinned(manifest.digest)

@@ -1,0 +1,100 @@
+"""Tenants (hashed keys, limits) and the in-process buckets."""
+
+import asyncio
+
+import pytest
+
+from gateway.limits.admission import AdmissionController
+from gateway.limits.buckets import Charge, LocalBuckets
+from gateway.tenants import Tenants, TenantsError, hash_key
+from serving.openai.errors import BadRequest, RateLimited
+
+
+class Clock:
+    now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_request_bucket_refills_over_a_minute():
+    clock = Clock()
+    buckets = LocalBuckets(clock)
+    charge = Charge("t", requests_per_minute=2, tokens_per_minute=None, tokens=0)
+    assert [asyncio.run(buckets.take(charge)) for _ in range(2)] == [0.0, 0.0]
+    assert asyncio.run(buckets.take(charge)) == pytest.approx(30.0)  # one request per 30 s comes back
+    clock.now = 30.0
+    assert asyncio.run(buckets.take(charge)) == 0.0
+
+
+def test_tokens_are_charged_up_front_and_unused_ones_given_back():
+    clock = Clock()
+    buckets = LocalBuckets(clock)
+    charge = Charge("t", requests_per_minute=None, tokens_per_minute=1000, tokens=600)
+    assert asyncio.run(buckets.take(charge)) == 0.0
+    assert asyncio.run(buckets.take(charge)) > 0  # 400 left, 600 asked
+    asyncio.run(buckets.give_back("t", 1000, 500))  # the first used only 100
+    assert asyncio.run(buckets.take(charge)) == 0.0
+
+
+def test_a_refused_request_takes_nothing_from_either_bucket():
+    buckets = LocalBuckets(Clock())
+    asyncio.run(buckets.take(Charge("t", 10, 100, 90)))
+    assert asyncio.run(buckets.take(Charge("t", 10, 100, 50))) > 0  # tokens refuse
+    assert asyncio.run(buckets.take(Charge("t", 10, 100, 10))) == 0.0  # the refused one took no request
+
+
+def write(tmp_path, text):
+    path = tmp_path / "tenants.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_keys_are_hashed_and_map_to_tenants(tmp_path):
+    path = write(tmp_path, f"tenants:\n  acme: {{keys: ['{hash_key('k-acme')}'], requests_per_minute: 5}}\n")
+    tenants = Tenants.load(path, ["globex:k-globex", "k-plain"])
+    assert tenants.requires_key
+    assert tenants.authenticate("k-acme") == "acme"
+    assert tenants.authenticate("k-globex") == "globex"
+    assert tenants.authenticate("k-plain") == "default"
+    assert tenants.authenticate("wrong") is None
+    assert "k-acme" not in path.read_text()
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("tenants:\n  acme: {keys: [k-plaintext]}\n", "keys are stored hashed"),
+        ("tenants:\n  acme: {keys: [], requests_per_minute: 0}\n", "greater than or equal to 1"),
+        ("tenants:\n  acme: {keyz: []}\n", "Extra inputs"),
+    ],
+)
+def test_bad_tenants_file_is_refused(tmp_path, text, message):
+    with pytest.raises(TenantsError, match=message):
+        Tenants.load(write(tmp_path, text), [])
+
+
+def test_tenant_limits_fall_back_to_the_defaults(tmp_path):
+    path = write(tmp_path, "default_limits: {requests_per_minute: 100, max_concurrent: 4}\n"
+                           "tenants:\n  acme: {requests_per_minute: 5}\n")  # fmt: skip
+    tenants = Tenants.load(path, [])
+    assert tenants.limits("acme").requests_per_minute == 5 and tenants.limits("acme").max_concurrent == 4
+    assert tenants.limits("someone-else").requests_per_minute == 100
+
+
+def test_admission_concurrency_and_oversized_requests(tmp_path):
+    tenants = Tenants.load(write(tmp_path, "tenants:\n  acme: {max_concurrent: 1, tokens_per_minute: 100}\n"), [])
+    controller = AdmissionController(tenants)
+
+    async def go():
+        first = await controller.admit("acme", 10)
+        with pytest.raises(RateLimited) as err:
+            await controller.admit("acme", 10)
+        assert err.value.headers["Retry-After"] == "1"
+        await first.release(10)
+        second = await controller.admit("acme", 10)  # the slot is free again
+        await second.release(10)
+        with pytest.raises(BadRequest, match="more than tenant 'acme'"):
+            await controller.admit("acme", 500)
+
+    asyncio.run(go())

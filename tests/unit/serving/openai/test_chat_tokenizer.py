@@ -1,0 +1,20 @@
+"""Tokenize once: the gateway's chat ids must equal HF apply_chat_template's."""
+
+import pytest
+from transformers import AutoTokenizer
+
+from serving.openai.chat_tokenizer import ChatTokenizer
+
+CONVERSATIONS = [
+    [{"role": "user", "content": "Hello"}],
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Ünïcödé and 東京?"}],
+    [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c\nd"}],
+]
+
+
+@pytest.mark.parametrize("messages", CONVERSATIONS)
+def test_chat_ids_equal_hf(demo_checkpoint, messages):
+    expected = AutoTokenizer.from_pretrained(demo_checkpoint).apply_chat_template(
+        messages, add_generation_prompt=True, return_dict=True
+    )["input_ids"]
+    assert ChatTokenizer(demo_checkpoint).encode_chat(messages) == expected

@@ -1,0 +1,172 @@
+"""Tool calls out of model text, in each format, whole and streamed; forced calls by grammar on both engines."""
+
+import asyncio
+import json
+
+import jsonschema
+import pytest
+
+from serving.engine_api import GenerationRequest, SamplingParams
+from serving.openai import tools
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 12}, "unit": {"enum": ["c", "f"]}},
+            "required": ["city", "unit"],
+            "additionalProperties": False,
+        },
+    },
+}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
+ALLOWED = {"get_weather", "get_time"}
+
+ANSWERS = {
+    "hermes": 'Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}\n'
+    '</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>',
+    "mistral": 'Let me look.[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}, '
+    '{"name": "get_time", "arguments": {}}]',
+    "llama3_json": '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris", "unit": "c"}}; '
+    '{"name": "get_time", "parameters": {}}',
+}
+
+
+@pytest.mark.parametrize("fmt", tools.FORMATS)
+def test_each_format_gives_the_calls_and_the_text_around_them(fmt):
+    content, calls = tools.parse(ANSWERS[fmt], fmt, ALLOWED)
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [
+        ("get_weather", {"city": "Paris", "unit": "c"}),
+        ("get_time", {}),
+    ]
+    assert content == (None if fmt == "llama3_json" else "Let me look.")
+    assert len({c.id for c in calls}) == 2
+
+
+@pytest.mark.parametrize("fmt", tools.FORMATS)
+@pytest.mark.parametrize("piece", [1, 3, 7])
+def test_streamed_answers_hold_back_only_what_may_be_a_call(fmt, piece):
+    answer = ANSWERS[fmt]
+    held = tools.StreamedCalls(fmt, ALLOWED)
+    sent = "".join(held.push(answer[i : i + piece]) for i in range(0, len(answer), piece))
+    rest, calls = held.finish()
+    assert (sent + rest).strip() == (tools.parse(answer, fmt, ALLOWED)[0] or "")
+    assert [c.name for c in calls] == ["get_weather", "get_time"]
+    plain = tools.StreamedCalls(fmt, ALLOWED)
+    text = "No call here, just text <tool and [TOOL and {braces}."
+    out = "".join(plain.push(text[i : i + piece]) for i in range(0, len(text), piece))
+    rest, calls = plain.finish()
+    assert out + rest == text and not calls
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '<tool_call>\n{"name": "rm_rf", "arguments": {}}\n</tool_call>',  # not one of the tools
+        '<tool_call>\n{"name": "get_time", "arguments": {"a": 1\n</tool_call>',  # broken JSON
+        "<tool_call>",
+    ],
+)
+def test_what_is_not_a_call_to_one_of_the_tools_stays_text(answer):
+    assert tools.parse(answer, "hermes", ALLOWED) == (answer, [])
+
+
+@pytest.mark.parametrize(
+    ("tool_list", "choice"),
+    [
+        ([{"type": "function"}], "auto"),
+        ([{"type": "function", "function": {"name": "bad name!"}}], "auto"),
+        ([WEATHER], {"type": "function", "function": {"name": "nope"}}),
+        ([WEATHER], "sometimes"),
+    ],
+)
+def test_bad_tools_or_choices_are_the_requests_fault(tool_list, choice):
+    with pytest.raises(tools.ToolError):
+        tools.forced_names(tool_list, choice)
+
+
+def test_the_template_fallback_and_inlined_calls_are_in_the_models_format():
+    prompt = tools.system_prompt([WEATHER], "hermes")
+    assert "<tool_call>" in prompt and "get_weather" in prompt
+    calls = [{"id": "c1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]
+    (message,) = tools.inline_calls(
+        tools.template_messages([{"role": "assistant", "content": None, "tool_calls": calls}]), "hermes"
+    )
+    assert message["content"] == '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+
+
+@pytest.mark.parametrize("fmt", tools.FORMATS)
+def test_a_forced_call_is_a_valid_call_on_both_engines(engine, fmt):
+    names = tools.forced_names([WEATHER, TIME], {"type": "function", "function": {"name": "get_weather"}})
+    grammar = tools.grammar([WEATHER, TIME], names, fmt, parallel=False)
+
+    async def answer(seed):
+        params = SamplingParams(max_tokens=120, temperature=1.0, seed=seed, grammar=grammar)
+        text, last = "", None
+        async for chunk in engine.generate(GenerationRequest(f"r{seed}", (1, 309, 201, 428), params)):
+            text, last = text + chunk.text, chunk
+        return text, last.finish_reason
+
+    for text, reason in asyncio.run(_gather(answer, range(4))):
+        assert reason == "stop", text
+        content, calls = tools.parse(text, fmt, ALLOWED)
+        assert [c.name for c in calls] == ["get_weather"] and not content
+        jsonschema.validate(json.loads(calls[0].arguments), WEATHER["function"]["parameters"])
+
+
+async def _gather(fn, seeds):
+    return await asyncio.gather(*(fn(s) for s in seeds))
+
+
+NESTED = {  # what pydantic writes for a nested model: $defs and a $ref
+    "type": "function",
+    "function": {
+        "name": "book",
+        "parameters": {
+            "$defs": {"Place": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 8}},
+                                "required": ["city"], "additionalProperties": False}},
+            "type": "object",
+            "properties": {"to": {"$ref": "#/$defs/Place"}, "seats": {"type": "integer", "minimum": 1, "maximum": 9}},
+            "required": ["to", "seats"],
+            "additionalProperties": False,
+        },
+    },
+}  # fmt: skip
+
+
+def test_a_forced_call_to_a_function_with_nested_models_follows_its_schema(engine):
+    grammar = tools.grammar([NESTED, WEATHER], ["book"], "hermes", parallel=False)
+    params = SamplingParams(max_tokens=150, temperature=1.0, seed=5, grammar=grammar)
+
+    async def answer():
+        return "".join([c.text async for c in engine.generate(GenerationRequest("n", (1, 309, 201), params))])
+
+    _, calls = tools.parse(asyncio.run(answer()), "hermes", {"book"})
+    jsonschema.validate(json.loads(calls[0].arguments), NESTED["function"]["parameters"])
+
+
+def test_parallel_tool_calls_false_keeps_the_first_call():
+    _, calls = tools.parse(ANSWERS["hermes"], "hermes", ALLOWED, single=True)
+    assert [c.name for c in calls] == ["get_weather"]
+
+
+def test_a_strict_functions_call_that_does_not_follow_its_schema_stays_text(demo_checkpoint):
+    from serving.checkpoint import load_tokenizer
+    from serving.grammar import follows_schema, llg_tokenizer
+
+    llg = llg_tokenizer(load_tokenizer(demo_checkpoint), ())
+    strict = {"get_weather": WEATHER["function"]["parameters"]}
+
+    def follows(name, arguments):
+        return name not in strict or follows_schema(arguments, strict[name], llg)
+
+    good = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}\n</tool_call>'
+    bad = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "kelvin"}}\n</tool_call>'
+    assert [c.name for c in tools.parse(good, "hermes", ALLOWED, follows=follows)[1]] == ["get_weather"]
+    assert tools.parse(bad, "hermes", ALLOWED, follows=follows) == (bad, [])
+    assert tools.strict_schemas([WEATHER, {**TIME, "function": {**TIME["function"], "strict": True}}]) == {
+        "get_time": TIME["function"]["parameters"]
+    }

@@ -1,0 +1,61 @@
+import pytest
+
+from serving.detokenizer import IncrementalDetokenizer
+from tandem.demo_model import build_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tokenizer(512)
+
+
+def stream(tokenizer, text, stops=()):
+    detok = IncrementalDetokenizer(tokenizer, stops)
+    out = []
+    for token in tokenizer.encode(text).ids:
+        out.append(detok.push(token))
+        if detok.is_stopped:
+            return "".join(out), True
+    return "".join(out) + detok.flush(), False
+
+
+def test_streamed_text_equals_whole_decode(tokenizer):
+    text = "The gateway routes each request. Ünïcödé ✓ 東京"
+    assert stream(tokenizer, text) == (text, False)
+
+
+@pytest.mark.parametrize(
+    "stops, expected",
+    [
+        (("request",), "The gateway routes each "),
+        (("es e",), "The gateway rout"),  # a stop that spans token boundaries
+        (("nowhere",), "The gateway routes each request."),
+        (("each", "gate"), "The "),  # the earliest stop wins
+    ],
+)
+def test_stop_strings_end_the_text_before_the_stop(tokenizer, stops, expected):
+    text, stopped = stream(tokenizer, "The gateway routes each request.", stops)
+    assert text == expected
+    assert stopped == (expected != "The gateway routes each request.")
+
+
+def test_incomplete_utf8_is_held_until_complete(tokenizer):
+    detok = IncrementalDetokenizer(tokenizer)
+    pieces = [detok.push(t) for t in tokenizer.encode("東").ids]
+    assert all("\ufffd" not in p for p in pieces)
+    assert "".join(pieces) == "東"
+
+
+def test_long_streams_decode_a_window_not_the_whole_text(tokenizer):
+    calls = []
+
+    class Counting:
+        def decode(self, ids, skip_special_tokens=True):
+            calls.append(len(ids))
+            return tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    text = "The gateway routes each request to the right place. " * 20
+    detok = IncrementalDetokenizer(Counting())
+    streamed = "".join(detok.push(t) for t in tokenizer.encode(text).ids) + detok.flush()
+    assert streamed == text
+    assert max(calls) <= 8  # a few tokens per decode, however long the stream

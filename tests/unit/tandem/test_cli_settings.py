@@ -1,0 +1,51 @@
+"""`tandem gateway`: the documented TANDEM_* variables hold unless a flag is given (the CLI used to pass its own
+defaults, so TANDEM_PORT and TANDEM_POLICY_FILE were ignored under it)."""
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import gateway.server
+from tandem.cli import app
+
+POLICY = Path(__file__).parents[3] / "policies" / "default.yaml"
+
+
+@pytest.fixture
+def started(monkeypatch) -> list:
+    """The settings `tandem gateway` would serve with (the server itself is not started)."""
+    runs = []
+    monkeypatch.setattr(gateway.server, "run", lambda settings, log_level: runs.append(settings))
+    return runs
+
+
+@pytest.mark.parametrize(
+    ("env", "flags", "port", "host"),
+    [
+        ({}, [], 8000, "127.0.0.1"),
+        ({"TANDEM_PORT": "9123", "TANDEM_HOST": "0.0.0.0"}, [], 9123, "0.0.0.0"),
+        ({"TANDEM_PORT": "9123"}, ["--port", "9200"], 9200, "127.0.0.1"),
+    ],
+)
+def test_variables_hold_unless_a_flag_is_given(started, demo_checkpoint, env, flags, port, host):
+    result = CliRunner().invoke(app, ["gateway", "--model", str(demo_checkpoint), *flags], env=env)
+    assert result.exit_code == 0, result.output
+    assert (started[0].port, started[0].host) == (port, host)
+
+
+def test_the_policy_file_variable_is_read_and_checked(started, demo_checkpoint, tmp_path):
+    result = CliRunner().invoke(
+        app, ["gateway", "--model", str(demo_checkpoint)], env={"TANDEM_POLICY_FILE": str(POLICY)}
+    )
+    assert result.exit_code == 0 and started[0].policy_file == POLICY
+    missing = tmp_path / "nope.yaml"
+    result = CliRunner().invoke(
+        app, ["gateway", "--model", str(demo_checkpoint)], env={"TANDEM_POLICY_FILE": str(missing)}
+    )
+    assert result.exit_code == 1 and "nope.yaml" in result.output and not started[1:]
+
+
+def test_a_bad_variable_is_an_error_naming_it(started, demo_checkpoint):
+    result = CliRunner().invoke(app, ["gateway", "--model", str(demo_checkpoint)], env={"TANDEM_PORT": "eighty"})
+    assert result.exit_code == 2 and "port" in result.output and not started
