@@ -9,16 +9,16 @@ import hmac
 from fastapi import Request
 from opentelemetry import trace
 
+from gateway.deps import State
 from serving.openai.errors import BadRequest, Unauthorized
 
 tracer = trace.get_tracer(__name__)
 
 
-async def require_api_key(request: Request) -> None:
+async def require_api_key(request: Request, state: State) -> None:
     """Sets request.state.tenant, or raises 401. Async: a SHA-256 and a dict lookup need no thread (FastAPI runs a
     sync dependency in its thread pool, a hop per request)."""
     with tracer.start_as_current_span("gateway.auth") as span:
-        state = request.app.state.gateway
         span.set_attribute("tandem.auth", state.settings.auth)
         request.state.tenant = _tenant(request, state)
         span.set_attribute("tandem.tenant", request.state.tenant)

@@ -50,64 +50,65 @@ def load_tenants(s: Settings) -> Tenants:
     return tenants
 
 
-def lifespan(settings: Settings | None = None):
+def app_settings(app: FastAPI) -> Settings:
+    """The settings this app runs with: `get_settings()`, or what `app.dependency_overrides[get_settings]` gives."""
+    return app.dependency_overrides.get(get_settings, get_settings)()
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI):
     """The gateway's resources for the app's life: opened in order, closed in reverse."""
-
-    @asynccontextmanager
-    async def open_and_close(app: FastAPI):
-        s = settings or get_settings()
-        tenants = load_tenants(s)
-        text = s.policy_file.read_text()
-        policy = parse_policy(text, str(s.policy_file))
-        if warning := privacy.detection_warning(policy):
-            log.warning("%s", warning)
-        try:
-            checkpoints = s.model_checkpoints()
-            check_models(policy, list(checkpoints))
-        except ValueError as exc:
-            raise ConfigError(f"{s.policy_file}: {exc}") from None
-        redis_client = _redis(s.redis_url)
-        models = {
-            name: ServedModel(name, ChatTokenizer(path), PrefixHints(name, redis_client))
-            for name, path in checkpoints.items()
-        }
-        tokenizers = {name: served.tokenizer for name, served in models.items()}
-        registry = BackendRegistry(policy, next(iter(models)), backend_factory(s, tokenizers))
-        status = PolicyStatus(s.policy_file, digest(text), time.time())
-        decisions = DecisionLog(s.decision_log) if s.decision_log else None
-        admission = AdmissionController(tenants, redis_client)
-        state = GatewayState(
-            settings=s,
-            models=models,
-            policy=policy,
-            registry=registry,
-            policy_status=status,
-            tenants=tenants,
-            admission=admission,
-            edge_agents=EdgeAgents(s.edge_agent_ttl_s),
-            decisions=decisions,
-            ttft=TtftWindow(s.autoscale_window_s),
-        )
-        app.state.gateway = state
-        autoscale = AutoscaleCollector(s, registry, lambda: state.policy, state.ttft)
-        REGISTRY.register(autoscale)
-        await registry.refresh_all()  # know each backend's kind before the first request
-        tasks = [asyncio.create_task(registry.poll_forever(s.health_interval_s))]
-        if s.watch_policy:
-            tasks.append(asyncio.create_task(PolicyReloader(state).run()))
-        log.info("gateway serving %s with policy %s", ", ".join(state.listed()), s.policy_file)
-        yield
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        REGISTRY.unregister(autoscale)
-        await registry.close()
-        if redis_client is not None:
-            await redis_client.aclose()
-        if decisions:
-            decisions.close()
-
-    return open_and_close
+    s = app_settings(app)
+    tenants = load_tenants(s)
+    text = s.policy_file.read_text()
+    policy = parse_policy(text, str(s.policy_file))
+    if warning := privacy.detection_warning(policy):
+        log.warning("%s", warning)
+    try:
+        checkpoints = s.model_checkpoints()
+        check_models(policy, list(checkpoints))
+    except ValueError as exc:
+        raise ConfigError(f"{s.policy_file}: {exc}") from None
+    redis_client = _redis(s.redis_url)
+    models = {
+        name: ServedModel(name, ChatTokenizer(path), PrefixHints(name, redis_client))
+        for name, path in checkpoints.items()
+    }
+    tokenizers = {name: served.tokenizer for name, served in models.items()}
+    registry = BackendRegistry(policy, next(iter(models)), backend_factory(s, tokenizers))
+    status = PolicyStatus(s.policy_file, digest(text), time.time())
+    decisions = DecisionLog(s.decision_log) if s.decision_log else None
+    admission = AdmissionController(tenants, redis_client)
+    state = GatewayState(
+        settings=s,
+        models=models,
+        policy=policy,
+        registry=registry,
+        policy_status=status,
+        tenants=tenants,
+        admission=admission,
+        edge_agents=EdgeAgents(s.edge_agent_ttl_s),
+        decisions=decisions,
+        ttft=TtftWindow(s.autoscale_window_s),
+    )
+    app.state.gateway = state
+    autoscale = AutoscaleCollector(s, registry, lambda: state.policy, state.ttft)
+    REGISTRY.register(autoscale)
+    await registry.refresh_all()  # know each backend's kind before the first request
+    tasks = [asyncio.create_task(registry.poll_forever(s.health_interval_s))]
+    if s.watch_policy:
+        tasks.append(asyncio.create_task(PolicyReloader(state).run()))
+    log.info("gateway serving %s with policy %s", ", ".join(state.listed()), s.policy_file)
+    yield
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    REGISTRY.unregister(autoscale)
+    await registry.close()
+    if redis_client is not None:
+        await redis_client.aclose()
+    if decisions:
+        decisions.close()
 
 
 def _redis(url: str | None):

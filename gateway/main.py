@@ -22,11 +22,15 @@ log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
+    """The gateway app. Its settings: `get_settings()` (the TANDEM_* variables) when it starts, or `settings`
+    (which overrides `get_settings` as any FastAPI dependency is overridden; gateway/deps.py)."""
     # FastAPI's own (native) telemetry off: opentelemetry-instrumentation-fastapi below makes the server span, and
     # both at once did the work twice on every request (bench/gateway_overhead.py).
     telemetry = {"tracing": False, "metrics": False, "logs": False}
-    app = FastAPI(title="Tandem gateway", version="0.1.0", lifespan=lifespan(settings), telemetry=telemetry)
-    app.add_middleware(BodyLimit, max_bytes=(settings or get_settings()).max_body_bytes)
+    app = FastAPI(title="Tandem gateway", version="0.1.0", lifespan=lifespan, telemetry=telemetry)
+    if settings is not None:
+        app.dependency_overrides[get_settings] = lambda: settings
+    app.add_middleware(BodyLimit, max_bytes=lambda: app.state.gateway.settings.max_body_bytes)
     app.add_middleware(CloseWhileDraining)
     app.add_middleware(RequestId)  # the last added runs first: every response, a 413 included, carries the ids
     app.include_router(health_routes.router)

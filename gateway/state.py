@@ -1,9 +1,7 @@
-"""What the gateway holds for its lifetime, opened in lifespan and reached through a dependency."""
+"""What the gateway holds for its lifetime, opened in gateway/lifespan.py and handed to handlers through the typed
+dependencies of gateway/deps.py."""
 
 from dataclasses import dataclass
-from typing import Annotated
-
-from fastapi import Depends, Request
 
 from gateway.autoscale import TtftWindow
 from gateway.backends.registry import BackendRegistry
@@ -73,10 +71,3 @@ def check_models(policy: Policy, loaded: list[str]) -> None:
         )
     if not policy.models and len(loaded) > 1:
         raise ValueError(f"the gateway serves {loaded}: the policy must say which pools serve each (`models`)")
-
-
-async def _state(request: Request) -> GatewayState:  # async: no thread-pool hop
-    return request.app.state.gateway
-
-
-State = Annotated[GatewayState, Depends(_state)]

@@ -7,20 +7,30 @@ a streaming response.
 """
 
 import json
+from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int, setting: str = "TANDEM_MAX_BODY_BYTES") -> None:
-        self.app, self.max_bytes, self.setting = app, max_bytes, setting
+    def __init__(
+        self, app: ASGIApp, max_bytes: int | Callable[[], int], setting: str = "TANDEM_MAX_BODY_BYTES"
+    ) -> None:
+        """`max_bytes`: the limit, or a function read on each request (the gateway's comes from its settings,
+        which exist once its lifespan has run)."""
+        self.app, self._max_bytes, self.setting = app, max_bytes, setting
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max_bytes() if callable(self._max_bytes) else self._max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
+        max_bytes = self.max_bytes
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+        if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
             await self._too_large(send, declared.decode(errors="replace"))
             return
         chunks, total = [], 0
@@ -30,7 +40,7 @@ class BodyLimit:
                 return  # the client left before sending its body
             chunks.append(message.get("body", b""))
             total += len(chunks[-1])
-            if total > self.max_bytes:
+            if total > max_bytes:
                 await self._too_large(send, f"more than {total}")
                 return
             if not message.get("more_body", False):

@@ -6,8 +6,8 @@ import logging
 from fastapi import APIRouter, Depends, Request
 from opentelemetry import trace
 
+from gateway.deps import Config, EdgeAgentsDep
 from gateway.edge_agents import Registration
-from gateway.state import State
 from serving.openai.errors import GatewayError, Unauthorized
 
 log = logging.getLogger(__name__)
@@ -17,9 +17,9 @@ class RegistrationOff(GatewayError):
     status_code, error_type, code = 404, "invalid_request_error", "edge_registration_off"
 
 
-def require_edge_token(request: Request) -> None:
+async def require_edge_token(request: Request, settings: Config) -> None:
     """Runs before the body is read: an unauthenticated caller learns nothing about the body's shape."""
-    expected = request.app.state.gateway.settings.edge_token
+    expected = settings.edge_token
     if not expected:
         raise RegistrationOff("edge registration is off on this gateway: set TANDEM_EDGE_TOKEN to turn it on")
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -31,11 +31,11 @@ router = APIRouter(prefix="/v1/edge", dependencies=[Depends(require_edge_token)]
 
 
 @router.post("/register")
-async def register(body: Registration, state: State) -> dict:
+async def register(body: Registration, edge_agents: EdgeAgentsDep) -> dict:
     span = trace.get_current_span()  # the server span, a child of the agent's `edge.register` span
     span.set_attribute("tandem.agent_id", body.agent_id)
     span.set_attribute("tandem.execution_provider", body.execution_provider)
-    if state.edge_agents.heartbeat(body):
+    if edge_agents.heartbeat(body):
         log.info(
             "edge agent %s registered: %s, %s, npu=%s",
             body.agent_id,
@@ -43,10 +43,10 @@ async def register(body: Registration, state: State) -> dict:
             body.execution_provider,
             body.device.npu,
         )
-    ttl = state.edge_agents.ttl_s
+    ttl = edge_agents.ttl_s
     return {"heartbeat_interval_s": ttl / 3, "ttl_s": ttl}
 
 
 @router.get("/agents")
-async def agents(state: State) -> dict:
-    return {"agents": [r.model_dump() for r in state.edge_agents.live()]}
+async def agents(edge_agents: EdgeAgentsDep) -> dict:
+    return {"agents": [r.model_dump() for r in edge_agents.live()]}

@@ -4,24 +4,25 @@ from fastapi import APIRouter, Request
 
 from gateway import privacy
 from gateway.api.prepare import prepare_chat
+from gateway.deps import CurrentPolicy, Registry, State
 from gateway.gather import PromptKey, gather_pools
 from gateway.policy.explain import explain
-from gateway.state import State
 from serving.openai.schemas import ChatCompletionRequest, error_responses
 
 router = APIRouter(prefix="/v1", responses=error_responses(400, 401, 404, 413))
 
 
 @router.post("/route/explain")
-async def route_explain(body: ChatCompletionRequest, request: Request, state: State) -> dict:
-    policy = state.policy
+async def route_explain(
+    body: ChatCompletionRequest, request: Request, state: State, policy: CurrentPolicy, registry: Registry
+) -> dict:
     # Admitted and counted like a generation (without its tokens): explain costs a tokenization and a scan.
     admission = await state.admission.admit(request.state.tenant)
     try:
         prepared = await prepare_chat(body, request, state, policy)
         prompt = PromptKey(state.tenants.cache_salt(prepared.features.tenant), tuple(prepared.prompt_ids))
         hints = privacy.hints_for(privacy.is_private(policy, prepared.features.privacy_tags), prepared.model.hints)
-        gathered = await gather_pools(state.registry, policy, policy.pools, prompt, hints)
+        gathered = await gather_pools(registry, policy, policy.pools, prompt, hints)
         return explain(policy, prepared.features, gathered.candidates) | {"policy": state.policy_status.as_dict()}
     finally:
         await admission.release(0)

@@ -35,9 +35,11 @@ tracer = trace.get_tracer(__name__)
 Prepare = Callable[..., Awaitable[Prepared]]  # prepare_chat or prepare_completion (gateway/api/prepare.py)
 
 
-async def serve(body: _GenerationParams, request: Request, state: GatewayState, prepare: Prepare, chat: bool):
-    """One generation request, from admission to the last byte of its answer."""
-    policy = state.policy  # one policy per request, even if a reload lands meanwhile
+async def serve(
+    body: _GenerationParams, request: Request, state: GatewayState, policy: Policy, prepare: Prepare, chat: bool
+):
+    """One generation request, from admission to the last byte of its answer, under one policy (the one in force
+    when it came: a reload that lands meanwhile does not change it)."""
     admission = await state.admission.admit(request.state.tenant)  # before any work on the prompt
     try:
         prepared = await prepare(body, request, state, policy)

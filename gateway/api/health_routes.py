@@ -5,7 +5,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from gateway.auth import is_ops
-from gateway.state import State
+from gateway.deps import Registry, State
 from serving.openai.errors import Unauthorized
 
 router = APIRouter()
@@ -20,7 +20,7 @@ async def healthz() -> dict:
     "/readyz",
     responses={503: {"description": "no backend is healthy; with the ops token, the body says which is which"}},
 )
-async def readyz(state: State, request: Request) -> JSONResponse:
+async def readyz(state: State, registry: Registry, request: Request) -> JSONResponse:
     backends = {
         b.endpoint: {
             "healthy": b.is_healthy and b.stats is not None,
@@ -29,7 +29,7 @@ async def readyz(state: State, request: Request) -> JSONResponse:
             "kind": b.stats.kind if b.stats else None,
             "execution_provider": b.stats.execution_provider if b.stats else None,
         }
-        for b in state.registry.all()
+        for b in registry.all()
     }
     ready = any(b["healthy"] for b in backends.values()) and not state.draining
     if state.draining:

@@ -7,7 +7,8 @@ from fastapi import APIRouter, Request
 
 from gateway.api import generation
 from gateway.api.prepare import prepare_chat, prepare_completion
-from gateway.state import GatewayState, State
+from gateway.deps import CurrentPolicy, State
+from gateway.state import GatewayState
 from serving.openai.schemas import ChatCompletionRequest, CompletionRequest, error_responses
 
 router = APIRouter(prefix="/v1", responses=error_responses(400, 401, 429))
@@ -40,10 +41,10 @@ async def retrieve_model(model: str, state: State) -> dict:
 
 
 @router.post("/chat/completions", responses=GENERATION_ERRORS)
-async def chat_completions(body: ChatCompletionRequest, request: Request, state: State):
-    return await generation.serve(body, request, state, prepare_chat, chat=True)
+async def chat_completions(body: ChatCompletionRequest, request: Request, state: State, policy: CurrentPolicy):
+    return await generation.serve(body, request, state, policy, prepare_chat, chat=True)
 
 
 @router.post("/completions", responses=GENERATION_ERRORS)
-async def completions(body: CompletionRequest, request: Request, state: State):
-    return await generation.serve(body, request, state, prepare_completion, chat=False)
+async def completions(body: CompletionRequest, request: Request, state: State, policy: CurrentPolicy):
+    return await generation.serve(body, request, state, policy, prepare_completion, chat=False)

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from gateway.config import Settings
+from gateway.config import Settings, get_settings
 from gateway.lifespan import ConfigError
 from gateway.main import create_app
 from gateway.tenants import Tenants, TenantsFile
@@ -35,8 +35,24 @@ def settings(demo_checkpoint, tmp_path, **overrides) -> Settings:
 
 @pytest.fixture
 def gateway(demo_checkpoint, tmp_path):
-    with TestClient(create_app(settings(demo_checkpoint, tmp_path))) as client:
+    app = create_app()
+    app.dependency_overrides[get_settings] = lambda: settings(demo_checkpoint, tmp_path)  # as any FastAPI dependency
+    with TestClient(app) as client:
         yield client
+
+
+def test_without_an_override_the_app_runs_on_the_tandem_variables(demo_checkpoint, monkeypatch):
+    monkeypatch.setenv("TANDEM_MODEL_DIR", str(demo_checkpoint))
+    monkeypatch.setenv("TANDEM_POLICY_FILE", str(DEFAULT_POLICY))
+    monkeypatch.setenv("TANDEM_API_KEYS", f"acme:{KEY}")
+    monkeypatch.setenv("TANDEM_WATCH_POLICY", "false")
+    monkeypatch.setenv("TANDEM_MAX_BODY_BYTES", "2000")
+    with TestClient(create_app()) as client:
+        assert client.get("/v1/models", headers=bearer(OTHER_KEY)).status_code == 401
+        assert client.get("/v1/models", headers=bearer(KEY)).json()["data"][0]["id"] == "tandem-demo"
+        big = ASK | {"messages": [{"role": "user", "content": "x" * 3000}]}
+        reply = client.post("/v1/chat/completions", json=big, headers=bearer(KEY))
+        assert reply.status_code == 413 and "at most 2000" in reply.json()["error"]["message"]
 
 
 def bearer(key: str) -> dict[str, str]:
