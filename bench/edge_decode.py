@@ -39,7 +39,7 @@ from safetensors import safe_open
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from edge_agent.export import MANIFEST_NAME, cached_export  # noqa: E402
-from edge_agent.quantize import FP32, INT4  # noqa: E402
+from edge_agent.quantize import FP32, INT4, Quantization  # noqa: E402
 from edge_agent.runner import OnnxStepModel  # noqa: E402
 from tandem.demo_model import DemoShape, cached_demo_checkpoint  # noqa: E402
 
@@ -230,8 +230,8 @@ def gguf_bytes_per_token(path: Path) -> int:
 
 
 def against_llamacpp(
-    path: Path, exports: dict, prompt: list[int], long_prompt: list[int], num_tokens: int, rounds: int,
-    threads: int, copy: float,
+    path: Path, exports: dict, int4: Quantization, prompt: list[int], long_prompt: list[int], num_tokens: int,
+    rounds: int, threads: int, copy: float,
 ) -> dict:  # fmt: skip
     """Tandem INT4 and llama.cpp Q4_0 in alternating rounds (who goes first alternates too), same threads."""
     files, skipped = llamacpp_models(path, threads)
@@ -259,7 +259,7 @@ def against_llamacpp(
         reference, LlamaCpp(files["q4_0"], threads, 512, logits_all=True).all_logits(sequence)
     )
     # llama.cpp's Q4_0 quantizes the embedding table too: so does `--quantize-embedding`, the like-for-like file
-    qemb = cached_export(path, CACHE / "exports", replace(INT4, quantize_embedding=True))
+    qemb = cached_export(path, CACHE / "exports", replace(int4, quantize_embedding=True))
     qemb_bytes = json.loads((qemb / MANIFEST_NAME).read_text())["sizes"]["model_bytes"]
     agree_qemb = top1_agreement(reference, OnnxStepModel(qemb).logits(sequence))
     int4_sizes = json.loads((exports["int4"] / MANIFEST_NAME).read_text())["sizes"]
@@ -294,6 +294,12 @@ def main() -> None:
         "--rounds", type=int, default=None, help="alternating rounds against llama.cpp (default 3, --quick 2)"
     )
     parser.add_argument("--no-llamacpp", action="store_true", help="skip the llama.cpp columns")
+    parser.add_argument(
+        "--block-size",
+        type=int,
+        default=INT4.block_size,
+        help=f"INT4 block size (default {INT4.block_size}, the agent's)",
+    )
     args = parser.parse_args()
     num_tokens, repeats = (32, 1) if args.quick else (128, 3)
     rounds = args.rounds or (2 if args.quick else 3)
@@ -303,7 +309,8 @@ def main() -> None:
           file=sys.stderr)  # fmt: skip
     path = checkpoint()
     prompt = list(range(10, 42))  # 32 prompt tokens; the weights are random, so any ids will do
-    exports = {name: cached_export(path, CACHE / "exports", q) for name, q in (("fp32", FP32), ("int4", INT4))}
+    int4 = replace(INT4, block_size=args.block_size)
+    exports = {name: cached_export(path, CACHE / "exports", q) for name, q in (("fp32", FP32), ("int4", int4))}
     speeds, weight_bytes, prefill = {}, {}, {}
     long_prompt = [10 + i % 30000 for i in range(512)]
     for name, export_dir in exports.items():
@@ -326,9 +333,12 @@ def main() -> None:
     if args.no_llamacpp:
         versus["llamacpp_skipped"] = "--no-llamacpp"
     else:
-        versus = against_llamacpp(path, exports, prompt, long_prompt, num_tokens, rounds, machine["threads"], copy)
+        versus = against_llamacpp(
+            path, exports, int4, prompt, long_prompt, num_tokens, rounds, machine["threads"], copy
+        )
     result = {
         **machine,
+        "int4_block_size": int4.block_size,
         "copy_gb_s": round(copy, 1),
         "params_m": round(num_params(path) / 1e6, 1),
         "decode_tokens": num_tokens,

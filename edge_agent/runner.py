@@ -59,6 +59,14 @@ class OnnxStepModel:
         shape = (1, kv_heads, self.max_context_tokens, head_dim)
         self._buffers = [ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32)) for _ in self._past_names]
         self._sequence = 0
+        # One binding for the model's life: the KV buffers are bound once, as both past and present (the op writes
+        # in place); a step rebinds only its four small inputs and the logits. Building it anew each step cost
+        # about 0.4 ms of a 3.5 ms INT4 decode step (docs/benchmarks.md).
+        self._binding = self.session.io_binding()
+        self._binding.bind_output("logits")  # first: get_outputs() follows the binding order
+        for past, present, buffer in zip(self._past_names, self._present_names, self._buffers, strict=True):
+            self._binding.bind_ortvalue_input(past, buffer)
+            self._binding.bind_ortvalue_output(present, buffer)
 
     def prefill(self, prompt_token_ids: list[int]) -> tuple[torch.Tensor, State]:
         self._sequence = next(_sequences)
@@ -88,15 +96,12 @@ class OnnxStepModel:
         total = start + len(token_ids)
         if total > self.max_context_tokens:
             raise ValueError(f"{total} tokens exceed this agent's context of {self.max_context_tokens}")
-        binding = self.session.io_binding()
+        binding = self._binding
         binding.bind_cpu_input("input_ids", np.array([token_ids], dtype=np.int64))
         binding.bind_cpu_input("seqlens_k", np.array([total - 1], dtype=np.int32))
         binding.bind_cpu_input("total_sequence_length", np.array(total, dtype=np.int32))
         binding.bind_cpu_input("logits_to_keep", np.array(keep, dtype=np.int64))
-        binding.bind_output("logits")  # first: get_outputs() follows the binding order
-        for past, present, buffer in zip(self._past_names, self._present_names, self._buffers, strict=True):
-            binding.bind_ortvalue_input(past, buffer)
-            binding.bind_ortvalue_output(present, buffer)  # the same memory: written in place
+        binding.bind_output("logits")  # its shape follows `keep`: allocated by the run
         self.session.run_with_iobinding(binding)
         return binding.get_outputs()[0].numpy()[0]
 
