@@ -51,8 +51,11 @@ def load_tenants(s: Settings) -> Tenants:
 
 
 def app_settings(app: FastAPI) -> Settings:
-    """The settings this app runs with: `get_settings()`, or what `app.dependency_overrides[get_settings]` gives."""
-    return app.dependency_overrides.get(get_settings, get_settings)()
+    """The settings this app runs with: a test's `app.dependency_overrides[get_settings]`, else what
+    `create_app(settings)` was given, else `get_settings()`."""
+    if get_settings in app.dependency_overrides:
+        return app.dependency_overrides[get_settings]()
+    return getattr(app.state, "configured_settings", None) or get_settings()
 
 
 @asynccontextmanager

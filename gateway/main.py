@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gateway.api import edge_routes, explain_routes, health_routes, openai_routes
 from gateway.auth import require_api_key
-from gateway.config import Settings, get_settings
+from gateway.config import Settings
 from gateway.lifespan import lifespan
 from gateway.request_id import RequestId
 from serving.body_limit import BodyLimit
@@ -22,14 +22,15 @@ log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """The gateway app. Its settings: `get_settings()` (the TANDEM_* variables) when it starts, or `settings`
-    (which overrides `get_settings` as any FastAPI dependency is overridden; gateway/deps.py)."""
+    """The gateway app. Its settings, read when it starts (gateway/lifespan.py): what
+    `app.dependency_overrides[get_settings]` gives, else `settings`, else `get_settings()` (the TANDEM_* variables).
+    `settings` is not put in `dependency_overrides`: while that holds anything, FastAPI inspects every dependency's
+    signature again on every request (about 1.5 ms a request here; bench/gateway_overhead.py)."""
     # FastAPI's own (native) telemetry off: opentelemetry-instrumentation-fastapi below makes the server span, and
     # both at once did the work twice on every request (bench/gateway_overhead.py).
     telemetry = {"tracing": False, "metrics": False, "logs": False}
     app = FastAPI(title="Tandem gateway", version="0.1.0", lifespan=lifespan, telemetry=telemetry)
-    if settings is not None:
-        app.dependency_overrides[get_settings] = lambda: settings
+    app.state.configured_settings = settings
     app.add_middleware(BodyLimit, max_bytes=lambda: app.state.gateway.settings.max_body_bytes)
     app.add_middleware(CloseWhileDraining)
     app.add_middleware(RequestId)  # the last added runs first: every response, a 413 included, carries the ids
