@@ -5,8 +5,8 @@ tokenizer and prefix hints), `EdgeAgentsDep`, and `State` for the rest. All asyn
 dependency on the event loop, a sync one in its thread pool (a hop per request).
 
 The settings come from `gateway.config.get_settings`, once, when the app starts (gateway/lifespan.py); a test
-overrides them as any FastAPI dependency, `app.dependency_overrides[get_settings] = lambda: Settings(...)` before
-the app starts, or hands them to `create_app(settings)`. The servers use the second: while
+overrides them in FastAPI's own place, `app.dependency_overrides[get_settings] = lambda: Settings(...)` (a
+function of no arguments, called once when the app starts), or hands them to `create_app(settings)`. The servers use the second: while
 `dependency_overrides` holds anything, FastAPI inspects every dependency's signature again on each request.
 """
 

@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gateway.api import edge_routes, explain_routes, health_routes, openai_routes
 from gateway.auth import require_api_key
 from gateway.config import Settings
-from gateway.lifespan import lifespan
+from gateway.lifespan import app_settings, lifespan
 from gateway.request_id import RequestId
 from serving.body_limit import BodyLimit
 from serving.openai.errors import BadRequest, GatewayError
@@ -31,7 +31,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     telemetry = {"tracing": False, "metrics": False, "logs": False}
     app = FastAPI(title="Tandem gateway", version="0.1.0", lifespan=lifespan, telemetry=telemetry)
     app.state.configured_settings = settings
-    app.add_middleware(BodyLimit, max_bytes=lambda: app.state.gateway.settings.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=lambda: _settings(app).max_body_bytes)
     app.add_middleware(CloseWhileDraining)
     app.add_middleware(RequestId)  # the last added runs first: every response, a 413 included, carries the ids
     app.include_router(health_routes.router)
@@ -49,6 +49,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         HTTPXClientInstrumentor().instrument()  # trace context into OpenAI-compatible HTTP backends
     app.openapi = lambda: _openapi_without_422(app)
     return app
+
+
+def _settings(app: FastAPI) -> Settings:
+    """The running gateway's settings; before its lifespan has run (a server started with lifespan off), the ones
+    it would start with."""
+    state = getattr(app.state, "gateway", None)
+    return state.settings if state is not None else app_settings(app)
 
 
 class CloseWhileDraining:

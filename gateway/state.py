@@ -44,21 +44,24 @@ class GatewayState:
     def default_model(self) -> str:
         return next(iter(self.models))
 
-    def served(self, model: str) -> ServedModel:
-        """The model a request names; 404 model_not_found naming it (and what is served) otherwise."""
-        if model not in self.listed():
-            names = ", ".join(repr(m) for m in self.listed())
+    def served(self, model: str, policy: Policy | None = None) -> ServedModel:
+        """The model a request names, under the request's policy (default: the live one); 404 model_not_found
+        naming it (and what is served) otherwise."""
+        listed = self.listed(policy)
+        if model not in listed:
+            names = ", ".join(repr(m) for m in listed)
             raise ModelNotFound(f"model {model!r} does not exist; this gateway serves {names}", param="model")
         return self.models[model]
 
     def check_models(self, policy: Policy) -> None:
         check_models(policy, list(self.models))
 
-    def listed(self) -> list[str]:
+    def listed(self, policy: Policy | None = None) -> list[str]:
         """The models /v1/models lists: every one the policy names (all of them, without `models`: the first)."""
-        if not self.policy.models:
+        policy = policy or self.policy
+        if not policy.models:
             return [self.default_model]
-        return [m for m in self.policy.models if m in self.models]
+        return [m for m in policy.models if m in self.models]
 
 
 def check_models(policy: Policy, loaded: list[str]) -> None:

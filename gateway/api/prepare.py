@@ -48,7 +48,7 @@ class Prepared:
 
 
 async def prepare_chat(body: ChatCompletionRequest, request: Request, state: GatewayState, policy: Policy) -> Prepared:
-    model = _check(body, state)
+    model = _check(body, state, policy)
     try:
         messages = [m.for_template() for m in body.messages]
     except ValueError as exc:
@@ -65,7 +65,7 @@ async def prepare_chat(body: ChatCompletionRequest, request: Request, state: Gat
 async def prepare_completion(
     body: CompletionRequest, request: Request, state: GatewayState, policy: Policy
 ) -> Prepared:
-    model = _check(body, state)
+    model = _check(body, state, policy)
     if not isinstance(body.prompt, str):
         vocab = model.tokenizer.tokenizer.get_vocab_size()
         bad = [t for t in body.prompt if not 0 <= t < vocab]
@@ -102,8 +102,8 @@ def _scan(body: _GenerationParams, chat: ChatTokenizer) -> Scan:
     return scan
 
 
-def _check(body: _GenerationParams, state: GatewayState) -> ServedModel:
-    model = state.served(body.model)  # 404 model_not_found naming it
+def _check(body: _GenerationParams, state: GatewayState, policy: Policy) -> ServedModel:
+    model = state.served(body.model, policy)  # 404 model_not_found naming it, under the request's one policy
     if refused := body.refused_field():
         raise BadRequest(refused[1], param=refused[0])
     if body.n > state.settings.max_n:

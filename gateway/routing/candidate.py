@@ -1,7 +1,7 @@
 """What routing plugins see of a backend: a snapshot, gathered before scoring.
 
 Everything a scorer needs is in here, so scorers are pure functions: the
-producer step (`gateway/routing/gather.py`) fills in the prefix match from
+producer step (`gateway/gather.py`) fills in the prefix match from
 the hint index before the profile runs.
 """
 

@@ -28,7 +28,7 @@ SHAPE = dict(
 )
 ARCHITECTURES = {
     # Class names, looked up when used: importing a modeling class imports torch._dynamo and with it triton, which
-    # must not happen before tests/unit/kernels/conftest.py switches on Triton's interpreter (one xdist process).
+    # must not happen before tests/conftest.py switches on Triton's interpreter (one xdist process).
     "llama": ("LlamaConfig", "LlamaForCausalLM", dict(rope_theta=5000.0)),
     # with attention_bias: biases on q, k, v and o (o's is added once under tensor parallelism)
     "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", dict(head_dim=16, rope_theta=5000.0, attention_bias=True)),

@@ -36,12 +36,14 @@ def settings(demo_checkpoint, tmp_path, **overrides) -> Settings:
 @pytest.fixture
 def gateway(demo_checkpoint, tmp_path):
     app = create_app()
-    app.dependency_overrides[get_settings] = lambda: settings(demo_checkpoint, tmp_path)  # as any FastAPI dependency
+    app.dependency_overrides[get_settings] = lambda: settings(demo_checkpoint, tmp_path)  # read when the app starts
     with TestClient(app) as client:
         yield client
 
 
-def test_without_an_override_the_app_runs_on_the_tandem_variables(demo_checkpoint, monkeypatch):
+def test_without_an_override_the_app_runs_on_the_tandem_variables(demo_checkpoint, monkeypatch, request):
+    get_settings.cache_clear()  # read once per process: from the variables set below, and forgotten after
+    request.addfinalizer(get_settings.cache_clear)
     monkeypatch.setenv("TANDEM_MODEL_DIR", str(demo_checkpoint))
     monkeypatch.setenv("TANDEM_POLICY_FILE", str(DEFAULT_POLICY))
     monkeypatch.setenv("TANDEM_API_KEYS", f"acme:{KEY}")
