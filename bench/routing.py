@@ -370,8 +370,13 @@ def decision_times_us(redis_url: str, model: Path, iterations: int = 2000) -> tu
     return times[len(times) // 2] * 1e6, times[int(0.99 * len(times))] * 1e6
 
 
-def plot(results: dict, path: Path) -> None:
-    import matplotlib
+def plot(results: dict, path: Path) -> bool:
+    """Draw the figure; False (and a note on stderr) when matplotlib is not installed: the figures still print."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("no plot: matplotlib is not installed (pip install -e '.[bench]')", file=sys.stderr)
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -387,6 +392,7 @@ def plot(results: dict, path: Path) -> None:
     axes[0].legend(loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    return True
 
 
 def main() -> None:
@@ -427,20 +433,21 @@ def main() -> None:
     finally:
         if redis_server:
             redis_server.terminate()
+    decision = {"decision_us_p50": round(decision_p50, 1), "decision_us_p99": round(decision_p99, 1)}
     if args.only:
-        print(json.dumps({"routers": results, "picker": PROFILE["picker"]}))
+        print(json.dumps({"routers": results, "picker": PROFILE["picker"]} | decision))
         return
-    plot(results, args.plot)
+    plotted = plot(results, args.plot)
     shared = {name: r["shared_prefix"]["hit_rate"] for name, r in results.items()}
     summary = {
         "routers": results,
         "tandem_vs_sglang_hit_ratio": round(shared["tandem-redis"] / shared["sglang-cache-aware"], 3),
         "tandem_vs_oracle_hit_ratio": round(shared["tandem-redis"] / shared["oracle"], 3),
         "two_replica_hit_loss_pts": round(100 * (shared["tandem-redis"] - shared["tandem-redis-2"]), 2),
-        "decision_us_p50": round(decision_p50, 1),
-        "decision_us_p99": round(decision_p99, 1),
+        **decision,
     }
-    print(f"plot: {args.plot}")
+    if plotted:
+        print(f"plot: {args.plot}")
     print(json.dumps(summary))
 
 

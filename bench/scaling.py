@@ -162,7 +162,11 @@ async def memory_per_stream(counts: tuple[int, ...]) -> dict:
 
 
 def plot(decisions: dict, lookups: dict, memory: dict, path: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # the figures still print
+        print("no plot: matplotlib is not installed (pip install -e '.[bench]')", file=sys.stderr)
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
