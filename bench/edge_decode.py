@@ -24,7 +24,6 @@ import argparse
 import ctypes
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from safetensors import safe_open
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.privacy import cpu_info  # noqa: E402
 from edge_agent.export import MANIFEST_NAME, cached_export  # noqa: E402
 from edge_agent.quantize import FP32, INT4, Quantization  # noqa: E402
 from edge_agent.runner import OnnxStepModel  # noqa: E402
@@ -103,21 +103,6 @@ def ortgenai_tok_s(path: Path, prompt: list[int], num_tokens: int) -> tuple[floa
         generator.generate_next_token()
         count += 1
     return count / (time.perf_counter() - started), None
-
-
-def cpu_description() -> dict:
-    """The CPU's name and the vector instruction sets it has (figures differ 3-5x between machines)."""
-    name, flags = platform.processor() or platform.machine(), set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and name in ("", platform.machine(), platform.processor()):
-                name = line.split(":", 1)[1].strip()
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    wanted = ("avx2", "fma", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_int8")
-    return {"cpu": name, "isa": [f for f in wanted if f in flags], "threads": os.cpu_count()}
 
 
 def copy_gb_s(megabytes: int = 256) -> float:
@@ -303,7 +288,8 @@ def main() -> None:
     args = parser.parse_args()
     num_tokens, repeats = (32, 1) if args.quick else (128, 3)
     rounds = args.rounds or (2 if args.quick else 3)
-    machine = cpu_description()
+    cpu, isa = cpu_info()
+    machine = {"cpu": cpu, "isa": isa, "threads": os.cpu_count()}
     copy = copy_gb_s()
     print(f"{machine['cpu']}, {machine['threads']} threads, {', '.join(machine['isa'])}; copy {copy:.1f} GB/s",
           file=sys.stderr)  # fmt: skip

@@ -17,8 +17,6 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import onnx
-
 LM_HEAD_NODE = "lm_head/MatMul"  # the end of the LM head's node name (the exporter prefixes module scopes)
 
 
@@ -65,6 +63,8 @@ def quantize(fp32_model: Path, out_model: Path, q: Quantization) -> None:
     if q.bits == 32:
         shutil.copy(fp32_model, out_model)
         return
+    import onnx  # here, not at the top: the CLI reads INT4's defaults without paying for onnx (about 1 s)
+
     model = onnx.load(str(fp32_model))
     if q.bits == 16:
         from onnxruntime.transformers.float16 import convert_float_to_float16
@@ -97,6 +97,8 @@ def quantize(fp32_model: Path, out_model: Path, q: Quantization) -> None:
 
 def linear_weight_bytes(model_path: Path) -> int:
     """Bytes of the weights of the model's linear layers (MatMul and MatMulNBits inputs), the part quantization shrinks."""
+    import onnx
+
     model = onnx.load(str(model_path))
     initializers = {i.name: i for i in model.graph.initializer}
     names = set()

@@ -1,7 +1,7 @@
 """The typed dependencies route handlers take, each one thing the gateway holds (gateway/state.py) for the app
 the request came to: `Config` (its settings), `CurrentPolicy` (the policy, read once per request: a reload that
-lands meanwhile does not change it under the request), `Registry` (the backends), `Models` (each served model's
-tokenizer and prefix hints), `EdgeAgentsDep`, and `State` for the rest. All async: FastAPI resolves an async
+lands meanwhile does not change it under the request), `Registry` (the backends), `EdgeAgentsDep`, and `State` for
+the rest. All async: FastAPI resolves an async
 dependency on the event loop, a sync one in its thread pool (a hop per request).
 
 The settings come from `gateway.config.get_settings`, once, when the app starts (gateway/lifespan.py); a test
@@ -18,7 +18,7 @@ from gateway.backends.registry import BackendRegistry
 from gateway.config import Settings
 from gateway.edge_agents import EdgeAgents
 from gateway.policy.schema import Policy
-from gateway.state import GatewayState, ServedModel
+from gateway.state import GatewayState
 
 
 async def _state(request: Request) -> GatewayState:
@@ -40,10 +40,6 @@ async def _registry(state: State) -> BackendRegistry:
     return state.registry
 
 
-async def _models(state: State) -> dict[str, ServedModel]:
-    return state.models
-
-
 async def _edge_agents(state: State) -> EdgeAgents:
     return state.edge_agents
 
@@ -51,5 +47,4 @@ async def _edge_agents(state: State) -> EdgeAgents:
 Config = Annotated[Settings, Depends(_settings)]
 CurrentPolicy = Annotated[Policy, Depends(_policy)]
 Registry = Annotated[BackendRegistry, Depends(_registry)]
-Models = Annotated[dict[str, ServedModel], Depends(_models)]
 EdgeAgentsDep = Annotated[EdgeAgents, Depends(_edge_agents)]

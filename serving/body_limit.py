@@ -31,7 +31,7 @@ class BodyLimit:
         max_bytes = self.max_bytes
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
-            await self._too_large(send, declared.decode(errors="replace"))
+            await self._too_large(send, declared.decode(errors="replace"), max_bytes)
             return
         chunks, total = [], 0
         while True:
@@ -41,15 +41,15 @@ class BodyLimit:
             chunks.append(message.get("body", b""))
             total += len(chunks[-1])
             if total > max_bytes:
-                await self._too_large(send, f"more than {total}")
+                await self._too_large(send, f"more than {total}", max_bytes)
                 return
             if not message.get("more_body", False):
                 break
         await self.app(scope, _replay(b"".join(chunks), receive), send)
 
-    async def _too_large(self, send: Send, size: str) -> None:
+    async def _too_large(self, send: Send, size: str, max_bytes: int) -> None:
         body = json.dumps({"error": {
-            "message": f"request body is {size} bytes; this server takes at most {self.max_bytes} ({self.setting})",
+            "message": f"request body is {size} bytes; this server takes at most {max_bytes} ({self.setting})",
             "type": "invalid_request_error", "param": None, "code": "request_too_large",
         }}).encode()  # fmt: skip
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]

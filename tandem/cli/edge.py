@@ -1,10 +1,12 @@
-"""`tandem edge`: export a checkpoint to ONNX, quantized; the quantization options `edge-agent` shares."""
+"""`tandem edge`: export a checkpoint to ONNX, quantized; the quantization options `edge-agent` shares, whose defaults
+are edge_agent.quantize.INT4's."""
 
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from edge_agent.quantize import INT4
 from tandem.cli.common import fail
 
 app = typer.Typer(help="Edge models.", no_args_is_help=True)
@@ -28,11 +30,11 @@ def quantization(bits: int, block_size: int, accuracy_level: int, keep_lm_head: 
 def export(
     checkpoint: Annotated[Path, typer.Argument(exists=True, file_okay=False)],
     out: Path,
-    bits: Bits = 4,
-    block_size: BlockSize = 32,
-    accuracy_level: AccuracyLevel = 4,
-    keep_lm_head: KeepLmHead = False,
-    quantize_embedding: QuantizeEmbedding = False,
+    bits: Bits = INT4.bits,
+    block_size: BlockSize = INT4.block_size,
+    accuracy_level: AccuracyLevel = INT4.accuracy_level,
+    keep_lm_head: KeepLmHead = INT4.keep_lm_head,
+    quantize_embedding: QuantizeEmbedding = INT4.quantize_embedding,
 ) -> None:
     """Export a checkpoint to ONNX with explicit past/present KV, quantized (INT4 by default), with a manifest."""
     import json

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from cloud_worker.engine.config import EngineConfig
+from edge_agent.quantize import INT4
 from tandem.cli.common import DEFAULT_CACHE, ModelDir, TokenizerDir, default, fail, setup_logging
 from tandem.cli.edge import AccuracyLevel, Bits, BlockSize, KeepLmHead, QuantizeEmbedding, quantization
 
@@ -108,7 +109,6 @@ def cloud_worker(
 ) -> None:
     """A cloud worker: the paged engine serving the checkpoint over the Worker gRPC service."""
     from cloud_worker.build import default_device
-    from cloud_worker.engine.config import EngineConfig
     from cloud_worker.parallel.tensor_parallel import TensorParallelError
     from cloud_worker.server import run
     from modeling.loader import CheckpointError
@@ -186,11 +186,11 @@ def edge_agent(
         str | None, typer.Option(help="comma-separated EP priority, e.g. QNNExecutionProvider,CPUExecutionProvider")
     ] = None,
     require_npu: Annotated[bool, typer.Option(help="fail at start instead of running without an NPU")] = False,
-    bits: Bits = 4,
-    block_size: BlockSize = 32,
-    accuracy_level: AccuracyLevel = 4,
-    keep_lm_head: KeepLmHead = False,
-    quantize_embedding: QuantizeEmbedding = False,
+    bits: Bits = INT4.bits,
+    block_size: BlockSize = INT4.block_size,
+    accuracy_level: AccuracyLevel = INT4.accuracy_level,
+    keep_lm_head: KeepLmHead = INT4.keep_lm_head,
+    quantize_embedding: QuantizeEmbedding = INT4.quantize_embedding,
     register_url: Annotated[
         str | None,
         typer.Option(envvar="TANDEM_EDGE_REGISTER_URL", help="gateway to register with, e.g. http://gw:8000"),
@@ -218,8 +218,7 @@ def edge_agent(
     register = None
     if register_url:
         if not register_token:
-            typer.echo("error: --register-url needs --register-token (or TANDEM_EDGE_TOKEN)", err=True)
-            raise typer.Exit(1)
+            fail("--register-url needs --register-token (or TANDEM_EDGE_TOKEN)")
         register = RegisterWith(register_url, register_token, agent_id, advertise)
     try:
         quant = quantization(bits, block_size, accuracy_level, keep_lm_head, quantize_embedding)
