@@ -125,6 +125,24 @@ class LocalStack:
         return fresh
 
 
+STOP_WITH_PARENT = "TANDEM_STOP_WITH_PARENT"  # a spawned process's parent pid: it stops when that process is gone
+
+
+def stop_with_parent() -> None:
+    """In a process `spawn` started: SIGTERM when the parent dies, even by SIGKILL, so a killed `tandem up` leaves
+    no worker holding its port for the next start (Linux: PR_SET_PDEATHSIG; elsewhere the next start names the
+    ports in use). Set by the child itself, after exec: no preexec_fn in a parent that may run threads."""
+    parent = os.environ.pop(STOP_WITH_PARENT, None)
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != int(parent):  # the parent died before the call above: nothing would signal us
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _port_is_free(host: str, port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex((host, port)) != 0
@@ -142,7 +160,10 @@ def spawn(
     log_path = log_dir / f"{name}.log"
     with open(log_path, log_mode) as log_file:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
-            [sys.executable, "-m", "tandem.cli", *args], stdout=log_file, stderr=subprocess.STDOUT, env=env
+            [sys.executable, "-m", "tandem.cli", *args],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env | {STOP_WITH_PARENT: str(os.getpid())},
         )
     return Child(name, pool, endpoint, process, log_path, list(args), env)
 

@@ -33,7 +33,8 @@ def test_up_serves_both_routes_and_a_second_model_and_stops_on_ctrl_c(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=os.environ | {"TANDEM_PORT": str(gateway_port), "TANDEM_LOCAL_AGENT_PORT": str(free_port()), "COLUMNS": "200"},
+        env=os.environ
+        | {"TANDEM_PORT": str(gateway_port), "TANDEM_LOCAL_AGENT_PORT": str(free_port()), "COLUMNS": "200"},
     )
     try:
         banner = []
@@ -52,7 +53,10 @@ def test_up_serves_both_routes_and_a_second_model_and_stops_on_ctrl_c(tmp_path):
         check_two_models(f"http://127.0.0.1:{gateway_port}/v1", cloud_port, edge_port)
     finally:
         process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=30)
+        process.wait(timeout=30)
+        # read through the same text wrapper as the banner: communicate() reads the pipe's descriptor and would
+        # miss what readline() had already buffered (the line after "Tandem is up", at times)
+        output = "".join(banner) + process.stdout.read()
     assert process.returncode == 0, output
     assert "stopped." in output
     assert "models: tandem-demo, second-model" in output  # the banner names both
@@ -84,3 +88,42 @@ def check_two_models(base_url: str, cloud_port: int, edge_port: int) -> None:
     assert refused.value.status_code == 503 and "private" in refused.value.message
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="third-model", max_tokens=4, messages=[{"role": "user", "content": "hi"}])
+
+
+def test_a_killed_up_takes_its_workers_with_it(tmp_path):
+    """SIGKILL of `tandem up` (no chance to clean up): its workers stop too, so the next start finds its ports free."""
+    model = write_demo_checkpoint(tmp_path / "model", DemoShape(fit_steps=0))
+    port = free_port()
+    parent = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys, time; from pathlib import Path; from tandem.stack import spawn, local_env; import os\n"
+            f"child = spawn('sim', 'cloud', '', ['sim-worker', '--model', {str(model)!r}, '--port', '{port}'],"
+            f" Path({str(tmp_path)!r}), local_env(dict(os.environ)))\n"
+            "print(child.process.pid, flush=True); time.sleep(600)"
+        )],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    child = int(parent.stdout.readline())
+    deadline = time.monotonic() + 60
+    while not is_listening(port):
+        assert time.monotonic() < deadline, (tmp_path / "sim.log").read_text()
+        time.sleep(0.2)
+    parent.kill()
+    parent.wait()
+    try:
+        deadline = time.monotonic() + 15
+        while is_listening(port) or not _gone(child):
+            assert time.monotonic() < deadline, "the worker outlived the killed parent"
+            time.sleep(0.2)
+    finally:
+        if not _gone(child):
+            os.kill(child, signal.SIGKILL)  # the test failed: leave nothing behind
+
+
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie waiting for init to reap it."""
+    try:
+        return "zombie" in open(f"/proc/{pid}/status").read().lower()
+    except OSError:
+        return True
