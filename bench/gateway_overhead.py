@@ -80,14 +80,27 @@ class Paths:
         (await self.client.post(f"{self.sglang}/generate", json=body)).raise_for_status()
 
 
-async def latencies_ms(call, n: int) -> list[float]:
+def cpu_s(pid: int | None) -> float:
+    """CPU time (user + system, all threads) a process has used so far; 0 where /proc is not there."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except (OSError, TypeError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def latencies_ms(call, n: int, cpu: list[float] | None = None, pid: int | None = None) -> list[float]:
+    """n sequential calls' latencies, sorted; with pid, the process's CPU time per call goes into cpu."""
     for _ in range(10):
         await call()  # warm-up: connections, caches
     out = []
+    cpu_before = cpu_s(pid)
     for _ in range(n):
         started = time.perf_counter()
         await call()
         out.append((time.perf_counter() - started) * 1000)
+    if cpu is not None:
+        cpu.append((cpu_s(pid) - cpu_before) / n * 1000)
     return sorted(out)
 
 
@@ -163,12 +176,17 @@ def main() -> None:
 
     token_ids = Tokenizer.from_file(str(model / "tokenizer.json")).encode(PROMPT).ids
     paths = Paths(grpc_port, http_port, gateway.url, router.url, token_ids)
+    # The router's own CPU time per request (all its threads), over the sequential calls.
+    pids = {"tandem": gateway.children[0].process.pid, "sglang_router": router.process.pid}
+    cpu_ms: dict[str, list[float]] = {"tandem": [], "sglang_router": []}
 
     async def measure():
         await paths.open()
         try:
             names = ("direct_grpc", "tandem", "direct_http", "sglang_router")
-            lat = {name: await latencies_ms(getattr(paths, name), n) for name in names}
+            lat = {
+                name: await latencies_ms(getattr(paths, name), n, cpu_ms.get(name), pids.get(name)) for name in names
+            }
             rate = {name: await max_rate(getattr(paths, name), seconds) for name in names}
             return lat, rate
         finally:
@@ -198,6 +216,8 @@ def main() -> None:
         "added_p50_vs_sglang": round(result["tandem_added_p50_ms"] / max(result["sglang_added_p50_ms"], 0.01), 2),
         "added_p99_vs_sglang": round(result["tandem_added_p99_ms"] / max(result["sglang_added_p99_ms"], 0.01), 2),
         "max_rps_vs_direct": round(rate["tandem"] / rate["direct_grpc"], 3),
+        "tandem_cpu_ms_per_request": round(cpu_ms["tandem"][0], 3),
+        "sglang_cpu_ms_per_request": round(cpu_ms["sglang_router"][0], 3),
         "tracing": args.tracing,
         "cpu": cpu_info()[0],
         "isa": cpu_info()[1],

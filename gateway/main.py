@@ -6,7 +6,6 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -14,7 +13,7 @@ from gateway.api import edge_routes, explain_routes, health_routes, openai_route
 from gateway.auth import require_api_key
 from gateway.config import Settings
 from gateway.lifespan import app_settings, lifespan
-from gateway.request_id import RequestId
+from gateway.request_span import RequestSpan
 from serving.body_limit import BodyLimit
 from serving.openai.errors import BadRequest, GatewayError
 
@@ -26,14 +25,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     `app.dependency_overrides[get_settings]` gives, else `settings`, else `get_settings()` (the TANDEM_* variables).
     `settings` is not put in `dependency_overrides`: while that holds anything, FastAPI inspects every dependency's
     signature again on every request (about 1.5 ms a request here; bench/gateway_overhead.py)."""
-    # FastAPI's own (native) telemetry off: opentelemetry-instrumentation-fastapi below makes the server span, and
-    # both at once did the work twice on every request (bench/gateway_overhead.py).
+    # FastAPI's own (native) telemetry off: gateway/request_span.py makes the server span, and two would do the work
+    # twice on every request (bench/gateway_overhead.py).
     telemetry = {"tracing": False, "metrics": False, "logs": False}
     app = FastAPI(title="Tandem gateway", version="0.1.0", lifespan=lifespan, telemetry=telemetry)
     app.state.configured_settings = settings
     app.add_middleware(BodyLimit, max_bytes=lambda: _settings(app).max_body_bytes)
     app.add_middleware(CloseWhileDraining)
-    app.add_middleware(RequestId)  # the last added runs first: every response, a 413 included, carries the ids
+    # The last added runs first: every response, a 413 included, carries the ids, and is inside the request's span.
+    app.add_middleware(RequestSpan)
     app.include_router(health_routes.router)
     app.include_router(openai_routes.router, dependencies=[Depends(require_api_key)])
     app.include_router(explain_routes.router, dependencies=[Depends(require_api_key)])
@@ -42,9 +42,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected_error)
-    # No span per ASGI message (`http send`/`http receive`): three more spans a request that say nothing the server
-    # span does not (bench/gateway_overhead.py).
-    FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics", exclude_spans=["receive", "send"])
     if not HTTPXClientInstrumentor().is_instrumented_by_opentelemetry:
         HTTPXClientInstrumentor().instrument()  # trace context into OpenAI-compatible HTTP backends
     app.openapi = lambda: _openapi_without_422(app)

@@ -1,0 +1,102 @@
+"""Each request's server span, and its ids on every response (errors and streams included). Pure ASGI (a
+`BaseHTTPMiddleware` would buffer streamed answers), the outermost of the gateway's own middleware.
+
+The span: `METHOD /route` (the matched route's template, e.g. `POST /v1/chat/completions`; the method alone when
+no route matched), kind SERVER, the child of the caller's W3C `traceparent` when one is sent, with the HTTP
+semantic-convention attributes (`http.request.method`, `url.path`, `url.scheme`, `http.route`,
+`http.response.status_code`, `client.address`) and status ERROR for a 5xx or an exception. /healthz, /readyz and
+/metrics are not traced: they are polled, and say nothing a trace needs. Made here rather than by
+opentelemetry-instrumentation-fastapi, which matched every route again on each request to name the span and added
+two more middleware layers: about a tenth of the gateway's CPU per request (bench/gateway_overhead.py,
+docs/benchmarks.md).
+
+The ids: a caller's `X-Request-Id` is echoed as sent (1 to 128 printable ASCII characters, no spaces; anything else
+is a 400 naming the header, never silently replaced); without one the gateway makes one. The id is the span's
+`tandem.request_id` attribute, and `X-Trace-Id` is the span's trace id (32 hex digits), so a caller can find the
+request's whole trace from any response.
+"""
+
+import json
+import re
+import uuid
+
+from opentelemetry import context, propagate, trace
+
+HEADER = b"x-request-id"
+UNTRACED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+_VALID = re.compile(r"[\x21-\x7e]{1,128}")
+tracer = trace.get_tracer(__name__)
+
+
+class RequestSpan:
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        sent = [value for name, value in scope["headers"] if name == HEADER]
+        request_id = sent[0].decode("latin-1") if sent else f"req-{uuid.uuid4().hex}"
+        valid = not sent or (len(sent) == 1 and _VALID.fullmatch(request_id))
+        if scope["path"] in UNTRACED_PATHS:
+            span = trace.INVALID_SPAN
+        else:
+            carrier = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+            span = tracer.start_span(
+                scope["method"],
+                context=propagate.extract(carrier),
+                kind=trace.SpanKind.SERVER,
+                attributes=_request_attributes(scope, request_id if valid else None),
+            )
+        token = context.attach(trace.set_span_in_context(span))
+        try:
+            if not valid:
+                span.set_attribute("http.response.status_code", 400)
+                await _refuse(send)
+                return
+            extra = [(HEADER, request_id.encode())]
+            trace_id = span.get_span_context().trace_id
+            if trace_id:
+                extra.append((b"x-trace-id", f"{trace_id:032x}".encode()))
+
+            async def with_ids(message) -> None:
+                if message["type"] == "http.response.start":
+                    message = {**message, "headers": [*message.get("headers", []), *extra]}
+                    span.set_attribute("http.response.status_code", message["status"])
+                    if message["status"] >= 500:
+                        span.set_status(trace.StatusCode.ERROR)
+                await send(message)
+
+            await self.app(scope, receive, with_ids)
+        except BaseException as exc:
+            span.record_exception(exc)
+            span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
+            span.set_attribute("error.type", type(exc).__qualname__)
+            raise
+        finally:
+            context.detach(token)
+            route = getattr(scope.get("route"), "path", None)  # set by the router once it matched one
+            if route:
+                span.update_name(f"{scope['method']} {route}")
+                span.set_attribute("http.route", route)
+            span.end()
+
+
+def _request_attributes(scope, request_id: str | None) -> dict:
+    attributes = {"http.request.method": scope["method"], "url.path": scope["path"], "url.scheme": scope["scheme"]}
+    if request_id is not None:
+        attributes["tandem.request_id"] = request_id
+    if client := scope.get("client"):
+        attributes["client.address"] = client[0]
+    return attributes
+
+
+async def _refuse(send) -> None:
+    message = "X-Request-Id must be one value of 1 to 128 printable ASCII characters without spaces"
+    body = json.dumps(
+        {"error": {"message": message, "type": "invalid_request_error", "param": "X-Request-Id", "code": None}}
+    ).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
