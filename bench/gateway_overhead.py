@@ -7,7 +7,12 @@ gateway tokenizes; sglang-router passes text), policy, pick, proxying.
 - latency: sequential requests, p50 / p99 of each path, and the difference
   to the direct path (Tandem over gRPC, sglang-router over HTTP, each
   against its own direct call);
-- max rate: 32 concurrent clients for a few seconds, requests per second.
+- max rate: 32 concurrent clients for a few seconds, requests per second;
+- CPU time: each router process's own (all threads), per sequential request.
+
+Beside them runs the Python floor (bench/python_floor.py): FastAPI under uvicorn, a
+tokenizer and one grpc.aio call, nothing else. It splits the gap to a Rust router
+into what Python's serving stack costs and what Tandem adds on top of it.
 
 Tandem runs with tracing on at the default sampling (every request), its spans
 exported over OTLP to a sink process (bench/otlp_sink.py); `--tracing off`
@@ -45,11 +50,14 @@ PROMPT = "Tell me about the gateway and how it routes requests to workers. " * 3
 
 
 class Paths:
-    """The four ways to get one token: direct gRPC, Tandem gateway, direct HTTP, sglang-router."""
+    """The five ways to get one token: direct gRPC, Tandem gateway, the Python floor (bench/python_floor.py),
+    direct HTTP, sglang-router."""
 
-    def __init__(self, grpc_port: int, http_port: int, gateway_url: str, sglang_url: str, token_ids: list[int]):
+    def __init__(
+        self, grpc_port: int, http_port: int, gateway_url: str, floor_url: str, sglang_url: str, token_ids: list[int]
+    ):
         self.grpc_target, self.http = f"127.0.0.1:{grpc_port}", f"http://127.0.0.1:{http_port}"
-        self.gateway, self.sglang, self.token_ids = gateway_url, sglang_url, token_ids
+        self.gateway, self.floor, self.sglang, self.token_ids = gateway_url, floor_url, sglang_url, token_ids
 
     async def open(self):
         self.channel = grpc.aio.insecure_channel(self.grpc_target)
@@ -70,6 +78,10 @@ class Paths:
     async def tandem(self):
         body = {"model": MODEL_ID, "prompt": PROMPT, "max_tokens": 1}
         (await self.client.post(f"{self.gateway}/v1/completions", json=body)).raise_for_status()
+
+    async def python_floor(self):
+        body = {"model": MODEL_ID, "prompt": PROMPT, "max_tokens": 1}
+        (await self.client.post(f"{self.floor}/v1/completions", json=body)).raise_for_status()
 
     async def direct_http(self):
         body = {"text": PROMPT, "sampling_params": {"max_new_tokens": 1}}
@@ -175,15 +187,20 @@ def main() -> None:
     from tokenizers import Tokenizer
 
     token_ids = Tokenizer.from_file(str(model / "tokenizer.json")).encode(PROMPT).ids
-    paths = Paths(grpc_port, http_port, gateway.url, router.url, token_ids)
-    # The router's own CPU time per request (all its threads), over the sequential calls.
-    pids = {"tandem": gateway.children[0].process.pid, "sglang_router": router.process.pid}
-    cpu_ms: dict[str, list[float]] = {"tandem": [], "sglang_router": []}
+    floor_port = free_port()
+    floor = _start_script(
+        ["python_floor.py", str(floor_port), f"127.0.0.1:{grpc_port}", str(model / "tokenizer.json")],
+        logs / "floor.log",
+    )
+    paths = Paths(grpc_port, http_port, gateway.url, f"http://127.0.0.1:{floor_port}", router.url, token_ids)
+    # Each router's own CPU time per request (all its threads), over the sequential calls.
+    pids = {"tandem": gateway.children[0].process.pid, "python_floor": floor.pid, "sglang_router": router.process.pid}
+    cpu_ms: dict[str, list[float]] = {name: [] for name in pids}
 
     async def measure():
         await paths.open()
         try:
-            names = ("direct_grpc", "tandem", "direct_http", "sglang_router")
+            names = ("direct_grpc", "tandem", "python_floor", "direct_http", "sglang_router")
             lat = {
                 name: await latencies_ms(getattr(paths, name), n, cpu_ms.get(name), pids.get(name)) for name in names
             }
@@ -197,7 +214,7 @@ def main() -> None:
     finally:
         router.stop()
         gateway.stop()
-        for process in (worker, edge, *([sink] if sink else [])):
+        for process in (worker, edge, floor, *([sink] if sink else [])):
             process.terminate()
             process.wait(timeout=10)
     result = {
@@ -218,6 +235,11 @@ def main() -> None:
         "max_rps_vs_direct": round(rate["tandem"] / rate["direct_grpc"], 3),
         "tandem_cpu_ms_per_request": round(cpu_ms["tandem"][0], 3),
         "sglang_cpu_ms_per_request": round(cpu_ms["sglang_router"][0], 3),
+        # The Python floor (bench/python_floor.py): what FastAPI, uvicorn, a tokenizer and grpc.aio cost alone.
+        "floor_added_p50_ms": round(statistics.median(lat["python_floor"]) - statistics.median(lat["direct_grpc"]), 2),
+        "floor_added_p99_ms": round(p(lat["python_floor"], 0.99) - p(lat["direct_grpc"], 0.99), 2),
+        "floor_max_rps": round(rate["python_floor"], 1),
+        "floor_cpu_ms_per_request": round(cpu_ms["python_floor"][0], 3),
         "tracing": args.tracing,
         "cpu": cpu_info()[0],
         "isa": cpu_info()[1],
