@@ -30,10 +30,42 @@ def _make_exporter(name: str) -> SpanExporter:
     if name == "console":
         return ConsoleSpanExporter()
     if name == "otlp":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        return OTLPSpanExporter()
+        return _otlp_exporter()
     raise ValueError(f"OTEL_TRACES_EXPORTER: unknown exporter {name!r} (use otlp, console or none)")
+
+
+def _otlp_exporter() -> SpanExporter:
+    """The OTLP/gRPC exporter (its OTEL_EXPORTER_OTLP_* settings, retries and reconnects as they are), sending what
+    serving/otlp_encode.py writes instead of what the library's encoder builds: the same message, several times
+    cheaper to make."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as library_encode
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+    from serving.otlp_encode import encode_spans
+
+    class EncodedTraceServiceStub:
+        """TraceService's stub for a request already encoded (bytes go on the wire as they are)."""
+
+        def __init__(self, channel) -> None:
+            self.Export = channel.unary_unary(
+                "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                response_deserializer=ExportTraceServiceResponse.FromString,
+            )
+
+    class Exporter(OTLPSpanExporter):
+        def __init__(self) -> None:
+            super().__init__()
+            self._stub = EncodedTraceServiceStub  # the exporter makes its stub again from this when it reconnects
+            self._client = EncodedTraceServiceStub(self._channel)
+
+        def _translate_data(self, data) -> bytes:
+            try:
+                return encode_spans(data)
+            except TypeError:  # a value serving/otlp_encode.py does not write: the library's encoder decides
+                return library_encode(data).SerializeToString()
+
+    return Exporter()
 
 
 EXPORT_BATCH_SPANS = 64
