@@ -45,7 +45,7 @@ class BodyLimit:
                 return
             if not message.get("more_body", False):
                 break
-        await self.app(scope, _replay(b"".join(chunks), receive), send)
+        await self.app(scope, replayed(b"".join(chunks), receive), send)
 
     async def _too_large(self, send: Send, size: str, max_bytes: int) -> None:
         body = json.dumps({"error": {
@@ -57,7 +57,8 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replayed(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives `body` (read already) once, then goes to the server's."""
     sent = False
 
     async def replayed() -> Message:
