@@ -119,7 +119,8 @@ async def dispatch(
                 span.set_attribute("tandem.attempt", attempts)
                 stream = backend.generate(request, timeout_s)
                 try:
-                    first = await asyncio.wait_for(anext(stream), wait_s)
+                    async with asyncio.timeout(wait_s):  # a timer on this task: wait_for would start another task
+                        first = await anext(stream)
                 except TimeoutError:
                     await stream.aclose()
                     backend.breaker.record_failure()
