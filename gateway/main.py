@@ -40,7 +40,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # The last added runs first: every response, a 413 included, carries the ids, and is inside the request's span.
     app.add_middleware(RequestSpan)
     app.include_router(health_routes.router)
-    app.include_router(openai_routes.router, dependencies=[Depends(require_api_key)])  # GenerationShortcut too
+    app.include_router(openai_routes.router)  # its routes check the API key themselves
     app.include_router(explain_routes.router, dependencies=[Depends(require_api_key)])
     app.include_router(edge_routes.router)
     app.add_exception_handler(GatewayError, _gateway_error)
@@ -65,7 +65,8 @@ class GenerationShortcut:
     per-request routing, body parsing and dependency solving: about 0.45 ms of a request's CPU, a tenth of the
     gateway's (bench/gateway_overhead.py, docs/benchmarks.md). FastAPI still declares the two routes (the OpenAPI
     schema) and serves everything else, including every request the shortcut does not take as it stands: a body
-    that is empty, not JSON, or fails validation goes to FastAPI as it came, so its errors are FastAPI's. The route
+    that is empty, not `Content-Type: application/json` (FastAPI refuses a missing type too), or fails validation
+    goes to FastAPI as it came, so its errors are FastAPI's. The route
     functions get what their dependencies would give (the auth check, the state, the policy); a route that gains
     any other dependency stops the gateway at start (`_check_dependencies`), since the shortcut would skip it."""
 
@@ -82,7 +83,7 @@ class GenerationShortcut:
             return
         route, model = self._routes[scope["path"]]
         request = Request(scope, receive)
-        content_type = request.headers.get("content-type", "application/json").partition(";")[0].strip().lower()
+        content_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
         raw = await request.body()
         try:
             body = model.model_validate_json(raw) if raw and content_type == "application/json" else None
@@ -94,7 +95,7 @@ class GenerationShortcut:
         scope["route"] = route  # the server span is named after it (gateway/request_span.py)
         try:
             state = scope["app"].state.gateway
-            await require_api_key(request, state)  # the router's dependency (create_app)
+            await require_api_key(request, state)
             response = await route.endpoint(body, request, state, state.policy)
         except GatewayError as exc:
             response = await _gateway_error(request, exc)
@@ -105,13 +106,14 @@ _SHORTCUT_PATHS = {"/v1/chat/completions": ChatCompletionRequest, "/v1/completio
 
 
 def _check_dependencies(route: APIRoute) -> None:
-    """The shortcut gives a route function its body, the request, the state and the policy; nothing more."""
+    """The shortcut checks the API key and gives a route function its body, the request, the state and the policy;
+    nothing more. (The app and the include add none: `create_app`.)"""
     calls, pending = set(), list(route.dependant.dependencies)
     while pending:
         dependency = pending.pop()
         calls.add(dependency.call)
         pending.extend(dependency.dependencies)
-    known = {deps._state, deps._policy}
+    known = {require_api_key, deps._state, deps._policy}
     if calls != known:
         names = sorted(getattr(call, "__name__", repr(call)) for call in calls ^ known)
         raise RuntimeError(

@@ -2,7 +2,7 @@
 `BaseHTTPMiddleware` would buffer streamed answers), the outermost of the gateway's own middleware.
 
 The span: `METHOD /route` (the matched route's template, e.g. `POST /v1/chat/completions`; the method alone when
-no route matched), kind SERVER, the child of the caller's W3C `traceparent` when one is sent, with the HTTP
+no route matched, or the request was refused before routing: a 413, a bad `X-Request-Id`), kind SERVER, the child of the caller's W3C `traceparent` when one is sent, with the HTTP
 semantic-convention attributes (`http.request.method`, `url.path`, `url.scheme`, `http.route`,
 `http.response.status_code`, `client.address`) and status ERROR for a 5xx or an exception. /healthz, /readyz and
 /metrics are not traced: they are polled, and say nothing a trace needs. Made here rather than by
@@ -42,7 +42,7 @@ class RequestSpan:
         if scope["path"] in UNTRACED_PATHS:
             span = trace.INVALID_SPAN
         else:
-            carrier = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+            carrier = _carrier(scope["headers"])
             span = tracer.start_span(
                 scope["method"],
                 context=propagate.extract(carrier),
@@ -50,6 +50,7 @@ class RequestSpan:
                 attributes=_request_attributes(scope, request_id if valid else None),
             )
         token = context.attach(trace.set_span_in_context(span))
+        started = False
         try:
             if not valid:
                 span.set_attribute("http.response.status_code", 400)
@@ -61,7 +62,9 @@ class RequestSpan:
                 extra.append((b"x-trace-id", f"{trace_id:032x}".encode()))
 
             async def with_ids(message) -> None:
+                nonlocal started
                 if message["type"] == "http.response.start":
+                    started = True
                     message = {**message, "headers": [*message.get("headers", []), *extra]}
                     span.set_attribute("http.response.status_code", message["status"])
                     if message["status"] >= 500:
@@ -70,6 +73,8 @@ class RequestSpan:
 
             await self.app(scope, receive, with_ids)
         except BaseException as exc:
+            if not started:  # the 500 is sent outside, by Starlette's ServerErrorMiddleware
+                span.set_attribute("http.response.status_code", 500)
             span.record_exception(exc)
             span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
             span.set_attribute("error.type", type(exc).__qualname__)
@@ -81,6 +86,19 @@ class RequestSpan:
                 span.update_name(f"{scope['method']} {route}")
                 span.set_attribute("http.route", route)
             span.end()
+
+
+def _carrier(headers) -> dict[str, str]:
+    """The headers as the propagators read them: a repeated `tracestate` or `baggage` is one list (W3C), any other
+    repeated header counts once, first."""
+    carrier: dict[str, str] = {}
+    for raw_name, raw_value in headers:
+        name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+        if name not in carrier:
+            carrier[name] = value
+        elif name in ("tracestate", "baggage"):
+            carrier[name] += f",{value}"
+    return carrier
 
 
 def _request_attributes(scope, request_id: str | None) -> dict:

@@ -3,8 +3,9 @@
 The same message `opentelemetry-exporter-otlp-proto-common`'s `encode_spans` builds (tests/unit/serving/
 test_otlp_encode.py parses both and compares), at a fraction of its cost: that one makes a protobuf object for
 every span, attribute and value, 25-75 µs a span here, with the GIL held, while the gateway makes about nine spans a
-request (bench/gateway_overhead.py, docs/benchmarks.md). A value of a type the OTLP encoder does not write raises
-TypeError, and the exporter (serving/telemetry.py) then sends that batch through the library's own encoder.
+request (bench/gateway_overhead.py, docs/benchmarks.md). A value this encoder does not write raises TypeError (a
+type it does not know) or ValueError (a string UTF-8 cannot hold), and the exporter (serving/telemetry.py) then
+sends that batch through the library's own encoder, which drops the one attribute.
 
 Field numbers: opentelemetry/proto/trace/v1/trace.proto and common/v1/common.proto.
 """

@@ -62,7 +62,9 @@ def _otlp_exporter() -> SpanExporter:
         def _translate_data(self, data) -> bytes:
             try:
                 return encode_spans(data)
-            except TypeError:  # a value serving/otlp_encode.py does not write: the library's encoder decides
+            except (TypeError, ValueError):
+                # A value serving/otlp_encode.py does not write (a dict, an int past int64, a lone surrogate, which a
+                # caller can send): the library's encoder drops that attribute alone, not the batch.
                 return library_encode(data).SerializeToString()
 
     return Exporter()

@@ -3,15 +3,18 @@ generation handlers are one call each into the request service (gateway/api/gene
 
 import time
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 
 from gateway.api import generation
 from gateway.api.prepare import prepare_chat, prepare_completion
+from gateway.auth import require_api_key
 from gateway.deps import CurrentPolicy, State
 from gateway.state import GatewayState
 from serving.openai.schemas import ChatCompletionRequest, CompletionRequest, error_responses
 
-router = APIRouter(prefix="/v1", responses=error_responses(400, 401, 429))
+# The auth check is the router's own, so each route's dependencies say it (gateway/main.py's GenerationShortcut
+# checks them).
+router = APIRouter(prefix="/v1", responses=error_responses(400, 401, 429), dependencies=[Depends(require_api_key)])
 GENERATION_ERRORS = error_responses(404, 413, 502, 503)
 _STARTED = int(time.time())
 

@@ -39,9 +39,9 @@ def shortcut(monkeypatch):
     async def no_auth(request, state) -> None:
         request.state.tenant = "default"
 
-    monkeypatch.setattr(main, "require_api_key", no_auth)
     fastapi = FastAPIStandIn()
     shortcut = GenerationShortcut(fastapi)
+    monkeypatch.setattr(main, "require_api_key", no_auth)
     calls = []
 
     async def endpoint(body, request, state, policy):
@@ -81,6 +81,7 @@ async def test_the_route_functions_errors_are_openai_shaped(shortcut):
         (b"{not json", {"content-type": "application/json"}),
         (json.dumps({"model": "m"}).encode(), {"content-type": "application/json"}),  # no messages: invalid
         (json.dumps(BODY).encode(), {"content-type": "text/plain"}),
+        (json.dumps(BODY).encode(), {}),  # no content type: FastAPI refuses it, so the shortcut leaves it to FastAPI
         (b"", {}),
     ],
 )
@@ -95,6 +96,10 @@ async def test_other_paths_and_methods_go_to_fastapi(shortcut):
     await shortcut.client.get("/v1/chat/completions")
     await shortcut.client.post("/v1/embeddings", json=BODY)
     assert [path for path, _ in shortcut.fastapi.seen] == ["/v1/chat/completions", "/v1/embeddings"]
+
+
+def test_the_real_routes_dependencies_are_the_ones_the_shortcut_gives():
+    GenerationShortcut(FastAPIStandIn())  # checks them; raises otherwise
 
 
 def test_a_route_with_a_dependency_the_shortcut_does_not_give_stops_the_gateway():

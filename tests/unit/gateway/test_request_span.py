@@ -85,6 +85,7 @@ async def test_server_errors_and_exceptions_mark_the_span(client, spans):
     assert failed.status.status_code == trace.StatusCode.ERROR
     assert failed.attributes["http.response.status_code"] == 503
     assert raised.status.status_code == trace.StatusCode.ERROR
+    assert raised.attributes["http.response.status_code"] == 500  # sent outside the span, by Starlette
     assert raised.attributes["error.type"] == "RuntimeError"
     assert [event.name for event in raised.events] == ["exception"]
 
@@ -111,3 +112,13 @@ async def test_a_bad_request_id_is_a_400_naming_the_header_and_is_not_recorded(c
     (span,) = spans.get_finished_spans()
     assert "tandem.request_id" not in span.attributes
     assert span.attributes["http.response.status_code"] == 400
+
+
+async def test_repeated_trace_headers_read_as_w3c_says(client, spans):
+    first = f"00-{CALLER_TRACE}-00f067aa0ba902b7-01"
+    second = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    headers = [("traceparent", first), ("traceparent", second), ("tracestate", "a=1"), ("tracestate", "b=2")]
+    await client.get("/v1/models/m", headers=headers)
+    (span,) = spans.get_finished_spans()
+    assert f"{span.context.trace_id:032x}" == CALLER_TRACE  # the first traceparent
+    assert dict(span.context.trace_state) == {"a": "1", "b": "2"}  # tracestate lines are one list
