@@ -242,6 +242,7 @@ def main() -> None:
         "floor_cpu_ms_per_request": round(cpu_ms["python_floor"][0], 3),
         # Within-run ratios of CPU time per request: steadier than latency on a machine whose speed drifts.
         "tandem_cpu_vs_floor": round(cpu_ms["tandem"][0] / max(cpu_ms["python_floor"][0], 1e-3), 2),
+        "tandem_cpu_vs_sglang": round(cpu_ms["tandem"][0] / max(cpu_ms["sglang_router"][0], 1e-3), 2),
         "floor_cpu_vs_sglang": round(cpu_ms["python_floor"][0] / max(cpu_ms["sglang_router"][0], 1e-3), 2),
         "tracing": args.tracing,
         "cpu": cpu_info()[0],
