@@ -1,6 +1,8 @@
 """Shared fixtures: the demo checkpoint, free ports, a real redis-server."""
 
+import itertools
 import os
+import random
 import secrets
 import shutil
 import socket
@@ -37,9 +39,44 @@ def demo_checkpoint(tmp_path_factory) -> Path:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port no one holds, for a server a test starts. Taken from below the kernel's ephemeral range,
+    which every outgoing connection draws from: a port the kernel handed out (port 0) and the test released could
+    be an outgoing connection's before the server binds it ("address already in use", seen in make test). Each
+    pytest-xdist worker (and a bench) walks its own share of the range in turn, so no two callers get one port."""
+    while True:
+        port = next(_PORTS, None)
+        if port is None:  # no room below the ephemeral range: the kernel's choice
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                return s.getsockname()[1]
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # held by something else
+            return port
+
+
+def _port_share():
+    """This process's ports: its share of [10000, ephemeral start), one share per xdist worker (PYTEST_XDIST_WORKER
+    gw0, gw1, ...; the main process and benches take the last), walked from a random point."""
+    try:
+        ephemeral_start = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_start = 49152  # IANA's, and macOS's and Windows' default
+    low, high = 10000, ephemeral_start
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) + 1  # + the share of processes outside xdist
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else workers - 1
+    size = (high - low) // workers
+    if size <= 0:
+        return iter(())
+    start = low + index * size
+    first = start + random.randrange(size)  # two processes sharing a share (two benches) start apart
+    return itertools.chain(range(first, start + size), range(start, first))
+
+
+_PORTS = _port_share()
 
 
 def start_redis_server(workdir: Path, port: int | None = None) -> tuple[str, subprocess.Popen]:
