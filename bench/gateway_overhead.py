@@ -101,8 +101,8 @@ def cpu_s(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def latencies_ms(call, n: int, cpu: list[float] | None = None, pid: int | None = None) -> list[float]:
-    """n sequential calls' latencies, sorted; with pid, the process's CPU time per call goes into cpu."""
+async def latencies_ms(call, n: int, pid: int | None = None) -> tuple[list[float], float]:
+    """n sequential calls' latencies, sorted, and the CPU time (ms) process `pid` used per call (0 without one)."""
     for _ in range(10):
         await call()  # warm-up: connections, caches
     out = []
@@ -111,9 +111,7 @@ async def latencies_ms(call, n: int, cpu: list[float] | None = None, pid: int | 
         started = time.perf_counter()
         await call()
         out.append((time.perf_counter() - started) * 1000)
-    if cpu is not None:
-        cpu.append((cpu_s(pid) - cpu_before) / n * 1000)
-    return sorted(out)
+    return sorted(out), (cpu_s(pid) - cpu_before) / n * 1000
 
 
 async def max_rate(call, seconds: float, concurrency: int = 32) -> float:
@@ -195,22 +193,21 @@ def main() -> None:
     paths = Paths(grpc_port, http_port, gateway.url, f"http://127.0.0.1:{floor_port}", router.url, token_ids)
     # Each router's own CPU time per request (all its threads), over the sequential calls.
     pids = {"tandem": gateway.children[0].process.pid, "python_floor": floor.pid, "sglang_router": router.process.pid}
-    cpu_ms: dict[str, list[float]] = {name: [] for name in pids}
 
     async def measure():
         await paths.open()
         try:
             names = ("direct_grpc", "tandem", "python_floor", "direct_http", "sglang_router")
-            lat = {
-                name: await latencies_ms(getattr(paths, name), n, cpu_ms.get(name), pids.get(name)) for name in names
-            }
+            lat, cpu = {}, {}
+            for name in names:
+                lat[name], cpu[name] = await latencies_ms(getattr(paths, name), n, pids.get(name))
             rate = {name: await max_rate(getattr(paths, name), seconds) for name in names}
-            return lat, rate
+            return lat, cpu, rate
         finally:
             await paths.close()
 
     try:
-        lat, rate = asyncio.run(measure())
+        lat, cpu_ms, rate = asyncio.run(measure())
     finally:
         router.stop()
         gateway.stop()
@@ -233,17 +230,17 @@ def main() -> None:
         "added_p50_vs_sglang": round(result["tandem_added_p50_ms"] / max(result["sglang_added_p50_ms"], 0.01), 2),
         "added_p99_vs_sglang": round(result["tandem_added_p99_ms"] / max(result["sglang_added_p99_ms"], 0.01), 2),
         "max_rps_vs_direct": round(rate["tandem"] / rate["direct_grpc"], 3),
-        "tandem_cpu_ms_per_request": round(cpu_ms["tandem"][0], 3),
-        "sglang_cpu_ms_per_request": round(cpu_ms["sglang_router"][0], 3),
+        "tandem_cpu_ms_per_request": round(cpu_ms["tandem"], 3),
+        "sglang_cpu_ms_per_request": round(cpu_ms["sglang_router"], 3),
         # The Python floor (bench/python_floor.py): what FastAPI, uvicorn, a tokenizer and grpc.aio cost alone.
         "floor_added_p50_ms": round(statistics.median(lat["python_floor"]) - statistics.median(lat["direct_grpc"]), 2),
         "floor_added_p99_ms": round(p(lat["python_floor"], 0.99) - p(lat["direct_grpc"], 0.99), 2),
         "floor_max_rps": round(rate["python_floor"], 1),
-        "floor_cpu_ms_per_request": round(cpu_ms["python_floor"][0], 3),
+        "floor_cpu_ms_per_request": round(cpu_ms["python_floor"], 3),
         # Within-run ratios of CPU time per request: steadier than latency on a machine whose speed drifts.
-        "tandem_cpu_vs_floor": round(cpu_ms["tandem"][0] / max(cpu_ms["python_floor"][0], 1e-3), 2),
-        "tandem_cpu_vs_sglang": round(cpu_ms["tandem"][0] / max(cpu_ms["sglang_router"][0], 1e-3), 2),
-        "floor_cpu_vs_sglang": round(cpu_ms["python_floor"][0] / max(cpu_ms["sglang_router"][0], 1e-3), 2),
+        "tandem_cpu_vs_floor": round(cpu_ms["tandem"] / max(cpu_ms["python_floor"], 1e-3), 2),
+        "tandem_cpu_vs_sglang": round(cpu_ms["tandem"] / max(cpu_ms["sglang_router"], 1e-3), 2),
+        "floor_cpu_vs_sglang": round(cpu_ms["python_floor"] / max(cpu_ms["sglang_router"], 1e-3), 2),
         "tracing": args.tracing,
         "cpu": cpu_info()[0],
         "isa": cpu_info()[1],

@@ -50,7 +50,7 @@ def shortcut(monkeypatch):
             raise ModelNotFound("no model 'missing'", param="model")
         return JSONResponse({"from": "shortcut", "model": body.model})
 
-    route, model = shortcut._routes["/v1/chat/completions"]
+    model = shortcut._routes["/v1/chat/completions"][1]
     monkeypatch.setitem(shortcut._routes, "/v1/chat/completions", (SimpleNamespace(endpoint=endpoint), model))
     app_state = SimpleNamespace(state=SimpleNamespace(gateway=SimpleNamespace(policy="the policy")))
 
