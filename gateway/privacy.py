@@ -5,7 +5,8 @@ Each path asks this module and nothing else:
   rule could send a never-leave tag to a cloud pool, or whose detectors tag
   requests with a tag that is not never-leave, does not load;
 - classify (`request_tags`, `detected`): the tags a request carries, from
-  its body, its header and the PII detectors on the text it would send;
+  its body, its header and the PII detectors on the text it would send; a
+  tag the policy does not know is refused, never ignored;
 - decide, explain, replay (`is_private`, `allowed_pools`): which pools a
   request may go to;
 - rank, dispatch, failover (`candidate_refusal`): which backends of a pool
@@ -23,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from tandem_sdk.detectors import Scan, detect
-from tandem_sdk.privacy import TagError, privacy_tags
+from tandem_sdk.privacy import TagError, privacy_tags, resembles
 
 from serving.openai.errors import BadRequest
 
@@ -98,12 +99,34 @@ def detection_warning(policy: "Policy") -> str | None:
 # -- classify ----------------------------------------------------------------------------------------
 
 
-def request_tags(metadata_value: object, header_value: str | None) -> frozenset[str]:
-    """Tags from `metadata.privacy` and X-Tandem-Privacy, read as the SDK reads them (case, comma lists)."""
-    try:
-        return privacy_tags(metadata_value, header_value)
-    except TagError as exc:
-        raise BadRequest(f"metadata.privacy: {exc}", param="metadata.privacy") from exc
+def request_tags(policy: "Policy", metadata_value: object, header_value: str | None) -> frozenset[str]:
+    """Tags from `metadata.privacy` and X-Tandem-Privacy, read as the SDK reads them (tandem_sdk.privacy). A tag the
+    policy does not know is refused with a 400 naming where it came from: a misspelled `privat` would otherwise
+    route as if the request carried no tag at all."""
+    tags = frozenset()
+    for value, where in ((metadata_value, "metadata.privacy"), (header_value, "X-Tandem-Privacy")):
+        try:
+            read = privacy_tags(value)
+        except TagError as exc:
+            raise BadRequest(f"{where}: {exc}", param=where) from exc
+        unknown = sorted(read - policy.known_privacy_tags)
+        if unknown:
+            raise BadRequest(_unknown_tags_message(policy, where, unknown), code=UNKNOWN_TAG, param=where)
+        tags |= read
+    return tags
+
+
+UNKNOWN_TAG = "unknown_privacy_tag"
+
+
+def _unknown_tags_message(policy: "Policy", where: str, unknown: list[str]) -> str:
+    known = policy.known_privacy_tags
+    meant = [f"{tag!r} (did you mean {close!r}?)" if (close := resembles(tag, known)) else repr(tag) for tag in unknown]
+    return (
+        f"{where}: unknown privacy tag{'s' if len(unknown) > 1 else ''} {', '.join(meant)}; this gateway's policy "
+        f"knows {sorted(known)}. The request was not routed: a tag no rule names is refused rather than ignored. "
+        "An operator can accept more tags in the policy's privacy.known_tags"
+    )
 
 
 def detected(policy: "Policy", text: str | Scan) -> tuple[str, ...]:

@@ -65,7 +65,12 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "parallel_tool_calls": (CHAT, HONOURED, "true: a forced answer may hold several calls"),
     "user": (BOTH, HONOURED, "kept in the usage record (not for private requests)"),
     "safety_identifier": (BOTH, HONOURED, "as `user`"),
-    "metadata": (BOTH, HONOURED, "`metadata.privacy`: privacy tags"),
+    "metadata": (
+        BOTH,
+        HONOURED,
+        "`metadata.privacy`: privacy tags; a tag the policy does not know is a 400 `unknown_privacy_tag` "
+        "(docs/policy.md)",
+    ),
     "top_k": (BOTH, EXTENSION, "0 is off; default: the model's generation_config.json, else 0"),
     "min_p": (BOTH, EXTENSION, "0 to 1; default: the model's generation_config.json, else 0"),
     "repetition_penalty": (BOTH, EXTENSION, "HF's, 0.01 to 10, on prompt and answer tokens; default as top_k, else 1"),

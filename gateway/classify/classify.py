@@ -30,7 +30,7 @@ def classify(
         prompt_tokens=prompt_tokens,
         max_tokens=max_tokens,
         privacy_tags=privacy.tags_with_detection(
-            policy, privacy.request_tags(metadata_privacy, privacy_header), detected
+            policy, privacy.request_tags(policy, metadata_privacy, privacy_header), detected
         ),
         # The caller's own header wins; else what the device's registered edge agent reported.
         device=parse_device_header(device_header) or reported_device,

@@ -3,7 +3,9 @@
 Replay re-runs the policy's decision on each recorded request's features. It
 does not know which backends were healthy then: the pool reported is the
 first one the policy allows, and "none" means the policy itself leaves no
-pool (a 503 whatever the backends do).
+pool (a 503 whatever the backends do). A request carrying a tag the policy
+does not know would be refused (a 400, gateway.privacy.request_tags): its
+pool is "refused", and the report counts each such tag.
 """
 
 import json
@@ -16,6 +18,7 @@ from gateway.policy.route_plan import plan_route
 from gateway.policy.schema import Policy
 
 NO_POOL = "none"
+REFUSED = "refused"
 
 
 class TraceError(ValueError):
@@ -27,6 +30,7 @@ class Outcome:
     rule: str | None
     pool: str
     private_blocked: bool
+    unknown_tags: tuple[str, ...] = ()
 
 
 @dataclass
@@ -35,17 +39,19 @@ class ReplayReport:
     by_rule: Counter = field(default_factory=Counter)
     by_pool: Counter = field(default_factory=Counter)
     privacy_blocked: int = 0
+    unknown_tags: Counter = field(default_factory=Counter)
 
     def add(self, outcome: Outcome) -> None:
         self.total += 1
         self.by_rule[outcome.rule or "(no rule matched)"] += 1
         self.by_pool[outcome.pool] += 1
         self.privacy_blocked += outcome.private_blocked
+        self.unknown_tags.update(outcome.unknown_tags)
 
     def as_dict(self) -> dict:
         share = lambda c: {k: round(v / self.total, 4) for k, v in c.most_common()} if self.total else {}  # noqa: E731
         return {"requests": self.total, "rule_share": share(self.by_rule), "pool_share": share(self.by_pool),
-                "privacy_blocked": self.privacy_blocked}  # fmt: skip
+                "privacy_blocked": self.privacy_blocked, "unknown_privacy_tags": dict(self.unknown_tags.most_common())}  # fmt: skip
 
 
 def read_trace(path: Path) -> list[RequestFeatures]:
@@ -78,6 +84,9 @@ def read_trace(path: Path) -> list[RequestFeatures]:
 
 
 def outcome(policy: Policy, features: RequestFeatures) -> Outcome:
+    unknown = tuple(sorted(features.privacy_tags - policy.known_privacy_tags))
+    if unknown:
+        return Outcome(None, REFUSED, False, unknown)
     decision = plan_route(policy, features, {}).decision  # no candidates: which backends were up is not recorded
     if decision is None:
         return Outcome(None, NO_POOL, False)

@@ -18,6 +18,8 @@ def print_report(out: dict, names: dict[str, str | None]) -> None:
         report = out[key]
         console.print(f"\n[bold]{names[key]}[/bold]: {report['requests']} requests, "
                       f"{report['privacy_blocked']} private requests had cloud pools removed")  # fmt: skip
+        for tag, n in report["unknown_privacy_tags"].items():
+            console.print(f"[red]{n} requests carry tag {tag!r}, which this policy does not know: refused (400)[/red]")
         for title, shares in (("rule", report["rule_share"]), ("pool", report["pool_share"])):
             table = Table(title=f"share by {title}", title_justify="left")
             table.add_column(title)

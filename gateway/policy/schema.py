@@ -10,6 +10,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from tandem_sdk.detectors import DETECTORS
+from tandem_sdk.privacy import TAG_SEPARATORS, normalize_tag
 
 from gateway import privacy
 from gateway.routing.healthy_filter import Healthy
@@ -28,6 +29,20 @@ def _known(kind: str, value: str | list[str], registry: dict) -> str | list[str]
         what = f"{kind} {value!r}" if isinstance(value, str) else f"{kind}(s) {unknown}"
         raise ValueError(f"unknown {what}; known: {sorted(registry)}")
     return value
+
+
+def _tag(value: object) -> object:
+    """A privacy tag in the policy reads as a request's tag does (tandem_sdk.privacy.normalize_tag), so `PII` in the
+    file matches a request tagged `pii`; one that no request could carry does not load."""
+    if not isinstance(value, str):
+        return value
+    tag = normalize_tag(value)
+    if not tag or TAG_SEPARATORS.search(tag):
+        raise ValueError(f"privacy tag {value!r} must be one non-empty tag, without commas")
+    return tag
+
+
+Tag = Annotated[str, BeforeValidator(_tag)]
 
 
 class _Strict(BaseModel):
@@ -52,7 +67,7 @@ class DeviceMatch(_Strict):
 class Match(_Strict):
     """All given fields must hold; an empty match matches every request."""
 
-    privacy: list[str] | None = Field(default=None, description="any of these tags")
+    privacy: list[Tag] | None = Field(default=None, description="any of these tags")
     prompt_tokens: IntRange | None = None
     max_tokens: IntRange | None = None
     device: DeviceMatch | None = None
@@ -156,14 +171,20 @@ class Pool(_Strict):
 
 
 class Privacy(_Strict):
-    never_leave_device: list[str] = ["private", "pii", "confidential"]
+    never_leave_device: list[Tag] = ["private", "pii", "confidential"]
     detectors: list[str] = Field(
         default_factory=lambda: list(DETECTORS),
         description=f"content detectors to run (default: all, {sorted(DETECTORS)}); `[]` turns detection off, "
         "and the gateway logs a warning",
     )
-    detected_tag: str = Field(
+    detected_tag: Tag = Field(
         default="pii", description="the tag a request gets when any detector fires; must be in never_leave_device"
+    )
+    known_tags: list[Tag] = Field(
+        default_factory=list,
+        description="tags callers may send that no rule names (say, for logs); a request carrying a tag that is "
+        "none of these, never_leave_device, detected_tag or a rule's match.privacy is refused with a 400, so a "
+        "misspelled private tag never routes as if untagged",
     )
 
     @field_validator("detectors")
@@ -190,6 +211,13 @@ class Policy(_Strict):
         "served by every pool",
     )
     rules: list[Rule] = Field(min_length=1)
+
+    @functools.cached_property
+    def known_privacy_tags(self) -> frozenset[str]:
+        """Every tag a request may carry: any other is refused (gateway.privacy.request_tags)."""
+        named = (tag for rule in self.rules for tag in rule.match.privacy or ())
+        p = self.privacy
+        return frozenset((*p.never_leave_device, p.detected_tag, *p.known_tags, *named))
 
     def pools_serving(self, model: str) -> frozenset[str] | None:
         """The pools that serve `model`; None when the policy names no models (every pool serves the one model)."""

@@ -25,7 +25,14 @@ import httpx
 from tandem_sdk.device import DeviceCapability, detect_device
 from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError
 from tandem_sdk.local_token import read_token, token_file
-from tandem_sdk.privacy import DEFAULT_DETECTORS, NEVER_LEAVE_DEVICE, check_loopback, privacy_tags, private_reason
+from tandem_sdk.privacy import (
+    DEFAULT_DETECTORS,
+    NEVER_LEAVE_DEVICE,
+    check_loopback,
+    check_spelling,
+    privacy_tags,
+    private_reason,
+)
 from tandem_sdk.sse import aevents, events
 
 DEFAULT_LOCAL_AGENT = "http://127.0.0.1:50062"
@@ -53,6 +60,7 @@ class _Settings:
     allow_local_fallback: bool
     detectors: tuple[str, ...]
     never_leave: frozenset[str]
+    known_tags: frozenset[str]
     local_token_file: Path
 
 
@@ -152,6 +160,7 @@ class _ClientBase:
         allow_local_fallback: bool = False,
         detectors: tuple[str, ...] = DEFAULT_DETECTORS,
         never_leave: tuple[str, ...] | frozenset[str] = NEVER_LEAVE_DEVICE,
+        known_tags: tuple[str, ...] | frozenset[str] = (),
         local_token_file: str | Path | None = None,
     ) -> None:
         self._s = _Settings(
@@ -164,6 +173,7 @@ class _ClientBase:
             allow_local_fallback=allow_local_fallback,
             detectors=tuple(detectors),
             never_leave=privacy_tags(list(never_leave)),
+            known_tags=privacy_tags(list(known_tags)),
             local_token_file=Path(local_token_file) if local_token_file else token_file(),
         )
         self._http = self._new_http(timeout_s, trust_env=True)
@@ -175,6 +185,7 @@ class _ClientBase:
         request is private (None: it may go to the gateway)."""
         metadata = params.get("metadata")
         tags = privacy_tags(privacy, metadata.get("privacy") if isinstance(metadata, dict) else None)
+        check_spelling(tags, self._s.never_leave, self._s.known_tags)
         body = _body(model, messages, stream, params)
         return body, tags, private_reason(body, tags, self._s.detectors, self._s.never_leave)
 

@@ -112,3 +112,27 @@ def test_every_malformed_kind_names_its_field(stack):
             assert status == 413 and error["code"] == "request_too_large"
         else:
             assert status == 400 and (error["param"] or "").startswith(what), (what, error)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "headers", "param", "meant"),
+    [
+        ({"privacy": "privat"}, {}, "metadata.privacy", "private"),
+        ({}, {"X-Tandem-Privacy": "confidental"}, "X-Tandem-Privacy", "confidential"),
+        ({"privacy": "pii"}, {"X-Tandem-Privacy": "Pi"}, "X-Tandem-Privacy", "pii"),
+    ],
+)
+def test_a_misspelled_privacy_tag_is_refused_not_sent_to_the_cloud(stack, metadata, headers, param, meant):
+    """Read as an unknown tag, "privat" would route as an untagged request does: to the cloud. The official client
+    gets a 400 naming the field and the tag meant."""
+    import openai
+
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="none", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(**ASK, metadata=metadata, extra_headers=headers)
+    error = caught.value.body
+    assert error["param"] == param and error["code"] == "unknown_privacy_tag", error
+    assert f"(did you mean '{meant}'?)" in error["message"]
+    assert "x-tandem-route" not in caught.value.response.headers  # refused before any decision
+    typed = client.chat.completions.with_raw_response.create(**ASK, metadata={"privacy": "ｐｒｉｖａｔｅ"})
+    assert typed.headers["x-tandem-route"] == "edge; rule=private"  # the tag as an IME types it is read

@@ -9,6 +9,7 @@ import time
 
 import httpx
 import pytest
+import yaml
 from tandem_sdk import AsyncClient, Client, PrivateRequestError
 
 from tandem.stack import start_local_stack
@@ -23,6 +24,9 @@ MODEL = "tandem-demo"
 def stack(demo_checkpoint, tmp_path_factory):
     work = tmp_path_factory.mktemp("sdk")
     policy = write_policy(work / "policy.yaml", free_port(), free_port())
+    with_internal = yaml.safe_load(policy.read_text())
+    with_internal["privacy"]["known_tags"] = ["internal"]  # an app's own tag: not private, and known to the gateway
+    policy.write_text(yaml.safe_dump(with_internal))
     agent_port = free_port()
     stack = start_local_stack(demo_checkpoint, policy, work, free_port(), local_agent_port=agent_port)
     yield stack.url, f"http://127.0.0.1:{agent_port}"
@@ -249,8 +253,6 @@ def test_app_tags_in_any_case_stay_on_the_device(stack, privacy):
 
 def test_tags_outside_the_sdks_set_are_forwarded_and_the_gateway_decides(demo_checkpoint, tmp_path):
     """`internal` is not private to the SDK; a gateway whose policy says it is keeps it on the edge."""
-    import yaml
-
     from tests.stack import DEFAULT_POLICY
 
     policy = yaml.safe_load(DEFAULT_POLICY.read_text())

@@ -4,7 +4,7 @@ import json
 
 import pytest
 from tandem_sdk import Client, detect_device
-from tandem_sdk.privacy import TagError, check_loopback, privacy_tags, private_reason
+from tandem_sdk.privacy import TagError, check_loopback, check_spelling, privacy_tags, private_reason
 
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -20,6 +20,9 @@ ASK = [{"role": "user", "content": "What is the capital of France?"}]
         (ASK, ["PII"], "the app tagged it 'pii'"),
         (ASK, "internal, Private", "the app tagged it 'private'"),
         (ASK, "public", None),  # any other tag: not private (it is forwarded; the gateway's policy decides)
+        (ASK, "ｐｒｉｖａｔｅ", "the app tagged it 'private'"),  # full-width, as an IME types it
+        (ASK, "internal、PII", "the app tagged it 'pii'"),  # an ideographic comma separates tags
+        (ASK, "confi\u200bdential", "the app tagged it 'confidential'"),  # a zero-width space inside
         ([{"role": "user", "content": "mail ann@example.com"}], None, "the email detector fired on its text"),
         ([{"role": "user", "content": [{"type": "text", "text": "card 4111 1111 1111 1111"}]}], None,
          "the credit-card detector fired on its text"),
@@ -52,6 +55,31 @@ def test_malformed_tags_are_refused_before_the_network(bad):
         privacy_tags(bad)
     with pytest.raises(TagError):
         Client("http://gw:8000").chat.completions.create(model="m", messages=ASK, privacy=bad)
+
+
+@pytest.mark.parametrize(
+    ("tag", "meant"),
+    [("privat", "private"), ("Privte", "private"), ("confidental", "confidential"), ("pi", "pii"), ("piii", "pii"),
+     ("ｐｒｉｖａｔ", "private")],
+)  # fmt: skip
+def test_a_misspelled_never_leave_tag_is_refused_before_the_network(tag, meant):
+    """Sent on, "privat" would leave the device as an untagged request would."""
+    with pytest.raises(TagError, match=f"reads like '{meant}'"):
+        check_spelling(privacy_tags(tag))
+    with pytest.raises(TagError, match="was not sent anywhere"):  # gw does not resolve: the raise came first
+        Client("http://gw:8000").chat.completions.create(model="m", messages=ASK, privacy=tag)
+
+
+@pytest.mark.parametrize("tag", ["public", "internal", "marketing", "pi-team", "private", "PII"])
+def test_other_tags_pass_the_spelling_check(tag):
+    check_spelling(privacy_tags(tag))
+
+
+def test_an_apps_own_tag_that_looks_like_a_private_one_is_named_in_known_tags():
+    check_spelling(privacy_tags("privat"), known=privacy_tags("Privat"))
+    client = Client("http://gw:8000", known_tags=["privat"])
+    _, tags, reason = client._plan("m", ASK, False, "privat", {})
+    assert tags == {"privat"} and reason is None
 
 
 @pytest.mark.parametrize("url", ["http://192.168.1.5:50062", "http://agent.example.com:50062", "http://0.0.0.0:1"])

@@ -1,8 +1,15 @@
 import pytest
 
 from gateway.classify.features import DeviceCapability, parse_device_header
-from gateway.privacy import request_tags
+from gateway.policy.loader import load_policy, parse_policy
+from gateway.privacy import UNKNOWN_TAG, request_tags
 from serving.openai.errors import BadRequest
+from tests.stack import DEFAULT_POLICY
+
+POLICY = load_policy(DEFAULT_POLICY)
+WITH_INTERNAL = parse_policy(
+    DEFAULT_POLICY.read_text().replace("  detected_tag: pii", "  detected_tag: pii\n  known_tags: [Internal]"), "test"
+)
 
 
 @pytest.mark.parametrize(
@@ -16,16 +23,45 @@ from serving.openai.errors import BadRequest
         ("private,PII", None, {"private", "pii"}),
         (["PII, Confidential", " private "], "Internal", {"pii", "confidential", "private", "internal"}),
         ("", " , ", set()),
+        # as people type them: full-width letters and commas, an ideographic comma, invisible characters, NBSP
+        ("ｐｒｉｖａｔｅ", None, {"private"}),
+        ("ＰＩＩ，confidential", None, {"pii", "confidential"}),
+        (None, "internal、private", {"internal", "private"}),
+        ("pri\u200bvate", None, {"private"}),
+        ("\u00a0pii\u3000", None, {"pii"}),
+        ("\ufeffCONFIDENTIAL", None, {"confidential"}),
     ],
 )
 def test_privacy_tags(metadata, header, expected):
-    assert request_tags(metadata, header) == frozenset(expected)
+    assert request_tags(WITH_INTERNAL, metadata, header) == frozenset(expected)
 
 
 @pytest.mark.parametrize("metadata", [3, {"a": 1}, ["pii", 2]])
 def test_malformed_privacy_metadata_is_a_400(metadata):
     with pytest.raises(BadRequest, match="metadata.privacy"):
-        request_tags(metadata, None)
+        request_tags(POLICY, metadata, None)
+
+
+@pytest.mark.parametrize(
+    "metadata, header, where, message",
+    [
+        ("privat", None, "metadata.privacy", "'privat' (did you mean 'private'?)"),
+        (["pii", "confidental"], None, "metadata.privacy", "'confidental' (did you mean 'confidential'?)"),
+        (None, "pi", "X-Tandem-Privacy", "'pi' (did you mean 'pii'?)"),
+        (None, "private,internal", "X-Tandem-Privacy", "'internal';"),  # known only where the policy says so
+        ("PRİVATE", None, "metadata.privacy", "'pri\u0307vate'"),  # a dotted capital I lower-cases to i + a dot
+        ("pri vate", None, "metadata.privacy", "'pri vate'"),
+        ("private\ud800", None, "metadata.privacy", "unknown privacy tag"),
+        ("ｐｒｉｖａｔ", "pii", "metadata.privacy", "'privat' (did you mean 'private'?)"),
+    ],
+)
+def test_a_tag_the_policy_does_not_know_is_a_400_naming_where_it_came_from(metadata, header, where, message):
+    """A misspelled private tag must not route as an untagged request would (to the cloud)."""
+    with pytest.raises(BadRequest) as caught:
+        request_tags(POLICY, metadata, header)
+    error = caught.value
+    assert error.param == where and error.code == UNKNOWN_TAG and error.message.startswith(where)
+    assert message in error.message and "privacy.known_tags" in error.message
 
 
 def test_device_header():

@@ -7,7 +7,7 @@ import pytest
 
 from gateway.classify.classify import classify
 from gateway.policy.explain import explain
-from gateway.policy.loader import load_policy
+from gateway.policy.loader import load_policy, parse_policy
 from gateway.policy.replay import TraceError, differences, read_trace, replay
 from gateway.routing.candidate import Candidate
 
@@ -100,6 +100,27 @@ def test_replay_shares_and_differences(tmp_path):
     diff = differences(default_outcomes, cost_outcomes)
     assert diff["requests_changing_pool"] == 2  # the short and the 1000-token public requests move to the edge
     assert diff["pool_moves"] == [{"from": "cloud", "to": "edge", "requests": 2}]
+
+
+def test_replay_shows_requests_a_policy_would_refuse_for_a_tag_it_no_longer_knows(tmp_path):
+    """An edit that drops the only rule naming `internal` turns those requests into 400s: replay says so first."""
+    text = (POLICIES / "default.yaml").read_text()
+    knows = text.replace("[private, pii, confidential]}", "[private, pii, confidential, internal]}")
+    assert knows != text
+    trace = read_trace(
+        write_trace(tmp_path / "trace.jsonl", [feature(10, ["internal"]), feature(10), feature(9, ["pii"])])
+    )
+    before, before_outcomes = replay(parse_policy(knows, "before"), trace)
+    after, after_outcomes = replay(DEFAULT, trace)
+    assert before.as_dict()["unknown_privacy_tags"] == {} and before.by_pool["edge"] == 2
+    assert after.as_dict()["unknown_privacy_tags"] == {"internal": 1} and after.by_pool == {
+        "refused": 1,
+        "cloud": 1,
+        "edge": 1,
+    }
+    assert differences(before_outcomes, after_outcomes)["pool_moves"] == [
+        {"from": "edge", "to": "refused", "requests": 1}
+    ]
 
 
 def test_a_bad_trace_line_is_named(tmp_path):

@@ -89,6 +89,18 @@ CASES = [
         "rules.1: rule 'default' could receive requests tagged",
         7,
     ),
+    (
+        "a tag with a comma can never match (a request's tags are split at commas)",
+        "version: 1\n" + POOLS + "rules:\n  - {name: p, match: {privacy: ['pii,private']}, route: edge}\n",
+        "privacy tag 'pii,private' must be one non-empty tag, without commas",
+        6,
+    ),
+    (
+        "an empty tag",
+        "version: 1\nprivacy: {known_tags: [' ']}\n" + POOLS + "rules: [{name: d, route: edge}]\n",
+        "privacy.known_tags.0: Value error, privacy tag ' ' must be one non-empty tag",
+        2,
+    ),
 ]
 
 
@@ -112,3 +124,21 @@ def test_private_rule_first_then_cloud_is_accepted(tmp_path):
     path = tmp_path / "policy.yaml"
     path.write_text("version: 1\n" + POOLS + "rules:\n" + PRIVATE_FIRST + "  - {name: default, route: cloud}\n")
     assert [r.name for r in load_policy(path).rules] == ["private", "default"]
+
+
+def test_policy_tags_read_as_request_tags_do(tmp_path):
+    """`PII` in the file is the tag a request sends as `pii` (or `ＰＩＩ`): it stays private, and the load-time check
+    sees the same set."""
+    from gateway import privacy
+
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "version: 1\nprivacy: {never_leave_device: [PII, ' Private'], detected_tag: ＰＩＩ, known_tags: [Internal]}\n"
+        + POOLS
+        + "rules:\n  - {name: p, match: {privacy: [Private, PII]}, route: edge}\n  - {name: d, route: cloud}\n"
+    )
+    policy = load_policy(path)
+    assert policy.privacy.never_leave_device == ["pii", "private"] and policy.privacy.detected_tag == "pii"
+    assert policy.known_privacy_tags == {"pii", "private", "internal"}
+    assert privacy.is_private(policy, privacy.request_tags(policy, "pii", None))
+    assert not privacy.is_private(policy, privacy.request_tags(policy, None, "INTERNAL"))
