@@ -123,6 +123,20 @@ def _max_tokens(
     return max_tokens
 
 
+def tandem_header(request: Request, name: str, repeatable: bool = False) -> str | None:
+    """A Tandem header as text (UTF-8, as clients send it). A list header sent more than once is one list, as HTTP
+    says (RFC 9110 5.3): a second `X-Tandem-Privacy: pii` must not be dropped. Any other is refused twice."""
+    values = request.headers.getlist(name)
+    if not values:
+        return None
+    if len(values) > 1 and not repeatable:
+        raise BadRequest(f"{name} is sent {len(values)} times; send it once", param=name)
+    try:
+        return ",".join(value.encode("latin-1").decode("utf-8") for value in values)
+    except UnicodeDecodeError:
+        raise BadRequest(f"{name} is not valid UTF-8", param=name) from None
+
+
 async def _classify(
     body: _GenerationParams,
     model: ServedModel,
@@ -144,9 +158,9 @@ async def _classify(
             prompt_tokens=len(prompt_ids),
             max_tokens=max_tokens,
             metadata_privacy=(body.metadata or {}).get("privacy"),
-            privacy_header=request.headers.get("x-tandem-privacy"),
-            device_header=request.headers.get("x-tandem-device"),
-            reported_device=state.edge_agents.device(request.headers.get("x-tandem-agent")),
+            privacy_header=tandem_header(request, "X-Tandem-Privacy", repeatable=True),
+            device_header=tandem_header(request, "X-Tandem-Device"),
+            reported_device=state.edge_agents.device(tandem_header(request, "X-Tandem-Agent")),
             tenant=request.state.tenant,  # set by the auth dependency
             priority=state.tenants.allowed_priority(request.state.tenant, body.priority),
             model=model.id,

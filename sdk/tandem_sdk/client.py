@@ -44,7 +44,7 @@ MAX_BACKOFF_S = 8.0
 @dataclass(frozen=True)
 class Target:
     url: str  # the chat completions endpoint
-    headers: dict[str, str]
+    headers: dict[str, str | bytes]  # a privacy tag may be any script: its header is UTF-8
     served_by: str  # "gateway" or "local-agent"
     direct: bool = False  # past any proxy the environment names: loopback, or a request with privacy tags
 
@@ -67,19 +67,19 @@ class _Settings:
 def _gateway_target(s: _Settings, tags: frozenset[str]) -> Target:
     headers = {"X-Tandem-Device": s.device.header()}
     if tags:
-        headers["X-Tandem-Privacy"] = ",".join(sorted(tags))
+        headers["X-Tandem-Privacy"] = ",".join(sorted(tags)).encode()
     if s.api_key:
         headers["Authorization"] = f"Bearer {s.api_key}"
     return Target(f"{s.gateway_url}/v1/chat/completions", headers, "gateway", direct=bool(tags))
 
 
-def _local_headers(s: _Settings) -> dict[str, str]:
+def _local_headers(s: _Settings) -> dict[str, str | bytes]:
     token = read_token(s.local_token_file)
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def _local_target(s: _Settings, tags: frozenset[str]) -> Target:
-    headers = _local_headers(s) | ({"X-Tandem-Privacy": ",".join(sorted(tags))} if tags else {})
+    headers = _local_headers(s) | ({"X-Tandem-Privacy": ",".join(sorted(tags)).encode()} if tags else {})
     return Target(f"{s.local_agent_url}/v1/chat/completions", headers, "local-agent", direct=True)
 
 

@@ -136,3 +136,24 @@ def test_a_misspelled_privacy_tag_is_refused_not_sent_to_the_cloud(stack, metada
     assert "x-tandem-route" not in caught.value.response.headers  # refused before any decision
     typed = client.chat.completions.with_raw_response.create(**ASK, metadata={"privacy": "ｐｒｉｖａｔｅ"})
     assert typed.headers["x-tandem-route"] == "edge; rule=private"  # the tag as an IME types it is read
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "expect"),
+    [
+        # HTTP reads a repeated list header as one list: the second must not be dropped (it was, and an empty
+        # first one routed the request to the cloud)
+        ([("X-Tandem-Privacy", ""), ("X-Tandem-Privacy", "pii")], 200, "edge; rule=private"),
+        ([("X-Tandem-Privacy", "confidential"), ("X-Tandem-Privacy", "nope")], 400, "'nope'"),
+        ([("X-Tandem-Privacy", "機密".encode())], 400, "unknown privacy tag '機密'"),  # read as UTF-8, named as sent
+        ([("X-Tandem-Privacy", b"\xff\xfe")], 400, "X-Tandem-Privacy is not valid UTF-8"),
+        ([("X-Tandem-Device", '{"npu": true}'), ("X-Tandem-Device", '{"npu": false}')], 400, "sent 2 times"),
+    ],
+)
+def test_tandem_headers_as_clients_send_them(stack, headers, status, expect):
+    reply = httpx.post(f"{stack.url}/v1/chat/completions", json=ASK, headers=headers, timeout=30)
+    assert reply.status_code == status, reply.text
+    if status == 200:
+        assert reply.headers["x-tandem-route"] == expect
+    else:
+        assert expect in reply.json()["error"]["message"] and reply.json()["error"]["param"].startswith("X-Tandem-")

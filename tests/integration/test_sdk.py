@@ -25,7 +25,7 @@ def stack(demo_checkpoint, tmp_path_factory):
     work = tmp_path_factory.mktemp("sdk")
     policy = write_policy(work / "policy.yaml", free_port(), free_port())
     with_internal = yaml.safe_load(policy.read_text())
-    with_internal["privacy"]["known_tags"] = ["internal"]  # an app's own tag: not private, and known to the gateway
+    with_internal["privacy"]["known_tags"] = ["internal", "社内"]  # an app's own tags: not private, known to the gateway
     policy.write_text(yaml.safe_dump(with_internal))
     agent_port = free_port()
     stack = start_local_stack(demo_checkpoint, policy, work, free_port(), local_agent_port=agent_port)
@@ -232,7 +232,11 @@ def test_private_calls_go_past_any_proxy_the_environment_names(stack, monkeypatc
             tagged = client.chat.completions.create(
                 model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=4, privacy="internal"
             )
+            in_japanese = client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=4, privacy="社内"
+            )  # a tag in any script goes in the header as UTF-8
         assert private["tandem"]["served_by"] == "local-agent" and tagged["tandem"]["served_by"] == "gateway"
+        assert in_japanese["tandem"]["served_by"] == "gateway"
         time.sleep(0.3)
         assert proxy.connections == seen
     finally:
