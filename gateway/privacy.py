@@ -24,7 +24,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from tandem_sdk.detectors import Scan, detect
-from tandem_sdk.privacy import TagError, privacy_tags, resembles
+from tandem_sdk.privacy import TagError, misplaced_privacy_key, privacy_tags, resembles
 
 from serving.openai.errors import BadRequest
 
@@ -117,6 +117,22 @@ def request_tags(policy: "Policy", metadata_value: object, header_value: str | N
 
 
 UNKNOWN_TAG = "unknown_privacy_tag"
+
+
+def metadata_privacy(policy: "Policy", metadata: dict | None) -> object:
+    """`metadata.privacy`. A key the caller meant for it (`Privacy`, `privcy`, `{"pii": "yes"}`) is a 400 naming it:
+    read as any other metadata, it would route the request as untagged."""
+    if not metadata:
+        return None
+    misplaced = misplaced_privacy_key(metadata, policy.known_privacy_tags)
+    if misplaced is not None:
+        raise BadRequest(
+            f'metadata.{misplaced}: privacy tags go in metadata.privacy, e.g. {{"privacy": "pii"}}; the request '
+            "was not routed",
+            code=UNKNOWN_TAG,
+            param=f"metadata.{misplaced}",
+        )
+    return metadata.get("privacy")
 
 
 def _unknown_tags_message(policy: "Policy", where: str, unknown: list[str]) -> str:

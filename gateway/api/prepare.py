@@ -16,6 +16,7 @@ from opentelemetry import trace
 from tandem_sdk.detectors import Scan
 from tandem_sdk.scan import request_text
 
+from gateway import privacy
 from gateway.classify.classify import classify
 from gateway.classify.features import RequestFeatures
 from gateway.policy.schema import Policy
@@ -157,7 +158,7 @@ async def _classify(
             text=scan,
             prompt_tokens=len(prompt_ids),
             max_tokens=max_tokens,
-            metadata_privacy=(body.metadata or {}).get("privacy"),
+            metadata_privacy=privacy.metadata_privacy(policy, body.metadata),
             privacy_header=tandem_header(request, "X-Tandem-Privacy", repeatable=True),
             device_header=tandem_header(request, "X-Tandem-Device"),
             reported_device=state.edge_agents.device(tandem_header(request, "X-Tandem-Agent")),

@@ -28,8 +28,10 @@ from tandem_sdk.local_token import read_token, token_file
 from tandem_sdk.privacy import (
     DEFAULT_DETECTORS,
     NEVER_LEAVE_DEVICE,
+    TagError,
     check_loopback,
     check_spelling,
+    misplaced_privacy_key,
     privacy_tags,
     private_reason,
 )
@@ -183,8 +185,14 @@ class _ClientBase:
     def _plan(self, model: str, messages: list[dict], stream: bool, privacy, params: dict):
         """The body, the app's tags (`privacy=`, and `metadata.privacy` as the gateway reads it), and why the
         request is private (None: it may go to the gateway)."""
-        metadata = params.get("metadata")
-        tags = privacy_tags(privacy, metadata.get("privacy") if isinstance(metadata, dict) else None)
+        metadata = params.get("metadata") if isinstance(params.get("metadata"), dict) else {}
+        misplaced = misplaced_privacy_key(metadata, self._s.never_leave | self._s.known_tags)
+        if misplaced is not None:
+            raise TagError(
+                f"metadata.{misplaced}: privacy tags go in metadata.privacy (or privacy=), e.g. "
+                '{"privacy": "pii"}; the request was not sent anywhere'
+            )
+        tags = privacy_tags(privacy, metadata.get("privacy"))
         check_spelling(tags, self._s.never_leave, self._s.known_tags)
         body = _body(model, messages, stream, params)
         return body, tags, private_reason(body, tags, self._s.detectors, self._s.never_leave)

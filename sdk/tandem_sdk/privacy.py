@@ -23,6 +23,7 @@ NEVER_LEAVE_DEVICE = frozenset({"private", "pii", "confidential"})
 DEFAULT_DETECTORS = tuple(DETECTORS)
 LOOPBACK_HOSTS = {"127.0.0.1", "::1", "localhost"}
 TYPO_CUTOFF = 0.75  # difflib's similarity ratio: "privat"/"private" 0.92, "pi"/"pii" 0.8, "public"/"pii" 0.44
+KEY_TYPO_CUTOFF = 0.8  # "privcy" 0.92, "Privasy" 0.86; "private_key" 0.78 and "priority" 0.53 are other keys
 TAG_SEPARATORS = re.compile("[,\uff0c\u3001]")  # a comma, a full-width comma, an ideographic comma
 
 
@@ -51,10 +52,24 @@ def normalize_tag(tag: str) -> str:
     return normalize(tag).lower().strip()
 
 
-def resembles(tag: str, tags: Iterable[str]) -> str | None:
+def resembles(tag: str, tags: Iterable[str], cutoff: float = TYPO_CUTOFF) -> str | None:
     """The tag of `tags` that `tag` reads like a misspelling of ("privat", "PIl", "confidental"), or None."""
-    close = difflib.get_close_matches(tag, sorted(tags), n=1, cutoff=TYPO_CUTOFF)
+    close = difflib.get_close_matches(tag, sorted(tags), n=1, cutoff=cutoff)
     return close[0] if close else None
+
+
+def misplaced_privacy_key(metadata: Mapping, tags: Iterable[str]) -> str | None:
+    """A key of `metadata` other than `privacy` that the caller meant for privacy tags (`Privacy`, `privcy`,
+    `privacy_tags`, or a tag as a key: `{"pii": "yes"}`), or None. Read as any other metadata, it would leave
+    the request untagged."""
+    tags = set(tags)
+    for key in metadata:
+        if key == "privacy" or not isinstance(key, str):
+            continue
+        name = normalize_tag(key)
+        if name.startswith("privacy") or name in tags or resembles(name, ["privacy"], KEY_TYPO_CUTOFF):
+            return key
+    return None
 
 
 def check_spelling(

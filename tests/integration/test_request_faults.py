@@ -157,3 +157,13 @@ def test_tandem_headers_as_clients_send_them(stack, headers, status, expect):
         assert reply.headers["x-tandem-route"] == expect
     else:
         assert expect in reply.json()["error"]["message"] and reply.json()["error"]["param"].startswith("X-Tandem-")
+
+
+@pytest.mark.parametrize("metadata", [{"Privacy": "pii"}, {"privcy": "pii"}, {"pii": "true"}, {"privacy_tags": "pii"}])
+def test_a_metadata_key_meant_for_privacy_tags_is_a_400_naming_it(stack, metadata):
+    """Read as any other metadata, {"Privacy": "pii"} would route as untagged: to the cloud."""
+    reply = httpx.post(f"{stack.url}/v1/chat/completions", json=ASK | {"metadata": metadata}, timeout=30)
+    key = next(iter(metadata))
+    assert reply.status_code == 400 and reply.json()["error"]["param"] == f"metadata.{key}", reply.text
+    other = httpx.post(f"{stack.url}/v1/chat/completions", json=ASK | {"metadata": {"priority": "x"}}, timeout=30)
+    assert other.status_code == 200 and other.headers["x-tandem-route"] == "cloud; rule=default"

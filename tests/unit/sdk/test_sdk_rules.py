@@ -4,7 +4,15 @@ import json
 
 import pytest
 from tandem_sdk import Client, detect_device
-from tandem_sdk.privacy import TagError, check_loopback, check_spelling, privacy_tags, private_reason
+from tandem_sdk.privacy import (
+    NEVER_LEAVE_DEVICE,
+    TagError,
+    check_loopback,
+    check_spelling,
+    misplaced_privacy_key,
+    privacy_tags,
+    private_reason,
+)
 
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -97,3 +105,23 @@ def test_device_is_detected_once_and_the_app_can_override_it():
     assert header["network"] == "metered" and header["npu"] is True and header["cores"] >= 1
     with pytest.raises(ValueError, match="unknown device field"):
         Client("http://gw:8000", device={"nnpu": True})
+
+
+@pytest.mark.parametrize(
+    ("metadata", "misplaced"),
+    [
+        ({"Privacy": "pii"}, "Privacy"),
+        ({"privcy": "pii"}, "privcy"),
+        ({"privacy_tags": "pii"}, "privacy_tags"),
+        ({"ＰＲＩＶＡＣＹ": "pii"}, "ＰＲＩＶＡＣＹ"),
+        ({"user": "ann", "pii": "yes"}, "pii"),
+        ({"Confidential": "true"}, "Confidential"),
+        ({"privacy": "pii", "priority": "high", "private_key_id": "k1", "project": "x"}, None),
+    ],
+)
+def test_a_metadata_key_meant_for_privacy_tags_is_refused_before_the_network(metadata, misplaced):
+    """{"Privacy": "pii"} read as any other metadata would leave the request untagged."""
+    assert misplaced_privacy_key(metadata, NEVER_LEAVE_DEVICE) == misplaced
+    if misplaced is not None:
+        with pytest.raises(TagError, match=f"metadata.{misplaced}: privacy tags go in metadata.privacy"):
+            Client("http://gw:8000").chat.completions.create(model="m", messages=ASK, metadata=metadata)
