@@ -20,11 +20,12 @@ dispatch against all of them; tests/unit/gateway/test_privacy_owner.py names
 each path.
 """
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from tandem_sdk.detectors import Scan, detect
-from tandem_sdk.privacy import TagError, misplaced_privacy_key, privacy_tags, resembles
+from tandem_sdk.tags import TagError, misplaced_privacy_key, privacy_tags, resembles
 
 from serving.openai.errors import BadRequest
 
@@ -51,6 +52,7 @@ def policy_problems(policy: "Policy") -> list[tuple[tuple[str | int, ...], str]]
             f"detected_tag {policy.privacy.detected_tag!r} is not in privacy.never_leave_device {sorted(never)}: "
             "requests in which a detector finds PII would be free to leave the device",
         ))  # fmt: skip
+    problems += _lookalike_tags(policy, never)
     # Per model (the rules a model's requests can reach are those routing to a pool serving it). A model no edge
     # pool serves has nowhere to send a private request: the rules cannot help, and decide() refuses such a request.
     for model in policy.models or [None]:
@@ -60,6 +62,22 @@ def policy_problems(policy: "Policy") -> list[tuple[tuple[str | int, ...], str]]
         problem = _first_leaking_rule(policy, never, model, serving)
         if problem is not None and problem not in problems:
             problems.append(problem)
+    return problems
+
+
+def _lookalike_tags(policy: "Policy", never: set[str]) -> list[tuple[tuple[str | int, ...], str]]:
+    """Tags the policy accepts that read like a never-leave tag (`privat`): a caller's typo of `private` would be
+    accepted as that tag, and may go where it routes. Only tags of rules that name a cloud pool, and known_tags."""
+    named = [(("privacy", "known_tags", i), tag) for i, tag in enumerate(policy.privacy.known_tags)]
+    for i, rule in enumerate(policy.rules):
+        if any(policy.pools[p].kind == "cloud" for p in (rule.route, *rule.fallback)):
+            named += [(("rules", i, "match", "privacy", j), tag) for j, tag in enumerate(rule.match.privacy or ())]
+    problems = []
+    for loc, tag in named:
+        meant = None if tag in never else resembles(tag, never)
+        if meant is not None:
+            problems.append((loc, f"tag {tag!r} reads like never-leave tag {meant!r}: a caller's typo of {meant!r} "
+                                  f"would be read as {tag!r} and could leave the device; name it differently"))  # fmt: skip
     return problems
 
 
@@ -100,7 +118,7 @@ def detection_warning(policy: "Policy") -> str | None:
 
 
 def request_tags(policy: "Policy", metadata_value: object, header_value: str | None) -> frozenset[str]:
-    """Tags from `metadata.privacy` and X-Tandem-Privacy, read as the SDK reads them (tandem_sdk.privacy). A tag the
+    """Tags from `metadata.privacy` and X-Tandem-Privacy, read as the SDK reads them (tandem_sdk.tags). A tag the
     policy does not know is refused with a 400 naming where it came from: a misspelled `privat` would otherwise
     route as if the request carried no tag at all."""
     tags = frozenset()
@@ -117,6 +135,26 @@ def request_tags(policy: "Policy", metadata_value: object, header_value: str | N
 
 
 UNKNOWN_TAG = "unknown_privacy_tag"
+
+
+def check_no_repeated_keys(raw: bytes) -> None:
+    """Refuse a body that names `metadata`, or `privacy`, twice in one object: JSON parsers keep the last, so
+    `{"privacy": "pii", "privacy": ""}` would read as untagged. Parsed again only when the bytes hold either name
+    twice, as a client's merging bug writes them (a name spelled with escapes is not looked for)."""
+    if raw.count(b'"metadata"') > 1 or raw.count(b'"privacy"') > 1:
+        json.loads(raw, object_pairs_hook=_refuse_repeats)
+
+
+def _refuse_repeats(pairs: list[tuple[str, object]]) -> dict:
+    names = [name for name, _ in pairs]
+    for name in ("metadata", "privacy"):
+        if names.count(name) > 1:
+            raise BadRequest(
+                f"the body names {name!r} twice in one object; JSON keeps only the last, which could read a tagged "
+                "request as untagged: send it once",
+                param="metadata" if name == "metadata" else "metadata.privacy",
+            )
+    return dict(pairs)
 
 
 def metadata_privacy(policy: "Policy", metadata: dict | None) -> object:
@@ -137,11 +175,18 @@ def metadata_privacy(policy: "Policy", metadata: dict | None) -> object:
 
 def _unknown_tags_message(policy: "Policy", where: str, unknown: list[str]) -> str:
     known = policy.known_privacy_tags
-    meant = [f"{tag!r} (did you mean {close!r}?)" if (close := resembles(tag, known)) else repr(tag) for tag in unknown]
+    shown = [(tag if len(tag) <= 24 else f"{tag[:20]}…", resembles(tag, known)) for tag in unknown[:3]]
+    listed = ", ".join(f"{tag!r} (did you mean {meant!r}?)" if meant else repr(tag) for tag, meant in shown)
+    more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+    advice = (
+        "Correct the tag"
+        if any(meant for _, meant in shown)
+        else "An operator can accept more tags in the policy's privacy.known_tags"
+    )
     return (
-        f"{where}: unknown privacy tag{'s' if len(unknown) > 1 else ''} {', '.join(meant)}; this gateway's policy "
+        f"{where}: unknown privacy tag{'s' if len(unknown) > 1 else ''} {listed}{more}; this gateway's policy "
         f"knows {sorted(known)}. The request was not routed: a tag no rule names is refused rather than ignored. "
-        "An operator can accept more tags in the policy's privacy.known_tags"
+        f"{advice}"
     )
 
 

@@ -150,6 +150,7 @@ async def _classify(
     prompt_field: str,
 ) -> RequestFeatures:
     max_tokens = _max_tokens(requested_max, len(prompt_ids), model, state, prompt_field)
+    await _off_loop(request, privacy.check_no_repeated_keys, await request.body())
     with tracer.start_as_current_span("gateway.classify") as span:
         features = await _off_loop(
             request,

@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tandem_sdk.tags import privacy_tags
+
 from gateway.classify.features import DeviceCapability, RequestFeatures
 from gateway.policy.route_plan import plan_route
 from gateway.policy.schema import Policy
@@ -70,7 +72,7 @@ def read_trace(path: Path) -> list[RequestFeatures]:
                     RequestFeatures(
                         prompt_tokens=int(raw["prompt_tokens"]),
                         max_tokens=int(raw["max_tokens"]),
-                        privacy_tags=frozenset(raw.get("privacy_tags", [])),
+                        privacy_tags=privacy_tags(raw.get("privacy_tags", [])),  # an older gateway's, read as now
                         device=DeviceCapability(**device) if device else None,
                         tenant=raw.get("tenant", "default"),
                         priority=int(raw.get("priority", 0)),

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from tandem_sdk.detectors import DETECTORS
-from tandem_sdk.privacy import TAG_SEPARATORS, normalize_tag
+from tandem_sdk.tags import TAG_SEPARATORS, normalize_tag
 
 from gateway import privacy
 from gateway.routing.healthy_filter import Healthy
@@ -32,7 +32,7 @@ def _known(kind: str, value: str | list[str], registry: dict) -> str | list[str]
 
 
 def _tag(value: object) -> object:
-    """A privacy tag in the policy reads as a request's tag does (tandem_sdk.privacy.normalize_tag), so `PII` in the
+    """A privacy tag in the policy reads as a request's tag does (tandem_sdk.tags.normalize_tag), so `PII` in the
     file matches a request tagged `pii`; one that no request could carry does not load."""
     if not isinstance(value, str):
         return value

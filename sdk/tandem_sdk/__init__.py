@@ -3,6 +3,7 @@
 from tandem_sdk.client import DEFAULT_LOCAL_AGENT, AsyncClient, AsyncStream, Client, Stream
 from tandem_sdk.device import DeviceCapability, detect_device
 from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError, TandemError
+from tandem_sdk.tags import TagError
 
 __all__ = [
     "DEFAULT_LOCAL_AGENT",
@@ -14,6 +15,7 @@ __all__ = [
     "GatewayUnavailable",
     "PrivateRequestError",
     "Stream",
+    "TagError",
     "TandemError",
     "detect_device",
 ]

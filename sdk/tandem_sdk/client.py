@@ -25,17 +25,9 @@ import httpx
 from tandem_sdk.device import DeviceCapability, detect_device
 from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError
 from tandem_sdk.local_token import read_token, token_file
-from tandem_sdk.privacy import (
-    DEFAULT_DETECTORS,
-    NEVER_LEAVE_DEVICE,
-    TagError,
-    check_loopback,
-    check_spelling,
-    misplaced_privacy_key,
-    privacy_tags,
-    private_reason,
-)
+from tandem_sdk.privacy import DEFAULT_DETECTORS, NEVER_LEAVE_DEVICE, check_loopback, private_reason
 from tandem_sdk.sse import aevents, events
+from tandem_sdk.tags import TagError, check_spelling, misplaced_privacy_key, privacy_tags
 
 DEFAULT_LOCAL_AGENT = "http://127.0.0.1:50062"
 LOCAL_PROBE_TIMEOUT_S = 0.5

@@ -167,3 +167,19 @@ def test_a_metadata_key_meant_for_privacy_tags_is_a_400_naming_it(stack, metadat
     assert reply.status_code == 400 and reply.json()["error"]["param"] == f"metadata.{key}", reply.text
     other = httpx.post(f"{stack.url}/v1/chat/completions", json=ASK | {"metadata": {"priority": "x"}}, timeout=30)
     assert other.status_code == 200 and other.headers["x-tandem-route"] == "cloud; rule=default"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"model": "tandem-demo", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}], '
+        '"metadata": {"privacy": "pii", "privacy": ""}}',
+        '{"model": "tandem-demo", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}], '
+        '"metadata": {"privacy": "pii"}, "metadata": {}}',
+    ],
+)
+def test_a_body_naming_privacy_twice_is_refused(stack, body):
+    """JSON keeps the last of repeated keys: read so, this request would be untagged."""
+    reply = httpx.post(f"{stack.url}/v1/chat/completions", content=body,
+                       headers={"Content-Type": "application/json"}, timeout=30)  # fmt: skip
+    assert reply.status_code == 400 and "twice in one object" in reply.json()["error"]["message"], reply.text

@@ -3,16 +3,9 @@
 import json
 
 import pytest
-from tandem_sdk import Client, detect_device
-from tandem_sdk.privacy import (
-    NEVER_LEAVE_DEVICE,
-    TagError,
-    check_loopback,
-    check_spelling,
-    misplaced_privacy_key,
-    privacy_tags,
-    private_reason,
-)
+from tandem_sdk import Client, TagError, detect_device
+from tandem_sdk.privacy import NEVER_LEAVE_DEVICE, check_loopback, private_reason
+from tandem_sdk.tags import check_spelling, misplaced_privacy_key, privacy_tags
 
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -68,26 +61,45 @@ def test_malformed_tags_are_refused_before_the_network(bad):
 @pytest.mark.parametrize(
     ("tag", "meant"),
     [("privat", "private"), ("Privte", "private"), ("confidental", "confidential"), ("pi", "pii"), ("piii", "pii"),
-     ("ｐｒｉｖａｔ", "private")],
+     ("ｐｒｉｖａｔ", "private"), ("pil", "pii"), ("p1i", "pii"), ("pîi", "pii"), ("phi", "pii"), ("prviate", "private"),
+     ("priv", "private"), ("conf", "confidential"), ("privacy", "private"),
+     # variants that may mean the tag or its opposite: refused either way, the app says which in known_tags
+     ("private-ok", "private"), ("not-private", "private"), ("#pii", "pii"), ("pii2", "pii"), ("unprivate", "private")],
 )  # fmt: skip
 def test_a_misspelled_never_leave_tag_is_refused_before_the_network(tag, meant):
     """Sent on, "privat" would leave the device as an untagged request would."""
     with pytest.raises(TagError, match=f"reads like '{meant}'"):
-        check_spelling(privacy_tags(tag))
+        check_spelling(privacy_tags(tag), NEVER_LEAVE_DEVICE)
     with pytest.raises(TagError, match="was not sent anywhere"):  # gw does not resolve: the raise came first
         Client("http://gw:8000").chat.completions.create(model="m", messages=ASK, privacy=tag)
 
 
-@pytest.mark.parametrize("tag", ["public", "internal", "marketing", "pi-team", "private", "PII"])
+@pytest.mark.parametrize(
+    "tag",
+    ["public", "internal", "marketing", "pi-team", "private", "PII", "prod", "pinned", "confidence", "piiredacted",
+     "nonprivate", "project", "primary", "print", "pricing"],
+)  # fmt: skip
 def test_other_tags_pass_the_spelling_check(tag):
-    check_spelling(privacy_tags(tag))
+    check_spelling(privacy_tags(tag), NEVER_LEAVE_DEVICE)
 
 
 def test_an_apps_own_tag_that_looks_like_a_private_one_is_named_in_known_tags():
-    check_spelling(privacy_tags("privat"), known=privacy_tags("Privat"))
+    check_spelling(privacy_tags("privat"), NEVER_LEAVE_DEVICE, known=privacy_tags("Privat"))
     client = Client("http://gw:8000", known_tags=["privat"])
     _, tags, reason = client._plan("m", ASK, False, "privat", {})
     assert tags == {"privat"} and reason is None
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(["t"] * 33, "at most 32 privacy tags"), (",".join(f"t{i}" for i in range(40)), "at most 32 privacy tags"),
+     ("p" * 65, "is over 64 characters"), ("x" * 2_000_000, "at most 32 privacy tags")],
+)  # fmt: skip
+def test_tags_are_bounded(value, message):
+    """A tag list is a few short words: a megabyte of them is refused in a bounded time, and not echoed back."""
+    with pytest.raises(TagError, match=message) as caught:
+        privacy_tags(value)
+    assert len(str(caught.value)) < 200
 
 
 @pytest.mark.parametrize("url", ["http://192.168.1.5:50062", "http://agent.example.com:50062", "http://0.0.0.0:1"])

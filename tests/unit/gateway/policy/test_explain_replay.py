@@ -125,6 +125,13 @@ def test_replay_shows_requests_a_policy_would_refuse_for_a_tag_it_no_longer_know
 
 def test_a_bad_trace_line_is_named(tmp_path):
     path = tmp_path / "trace.jsonl"
-    path.write_text(json.dumps({"features": feature(5)}) + "\nnot json\n")
-    with pytest.raises(TraceError, match=r"trace.jsonl:2: not a decision record"):
-        read_trace(path)
+    for bad in ("not json", json.dumps({"features": feature(5, tags=[1, "a"])})):
+        path.write_text(json.dumps({"features": feature(5)}) + "\n" + bad + "\n")
+        with pytest.raises(TraceError, match=r"trace.jsonl:2: not a decision record"):
+            read_trace(path)
+
+
+def test_replay_reads_an_older_gateways_tags_as_the_gateway_reads_them_now(tmp_path):
+    trace = read_trace(write_trace(tmp_path / "trace.jsonl", [feature(10, ["ｐｒｉｖａｔｅ"])]))
+    report, _ = replay(DEFAULT, trace)
+    assert report.by_pool == {"edge": 1} and report.as_dict()["unknown_privacy_tags"] == {}

@@ -96,6 +96,18 @@ CASES = [
         6,
     ),
     (
+        "a known tag that reads like a never-leave tag: a typo of 'private' would be accepted as it",
+        "version: 1\nprivacy: {known_tags: [internal, privat]}\n" + POOLS + "rules: [{name: d, route: edge}]\n",
+        "privacy.known_tags.1: tag 'privat' reads like never-leave tag 'private'",
+        2,
+    ),
+    (
+        "a rule to the cloud on a tag that reads like a never-leave tag",
+        "version: 1\n" + POOLS + "rules:\n" + PRIVATE_FIRST + "  - {name: c, match: {privacy: [phi]}, route: cloud}\n",
+        "rules.1.match.privacy.0: tag 'phi' reads like never-leave tag 'pii'",
+        7,
+    ),
+    (
         "an empty tag",
         "version: 1\nprivacy: {known_tags: [' ']}\n" + POOLS + "rules: [{name: d, route: edge}]\n",
         "privacy.known_tags.0: Value error, privacy tag ' ' must be one non-empty tag",

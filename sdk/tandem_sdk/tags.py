@@ -1,0 +1,117 @@
+"""Privacy tags as people type them: read one way on the device and in the gateway, and checked for typos.
+
+A tag is read by `normalize_tag` (invisible characters dropped, full-width letters and Unicode spaces made
+ASCII, lower-cased, stripped); a string may hold several, separated by ASCII, full-width or ideographic commas.
+A request carries at most `MAX_TAGS` tags of at most `MAX_TAG_CHARS` characters each: anything longer is not a
+tag, and reading it should not cost more than the request.
+
+A typo in a never-leave tag is the failure that matters: `privat` read as just another tag would let the
+request leave as if untagged. `resembles` says which tag a typo was meant as; the SDK refuses such a tag before
+sending (`check_spelling`), and the gateway names the tag meant in its 400 and refuses policies that would
+accept one.
+"""
+
+import re
+from collections.abc import Iterable, Mapping
+
+from tandem_sdk.errors import TandemError
+from tandem_sdk.normalize import normalize
+
+TAG_SEPARATORS = re.compile("[,\uff0c\u3001]")  # a comma, a full-width comma, an ideographic comma
+MAX_TAGS = 32
+MAX_TAG_CHARS = 64
+
+
+class TagError(TandemError, ValueError):
+    """Privacy tags that are not a string or a list of strings, too many or too long, or one that reads like a
+    misspelled never-leave tag. Nothing was sent anywhere."""
+
+
+def privacy_tags(*values: object) -> frozenset[str]:
+    """Tags from any of: None, "pii", "Private, PII", ["PII", "internal"], "ｐｒｉｖａｔｅ、pii"."""
+    tags: set[str] = set()
+    for value in values:
+        if value is None:
+            continue
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list | tuple | set | frozenset) or not all(isinstance(v, str) for v in items):
+            raise TagError(f'privacy tags must be a string or a list of strings, e.g. "pii"; got {_short(value)}')
+        if len(items) > MAX_TAGS or sum(map(len, items)) > MAX_TAGS * (MAX_TAG_CHARS + 1):
+            raise TagError(f"at most {MAX_TAGS} privacy tags of at most {MAX_TAG_CHARS} characters each")
+        for part in (part for item in items for part in TAG_SEPARATORS.split(item)):
+            if len(part) > MAX_TAG_CHARS:
+                raise TagError(f"privacy tag {_short(part)} is over {MAX_TAG_CHARS} characters")
+            tags.add(normalize_tag(part))
+    tags.discard("")
+    if len(tags) > MAX_TAGS:
+        raise TagError(f"at most {MAX_TAGS} privacy tags of at most {MAX_TAG_CHARS} characters each")
+    return frozenset(tags)
+
+
+def normalize_tag(tag: str) -> str:
+    """One tag in the form policies and never-leave sets compare (tandem_sdk.normalize, lower-cased, stripped)."""
+    return normalize(tag).lower().strip()
+
+
+def resembles(tag: str, tags: Iterable[str]) -> str | None:
+    """The tag of `tags` that `tag` reads like a typo or a variant of, or None: one edit away from a tag of up to
+    four letters, two from a longer one (`privat`, `pil`, `phi`, `confidental`); its start (`priv`, `conf`); or
+    the tag as a word in it (`private-ok`, `#pii`, `pii2`)."""
+    for known in sorted(tags):
+        if tag == known:
+            continue
+        if (
+            _edits(tag, known) <= (1 if len(known) <= 4 else 2)
+            or (len(tag) >= 4 and known.startswith(tag))
+            or re.search(rf"(?<![a-z]){re.escape(known)}(?![a-z])", tag)
+        ):
+            return known
+    return None
+
+
+def check_spelling(tags: Iterable[str], never_leave: Iterable[str], known: Iterable[str] = ()) -> None:
+    """Refuse, before anything is sent, a tag that reads like a never-leave tag without being one: sent on, it
+    would not keep the request on the device. `known` are the app's own tags that only look like one."""
+    never = set(never_leave)
+    for tag in sorted(set(tags) - never - set(known)):
+        meant = resembles(tag, never)
+        if meant is not None:
+            raise TagError(
+                f"privacy tag {tag!r} is not a never-leave tag but reads like {meant!r}; the request was not sent "
+                f"anywhere. Correct the tag, or pass known_tags=[{tag!r}] if it is a tag of its own"
+            )
+
+
+def misplaced_privacy_key(metadata: Mapping, tags: Iterable[str]) -> str | None:
+    """A key of `metadata` other than `privacy` that the caller meant for privacy tags (`Privacy`, `privcy`,
+    `privacy_tags`, or a tag as a key: `{"pii": "yes"}`), or None. Read as any other metadata, it would leave
+    the request untagged."""
+    tags = set(tags)
+    for key in metadata:
+        if key == "privacy" or not isinstance(key, str):
+            continue
+        name = normalize_tag(key[: MAX_TAG_CHARS + 1])
+        if name.startswith("privacy") or name in tags or _edits(name, "privacy") <= 2:
+            return key
+    return None
+
+
+def _edits(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of neighbours that turn a into b (at most a few: tags)."""
+    if abs(len(a) - len(b)) > 2:
+        return 3
+    before, row = None, list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            cost = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (x != y))
+            if before is not None and i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                cost = min(cost, before[j - 2] + 1)
+            current.append(cost)
+        before, row = row, current
+    return row[-1]
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}… ({len(text)} characters)"
