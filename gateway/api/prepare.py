@@ -124,6 +124,19 @@ def _max_tokens(
     return max_tokens
 
 
+TANDEM_REQUEST_HEADERS = (b"x-tandem-privacy", b"x-tandem-device", b"x-tandem-agent", b"x-tandem-tenant")
+
+
+def check_tandem_headers(request: Request) -> None:
+    """An `X-Tandem-*` header the gateway does not read is a 400 naming it: a mistyped `X-Tandem-Privcy: pii`,
+    ignored, would route the request as untagged."""
+    for name, _ in request.scope["headers"]:
+        if name.startswith(b"x-tandem-") and name not in TANDEM_REQUEST_HEADERS:
+            known = ", ".join(n.decode().title() for n in TANDEM_REQUEST_HEADERS)
+            shown = name.decode("latin-1")[:64].title()
+            raise BadRequest(f"unknown header {shown}; the Tandem request headers are {known}", param=shown)
+
+
 def tandem_header(request: Request, name: str, repeatable: bool = False) -> str | None:
     """A Tandem header as text (UTF-8, as clients send it). A list header sent more than once is one list, as HTTP
     says (RFC 9110 5.3): a second `X-Tandem-Privacy: pii` must not be dropped. Any other is refused twice."""
@@ -150,6 +163,7 @@ async def _classify(
     prompt_field: str,
 ) -> RequestFeatures:
     max_tokens = _max_tokens(requested_max, len(prompt_ids), model, state, prompt_field)
+    check_tandem_headers(request)
     await _off_loop(request, privacy.check_no_repeated_keys, await request.body())
     with tracer.start_as_current_span("gateway.classify") as span:
         features = await _off_loop(

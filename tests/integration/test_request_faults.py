@@ -148,6 +148,8 @@ def test_a_misspelled_privacy_tag_is_refused_not_sent_to_the_cloud(stack, metada
         ([("X-Tandem-Privacy", "機密".encode())], 400, "unknown privacy tag '機密'"),  # read as UTF-8, named as sent
         ([("X-Tandem-Privacy", b"\xff\xfe")], 400, "X-Tandem-Privacy is not valid UTF-8"),
         ([("X-Tandem-Device", '{"npu": true}'), ("X-Tandem-Device", '{"npu": false}')], 400, "sent 2 times"),
+        ([("X-Tandem-Privcy", "pii")], 400, "unknown header X-Tandem-Privcy"),  # ignored, it would be untagged
+        ([("X-Tandem-Route", "edge")], 400, "X-Tandem-Privacy, X-Tandem-Device"),  # a response header, sent back
     ],
 )
 def test_tandem_headers_as_clients_send_them(stack, headers, status, expect):
