@@ -77,6 +77,23 @@ def _local_target(s: _Settings, tags: frozenset[str]) -> Target:
     return Target(f"{s.local_agent_url}/v1/chat/completions", headers, "local-agent", direct=True)
 
 
+def _openai_extras(params: dict) -> tuple[dict, list]:
+    """The openai client's `extra_body` (merged into the body, as it does) and `extra_headers` (only
+    X-Tandem-Privacy: its tags count), read before the privacy decision: an app moved from the openai client that
+    tags a request there keeps it on the device. Any other extra header is refused, not sent as a body field."""
+    params = dict(params)
+    extra_body, extra_headers = params.pop("extra_body", None) or {}, params.pop("extra_headers", None) or {}
+    if not isinstance(extra_body, dict) or not isinstance(extra_headers, dict):
+        raise TypeError("extra_body and extra_headers must be dicts")
+    others = sorted(name for name in extra_headers if str(name).lower() != "x-tandem-privacy")
+    if others:
+        raise TypeError(
+            f"extra_headers {others}: the SDK sends its own headers; only X-Tandem-Privacy may be added. "
+            "Nothing was sent"
+        )
+    return params | extra_body, list(extra_headers.values())
+
+
 def _body(model: str, messages: list[dict], stream: bool, params: dict) -> dict:
     body = {"model": model, "messages": messages, "stream": stream} | {k: v for k, v in params.items() if v is not None}
     if stream:
@@ -175,8 +192,9 @@ class _ClientBase:
         self.chat = _Chat(self)
 
     def _plan(self, model: str, messages: list[dict], stream: bool, privacy, params: dict):
-        """The body, the app's tags (`privacy=`, and `metadata.privacy` as the gateway reads it), and why the
-        request is private (None: it may go to the gateway)."""
+        """The body, the app's tags (`privacy=`, `metadata.privacy` as the gateway reads it, and X-Tandem-Privacy in
+        `extra_headers`), and why the request is private (None: it may go to the gateway)."""
+        params, header_tags = _openai_extras(params)
         metadata = params.get("metadata") if isinstance(params.get("metadata"), dict) else {}
         misplaced = misplaced_privacy_key(metadata, self._s.never_leave | self._s.known_tags)
         if misplaced is not None:
@@ -184,7 +202,7 @@ class _ClientBase:
                 f"metadata.{misplaced}: privacy tags go in metadata.privacy (or privacy=), e.g. "
                 '{"privacy": "pii"}; the request was not sent anywhere'
             )
-        tags = privacy_tags(privacy, metadata.get("privacy"))
+        tags = privacy_tags(privacy, metadata.get("privacy"), *header_tags)
         check_spelling(tags, self._s.never_leave, self._s.known_tags)
         body = _body(model, messages, stream, params)
         return body, tags, private_reason(body, tags, self._s.detectors, self._s.never_leave)

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from tandem_sdk import Client, TagError, detect_device
+from tandem_sdk import Client, PrivateRequestError, TagError, detect_device
 from tandem_sdk.privacy import NEVER_LEAVE_DEVICE, check_loopback, private_reason
 from tandem_sdk.tags import check_spelling, misplaced_privacy_key, privacy_tags
 
@@ -137,3 +137,25 @@ def test_a_metadata_key_meant_for_privacy_tags_is_refused_before_the_network(met
     if misplaced is not None:
         with pytest.raises(TagError, match=f"metadata.{misplaced}: privacy tags go in metadata.privacy"):
             Client("http://gw:8000").chat.completions.create(model="m", messages=ASK, metadata=metadata)
+
+
+@pytest.mark.parametrize(
+    "extras",
+    [{"extra_headers": {"X-Tandem-Privacy": "pii"}}, {"extra_headers": {"x-tandem-privacy": "Confidential"}},
+     {"extra_body": {"metadata": {"privacy": "private"}}}, {"extra_body": {"user": "ann@example.com"}}],
+)  # fmt: skip
+def test_the_openai_clients_extras_are_read_before_the_privacy_decision(extras):
+    """An app moved from the openai client that tags a request in extra_headers or extra_body keeps it on the
+    device (no local agent here: refused, nothing sent); before, the tag went to the gateway as a body field."""
+    with pytest.raises(PrivateRequestError, match="it was not sent anywhere"):
+        Client("http://gw:8000", local_agent_url=None).chat.completions.create(model="m", messages=ASK, **extras)
+
+
+def test_extra_body_is_merged_and_other_extra_headers_are_refused():
+    client = Client("http://gw:8000")
+    body, _, reason = client._plan("m", ASK, False, None, {"extra_body": {"top_k": 5}, "extra_headers": {}})
+    assert body["top_k"] == 5 and "extra_body" not in body and reason is None
+    with pytest.raises(TypeError, match="only X-Tandem-Privacy"):
+        client.chat.completions.create(model="m", messages=ASK, extra_headers={"OpenAI-Organization": "x"})
+    with pytest.raises(TagError, match="metadata.Privacy"):
+        client.chat.completions.create(model="m", messages=ASK, extra_body={"metadata": {"Privacy": "pii"}})
