@@ -63,4 +63,5 @@ class ChatTokenizer:
         return llg_tokenizer(self.tokenizer, ()).decode_bytes([token])
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
+        # The same ids as encode(); without the character offsets no caller reads: about a quarter less time
+        return self.tokenizer.encode_batch_fast([text], add_special_tokens=False)[0].ids
