@@ -162,7 +162,7 @@ def metadata_privacy(policy: "Policy", metadata: dict | None) -> object:
     read as any other metadata, it would route the request as untagged."""
     if not metadata:
         return None
-    misplaced = misplaced_privacy_key(metadata, policy.known_privacy_tags)
+    misplaced = misplaced_privacy_key(metadata, policy.known_privacy_tags, policy.privacy.never_leave_device)
     if misplaced is not None:
         raise BadRequest(
             f'metadata.{misplaced}: privacy tags go in metadata.privacy, e.g. {{"privacy": "pii"}}; the request '

@@ -97,7 +97,7 @@ def _tokenize_completion(body: CompletionRequest, chat: ChatTokenizer) -> tuple[
 
 def _scan(body: _GenerationParams, chat: ChatTokenizer) -> Scan:
     """The request's text as the detectors read it; token ids are decoded, so they are no way around them."""
-    dumped = body.model_dump(exclude_none=True, exclude={"metadata"})
+    dumped = body.model_dump(exclude_none=True)  # metadata too: request_text skips only its privacy tags
     scan = Scan(request_text(dumped, decode=chat.tokenizer.decode))
     scan.clusters  # noqa: B018 - found here, in the thread, not later on the event loop
     return scan

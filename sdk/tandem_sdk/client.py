@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 
+from tandem_sdk.detectors import DETECTORS
 from tandem_sdk.device import DeviceCapability, detect_device
 from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError
 from tandem_sdk.local_token import read_token, token_file
@@ -33,6 +34,7 @@ DEFAULT_LOCAL_AGENT = "http://127.0.0.1:50062"
 LOCAL_PROBE_TIMEOUT_S = 0.5
 RETRY_STATUSES = {429, 503}
 MAX_BACKOFF_S = 8.0
+MAX_RETRY_AFTER_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,12 @@ def _openai_extras(params: dict) -> tuple[dict, list]:
     extra_body, extra_headers = params.pop("extra_body", None) or {}, params.pop("extra_headers", None) or {}
     if not isinstance(extra_body, dict) or not isinstance(extra_headers, dict):
         raise TypeError("extra_body and extra_headers must be dicts")
+    twice = sorted(set(extra_body) & (set(params) | {"model", "messages", "stream", "privacy"}))
+    if twice:
+        raise TypeError(
+            f"extra_body {twice}: given as arguments too (or the SDK's own, as privacy=); pass each once. "
+            "Nothing was sent"
+        )
     others = sorted(name for name in extra_headers if str(name).lower() != "x-tandem-privacy")
     if others:
         raise TypeError(
@@ -103,17 +111,51 @@ def _body(model: str, messages: list[dict], stream: bool, params: dict) -> dict:
 
 def _retry_delay_s(response: httpx.Response, attempt: int) -> float:
     value = response.headers.get("retry-after")
-    try:
-        return max(0.0, float(value)) if value is not None else min(MAX_BACKOFF_S, 0.5 * 2**attempt)
+    try:  # at most MAX_RETRY_AFTER_S, whatever the server says (`inf` included)
+        return (
+            min(MAX_RETRY_AFTER_S, max(0.0, float(value)))
+            if value is not None
+            else min(MAX_BACKOFF_S, 0.5 * 2**attempt)
+        )
     except ValueError:
         return min(MAX_BACKOFF_S, 0.5 * 2**attempt)  # an HTTP-date: fall back to backoff
+
+
+def _retries(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"max_retries must be a whole number >= 0, not {value!r}")
+    return value
+
+
+def _detectors(value: object) -> tuple[str, ...]:
+    names = (value,) if isinstance(value, str) else tuple(value)
+    unknown = [n for n in names if n not in DETECTORS]
+    if unknown:
+        raise ValueError(f"unknown detector(s) {unknown}; known: {sorted(DETECTORS)}")
+    return names
+
+
+def _answer(response: httpx.Response, content: bytes) -> dict:
+    """A non-streamed answer: a JSON object, or an APIError saying what came instead (a proxy's HTML page, a
+    redirect, nothing)."""
+    try:
+        answer = json.loads(content)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        kind = response.headers.get("content-type", "no content type")
+        raise APIError(response.status_code, f"the answer is not a JSON object ({kind}, {len(content)} bytes)")
+    return answer
 
 
 def _raise_for(response: httpx.Response) -> None:
     if response.status_code < 400:
         return
     try:
-        error = response.json().get("error", {})
+        error = response.json()
+        error = error.get("error", error) if isinstance(error, dict) else error
+        if not isinstance(error, dict):  # {"error": "model not found"}, a list, null: its text is the message
+            error = {"message": response.text}
         message, code = error.get("message") or response.text, error.get("code")
     except ValueError:
         message, code = response.text, None
@@ -180,11 +222,11 @@ class _ClientBase:
             local_agent_url=check_loopback(local_agent_url) if local_agent_url else None,
             device=detect_device().with_overrides(device or {}),
             timeout_s=timeout_s,
-            max_retries=max_retries,
+            max_retries=_retries(max_retries),
             allow_local_fallback=allow_local_fallback,
-            detectors=tuple(detectors),
-            never_leave=privacy_tags(list(never_leave)),
-            known_tags=privacy_tags(list(known_tags)),
+            detectors=_detectors(detectors),
+            never_leave=privacy_tags(never_leave if isinstance(never_leave, str) else list(never_leave)),
+            known_tags=privacy_tags(known_tags if isinstance(known_tags, str) else list(known_tags)),
             local_token_file=Path(local_token_file) if local_token_file else token_file(),
         )
         self._http = self._new_http(timeout_s, trust_env=True)
@@ -194,9 +236,11 @@ class _ClientBase:
     def _plan(self, model: str, messages: list[dict], stream: bool, privacy, params: dict):
         """The body, the app's tags (`privacy=`, `metadata.privacy` as the gateway reads it, and X-Tandem-Privacy in
         `extra_headers`), and why the request is private (None: it may go to the gateway)."""
+        if not isinstance(messages, list | tuple):
+            raise TypeError(f"messages must be a list of messages, not {type(messages).__name__}; nothing was sent")
         params, header_tags = _openai_extras(params)
         metadata = params.get("metadata") if isinstance(params.get("metadata"), dict) else {}
-        misplaced = misplaced_privacy_key(metadata, self._s.never_leave | self._s.known_tags)
+        misplaced = misplaced_privacy_key(metadata, self._s.never_leave | self._s.known_tags, self._s.never_leave)
         if misplaced is not None:
             raise TagError(
                 f"metadata.{misplaced}: privacy tags go in metadata.privacy (or privacy=), e.g. "
@@ -283,10 +327,10 @@ class Client(_ClientBase):
             if stream:
                 return Stream(response, target, context)
             try:
-                return _annotate(json.loads(response.read()), target, response, reason)
+                return _annotate(_answer(response, response.read()), target, response, reason)
             finally:
                 context.__exit__(None, None, None)
-        raise AssertionError("unreachable")
+        raise AssertionError("unreachable: max_retries >= 0 is checked when the client is made")
 
 
 class _Completions:
@@ -382,7 +426,7 @@ class AsyncClient(_ClientBase):
             if stream:
                 return AsyncStream(response, target, context)
             try:
-                return _annotate(json.loads(await response.aread()), target, response, reason)
+                return _annotate(_answer(response, await response.aread()), target, response, reason)
             finally:
                 await context.__aexit__(None, None, None)
-        raise AssertionError("unreachable")
+        raise AssertionError("unreachable: max_retries >= 0 is checked when the client is made")

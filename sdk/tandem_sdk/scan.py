@@ -2,20 +2,27 @@
 
 `request_text(body)` takes an OpenAI chat or completions body (a dict, as
 sent) and returns everything in it that would leave the device:
-- every message of every role: its content (a string, or content parts,
-  whose texts are joined with nothing, as the model reads them), and every
-  other string in it (`name`, `tool_calls` names and arguments, decoded too
-  when they hold `\\u` escapes, an image part's URL, refusal text);
+- every message of every role: its content (a string; or content parts,
+  whose texts are read both joined with nothing, as the model reads them, and
+  each on its own, so an address at the end of one part is not glued to the
+  next part's first word; or one part given alone), and every other string in
+  it (`name`, `tool_calls` names and arguments, an image part's URL, refusal
+  text);
 - the completions `prompt` in each accepted form (a string, strings, token
   ids, lists of token ids: ids are decoded with `decode`, so token ids are no
   way around the detectors), and `suffix`;
-- `stop` strings, `user`, the `tools` given to the model and the
-  `response_format` (a JSON schema's names, descriptions, enums, property
-  names, and each `pattern` as the text it spells).
-Keys and `type`/`role` values are structure, and skipped, only when they are
-plain words (letters, `_`, `-`): `{"type": "ann@example.com"}` is scanned.
-Messages and fields are joined with a line break, so a number split across
-two messages reads as one (a line break parts digit groups like a space).
+- every string of every other field (`stop`, `user`, `safety_identifier`,
+  `metadata` but its `privacy` tags, `tools`, `functions`, `tool_choice`,
+  `response_format` with each JSON schema `pattern` as the text it spells,
+  `prediction`, and any field a caller adds): what is not read here could
+  leave unscanned. `logit_bias` is skipped: its keys are token ids.
+A string that is JSON text with escapes (a tool result or tool call
+arguments written by `json.dumps`: `\\u` escapes for full-width digits, `\\t`)
+is read decoded too. Keys and `type`/`role` values are structure, and
+skipped, only when they are plain words (letters, `_`, `-`):
+`{"type": "ann@example.com"}` is scanned. Messages and fields are joined
+with a line break, so a number split across two messages reads as one (a
+line break parts digit groups like a space).
 
 The detectors then see the same text on the device and at the gateway.
 """
@@ -33,17 +40,20 @@ def request_text(body: Mapping, decode: Callable[[list[int]], str] | None = None
     return "\n".join(_pieces(body, decode))
 
 
+_SCANNED_APART = frozenset({"messages", "prompt", "metadata", "logit_bias"})
+
+
 def _pieces(body: Mapping, decode: Callable[[list[int]], str] | None) -> Iterator[str]:
-    for message in body.get("messages") or ():
+    messages = body.get("messages") or ()
+    for message in [messages] if isinstance(messages, str | Mapping) else messages:
         yield _message_text(message)
     yield from _prompt_texts(body.get("prompt"), decode)
-    for key in ("suffix", "user"):
-        if isinstance(body.get(key), str):
-            yield body[key]
-    yield from _strings(body.get("stop"))
-    for key in ("tools", "response_format"):  # a JSON schema's names, descriptions and enums leave too
-        if body.get(key):
-            yield from _strings(body[key])
+    metadata = body.get("metadata")
+    if isinstance(metadata, Mapping):
+        yield from _strings({k: v for k, v in metadata.items() if k != "privacy"})
+    for key, value in body.items():
+        if key not in _SCANNED_APART:
+            yield from _strings({key: value})
 
 
 def _message_text(message) -> str:
@@ -51,14 +61,17 @@ def _message_text(message) -> str:
         return "\n".join(_strings(message))
     pieces = []
     content = message.get("content")
+    if isinstance(content, Mapping):
+        content = [content]
     if isinstance(content, str):
-        pieces.append(content)
+        pieces += _strings(content)  # first, as the model reads it
     elif isinstance(content, list | tuple):
-        # Parts are one text to the model: "ann@exam" + "ple.com" is an address.
-        pieces.append("".join(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)))
+        texts = [p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+        # Parts are one text to the model ("ann@exam" + "ple.com" is an address), and each ends where it ends.
+        pieces += ["".join(texts), *texts]
         pieces += [s for p in content for s in _strings(p, skip_text=True)]
     for key, value in message.items():
-        if key != "content":
+        if key != "content" or not isinstance(value, str | list | tuple | Mapping):
             pieces += _strings({key: value})  # role and type skipped only as plain words
     return "\n".join(pieces)
 
@@ -89,16 +102,16 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
         item, skip = stack.pop()
         if isinstance(item, str):
             yield item
+            if "\\" in item:
+                stack.append((_json_value(item), False))
         elif isinstance(item, Mapping):
             for key, child in reversed(list(item.items())):
                 if isinstance(key, str) and not _STRUCTURE_WORD.fullmatch(key):
                     yield key  # a schema's property names, an arguments object's keys: text, unless a plain word
                 if key in _STRUCTURE_KEYS and isinstance(child, str) and _STRUCTURE_WORD.fullmatch(child):
                     continue
-                if skip and key == "text":
+                if skip and key == "text" and isinstance(child, str):
                     continue
-                if key == "arguments" and isinstance(child, str):
-                    stack.append((_json_value(child), False))
                 if key == "pattern" and isinstance(child, str):
                     stack.append((_regex_literal(child), False))
                 stack.append((child, False))
@@ -115,12 +128,12 @@ def _regex_literal(pattern: str) -> str:
     return text.replace("^", " ").replace("$", " ")
 
 
-def _json_value(arguments: str):
-    """A tool call's arguments are JSON text, often with `\\uXXXX` escapes (Python's json.dumps writes
-    full-width digits so): what it decodes to is scanned too."""
-    if "\\u" not in arguments:
+def _json_value(text: str):
+    """A string holding JSON text with escapes (`json.dumps` writes full-width digits as `\\uff14`, a tab as
+    `\\t`): what it decodes to is scanned too. None for anything else."""
+    if text.lstrip()[:1] not in ("{", "[", '"'):
         return None
     try:
-        return json.loads(arguments)
+        return json.loads(text)
     except (ValueError, RecursionError):
         return None

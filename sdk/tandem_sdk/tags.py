@@ -82,16 +82,18 @@ def check_spelling(tags: Iterable[str], never_leave: Iterable[str], known: Itera
             )
 
 
-def misplaced_privacy_key(metadata: Mapping, tags: Iterable[str]) -> str | None:
+def misplaced_privacy_key(metadata: Mapping, tags: Iterable[str], never_leave: Iterable[str]) -> str | None:
     """A key of `metadata` other than `privacy` that the caller meant for privacy tags (`Privacy`, `privcy`,
-    `privacy_tags`, or a tag as a key: `{"pii": "yes"}`), or None. Read as any other metadata, it would leave
-    the request untagged."""
-    tags = set(tags)
-    for key in metadata:
+    `privacy_tags`, a tag as a key: `{"pii": "yes"}`, or a never-leave tag as the value: `{"label": "private"}`),
+    or None. Read as any other metadata, it would leave the request untagged."""
+    tags, never_leave = set(tags), set(never_leave)
+    for key, value in metadata.items():
         if key == "privacy" or not isinstance(key, str):
             continue
         name = normalize_tag(key[: MAX_TAG_CHARS + 1])
-        if name.startswith("privacy") or name in tags or _edits(name, "privacy") <= 2:
+        if name.startswith("privacy") or name in tags or _edits(name, "privacy") <= 1:
+            return key
+        if isinstance(value, str) and len(value) <= MAX_TAG_CHARS and normalize_tag(value) in never_leave:
             return key
     return None
 

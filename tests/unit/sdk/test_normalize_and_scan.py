@@ -1,5 +1,6 @@
 """What the detectors read: the normalized text, and the one text a request carries (SDK and gateway alike)."""
 
+import json
 import subprocess
 import sys
 
@@ -77,6 +78,34 @@ CARD_A, CARD_B = "4111 1111", "1111 1111"
         ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {
             "schema": {"type": "string", "pattern": "^4111[ ]1111[ ]1111[ ]1111$"}}}}, "credit-card"),
         ({"messages": [{"role": "ann@example.com", "content": "hi"}]}, "email"),
+        # found by a second review: PII at the end of a part, glued to the next part's first word
+        ({"messages": [{"role": "user", "content": [{"type": "text", "text": "Customer: ann@example.com"},
+                                                    {"type": "text", "text": "2 open tickets"}]}]}, "email"),
+        ({"messages": [{"role": "user", "content": [{"type": "text", "text": "Card: 4111 1111 1111 1111"},
+                                                    {"type": "text", "text": "3 items"}]}]}, "credit-card"),
+        ({"messages": [{"role": "user", "content": [{"type": "text", "text": "IBAN DE89 3704 0044 0532 0130 00"},
+                                                    {"type": "text", "text": "Thanks"}]}]}, "iban"),
+        # fields that leave with the body
+        ({"messages": [{"role": "user", "content": "hi"}], "safety_identifier": "ann@example.com"}, "email"),
+        ({"messages": [{"role": "user", "content": "hi"}], "metadata": {"customer": "ann@example.com"}}, "email"),
+        ({"messages": [{"role": "user", "content": "hi"}], "prompt_cache_key": "ann@example.com"}, "email"),
+        ({"messages": [{"role": "user", "content": "hi"}],
+          "prediction": {"type": "content", "content": "Contact ann@example.com"}}, "email"),
+        ({"messages": [{"role": "user", "content": "hi"}],
+          "functions": [{"name": "mail", "description": "mail ann@example.com"}]}, "email"),
+        ({"messages": [{"role": "user", "content": "hi"}], "documents": [{"text": "ann@example.com"}]}, "email"),
+        # message shapes a client sends although the API wants a list of parts
+        ({"messages": [{"role": "user", "content": {"type": "text", "text": "ann@example.com"}}]}, "email"),
+        ({"messages": [{"role": "user", "content": [{"type": "text", "text": {"value": "ann@example.com"}}]}]},
+         "email"),
+        ({"messages": {"role": "user", "content": "mail ann@example.com"}}, "email"),
+        ({"messages": "mail ann@example.com"}, "email"),
+        # JSON text written by json.dumps: escapes for full-width digits and tabs
+        ({"messages": [{"role": "tool", "tool_call_id": "1",
+                        "content": json.dumps({"card": "４１１１ １１１１ １１１１ １１１１"})}]}, "credit-card"),
+        ({"messages": [{"role": "user", "content": json.dumps({"x": "卡号4111111111111111"})}]}, "credit-card"),
+        ({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f",
+            "arguments": json.dumps({"card": "4111\t1111\t1111\t1111"})}}]}]}, "credit-card"),
     ],
 )  # fmt: skip
 def test_everything_that_leaves_is_scanned(body, fires):
@@ -92,4 +121,4 @@ def test_a_prompt_of_token_ids_cannot_be_scanned_without_a_tokenizer():
 
 def test_role_and_type_are_structure_not_text():
     body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}
-    assert request_text(body) == "ab"
+    assert request_text(body) == "ab\na\nb"  # the parts joined, then each alone

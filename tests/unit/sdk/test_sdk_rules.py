@@ -128,12 +128,14 @@ def test_device_is_detected_once_and_the_app_can_override_it():
         ({"ＰＲＩＶＡＣＹ": "pii"}, "ＰＲＩＶＡＣＹ"),
         ({"user": "ann", "pii": "yes"}, "pii"),
         ({"Confidential": "true"}, "Confidential"),
-        ({"privacy": "pii", "priority": "high", "private_key_id": "k1", "project": "x"}, None),
+        ({"label": "Private"}, "label"),  # a never-leave tag as a value
+        ({"privacy": "pii", "priority": "high", "private_key_id": "k1", "project": "x", "primary": "y"}, None),
+        ({"piracy": "none", "team": "internal", "note": "private equity fund"}, None),
     ],
 )
 def test_a_metadata_key_meant_for_privacy_tags_is_refused_before_the_network(metadata, misplaced):
     """{"Privacy": "pii"} read as any other metadata would leave the request untagged."""
-    assert misplaced_privacy_key(metadata, NEVER_LEAVE_DEVICE) == misplaced
+    assert misplaced_privacy_key(metadata, NEVER_LEAVE_DEVICE, NEVER_LEAVE_DEVICE) == misplaced
     if misplaced is not None:
         with pytest.raises(TagError, match=f"metadata.{misplaced}: privacy tags go in metadata.privacy"):
             Client("http://gw:8000").chat.completions.create(model="m", messages=ASK, metadata=metadata)
@@ -159,3 +161,62 @@ def test_extra_body_is_merged_and_other_extra_headers_are_refused():
         client.chat.completions.create(model="m", messages=ASK, extra_headers={"OpenAI-Organization": "x"})
     with pytest.raises(TagError, match="metadata.Privacy"):
         client.chat.completions.create(model="m", messages=ASK, extra_body={"metadata": {"Privacy": "pii"}})
+
+
+@pytest.mark.parametrize("never_leave", ["private", "private,pii,confidential", ("secret",)])
+def test_a_never_leave_set_given_as_a_string_is_read_as_tags(never_leave):
+    """`never_leave="private"` was split into letters: a request tagged private then went to the gateway."""
+    client = Client("http://gw:8000", local_agent_url=None, never_leave=never_leave)
+    tag = "secret" if never_leave == ("secret",) else "private"
+    with pytest.raises(PrivateRequestError, match="not sent anywhere"):
+        client.chat.completions.create(model="m", messages=ASK, privacy=tag)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [({"messages": {"role": "user", "content": "hi"}}, "messages must be a list"),
+     ({"messages": "hi"}, "messages must be a list"),
+     ({"messages": ASK, "metadata": {"privacy": "pii"}, "extra_body": {"metadata": {"request_id": "42"}}},
+      "extra_body \\['metadata'\\]"),
+     ({"messages": ASK, "extra_body": {"privacy": "private"}}, "extra_body \\['privacy'\\]")],
+)  # fmt: skip
+def test_shapes_that_would_drop_a_tag_or_hide_text_are_refused_before_the_network(kwargs, error):
+    with pytest.raises(TypeError, match=error):
+        Client("http://gw:8000").chat.completions.create(model="m", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [({"max_retries": -1}, "max_retries"), ({"max_retries": None}, "max_retries"),
+     ({"detectors": ["emails"]}, "unknown detector"), ({"detectors": "mail"}, "unknown detector")],
+)  # fmt: skip
+def test_settings_are_checked_when_the_client_is_made(kwargs, error):
+    with pytest.raises(ValueError, match=error):
+        Client("http://gw:8000", **kwargs)
+    assert Client("http://gw:8000", detectors="email")._s.detectors == ("email",)
+
+
+@pytest.mark.parametrize(
+    ("status", "content", "headers", "message"),
+    [(200, b"<html>captive portal</html>", {"content-type": "text/html"}, "not a JSON object (text/html"),
+     (200, b"", {}, "not a JSON object"), (200, b"[1, 2]", {"content-type": "application/json"}, "not a JSON object"),
+     (404, b'{"error": "model not found"}', {}, '{"error": "model not found"}'),
+     (500, b"null", {}, "null"), (400, b'["x"]', {}, '["x"]')],
+)  # fmt: skip
+def test_answers_that_are_not_the_expected_json_are_api_errors(status, content, headers, message):
+    import httpx
+    from tandem_sdk import APIError
+
+    transport = httpx.MockTransport(lambda request: httpx.Response(status, content=content, headers=headers))
+    client = Client("http://gw:8000", local_agent_url=None, max_retries=0)
+    client._http = httpx.Client(transport=transport)
+    with pytest.raises(APIError, match=message.replace("[", "\\[").replace("(", "\\(")):
+        client.chat.completions.create(model="m", messages=ASK)
+
+
+@pytest.mark.parametrize(("value", "wait_s"), [("inf", 60.0), ("1e308", 60.0), ("2", 2.0), ("-3", 0.0)])
+def test_retry_after_is_capped(value, wait_s):
+    import httpx
+    from tandem_sdk.client import _retry_delay_s
+
+    assert _retry_delay_s(httpx.Response(503, headers={"retry-after": value}), 0) == wait_s
