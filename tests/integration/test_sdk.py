@@ -25,7 +25,10 @@ def stack(demo_checkpoint, tmp_path_factory):
     work = tmp_path_factory.mktemp("sdk")
     policy = write_policy(work / "policy.yaml", free_port(), free_port())
     with_internal = yaml.safe_load(policy.read_text())
-    with_internal["privacy"]["known_tags"] = ["internal", "社内"]  # an app's own tags: not private, known to the gateway
+    with_internal["privacy"]["known_tags"] = [
+        "internal",
+        "社内",
+    ]  # an app's own tags: not private, known to the gateway
     policy.write_text(yaml.safe_dump(with_internal))
     agent_port = free_port()
     stack = start_local_stack(demo_checkpoint, policy, work, free_port(), local_agent_port=agent_port)

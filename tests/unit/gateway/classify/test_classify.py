@@ -49,7 +49,12 @@ def test_malformed_privacy_metadata_is_a_400(metadata):
         (["pii", "confidental"], None, "metadata.privacy", "'confidental' (did you mean 'confidential'?)"),
         (None, "pi", "X-Tandem-Privacy", "'pi' (did you mean 'pii'?)"),
         (None, "private,internal", "X-Tandem-Privacy", "'internal';"),  # known only where the policy says so
-        ("PRİVATE", None, "metadata.privacy", "'pri\u0307vate' (did you mean 'private'?)"),  # a dotted capital I lower-cases to i + a dot
+        (
+            "PRİVATE",
+            None,
+            "metadata.privacy",
+            "'pri\u0307vate' (did you mean 'private'?)",
+        ),  # a dotted capital I lower-cases to i + a dot
         ("pri vate", None, "metadata.privacy", "'pri vate' (did you mean 'private'?)"),
         ("public", None, "metadata.privacy", "'public';"),
         ("private\ud800", None, "metadata.privacy", "'private?' (did you mean 'private'?)"),
