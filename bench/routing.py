@@ -59,12 +59,12 @@ sys.path.insert(0, str(ROOT))
 from gateway.gather import PromptKey, gather_candidates  # noqa: E402
 from gateway.hints.approximate_index import ApproximateIndex  # noqa: E402
 from gateway.hints.prefix_hints import PrefixHints  # noqa: E402
+from gateway.hints.redis_index import RedisHintIndex  # noqa: E402
 from gateway.policy.schema import Profile  # noqa: E402
 from gateway.routing.candidate import Candidate  # noqa: E402
 from gateway.routing.profile import run_profile  # noqa: E402
 from proto.gen import worker_pb2, worker_pb2_grpc  # noqa: E402
 from proto.prefix_hash import prefix_hashes  # noqa: E402
-from proto.prefix_hints import hint_key  # noqa: E402
 from tandem.demo_model import cached_demo_checkpoint  # noqa: E402
 from tests.conftest import free_port, start_redis_server  # noqa: E402
 from tests.stack import start_gateway  # noqa: E402
@@ -256,19 +256,19 @@ class OracleRouter:
     def __init__(self, pool: Pool, tokenizer) -> None:
         self.pool, self.tokenizer = pool, tokenizer
         self.redis = redis.asyncio.from_url(pool.redis_url)
+        self.hints = RedisHintIndex(self.redis, MODEL_ID)  # what the workers published, read as a gateway reads it
         self.inflight = [0] * NUM_WORKERS
         self.routed = ApproximateIndex()
 
     async def send(self, client: httpx.AsyncClient, req: Req) -> float:
         ids = self.tokenizer.encode(req.text, add_special_tokens=False).ids  # as the worker's /generate does
         hashes = prefix_hashes(ids, MODEL_ID, "")
-        keys = [hint_key(MODEL_ID, f"127.0.0.1:{p}", h) for p in self.pool.grpc_ports for h in hashes]
-        values = await self.redis.mget(keys) if keys else []
+        workers = [f"127.0.0.1:{p}" for p in self.pool.grpc_ports]
+        held = await self.hints.match(hashes, workers)
         pending = self.routed.match(hashes, list(range(NUM_WORKERS)), max_age_s=2.0)
         best, best_key = 0, None
         for w in range(NUM_WORKERS):
-            row = values[w * len(hashes) : (w + 1) * len(hashes)]
-            matched = max(next((n for n, v in enumerate(row) if v is None), len(hashes)), pending[w])
+            matched = max(held[workers[w]], pending[w])
             key = (matched, -self.inflight[w])
             if best_key is None or key > best_key:
                 best, best_key = w, key

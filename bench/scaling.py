@@ -35,7 +35,7 @@ from gateway.policy.schema import Profile  # noqa: E402
 from gateway.routing.candidate import Candidate  # noqa: E402
 from gateway.routing.profile import run_profile  # noqa: E402
 from proto.prefix_hash import prefix_hashes  # noqa: E402
-from proto.prefix_hints import hint_key, worker_id_for  # noqa: E402
+from proto.prefix_hints import HOLD_SCRIPT, block_key, worker_id_for  # noqa: E402
 from tests.conftest import start_redis_server  # noqa: E402
 from tests.stack import start_gateway  # noqa: E402
 
@@ -59,15 +59,14 @@ def _prompt(rng: random.Random, tokens: int) -> tuple[int, ...]:
 
 async def _publish(client, backends, prompt: tuple[int, ...], rng: random.Random) -> None:
     """Two workers hold this prompt; every worker holds the blocks of a few other prompts (as the workers publish)."""
-    pipe = client.pipeline(transaction=False)
+    hold = client.register_script(HOLD_SCRIPT)
     for i, backend in enumerate(backends):
         worker = worker_id_for(backend.c.endpoint)
         held = [prompt] if i in (0, 1) else []
         held += [_prompt(rng, 512) for _ in range(4)]
         for tokens in held:
-            for h in prefix_hashes(list(tokens[: 256 * BLOCK]), MODEL_ID, SALT, BLOCK):
-                pipe.set(hint_key(MODEL_ID, worker, h), b"1", px=600_000)
-    await pipe.execute()
+            hashes = prefix_hashes(list(tokens[: 256 * BLOCK]), MODEL_ID, SALT, BLOCK)
+            await hold(keys=[block_key(MODEL_ID, h) for h in hashes], args=[worker, 600_000, "gt"])
 
 
 def _p(times: list[float], q: float) -> float:

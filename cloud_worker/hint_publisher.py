@@ -1,11 +1,12 @@
 """Publishes the engine's block-cached / block-evicted events to Redis as prefix hints.
 
 The engine thread hands events over without waiting; a publisher thread
-batches them into one pipeline per flush, and re-sets every held hash each
-TTL/3 so hints outlive no worker by more than a TTL. Redis trouble never
+batches them into one pipeline per flush, and re-scores every held hash each
+TTL/3 so hints outlive no worker by more than a TTL (proto/prefix_hints.py:
+one sorted set per block, this worker a member of each it holds). Redis trouble never
 reaches requests: the publisher logs once per outage, keeps its picture of
 what is held, and writes it all again when Redis is back. On a clean
-shutdown it deletes its hints at once.
+shutdown it removes its hints at once.
 """
 
 import logging
@@ -15,16 +16,18 @@ import time
 import redis
 
 from cloud_worker.engine.block_manager import BlockEvent, BlockEventKind
-from proto.prefix_hints import DEFAULT_HINT_TTL_S, hint_key
+from proto.prefix_hints import DEFAULT_HINT_TTL_S, HOLD_SCRIPT, block_key
 
 log = logging.getLogger(__name__)
 FLUSH_INTERVAL_S = 0.05
+KEYS_PER_SCRIPT_CALL = 1000  # a script call blocks Redis while it runs: a worker's whole cache goes in slices
 
 
 class HintPublisher:
     def __init__(self, redis_url: str, model_id: str, worker_id: str, ttl_s: float = DEFAULT_HINT_TTL_S) -> None:
         self.model_id, self.worker_id, self.ttl_s = model_id, worker_id, ttl_s
         self._redis = redis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
+        self._hold = self._redis.register_script(HOLD_SCRIPT)
         self._lock = threading.Lock()
         self._pending: list[BlockEvent] = []
         self._held: set[bytes] = set()
@@ -44,15 +47,16 @@ class HintPublisher:
         self._stop.set()
         self._thread.join(timeout=5)
         try:
-            keys = [self._key(h) for h in self._held]
-            for start in range(0, len(keys), 10_000):
-                self._redis.delete(*keys[start : start + 10_000])
+            pipe = self._redis.pipeline(transaction=False)
+            for block_hash in self._held:
+                pipe.zrem(self._key(block_hash), self.worker_id)
+            pipe.execute()
         except redis.RedisError as exc:
-            log.warning("could not delete prefix hints at shutdown (they expire in %.0f s): %s", self.ttl_s, exc)
+            log.warning("could not remove prefix hints at shutdown (they expire in %.0f s): %s", self.ttl_s, exc)
         self._redis.close()
 
     def _key(self, block_hash: bytes) -> str:
-        return hint_key(self.model_id, self.worker_id, block_hash)
+        return block_key(self.model_id, block_hash)
 
     def _run(self) -> None:
         while not self._stop.wait(FLUSH_INTERVAL_S):
@@ -61,19 +65,25 @@ class HintPublisher:
     def flush(self) -> None:
         with self._lock:
             events, self._pending = self._pending, []
-        pipe = self._redis.pipeline(transaction=False)
+        cached: dict[bytes, None] = {}  # in order; a block cached then evicted within one flush is only removed
         for event in events:
             if event.kind is BlockEventKind.CACHED:
                 self._held.add(event.block_hash)
-                pipe.set(self._key(event.block_hash), b"1", px=int(self.ttl_s * 1000))
+                cached[event.block_hash] = None
             else:
                 self._held.discard(event.block_hash)
-                pipe.delete(self._key(event.block_hash))
+                cached.pop(event.block_hash, None)
+        evicted = {e.block_hash for e in events if e.kind is not BlockEventKind.CACHED} - self._held
         now = time.monotonic()
         if self._resync or now - self._last_refresh >= self.ttl_s / 3:
-            for block_hash in self._held:
-                pipe.set(self._key(block_hash), b"1", px=int(self.ttl_s * 1000))
+            cached = dict.fromkeys(self._held)
             self._last_refresh = now
+        pipe = self._redis.pipeline(transaction=False)
+        for block_hash in evicted:
+            pipe.zrem(self._key(block_hash), self.worker_id)
+        keys = [self._key(h) for h in cached]
+        for start in range(0, len(keys), KEYS_PER_SCRIPT_CALL):
+            self._hold(keys[start : start + KEYS_PER_SCRIPT_CALL], [self.worker_id, int(self.ttl_s * 1000), "gt"], pipe)
         if not len(pipe):
             return
         try:

@@ -1,21 +1,70 @@
 """Where prefix hints live in Redis: the contract between workers (writers) and gateways (readers).
 
-One key per (model, worker, block hash), value "1", with a TTL the worker
-keeps refreshing while it holds the block. An evicted block's key is
-deleted; a dead worker's keys expire. A gateway asks, in one MGET, which of
-a prompt's leading block hashes each candidate worker holds. Memory in Redis
-is bounded by the workers' KV pools (one key per cached block).
+One sorted set per (model, block hash): its members are the workers holding the block, each scored with the
+time (Redis's clock, ms) its hint expires. A worker re-scores the blocks it holds every TTL/3, removes a block it
+evicts, and removes all of its own on a clean shutdown; a dead worker's members fall out by score (readers skip
+them, writers clear them) and the key itself expires one TTL after its last write. A gateway asks, in one
+script call over the prompt's block keys, how many leading blocks each worker holds: the work grows with the
+prompt, not with the pool (keying by worker made a gateway read every worker's first block on every request,
+~1 ms at 256 workers). Memory is one member per (cached block, worker), bounded by the workers' KV pools.
+
+The scripts run with Redis's own clock (TIME), so the hosts' clocks need not agree.
 """
 
 import functools
 from urllib.parse import urlparse
 
-KEY_PREFIX = "tandem:kv"
+KEY_PREFIX = "tandem:kvb"  # `tandem:kv` held one key per (worker, block) before: a gateway does not read those
 DEFAULT_HINT_TTL_S = 30.0
 
+_NOW_MS = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
+# Writes: KEYS the blocks' keys; ARGV the worker, the TTL in ms, and "gt" (a worker's own hint: add the member, or
+# push its expiry later) or "nx" (a gateway's pending hint: add the member only where it is none yet, so it never
+# shortens a worker's). Expired members go; the key's expiry becomes the later of its own and now + TTL.
+HOLD_SCRIPT = (
+    _NOW_MS
+    + """
+local expires = now + tonumber(ARGV[2])
+for _, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  if ARGV[3] == 'nx' then redis.call('ZADD', key, 'NX', expires, ARGV[1])
+  else redis.call('ZADD', key, 'GT', expires, ARGV[1]) end
+  redis.call('PEXPIRE', key, ARGV[2], 'NX')
+  redis.call('PEXPIRE', key, ARGV[2], 'GT')
+end
+return #KEYS
+"""
+)
+# Reads: KEYS the prompt's block keys in order. Returns [worker, leading blocks held, ...] for every worker
+# holding the first block (all its live members), following only those workers from then on (one ZMSCORE a
+# block) and stopping at the first block none of them holds.
+MATCH_SCRIPT = (
+    _NOW_MS
+    + """
+local run, alive = {}, nil
+for i, key in ipairs(KEYS) do
+  local chain = {}
+  if alive == nil then
+    chain = redis.call('ZRANGE', key, now, '+inf', 'BYSCORE')
+  else
+    local scores = redis.call('ZMSCORE', key, unpack(alive))
+    for j, score in ipairs(scores) do
+      if score and tonumber(score) > now then chain[#chain + 1] = alive[j] end
+    end
+  end
+  if #chain == 0 then break end
+  for _, worker in ipairs(chain) do run[worker] = i end
+  alive = chain
+end
+local out = {}
+for worker, n in pairs(run) do out[#out + 1] = worker out[#out + 1] = n end
+return out
+"""
+)
 
-def hint_key(model_id: str, worker_id: str, block_hash: bytes) -> str:
-    return f"{KEY_PREFIX}:{model_id}:{worker_id}:{block_hash.hex()}"
+
+def block_key(model_id: str, block_hash: bytes) -> str:
+    return f"{KEY_PREFIX}:{model_id}:{block_hash.hex()}"
 
 
 @functools.lru_cache(maxsize=65536)  # per candidate per lookup: parsing the URL each time was 3 ms at 256 workers

@@ -1,7 +1,9 @@
-"""The gateway's hint store against a real Redis: the lookup (first blocks, then the holders' rest), the workers'
-key format, and a Redis that dies mid-run (requests go on, on the approximate index, and the mode says so)."""
+"""The gateway's hint store against a real Redis: the lookup (one script over the prompt's blocks), the workers'
+key format, pending hints, and a Redis that dies mid-run (requests go on, on the approximate index, and the mode
+says so)."""
 
 import asyncio
+import time
 
 import pytest
 import redis
@@ -10,7 +12,7 @@ import redis.asyncio
 from gateway import metrics
 from gateway.hints.prefix_hints import PrefixHints
 from proto.prefix_hash import prefix_hashes
-from proto.prefix_hints import hint_key
+from proto.prefix_hints import HOLD_SCRIPT, block_key
 from tests.conftest import start_redis_server
 
 pytestmark = pytest.mark.integration
@@ -18,10 +20,9 @@ MODEL = "tandem-demo"
 A, B = "grpc://127.0.0.1:7001", "grpc://127.0.0.1:7002"
 
 
-def publish(client: redis.Redis, worker: str, hashes: list[bytes]) -> None:
+def publish(client: redis.Redis, worker: str, hashes: list[bytes], ttl_ms: int = 30_000) -> None:
     """What a worker's HintPublisher writes (proto/prefix_hints.py)."""
-    for h in hashes:
-        client.set(hint_key(MODEL, worker, h), b"1", px=30_000)
+    client.register_script(HOLD_SCRIPT)(keys=[block_key(MODEL, h) for h in hashes], args=[worker, ttl_ms, "gt"])
 
 
 def mode_gauge(mode: str) -> float:
@@ -122,16 +123,19 @@ def test_a_replica_sees_another_replicas_pending_route_and_never_shortens_a_work
     try:
         seen = asyncio.run(run())
         assert seen == {A: 4, B: 0}
-        assert sync.pttl(hint_key(MODEL, "127.0.0.1:7001", hashes[0])) > 10_000  # the worker's key kept its TTL
-        assert 0 < sync.pttl(hint_key(MODEL, "127.0.0.1:7001", hashes[3])) <= 2_000  # pending: expires soon
+        seconds, microseconds = sync.time()
+        now_ms = seconds * 1000 + microseconds // 1000
+        assert sync.zscore(block_key(MODEL, hashes[0]), "127.0.0.1:7001") - now_ms > 10_000  # the worker's kept
+        assert 0 < sync.zscore(block_key(MODEL, hashes[3]), "127.0.0.1:7001") - now_ms <= 2_000  # pending: soon
+        assert sync.pttl(block_key(MODEL, hashes[0])) > 10_000 and 0 < sync.pttl(block_key(MODEL, hashes[3])) <= 2_000
     finally:
         server.terminate()
         server.wait(timeout=10)
 
 
 def test_the_lookup_equals_reading_every_block_of_every_worker(redis_url):
-    """Two round trips (first blocks, then the rest for the workers holding the first) give what one MGET of every
-    block of every worker gave, on random holdings with gaps and workers holding later blocks only."""
+    """The script's walk over the prompt's blocks gives what reading every block's holders gives, on random
+    holdings with gaps, workers holding later blocks only, and a worker whose hints have expired."""
     import random
 
     from gateway.hints.redis_index import RedisHintIndex
@@ -143,10 +147,15 @@ def test_the_lookup_equals_reading_every_block_of_every_worker(redis_url):
     for worker in workers:
         held = [h for h in hashes if rng.random() < 0.7] if rng.random() < 0.5 else hashes[: rng.randrange(13)]
         publish(sync, worker, held)
+    publish(sync, "127.0.0.1:9999", hashes, ttl_ms=1)  # expired by the time of the lookup
+    workers.append("127.0.0.1:9999")
+    time.sleep(0.01)
 
     def brute(worker: str) -> int:
-        values = sync.mget([hint_key(MODEL, worker, h) for h in hashes])
-        return next((n for n, v in enumerate(values) if v is None), len(hashes))
+        seconds, microseconds = sync.time()
+        now_ms = seconds * 1000 + microseconds // 1000
+        scores = [sync.zscore(block_key(MODEL, h), worker) for h in hashes]
+        return next((n for n, s in enumerate(scores) if s is None or s <= now_ms), len(hashes))
 
     async def lookup():
         client = redis.asyncio.from_url(redis_url)
@@ -156,5 +165,30 @@ def test_the_lookup_equals_reading_every_block_of_every_worker(redis_url):
             await client.aclose()
 
     got = asyncio.run(lookup())
-    assert got == {w: brute(w) for w in workers}
+    assert got == {w: brute(w) for w in workers} and got["127.0.0.1:9999"] == 0
     assert any(0 < n < len(hashes) for n in got.values()) and any(n == len(hashes) for n in got.values())
+
+
+def test_a_pending_hint_replaces_an_expired_one_and_a_dead_workers_member_goes(redis_url):
+    """A member whose hint has expired reads as absent, and the next write (a gateway's pending one included)
+    clears it first, so NX does not keep the stale member."""
+    sync = redis.Redis.from_url(redis_url)
+    hashes = prefix_hashes(list(range(500, 532)), MODEL, "stale")
+    publish(sync, "127.0.0.1:7002", hashes)  # keeps the key alive
+    publish(sync, "127.0.0.1:7001", hashes, ttl_ms=1)
+    time.sleep(0.01)
+
+    async def run():
+        client = redis.asyncio.from_url(redis_url)
+        hints = PrefixHints(MODEL, client, pending_s=5.0)
+        before = await hints.match(hashes, [A])
+        hints.record(A, hashes)  # routed there: announced as pending
+        await asyncio.sleep(0.1)
+        await client.aclose()
+        return before
+
+    assert asyncio.run(run()) == {A: 0}
+    key = block_key(MODEL, hashes[0])
+    assert sync.zscore(key, "127.0.0.1:7001") is not None and sync.zcard(key) == 2
+    seconds, microseconds = sync.time()
+    assert sync.zscore(key, "127.0.0.1:7001") > seconds * 1000 + microseconds // 1000  # the pending hint, live

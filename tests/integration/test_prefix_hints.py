@@ -10,7 +10,7 @@ import redis
 
 from proto.gen import worker_pb2, worker_pb2_grpc
 from proto.prefix_hash import prefix_hashes
-from proto.prefix_hints import hint_key
+from proto.prefix_hints import block_key
 from tests.conftest import free_port
 from tests.stack import start_worker_process
 
@@ -50,13 +50,15 @@ def wait_for(predicate, timeout_s: float = 10.0):
 def test_hints_appear_hits_are_reported_and_a_dead_workers_hints_expire(demo_checkpoint, redis_url):
     port = free_port()
     client = redis.Redis.from_url(redis_url)
-    keys = [hint_key("tandem-demo", f"127.0.0.1:{port}", h) for h in prefix_hashes(PROMPT, "tandem-demo", "acme")]
+    keys = [block_key("tandem-demo", h) for h in prefix_hashes(PROMPT, "tandem-demo", "acme")]
+    worker_id = f"127.0.0.1:{port}"
     assert len(keys) == 2
     worker = start_worker(demo_checkpoint, redis_url, port)
     try:
         cold = asyncio.run(generate(port, "acme"))
         assert cold.usage.cached_prompt_tokens == 0
         wait_for(lambda: client.exists(*keys) == 2)  # the gateway's hash function finds the worker's blocks
+        assert all(client.zscore(key, worker_id) for key in keys)  # this worker holds them
         assert 0 < client.pttl(keys[0]) <= TTL_S * 1000
         warm = asyncio.run(generate(port, "acme"))
         assert warm.usage.cached_prompt_tokens == 32
@@ -76,7 +78,7 @@ def test_hints_appear_hits_are_reported_and_a_dead_workers_hints_expire(demo_che
 def test_a_clean_shutdown_deletes_the_workers_hints_at_once(demo_checkpoint, redis_url):
     port = free_port()
     client = redis.Redis.from_url(redis_url)
-    keys = [hint_key("tandem-demo", f"127.0.0.1:{port}", h) for h in prefix_hashes(PROMPT, "tandem-demo", "t")]
+    keys = [block_key("tandem-demo", h) for h in prefix_hashes(PROMPT, "tandem-demo", "t")]
     worker = start_worker(demo_checkpoint, redis_url, port)
     asyncio.run(generate(port, "t"))
     wait_for(lambda: client.exists(*keys) == 2)
