@@ -258,6 +258,12 @@ class _ClientBase:
     def device(self) -> DeviceCapability:
         return self._s.device
 
+    def _local_failed(self, reason: str, exc: httpx.HTTPError) -> PrivateRequestError:
+        return PrivateRequestError(
+            f"private request ({reason}): the local agent at {self._s.local_agent_url} failed "
+            f"({type(exc).__name__}: {exc}); it was not sent anywhere else"
+        )
+
     def _no_local_agent(self, reason: str) -> PrivateRequestError:
         token = "" if read_token(self._s.local_token_file) else f" (and no token file at {self._s.local_token_file})"
         return PrivateRequestError(
@@ -301,7 +307,10 @@ class Client(_ClientBase):
         if reason is not None:
             if self.local_agent() is None:
                 raise self._no_local_agent(reason)
-            return self._send(_local_target(self._s, tags), body, stream, reason, retries=0)
+            try:
+                return self._send(_local_target(self._s, tags), body, stream, reason, retries=0)
+            except httpx.HTTPError as exc:
+                raise self._local_failed(reason, exc) from exc
         if not self._s.gateway_url:
             raise GatewayUnavailable("no gateway_url configured for non-private requests")
         try:
@@ -398,7 +407,10 @@ class AsyncClient(_ClientBase):
         if reason is not None:
             if await self.local_agent() is None:
                 raise self._no_local_agent(reason)
-            return await self._send(_local_target(self._s, tags), body, stream, reason, retries=0)
+            try:
+                return await self._send(_local_target(self._s, tags), body, stream, reason, retries=0)
+            except httpx.HTTPError as exc:
+                raise self._local_failed(reason, exc) from exc
         if not self._s.gateway_url:
             raise GatewayUnavailable("no gateway_url configured for non-private requests")
         try:

@@ -220,3 +220,34 @@ def test_retry_after_is_capped(value, wait_s):
     from tandem_sdk.client import _retry_delay_s
 
     assert _retry_delay_s(httpx.Response(503, headers={"retry-after": value}), 0) == wait_s
+
+
+def test_a_local_agent_that_fails_mid_answer_is_a_private_request_error():
+    """A local agent that answers its health probe and then drops the request: the app gets a PrivateRequestError
+    saying nothing went elsewhere, not httpx's own exception."""
+    import http.server
+    import threading
+
+    class Faulty(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # the health probe
+            body = b'{"kind": "edge"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):  # the answer: the agent dies
+            self.connection.close()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Faulty)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = Client(None, local_agent_url=f"http://127.0.0.1:{server.server_port}")
+        with pytest.raises(PrivateRequestError, match="failed .*it was not sent anywhere else"):
+            client.chat.completions.create(model="m", messages=ASK, privacy="private")
+    finally:
+        server.shutdown()
