@@ -550,14 +550,19 @@ async def returns_closed(ops: httpx.AsyncClient, url: str, endpoint: str) -> boo
 
 
 def held_hints(redis_url: str, endpoints: list[str]) -> dict[str, int]:
-    """Per worker, the prefix hints in Redis that the worker itself wrote (its TTL; the gateway's pending ones are 2 s)."""
+    """Per worker, the blocks Redis says it holds with its own hint (expiring more than 2.5 s from now; a gateway's
+    pending ones expire within 2 s): proto/prefix_hints.py's layout."""
     import redis
 
     client = redis.Redis.from_url(redis_url, socket_timeout=2)
+    seconds, microseconds = client.time()
+    later_ms = seconds * 1000 + microseconds // 1000 + 2500
+    keys = list(client.scan_iter(match=f"{KEY_PREFIX}:{MODEL_ID}:*", count=1000))
     out = {}
     for endpoint in endpoints:
-        keys = list(client.scan_iter(match=f"{KEY_PREFIX}:{MODEL_ID}:{worker_id_for(endpoint)}:*", count=1000))
-        out[endpoint] = sum(client.pttl(k) > 2500 for k in keys)
+        worker = worker_id_for(endpoint)
+        scores = [client.zscore(k, worker) for k in keys]
+        out[endpoint] = sum(score is not None and score > later_ms for score in scores)
     client.close()
     return out
 

@@ -338,7 +338,7 @@ def run_one(name: str, make_router, model: Path, redis_url: str, workload: str, 
 
 
 def decision_times_us(redis_url: str, model: Path, iterations: int = 2000) -> tuple[float, float]:
-    """The gateway's routing decision in-process: hash the prompt, one MGET, score 8 candidates, pick."""
+    """The gateway's routing decision in-process: hash the prompt, one match script call, score 8 candidates, pick."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(model / "tokenizer.json"))

@@ -3,10 +3,10 @@
 One sorted set per (model, block hash): its members are the workers holding the block, each scored with the
 time (Redis's clock, ms) its hint expires. A worker re-scores the blocks it holds every TTL/3, removes a block it
 evicts, and removes all of its own on a clean shutdown; a dead worker's members fall out by score (readers skip
-them, writers clear them) and the key itself expires one TTL after its last write. A gateway asks, in one
-script call over the prompt's block keys, how many leading blocks each worker holds: the work grows with the
-prompt, not with the pool (keying by worker made a gateway read every worker's first block on every request,
-~1 ms at 256 workers). Memory is one member per (cached block, worker), bounded by the workers' KV pools.
+them, writers clear them) and the key itself expires at the latest expiry any write gave it. A gateway asks, in one
+script call over the prompt's block keys, how many leading blocks each of its candidates holds: the work is
+bounded by the candidates holding the prefix times its blocks, not by the pool (keying by worker made a gateway
+read every worker's first block on every request, ~1 ms at 256 workers). Memory is one member per (cached block, worker), bounded by the workers' KV pools.
 
 The scripts run with Redis's own clock (TIME), so the hosts' clocks need not agree.
 """
@@ -17,12 +17,14 @@ from urllib.parse import urlparse
 KEY_PREFIX = "tandem:kvb"  # `tandem:kv` held one key per (worker, block) before: a gateway does not read those
 DEFAULT_HINT_TTL_S = 30.0
 
-_NOW_MS = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
+_NOW_MS = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
 # Writes: KEYS the blocks' keys; ARGV the worker, the TTL in ms, and "gt" (a worker's own hint: add the member, or
 # push its expiry later) or "nx" (a gateway's pending hint: add the member only where it is none yet, so it never
-# shortens a worker's). Expired members go; the key's expiry becomes the later of its own and now + TTL.
+# shortens a worker's). Expired members go first; the key's expiry becomes the later of its own and now + TTL.
+# `#!lua` (a script that writes): Redis refuses it, as it would a SET, when it is out of memory under noeviction.
 HOLD_SCRIPT = (
-    _NOW_MS
+    "#!lua\n"
+    + _NOW_MS
     + """
 local expires = now + tonumber(ARGV[2])
 for _, key in ipairs(KEYS) do
@@ -35,26 +37,38 @@ end
 return #KEYS
 """
 )
-# Reads: KEYS the prompt's block keys in order. Returns [worker, leading blocks held, ...] for every worker
-# holding the first block (all its live members), following only those workers from then on (one ZMSCORE a
-# block) and stopping at the first block none of them holds.
+# Reads: KEYS the prompt's block keys in order, ARGV the candidate workers. Returns [worker, leading blocks held,
+# ...] for the candidates holding the first block, following only those from then on (one ZMSCORE a block) and
+# stopping at the first block none of them holds. So the work is bounded by candidates x blocks, whoever else
+# holds the blocks. The first block's holders are listed when they are fewer than the candidates.
 MATCH_SCRIPT = (
-    _NOW_MS
+    "#!lua flags=no-writes\n"
+    + _NOW_MS
     + """
-local run, alive = {}, nil
-for i, key in ipairs(KEYS) do
-  local chain = {}
-  if alive == nil then
-    chain = redis.call('ZRANGE', key, now, '+inf', 'BYSCORE')
-  else
-    local scores = redis.call('ZMSCORE', key, unpack(alive))
-    for j, score in ipairs(scores) do
-      if score and tonumber(score) > now then chain[#chain + 1] = alive[j] end
+local function live(key, workers)
+  local held = {}
+  for start = 1, #workers, 1000 do
+    local slice = {unpack(workers, start, math.min(start + 999, #workers))}
+    for j, score in ipairs(redis.call('ZMSCORE', key, unpack(slice))) do
+      if score and tonumber(score) > now then held[#held + 1] = slice[j] end
     end
   end
-  if #chain == 0 then break end
-  for _, worker in ipairs(chain) do run[worker] = i end
-  alive = chain
+  return held
+end
+local run, alive = {}, {}
+if #KEYS > 0 and redis.call('ZCARD', KEYS[1]) < #ARGV then
+  local wanted = {}
+  for _, worker in ipairs(ARGV) do wanted[worker] = true end
+  for _, worker in ipairs(redis.call('ZRANGE', KEYS[1], '(' .. now, '+inf', 'BYSCORE')) do
+    if wanted[worker] then alive[#alive + 1] = worker end
+  end
+elseif #KEYS > 0 then
+  alive = live(KEYS[1], ARGV)
+end
+for i, key in ipairs(KEYS) do
+  if i > 1 then alive = live(key, alive) end
+  if #alive == 0 then break end
+  for _, worker in ipairs(alive) do run[worker] = i end
 end
 local out = {}
 for worker, n in pairs(run) do out[#out + 1] = worker out[#out + 1] = n end

@@ -76,9 +76,10 @@ class PrefixHints:
         """This gateway just sent a prompt with these block hashes to endpoint.
 
         Besides its own history, it announces the blocks the worker did not hold yet as
-        *pending* hints in Redis: the worker's key format, `SET NX` with a short TTL. Other
-        replicas then see the prompt before the worker has computed (and announced) it; the
-        worker's own SET later replaces the pending one, and NX never shortens a worker's key.
+        *pending* hints in Redis: the worker's own sets, added with a short expiry only where
+        it is no member yet (NX). Other replicas then see the prompt before the worker has
+        computed (and announced) it; the worker's own write later pushes the expiry out, and NX
+        never shortens a worker's hint.
         """
         worker = worker_id_for(endpoint)
         self.approximate.record(worker, hashes)

@@ -12,13 +12,14 @@ class RedisHintIndex:
     async def match(self, hashes: list[bytes], worker_ids: list[str]) -> dict[str, int]:
         """Per worker, how many leading hashes it holds.
 
-        One round trip over the prompt's block keys: Redis walks them in order and stops at the first block no
-        worker of the chain holds, so the work grows with the prompt, not with the pool (reading every worker's
-        first block took ~1 ms per lookup at 256 workers, docs/benchmarks.md)."""
+        One round trip over the prompt's block keys: Redis follows the candidates holding the first block, block by
+        block, and stops at the first block none of them holds, so the work is bounded by the candidates and the
+        prompt, not by who else holds it (reading every worker's first block took ~1 ms at 256 workers,
+        docs/benchmarks.md)."""
         matched = dict.fromkeys(worker_ids, 0)
         if not hashes or not worker_ids:
             return matched
-        reply = await self._match(keys=[block_key(self._model_id, h) for h in hashes])
+        reply = await self._match(keys=[block_key(self._model_id, h) for h in hashes], args=worker_ids)
         for worker, held in zip(reply[::2], reply[1::2], strict=True):
             name = worker.decode() if isinstance(worker, bytes) else worker
             if name in matched:

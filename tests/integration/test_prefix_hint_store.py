@@ -157,15 +157,19 @@ def test_the_lookup_equals_reading_every_block_of_every_worker(redis_url):
         scores = [sync.zscore(block_key(MODEL, h), worker) for h in hashes]
         return next((n for n, s in enumerate(scores) if s is None or s <= now_ms), len(hashes))
 
+    few = rng.sample(workers, 5) + ["127.0.0.1:1"]  # fewer candidates than holders: the other walk of the first block
+
     async def lookup():
         client = redis.asyncio.from_url(redis_url)
         try:
-            return await RedisHintIndex(client, MODEL).match(hashes, workers)
+            index = RedisHintIndex(client, MODEL)
+            return await index.match(hashes, workers), await index.match(hashes, few)
         finally:
             await client.aclose()
 
-    got = asyncio.run(lookup())
+    got, got_few = asyncio.run(lookup())
     assert got == {w: brute(w) for w in workers} and got["127.0.0.1:9999"] == 0
+    assert got_few == {w: got.get(w, 0) for w in few}
     assert any(0 < n < len(hashes) for n in got.values()) and any(n == len(hashes) for n in got.values())
 
 
@@ -192,3 +196,30 @@ def test_a_pending_hint_replaces_an_expired_one_and_a_dead_workers_member_goes(r
     assert sync.zscore(key, "127.0.0.1:7001") is not None and sync.zcard(key) == 2
     seconds, microseconds = sync.time()
     assert sync.zscore(key, "127.0.0.1:7001") > seconds * 1000 + microseconds // 1000  # the pending hint, live
+
+
+def test_thousands_of_other_holders_neither_slow_nor_break_a_lookup(redis_url):
+    """Workers outside the candidates (another pool, a shared system prompt) are not followed: the script reads
+    the candidates' scores only, and 9,000 holders of the first block do not hit Lua's unpack limit."""
+    from gateway.hints.redis_index import RedisHintIndex
+
+    sync = redis.Redis.from_url(redis_url)
+    hashes = prefix_hashes(list(range(700, 700 + 16 * 3)), MODEL, "crowd")
+    hold = sync.register_script(HOLD_SCRIPT)
+    pipe = sync.pipeline(transaction=False)
+    for i in range(9000):
+        hold(
+            keys=[block_key(MODEL, h) for h in hashes], args=[f"10.1.{i // 250}.{i % 250}:1", 30_000, "gt"], client=pipe
+        )
+    pipe.execute()
+    publish(sync, "127.0.0.1:7001", hashes[:2])
+
+    async def lookup():
+        client = redis.asyncio.from_url(redis_url)
+        try:
+            index = RedisHintIndex(client, MODEL)
+            return await index.match(hashes, ["127.0.0.1:7001", "127.0.0.1:7002", "10.1.0.3:1"])
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(lookup()) == {"127.0.0.1:7001": 2, "127.0.0.1:7002": 0, "10.1.0.3:1": 3}
