@@ -121,6 +121,20 @@ def _retry_delay_s(response: httpx.Response, attempt: int) -> float:
         return min(MAX_BACKOFF_S, 0.5 * 2**attempt)  # an HTTP-date: fall back to backoff
 
 
+def _unreached(exc: httpx.TransportError) -> bool:
+    """The request never reached the gateway (refused, DNS, TLS, a connect timeout): the local fallback may serve
+    it. After that (a read timeout, a dropped connection) the gateway may be answering it, so it is not re-run."""
+    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.UnsupportedProtocol | httpx.ProxyError)
+
+
+def _gateway_unavailable(s: _Settings, exc: httpx.TransportError) -> GatewayUnavailable:
+    if _unreached(exc):
+        return GatewayUnavailable(f"gateway {s.gateway_url} unreachable: {exc}")
+    return GatewayUnavailable(
+        f"gateway {s.gateway_url} failed after it had the request ({type(exc).__name__}: {exc}); not re-run locally"
+    )
+
+
 def _retries(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError(f"max_retries must be a whole number >= 0, not {value!r}")
@@ -316,9 +330,9 @@ class Client(_ClientBase):
         try:
             return self._send(_gateway_target(self._s, tags), body, stream, None, self._s.max_retries)
         except httpx.TransportError as exc:
-            if self._s.allow_local_fallback and self.local_agent() is not None:
+            if _unreached(exc) and self._s.allow_local_fallback and self.local_agent() is not None:
                 return self._send(_local_target(self._s, tags), body, stream, None, retries=0)
-            raise GatewayUnavailable(f"gateway {self._s.gateway_url} unreachable: {exc}") from exc
+            raise _gateway_unavailable(self._s, exc) from exc
 
     def _send(self, target: Target, body: dict, stream: bool, reason: str | None, retries: int):
         for attempt in range(retries + 1):
@@ -416,9 +430,9 @@ class AsyncClient(_ClientBase):
         try:
             return await self._send(_gateway_target(self._s, tags), body, stream, None, self._s.max_retries)
         except httpx.TransportError as exc:
-            if self._s.allow_local_fallback and await self.local_agent() is not None:
+            if _unreached(exc) and self._s.allow_local_fallback and await self.local_agent() is not None:
                 return await self._send(_local_target(self._s, tags), body, stream, None, retries=0)
-            raise GatewayUnavailable(f"gateway {self._s.gateway_url} unreachable: {exc}") from exc
+            raise _gateway_unavailable(self._s, exc) from exc
 
     async def _send(self, target: Target, body: dict, stream: bool, reason: str | None, retries: int):
         import asyncio

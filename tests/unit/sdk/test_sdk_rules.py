@@ -251,3 +251,63 @@ def test_a_local_agent_that_fails_mid_answer_is_a_private_request_error():
             client.chat.completions.create(model="m", messages=ASK, privacy="private")
     finally:
         server.shutdown()
+
+
+def test_the_local_fallback_serves_only_what_never_reached_the_gateway():
+    """A gateway that takes the request and drops it may have run it: no local re-run, a clear error. A gateway
+    that refuses the connection: the local agent answers (allow_local_fallback)."""
+    import http.server
+    import socket
+    import threading
+
+    from tandem_sdk import GatewayUnavailable
+
+    posts = []
+
+    class Agent(http.server.BaseHTTPRequestHandler):
+        def _reply(self, body: bytes):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self._reply(b'{"kind": "edge"}')
+
+        def do_POST(self):
+            posts.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self._reply(b'{"choices": [{"message": {"content": "local"}}]}')
+
+        def log_message(self, *args):
+            pass
+
+    agent = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Agent)
+    threading.Thread(target=agent.serve_forever, daemon=True).start()
+    dropper = socket.socket()
+    dropper.bind(("127.0.0.1", 0))
+    dropper.listen()
+
+    def drop():
+        conn, _ = dropper.accept()
+        conn.recv(65536)
+        conn.close()
+
+    threading.Thread(target=drop, daemon=True).start()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    refused_port = closed.getsockname()[1]
+    closed.close()  # nothing listens there: connection refused
+    local = f"http://127.0.0.1:{agent.server_port}"
+    try:
+        client = Client(f"http://127.0.0.1:{dropper.getsockname()[1]}", local_agent_url=local,
+                        allow_local_fallback=True, max_retries=0)  # fmt: skip
+        with pytest.raises(GatewayUnavailable, match="failed after it had the request"):
+            client.chat.completions.create(model="m", messages=ASK)
+        assert posts == []
+        client = Client(f"http://127.0.0.1:{refused_port}", local_agent_url=local, allow_local_fallback=True)
+        reply = client.chat.completions.create(model="m", messages=ASK)
+        assert reply["tandem"]["served_by"] == "local-agent" and len(posts) == 1
+    finally:
+        agent.shutdown()
+        dropper.close()
