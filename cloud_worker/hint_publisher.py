@@ -67,15 +67,17 @@ class HintPublisher:
     def flush(self) -> None:
         with self._lock:
             events, self._pending = self._pending, []
-        cached: dict[bytes, None] = {}  # in order; a block cached then evicted within one flush is only removed
+        cached: dict[bytes, None] = {}  # in order; a block's last event within one flush is what is written
+        evicted: set[bytes] = set()
         for event in events:
             if event.kind is BlockEventKind.CACHED:
                 self._held.add(event.block_hash)
                 cached[event.block_hash] = None
+                evicted.discard(event.block_hash)
             else:
                 self._held.discard(event.block_hash)
                 cached.pop(event.block_hash, None)
-        evicted = {e.block_hash for e in events if e.kind is not BlockEventKind.CACHED} - self._held
+                evicted.add(event.block_hash)
         now = time.monotonic()
         if self._resync or now - self._last_refresh >= self.ttl_s / 3:
             cached = dict.fromkeys(self._held)

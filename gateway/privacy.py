@@ -137,12 +137,16 @@ def request_tags(policy: "Policy", metadata_value: object, header_value: str | N
 UNKNOWN_TAG = "unknown_privacy_tag"
 
 
+def may_repeat_keys(raw: bytes) -> bool:
+    """Whether the body's bytes hold `"metadata"` or `"privacy"` twice, as a client's merging bug writes a repeated
+    key (a name spelled with escapes is not looked for): only then is it parsed again (check_no_repeated_keys)."""
+    return raw.count(b'"metadata"') > 1 or raw.count(b'"privacy"') > 1
+
+
 def check_no_repeated_keys(raw: bytes) -> None:
     """Refuse a body that names `metadata`, or `privacy`, twice in one object: JSON parsers keep the last, so
-    `{"privacy": "pii", "privacy": ""}` would read as untagged. Parsed again only when the bytes hold either name
-    twice, as a client's merging bug writes them (a name spelled with escapes is not looked for)."""
-    if raw.count(b'"metadata"') > 1 or raw.count(b'"privacy"') > 1:
-        json.loads(raw, object_pairs_hook=_refuse_repeats)
+    `{"privacy": "pii", "privacy": ""}` would read as untagged."""
+    json.loads(raw, object_pairs_hook=_refuse_repeats)
 
 
 def _refuse_repeats(pairs: list[tuple[str, object]]) -> dict:

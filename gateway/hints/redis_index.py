@@ -5,7 +5,7 @@ from proto.prefix_hints import HOLD_SCRIPT, MATCH_SCRIPT, block_key
 
 class RedisHintIndex:
     def __init__(self, client, model_id: str) -> None:
-        self._client, self._model_id = client, model_id
+        self._model_id = model_id
         self._match = client.register_script(MATCH_SCRIPT)
         self._hold = client.register_script(HOLD_SCRIPT)
 
@@ -20,10 +20,8 @@ class RedisHintIndex:
         if not hashes or not worker_ids:
             return matched
         reply = await self._match(keys=[block_key(self._model_id, h) for h in hashes], args=worker_ids)
-        for worker, held in zip(reply[::2], reply[1::2], strict=True):
-            name = worker.decode() if isinstance(worker, bytes) else worker
-            if name in matched:
-                matched[name] = int(held)
+        for worker, held in zip(reply[::2], reply[1::2], strict=True):  # only candidates: the script's ARGV
+            matched[worker.decode() if isinstance(worker, bytes) else worker] = int(held)
         return matched
 
     async def announce(self, worker_id: str, hashes: list[bytes], ttl_ms: int) -> None:

@@ -107,7 +107,7 @@ def _edits(a: str, b: str) -> int:
         current = [i]
         for j, y in enumerate(b, 1):
             cost = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + (x != y))
-            if before is not None and i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+            if before is not None and j > 1 and x == b[j - 2] and a[i - 2] == y:  # before: row i - 2
                 cost = min(cost, before[j - 2] + 1)
             current.append(cost)
         before, row = row, current
