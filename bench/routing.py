@@ -50,18 +50,18 @@ from pathlib import Path
 import grpc
 import httpx
 import redis as redis_sync
-import redis.asyncio
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gateway.backends.worker_backend import WorkerBackend  # noqa: E402
 from gateway.gather import PromptKey, gather_candidates  # noqa: E402
 from gateway.hints.approximate_index import ApproximateIndex  # noqa: E402
 from gateway.hints.prefix_hints import PrefixHints  # noqa: E402
 from gateway.hints.redis_index import RedisHintIndex  # noqa: E402
 from gateway.policy.schema import Profile  # noqa: E402
-from gateway.routing.candidate import Candidate  # noqa: E402
+from gateway.redis_client import connect  # noqa: E402
 from gateway.routing.profile import run_profile  # noqa: E402
 from proto.gen import worker_pb2, worker_pb2_grpc  # noqa: E402
 from proto.prefix_hash import prefix_hashes  # noqa: E402
@@ -255,7 +255,7 @@ class OracleRouter:
 
     def __init__(self, pool: Pool, tokenizer) -> None:
         self.pool, self.tokenizer = pool, tokenizer
-        self.redis = redis.asyncio.from_url(pool.redis_url)
+        self.redis = connect(pool.redis_url)  # the gateway's own client
         self.hints = RedisHintIndex(self.redis, MODEL_ID)  # what the workers published, read as a gateway reads it
         self.inflight = [0] * NUM_WORKERS
         self.routed = ApproximateIndex()
@@ -268,7 +268,7 @@ class OracleRouter:
         pending = self.routed.match(hashes, list(range(NUM_WORKERS)), max_age_s=2.0)
         best, best_key = 0, None
         for w in range(NUM_WORKERS):
-            matched = max(held[workers[w]], pending[w])
+            matched = max(held.get(workers[w], 0), pending.get(w, 0))  # both name only the holders
             key = (matched, -self.inflight[w])
             if best_key is None or key > best_key:
                 best, best_key = w, key
@@ -345,17 +345,14 @@ def decision_times_us(redis_url: str, model: Path, iterations: int = 2000) -> tu
     ids = tuple(tokenizer.encode(shared_prefix(random.Random(3), 1)[0].text).ids)
     profile = Profile.model_validate(PROFILE)
 
-    class Backend:
-        def __init__(self, i):
-            self.c = Candidate(f"grpc://127.0.0.1:{7000 + i}", True, "cloud", queue_depth=i % 3, block_size_tokens=16)
-
-        def candidate(self):
-            return self.c
-
-    backends = [Backend(i) for i in range(NUM_WORKERS)]
+    backends = []
+    for i in range(NUM_WORKERS):  # as the gateway holds them, with the Stats a worker would report
+        backend = WorkerBackend(f"grpc://127.0.0.1:{7000 + i}", MODEL_ID, "cloud")
+        backend.stats = worker_pb2.StatsReply(model_id=MODEL_ID, kind="cloud", queue_depth=i % 3, block_size_tokens=16)
+        backends.append(backend)
 
     async def measure():
-        client = redis.asyncio.from_url(redis_url)
+        client = connect(redis_url)
         hints = PrefixHints(MODEL_ID, client)
         times = []
         for i in range(iterations):

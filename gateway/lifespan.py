@@ -25,6 +25,7 @@ from gateway.limits.admission import AdmissionController
 from gateway.policy.loader import parse_policy
 from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
 from gateway.policy.schema import Pool
+from gateway.redis_client import connect
 from gateway.state import GatewayState, ServedModel, check_models
 from gateway.tenants import Tenants
 from serving.openai.chat_tokenizer import ChatTokenizer
@@ -115,14 +116,7 @@ async def lifespan(app: FastAPI):
 
 
 def _redis(url: str | None):
-    if not url:
-        return None
-    import redis.asyncio
-    from opentelemetry.instrumentation.redis import RedisInstrumentor
-
-    if not RedisInstrumentor().is_instrumented_by_opentelemetry:
-        RedisInstrumentor().instrument()
-    return redis.asyncio.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+    return connect(url, socket_timeout=0.5, socket_connect_timeout=0.5) if url else None
 
 
 def backend_factory(settings: Settings, tokenizers: dict[str, ChatTokenizer]):

@@ -4,9 +4,10 @@ One sorted set per (model, block hash): its members are the workers holding the 
 time (Redis's clock, ms) its hint expires. A worker re-scores the blocks it holds every TTL/3, removes a block it
 evicts, and removes all of its own on a clean shutdown; a dead worker's members fall out by score (readers skip
 them, writers clear them) and the key itself expires at the latest expiry any write gave it. A gateway asks, in one
-script call over the prompt's block keys, how many leading blocks each of its candidates holds: the work is
-bounded by the candidates holding the prefix times its blocks, not by the pool (keying by worker made a gateway
-read every worker's first block on every request, ~1 ms at 256 workers). Memory is one member per (cached block, worker), bounded by the workers' KV pools.
+script call over the prompt's block keys, how many leading blocks each of its candidates holds: the script bisects
+the blocks, so the work grows with the log of the prompt's length and with the candidates holding its prefix, not
+with the pool (keying by worker made a gateway read every worker's first block on every request, ~1 ms at 256
+workers). Memory is one member per (cached block, worker), bounded by the workers' KV pools.
 
 The scripts run with Redis's own clock (TIME), so the hosts' clocks need not agree.
 """
@@ -38,40 +39,55 @@ return #KEYS
 """
 )
 # Reads: KEYS the prompt's block keys in order, ARGV the candidate workers. Returns [worker, leading blocks held,
-# ...] for the candidates holding the first block, following only those from then on (one ZMSCORE a block) and
-# stopping at the first block none of them holds. So the work is bounded by candidates x blocks, whoever else
-# holds the blocks. The first block's holders are listed when they are fewer than the candidates.
+# ...] for the candidates holding the first block. A worker's holdings are a prefix of the prompt's blocks (a block's
+# hash covers its whole prefix, and the engine evicts a prefix's tail first, so it never keeps a block without the
+# ones before it), so the script bisects: it splits the workers on whether they hold the middle block of the range
+# each is known to end in, one ZMSCORE per split. The calls are log2(blocks) per group of workers ending at the same
+# block (8 for 256 blocks where a linear walk made 256, at ~5 µs a call in Redis), whoever else holds the blocks. On
+# holdings with a gap (a hint expired or lost mid-prefix), the answer is a block the worker holds with the next one
+# not held, at least its leading run: at worst a score too high for a cache miss part of the way, never a wrong
+# answer. The first block's holders are listed when they are fewer than the candidates.
 MATCH_SCRIPT = (
     "#!lua flags=no-writes\n"
     + _NOW_MS
     + """
-local function live(key, workers)
-  local held = {}
+local function split(key, workers)
+  local held, missing = {}, {}
   for start = 1, #workers, 1000 do
     local slice = {unpack(workers, start, math.min(start + 999, #workers))}
     for j, score in ipairs(redis.call('ZMSCORE', key, unpack(slice))) do
-      if score and tonumber(score) > now then held[#held + 1] = slice[j] end
+      if score and tonumber(score) > now then held[#held + 1] = slice[j] else missing[#missing + 1] = slice[j] end
     end
   end
-  return held
+  return held, missing
 end
-local run, alive = {}, {}
+local depth = {}
+-- every one of workers holds KEYS[lo] and none holds KEYS[hi] (hi = #KEYS + 1: past the prompt)
+local function bisect(lo, hi, workers)
+  while #workers > 0 do
+    if hi - lo <= 1 then
+      for _, worker in ipairs(workers) do depth[worker] = lo end
+      return
+    end
+    local mid = math.floor((lo + hi) / 2)
+    local held, missing = split(KEYS[mid], workers)
+    bisect(mid, hi, held)
+    workers, hi = missing, mid
+  end
+end
+local first = {}
 if #KEYS > 0 and redis.call('ZCARD', KEYS[1]) < #ARGV then
   local wanted = {}
   for _, worker in ipairs(ARGV) do wanted[worker] = true end
   for _, worker in ipairs(redis.call('ZRANGE', KEYS[1], '(' .. now, '+inf', 'BYSCORE')) do
-    if wanted[worker] then alive[#alive + 1] = worker end
+    if wanted[worker] then first[#first + 1] = worker end
   end
 elseif #KEYS > 0 then
-  alive = live(KEYS[1], ARGV)
+  first = split(KEYS[1], ARGV)
 end
-for i, key in ipairs(KEYS) do
-  if i > 1 then alive = live(key, alive) end
-  if #alive == 0 then break end
-  for _, worker in ipairs(alive) do run[worker] = i end
-end
+bisect(1, #KEYS + 1, first)
 local out = {}
-for worker, n in pairs(run) do out[#out + 1] = worker out[#out + 1] = n end
+for worker, n in pairs(depth) do out[#out + 1] = worker out[#out + 1] = n end
 return out
 """
 )

@@ -38,19 +38,24 @@ class ApproximateIndex:
             self._holders.popitem(last=False)
 
     def match(self, hashes: list[bytes], worker_ids: list[str], max_age_s: float | None = None) -> dict[str, int]:
-        """Per worker, how many leading hashes it is believed to hold (recorded within max_age_s, if given)."""
+        """Per worker holding the first hash, how many leading hashes it is believed to hold (recorded within
+        max_age_s, if given); a worker left out holds none. Only the holders are touched: at 256 candidates, a
+        dict of every one was a measurable part of a routing decision (bench/scaling.py)."""
+        holders = self._holders.get(hashes[0]) if hashes else None
+        if not holders:
+            return {}
         oldest = time.monotonic() - max_age_s if max_age_s is not None else None
-        matched = dict.fromkeys(worker_ids, 0)
-        alive = set(worker_ids)
+        alive = holders.keys() & worker_ids  # a set operation, not a loop over every worker
+        matched: dict[str, int] = {}
         for h in hashes:
             holders = self._holders.get(h)
             if not holders:
                 break
-            alive &= holders.keys()  # a set operation, not a loop over every worker (256 workers: 1.5 ms -> µs)
+            alive &= holders.keys()
             if oldest is not None:
                 alive = {w for w in alive if holders[w] >= oldest}
             if not alive:
                 break
             for w in alive:
-                matched[w] += 1
+                matched[w] = matched.get(w, 0) + 1
         return matched

@@ -52,20 +52,21 @@ class PrefixHints:
 
     async def match(self, hashes: list[bytes], endpoints: list[str]) -> dict[str, int]:
         """Per endpoint, the number of leading blocks of `hashes` it is known (or believed) to hold."""
-        workers = {e: worker_id_for(e) for e in endpoints}
+        workers = [worker_id_for(e) for e in endpoints]
         if self._redis is not None and time.monotonic() >= self._redis_down_until:
             try:
-                by_worker = await self._redis.match(hashes, list(workers.values()))
+                by_worker = await self._redis.match(hashes, workers)
             except Exception as exc:  # noqa: BLE001 - any Redis trouble: route on history instead
                 self._redis_down_until = time.monotonic() + self._retry_after_s
                 self._set_mode("approximate", reason=f"Redis failed: {exc}")
             else:
                 self._set_mode("redis")
                 # Prompts routed moments ago may still be in prefill, their blocks not yet announced.
-                pending = self.approximate.match(hashes, list(workers.values()), max_age_s=self._pending_s)
-                return {e: max(by_worker[w], pending[w]) for e, w in workers.items()}
-        by_worker = self.approximate.match(hashes, list(workers.values()))
-        return {e: by_worker[w] for e, w in workers.items()}
+                for w, n in self.approximate.match(hashes, workers, max_age_s=self._pending_s).items():
+                    by_worker[w] = max(n, by_worker.get(w, 0))
+                return {e: by_worker.get(w, 0) for e, w in zip(endpoints, workers, strict=True)}
+        by_worker = self.approximate.match(hashes, workers)
+        return {e: by_worker.get(w, 0) for e, w in zip(endpoints, workers, strict=True)}
 
     def flow(self, hashes: list[bytes]) -> int:
         """Requests routed in the last RECENT_WINDOW_S whose prompt starts with the same block."""
