@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import httpx
-import redis.asyncio
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -29,11 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from routing import MODEL_ID, PROFILE, _start, checkpoint, free_port  # noqa: E402
 
 from bench.privacy import cpu_info  # noqa: E402
+from gateway.backends.worker_backend import WorkerBackend  # noqa: E402
 from gateway.gather import PromptKey, gather_candidates  # noqa: E402
 from gateway.hints.prefix_hints import PrefixHints  # noqa: E402
 from gateway.policy.schema import Profile  # noqa: E402
-from gateway.routing.candidate import Candidate  # noqa: E402
+from gateway.redis_client import connect  # noqa: E402
 from gateway.routing.profile import run_profile  # noqa: E402
+from proto.gen import worker_pb2  # noqa: E402
 from proto.prefix_hash import prefix_hashes  # noqa: E402
 from proto.prefix_hints import HOLD_SCRIPT, block_key, worker_id_for  # noqa: E402
 from tests.conftest import start_redis_server  # noqa: E402
@@ -44,13 +45,11 @@ WORKER_COUNTS = (8, 64, 256)
 PROMPT_TOKENS = (1024, 8192, 32768)
 
 
-class _Backend:
-    def __init__(self, i: int) -> None:
-        self.c = Candidate(f"grpc://10.0.{i // 250}.{i % 250 + 1}:50051", True, "cloud", queue_depth=i % 3,
-                           block_size_tokens=BLOCK)  # fmt: skip
-
-    def candidate(self) -> Candidate:
-        return self.c
+def _backend(i: int) -> WorkerBackend:
+    """A backend as the gateway holds it, with the Stats a worker would have reported (nothing is dialled)."""
+    backend = WorkerBackend(f"grpc://10.0.{i // 250}.{i % 250 + 1}:50051", MODEL_ID, "cloud")
+    backend.stats = worker_pb2.StatsReply(model_id=MODEL_ID, kind="cloud", queue_depth=i % 3, block_size_tokens=BLOCK)
+    return backend
 
 
 def _prompt(rng: random.Random, tokens: int) -> tuple[int, ...]:
@@ -61,7 +60,7 @@ async def _publish(client, backends, prompt: tuple[int, ...], rng: random.Random
     """Two workers hold this prompt; every worker holds the blocks of a few other prompts (as the workers publish)."""
     hold = client.register_script(HOLD_SCRIPT)
     for i, backend in enumerate(backends):
-        worker = worker_id_for(backend.c.endpoint)
+        worker = worker_id_for(backend.endpoint)
         held = [prompt] if i in (0, 1) else []
         held += [_prompt(rng, 512) for _ in range(4)]
         for tokens in held:
@@ -76,20 +75,20 @@ def _p(times: list[float], q: float) -> float:
 async def decision_us(redis_url: str, workers: int, prompt_tokens: int, mode: str, iterations: int) -> dict:
     """p50/p99 of one routing decision in µs, in `mode` (redis or approximate)."""
     rng = random.Random(workers * 7 + prompt_tokens)
-    backends = [_Backend(i) for i in range(workers)]
+    backends = [_backend(i) for i in range(workers)]
     prompt = _prompt(rng, prompt_tokens)
     profile = Profile.model_validate(PROFILE)
-    client = redis.asyncio.from_url(redis_url)
+    client = connect(redis_url)  # the gateway's own client
     await client.flushdb()
     hints = PrefixHints(MODEL_ID, client if mode == "redis" else None)
     if mode == "redis":
         await _publish(client, backends, prompt, rng)
     else:  # the gateway's own history: it sent this prompt to worker 0 and others elsewhere
         hashes = hints.hashes(SALT, prompt, BLOCK)
-        hints.approximate.record(worker_id_for(backends[0].c.endpoint), hashes)
+        hints.approximate.record(worker_id_for(backends[0].endpoint), hashes)
         for backend in backends:
             other = hints.hashes(SALT, _prompt(rng, 512), BLOCK)
-            hints.approximate.record(worker_id_for(backend.c.endpoint), other)
+            hints.approximate.record(worker_id_for(backend.endpoint), other)
     key = PromptKey(SALT, prompt)
     decide, lookup = [], []
     for i in range(iterations):

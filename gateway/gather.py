@@ -31,19 +31,17 @@ async def gather_candidates(
     backends: list[WorkerBackend], profile: "Profile", prompt: PromptKey | None, hints: PrefixHints | None
 ) -> tuple[list[Candidate], list[bytes]]:
     """Candidates for the profile, and the prompt's block hashes (empty when hints are not used)."""
-    candidates = [b.candidate() for b in backends]
-    if hints is None or prompt is None or not profile.uses_prefix_hints or not candidates:
-        return candidates, []
-    block_size = next((c.block_size_tokens for c in candidates if c.block_size_tokens), 0)
+    if hints is None or prompt is None or not profile.uses_prefix_hints or not backends:
+        return [b.candidate() for b in backends], []
+    block_size = next((size for b in backends if (size := b.block_size_tokens)), 0)
     with tracer.start_as_current_span("gateway.hint_lookup") as span:
         hashes = hints.hashes(prompt.salt, prompt.token_ids, block_size)
-        matched = await hints.match(hashes, [c.endpoint for c in candidates])
+        matched = await hints.match(hashes, [b.endpoint for b in backends])
         flow = hints.flow(hashes)
         span.set_attribute("tandem.prefix_hint_mode", hints.mode)
         span.set_attribute("tandem.prompt_blocks", len(hashes))
         span.set_attribute("tandem.best_match_blocks", max(matched.values(), default=0))
-    candidates = [c.with_prefix(len(hashes), matched[c.endpoint], flow) for c in candidates]
-    return candidates, hashes
+    return [b.candidate(len(hashes), matched[b.endpoint], flow) for b in backends], hashes
 
 
 @dataclass

@@ -40,9 +40,15 @@ def prefix_hashes(
 ) -> list[bytes]:
     """Hashes of every full block of `token_ids`; a partial last block has none."""
     assert block_size_tokens > 0
+    blocks = len(token_ids) // block_size_tokens
+    # One pack for the whole prompt, then a slice per block: a pack per block (its format parsed each time) was
+    # half the cost (a 750-token prompt: ~100 -> ~50 µs).
+    data = struct.pack(f"<{blocks * block_size_tokens}I", *token_ids[: blocks * block_size_tokens])
+    step = 4 * block_size_tokens
+    sha256 = hashlib.sha256
     parent = root_hash(model_id, tenant_salt)
     hashes = []
-    for start in range(0, len(token_ids) - block_size_tokens + 1, block_size_tokens):
-        parent = block_hash(parent, token_ids[start : start + block_size_tokens])
+    for offset in range(0, len(data), step):
+        parent = sha256(parent + data[offset : offset + step]).digest()[:HASH_BYTES]
         hashes.append(parent)
     return hashes

@@ -20,7 +20,7 @@ from gateway.classify.features import RequestFeatures
 from gateway.policy.decide import Decision, RuleTrace, decide, trace_rules
 from gateway.policy.schema import Policy
 from gateway.routing.candidate import Candidate
-from gateway.routing.profile import CandidateReport, run_profile
+from gateway.routing.profile import CandidateReport, PoolRanking, run_profile
 from serving.openai.errors import NoBackend
 
 tracer = trace.get_tracer(__name__)
@@ -30,9 +30,21 @@ _SPAN_CANDIDATES = 8  # endpoints named on the span, best first: 256 would make 
 @dataclass(frozen=True)
 class PoolPlan:
     pool: str
-    ranked: list[Candidate]  # best first; empty when no backend of the pool may serve now
-    reports: list[CandidateReport]  # every candidate: the filter that dropped it, or its scores
-    plugin_seconds: dict[str, float]
+    ranking: PoolRanking
+
+    @property
+    def ranked(self) -> list[Candidate]:
+        """Best first; empty when no backend of the pool may serve now."""
+        return self.ranking.ranked
+
+    @property
+    def reports(self) -> list[CandidateReport]:
+        """Every candidate: the filter that dropped it, or its scores (built when asked: explain, replay)."""
+        return self.ranking.reports
+
+    @property
+    def plugin_seconds(self) -> dict[str, float]:
+        return self.ranking.plugin_seconds
 
 
 @dataclass(frozen=True)
@@ -68,7 +80,7 @@ def plan_route(
         pools = []
         for name in decision.pools:
             ranking = run_profile(policy.pools[name].profile, list(candidates.get(name, ())), decision.is_private, turn)
-            pools.append(PoolPlan(name, ranking.ranked, ranking.reports, ranking.plugin_seconds))
+            pools.append(PoolPlan(name, ranking))
         plan = RoutePlan(features, decision.rules, decision, tuple(pools))
         _describe(span, plan)
         return plan

@@ -6,6 +6,7 @@ explain and the time each plugin took. Scores are clamped to [0, 1] (NaN is
 request only backends that reported kind=edge are candidates at all.
 """
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -50,9 +51,27 @@ class CandidateReport:
 
 @dataclass(frozen=True)
 class PoolRanking:
+    """A pool's candidates best first, with what each plugin took; `reports` (for explain) is built on first use
+    from what the run kept: building a report per candidate on every request was a third of a ranking's time at
+    256 workers (bench/scaling.py)."""
+
     ranked: list[Candidate]  # those that passed every filter, best first
-    reports: list[CandidateReport]  # one per candidate, refused and filtered ones included
     plugin_seconds: dict[str, float]  # label ("filter:healthy", "queue-depth", "picker:max-score") -> time
+    candidates: list[Candidate]  # every candidate, as given
+    dropped: dict[int, str]  # id(candidate) -> the privacy refusal or the filter that dropped it
+    scored: list[Candidate]  # those that passed, in the order given
+    scores: dict[str, list[float]]  # scorer label -> each scored candidate's clamped value
+    totals: list[float]  # each scored candidate's weighted total
+
+    @functools.cached_property
+    def reports(self) -> list[CandidateReport]:
+        """One per candidate, refused and filtered ones included, in the order given."""
+        by_id = {id(c): CandidateReport(c, self.dropped.get(id(c))) for c in self.candidates}
+        for i, c in enumerate(self.scored):
+            report = by_id[id(c)]
+            report.scores = {label: values[i] for label, values in self.scores.items()}
+            report.score = self.totals[i]
+        return list(by_id.values())
 
 
 def clamp(score: float) -> float:
@@ -64,36 +83,36 @@ def clamp(score: float) -> float:
 def run_profile(profile: "Profile", candidates: list[Candidate], is_private: bool, turn: int = 0) -> PoolRanking:
     """Rank a pool's candidates for one request; `turn` rotates the order among equal scores."""
     steps: CompiledProfile = profile.compiled
-    reports = {c.endpoint: CandidateReport(c) for c in candidates}
+    given = candidates
     seconds: dict[str, float] = {}
+    dropped: dict[int, str] = {}
     clock = time.perf_counter
-    refusals = {c.endpoint: r for c in candidates if (r := privacy.candidate_refusal(c.kind, is_private))}
-    if refusals:
-        for endpoint, reason in refusals.items():
-            reports[endpoint].filtered_out_by = reason
-        candidates = [c for c in candidates if c.endpoint not in refusals]
+    for c in candidates:
+        if reason := privacy.candidate_refusal(c.kind, is_private):
+            dropped[id(c)] = reason
+    if dropped:
+        candidates = [c for c in candidates if id(c) not in dropped]
     for label, keep in steps.filters:
         started = clock()
         kept = keep(candidates)
         seconds[label] = clock() - started
-        kept_ids = {id(c) for c in kept}  # by identity: `c not in kept` compared whole dataclasses, O(n²)
-        for c in candidates:
-            if id(c) not in kept_ids:
-                reports[c.endpoint].filtered_out_by = label.removeprefix("filter:")
+        if len(kept) != len(candidates):
+            kept_ids = {id(c) for c in kept}  # by identity: `c not in kept` compared whole dataclasses, O(n²)
+            reason = label.removeprefix("filter:")
+            for c in candidates:
+                if id(c) not in kept_ids:
+                    dropped[id(c)] = reason
         candidates = kept
     totals = [0.0] * len(candidates)
+    scores: dict[str, list[float]] = {}
     for label, weight, scorer in steps.scorers:  # one list pass per scorer, so each is timed on its own
         started = clock()
         values = [v if 0.0 <= v <= 1.0 else clamp(v) for v in map(scorer, candidates)]
         seconds[label] = clock() - started
-        for i, value in enumerate(values):
-            reports[candidates[i].endpoint].scores[label] = value
-            totals[i] += weight * value
-    scored = list(zip(candidates, totals, strict=True))
-    for c, total in scored:
-        reports[c.endpoint].score = total
+        scores[label] = values
+        totals = [t + weight * v for t, v in zip(totals, values, strict=True)]
     label, pick = steps.picker
     started = clock()
-    ranked = pick(scored, turn)
+    ranked = pick(list(zip(candidates, totals, strict=True)), turn)
     seconds[label] = clock() - started
-    return PoolRanking(ranked, list(reports.values()), seconds)
+    return PoolRanking(ranked, seconds, given, dropped, candidates, scores, totals)

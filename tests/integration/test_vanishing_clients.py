@@ -100,6 +100,9 @@ def test_a_thousand_vanished_clients_leave_nothing_behind(stack):
         assert time.monotonic() < deadline, (gauges, stats)
         time.sleep(0.2)
     assert stats["cloud"].requests_total > 0 and stats["edge"].requests_total > 0  # both kinds saw some
-    reply = httpx.post(f"{stack.url}/v1/chat/completions", timeout=30,
-                       json={"model": "tandem-demo", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]})
+    reply = httpx.post(
+        f"{stack.url}/v1/chat/completions",
+        timeout=30,
+        json={"model": "tandem-demo", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]},
+    )
     assert reply.status_code == 200  # fmt: skip
