@@ -2,7 +2,7 @@
 
 from tandem_sdk.client import DEFAULT_LOCAL_AGENT, AsyncClient, AsyncStream, Client, Stream
 from tandem_sdk.device import DeviceCapability, detect_device
-from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError, TandemError
+from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError, StreamInterrupted, TandemError
 from tandem_sdk.tags import TagError
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "GatewayUnavailable",
     "PrivateRequestError",
     "Stream",
+    "StreamInterrupted",
     "TagError",
     "TandemError",
     "detect_device",

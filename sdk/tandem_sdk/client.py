@@ -24,7 +24,7 @@ import httpx
 
 from tandem_sdk.detectors import DETECTORS
 from tandem_sdk.device import DeviceCapability, detect_device
-from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError
+from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError, StreamInterrupted
 from tandem_sdk.local_token import read_token, token_file
 from tandem_sdk.privacy import DEFAULT_DETECTORS, NEVER_LEAVE_DEVICE, check_loopback, private_reason
 from tandem_sdk.sse import aevents, events
@@ -190,16 +190,44 @@ def _annotate(data: dict, target: Target, response: httpx.Response, private_reas
 # -- sync ----------------------------------------------------------------------------------------
 
 
-class Stream:
-    """Iterate for OpenAI chunk dicts; `close()` (or leaving a `with` block) cancels the request."""
+def _chunk(payload: dict, response: httpx.Response) -> dict:
+    """A stream's event, or the APIError it carries: a server that fails mid-answer sends {"error": {...}} as an
+    event (the gateway does, as OpenAI does), which is no chunk to hand the app."""
+    error = payload.get("error") if isinstance(payload, dict) else None
+    if error is None and isinstance(payload, dict):
+        return payload
+    if not isinstance(error, dict):
+        error = {"message": json.dumps(payload) if error is None else str(error)}
+    raise APIError(response.status_code, f"mid-answer: {error.get('message') or error}", error.get("code"))
 
-    def __init__(self, response: httpx.Response, target: Target, context) -> None:
+
+def _interrupted(target: Target, reason: str | None, exc: Exception) -> Exception:
+    """What a stream that broke after it began raises: the cause, where, and that nothing was re-run."""
+    what = "not JSON" if isinstance(exc, json.JSONDecodeError) else f"{type(exc).__name__}: {exc}"
+    where = f"the {target.served_by.replace('-', ' ')} at {target.url.removesuffix('/v1/chat/completions')}"
+    if reason is not None:  # a private request: it stays what it was, an error of the device's own agent
+        return PrivateRequestError(
+            f"private request ({reason}): {where} failed mid-answer ({what}); it was not sent anywhere else"
+        )
+    return StreamInterrupted(f"{where} failed mid-answer ({what}); the answer is incomplete and was not re-run")
+
+
+class Stream:
+    """Iterate for OpenAI chunk dicts; `close()` (or leaving a `with` block) cancels the request. A failure after
+    the answer began raises StreamInterrupted (PrivateRequestError for a private request), or APIError for an error
+    the server sent as an event."""
+
+    def __init__(self, response: httpx.Response, target: Target, context, reason: str | None = None) -> None:
         self.response, self.served_by, self._context = response, target.served_by, context
         self.route = response.headers.get("x-tandem-route")
+        self._target, self._reason = target, reason
 
     def __iter__(self) -> Iterator[dict]:
         try:
-            yield from events(self.response.iter_lines())
+            for payload in events(self.response.iter_lines()):
+                yield _chunk(payload, self.response)
+        except (httpx.HTTPError, json.JSONDecodeError) as exc:
+            raise _interrupted(self._target, self._reason, exc) from exc
         finally:
             self.close()
 
@@ -348,7 +376,7 @@ class Client(_ClientBase):
                 context.__exit__(None, None, None)
                 _raise_for(response)
             if stream:
-                return Stream(response, target, context)
+                return Stream(response, target, context, reason)
             try:
                 return _annotate(_answer(response, response.read()), target, response, reason)
             finally:
@@ -370,21 +398,31 @@ class _Chat:
 
 
 class AsyncStream:
-    """`async for` OpenAI chunk dicts; `await aclose()` (or cancelling the task) cancels the request."""
+    """`async for` OpenAI chunk dicts; `await aclose()` (or leaving an `async with` block, or cancelling the task)
+    cancels the request. Failures as `Stream`'s."""
 
-    def __init__(self, response: httpx.Response, target: Target, context) -> None:
+    def __init__(self, response: httpx.Response, target: Target, context, reason: str | None = None) -> None:
         self.response, self.served_by, self._context = response, target.served_by, context
         self.route = response.headers.get("x-tandem-route")
+        self._target, self._reason = target, reason
 
     async def __aiter__(self) -> AsyncIterator[dict]:
         try:
             async for payload in aevents(self.response.aiter_lines()):
-                yield payload
+                yield _chunk(payload, self.response)
+        except (httpx.HTTPError, json.JSONDecodeError) as exc:
+            raise _interrupted(self._target, self._reason, exc) from exc
         finally:
             await self.aclose()
 
     async def aclose(self) -> None:
         await self._context.__aexit__(None, None, None)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.aclose()
 
 
 class AsyncClient(_ClientBase):
@@ -450,7 +488,7 @@ class AsyncClient(_ClientBase):
                 await context.__aexit__(None, None, None)
                 _raise_for(response)
             if stream:
-                return AsyncStream(response, target, context)
+                return AsyncStream(response, target, context, reason)
             try:
                 return _annotate(_answer(response, await response.aread()), target, response, reason)
             finally:

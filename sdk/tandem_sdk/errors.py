@@ -13,6 +13,11 @@ class GatewayUnavailable(TandemError):
     """The gateway could not be reached (and no local fallback was allowed or available)."""
 
 
+class StreamInterrupted(TandemError):
+    """A stream broke after its answer had begun (the connection dropped, a read timed out, the server sent what is
+    not an event). The chunks already yielded are all there is; the request was not run again anywhere."""
+
+
 class APIError(TandemError):
     """The gateway or the local agent answered with an error (OpenAI shape)."""
 

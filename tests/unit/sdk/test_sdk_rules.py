@@ -311,3 +311,91 @@ def test_the_local_fallback_serves_only_what_never_reached_the_gateway():
     finally:
         agent.shutdown()
         dropper.close()
+
+
+def _sse_server(answer: bytes, drop: bool):
+    """A server on loopback that answers health probes as an edge agent and POSTs with `answer` as an event
+    stream, then closes the connection mid-answer (drop) or ends it."""
+    import http.server
+    import threading
+
+    class Streamer(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            body = b'{"kind": "edge"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length" if drop else "Transfer-Encoding", "100000" if drop else "chunked")
+            self.end_headers()
+            if drop:  # promised 100,000 bytes, sends a few and dies
+                self.wfile.write(answer)
+            else:
+                self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(answer), answer))
+            self.wfile.flush()
+            self.close_connection = True
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Streamer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+CHUNK = b'data: {"choices": [{"index": 0, "delta": {"content": "Par"}}]}\n\n'
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+@pytest.mark.parametrize(
+    ("answer", "drop", "private", "raised", "message"),
+    [
+        (CHUNK, True, False, "StreamInterrupted", "the gateway at .* failed mid-answer .*incomplete and was not re-run"),
+        (CHUNK, True, True, "PrivateRequestError", "the local agent at .* failed mid-answer .*not sent anywhere else"),
+        (CHUNK + b'data: {"error": {"message": "backend failed mid-answer: x", "code": "backend_failed"}}\n\n',
+         False, False, "APIError", "mid-answer: backend failed mid-answer: x"),
+        (CHUNK + b"data: <html>\n\n", False, False, "StreamInterrupted", r"failed mid-answer \(not JSON\)"),
+    ],
+    ids=["connection-dropped", "private-dropped", "error-event", "not-json"],
+)  # fmt: skip
+def test_a_stream_that_breaks_mid_answer_says_so_in_the_sdks_terms(answer, drop, private, raised, message, is_async):
+    """The first chunk arrives; then the server fails. The app gets the chunk, then one of the SDK's errors naming
+    where and what (never httpx's exception, never the error event handed over as if it were a chunk)."""
+    import asyncio
+
+    import tandem_sdk
+
+    server = _sse_server(answer, drop)
+    url = f"http://127.0.0.1:{server.server_port}"
+    kwargs = {"privacy": "private"} if private else {}
+    got = []
+    try:
+        if is_async:
+
+            async def run():
+                async with tandem_sdk.AsyncClient(url, local_agent_url=url) as client:
+                    stream = await client.chat.completions.create(model="m", messages=ASK, stream=True, **kwargs)
+                    async with stream:
+                        async for chunk in stream:
+                            got.append(chunk)
+
+            with pytest.raises(getattr(tandem_sdk, raised), match=message) as caught:
+                asyncio.run(run())
+        else:
+            with tandem_sdk.Client(url, local_agent_url=url) as client:
+                stream = client.chat.completions.create(model="m", messages=ASK, stream=True, **kwargs)
+                with pytest.raises(getattr(tandem_sdk, raised), match=message) as caught, stream:
+                    got.extend(stream)
+    finally:
+        server.shutdown()
+    assert got == [{"choices": [{"index": 0, "delta": {"content": "Par"}}]}]
+    if raised == "APIError":
+        assert caught.value.code == "backend_failed"
