@@ -135,6 +135,23 @@ def _gateway_unavailable(s: _Settings, exc: httpx.TransportError) -> GatewayUnav
     )
 
 
+def _api_key(value: object) -> str | None:
+    """The key as it goes in a header: visible ASCII, no spaces. A key pasted with a line break or a smart quote
+    is refused when the client is made, not by httpx mid-call with an encoding error."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"api_key must be a string, not {type(value).__name__}")
+    key = value.strip()
+    bad = next((ch for ch in key if not ("!" <= ch <= "~")), None)
+    if bad is not None:
+        raise ValueError(
+            f"api_key holds {bad!r} (U+{ord(bad):04X}) at position {key.index(bad)}: a key is visible ASCII with "
+            "no spaces; was it pasted with a quote or a line break?"
+        )
+    return key
+
+
 def _retries(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError(f"max_retries must be a whole number >= 0, not {value!r}")
@@ -260,7 +277,7 @@ class _ClientBase:
     ) -> None:
         self._s = _Settings(
             gateway_url=gateway_url.rstrip("/") if gateway_url else None,
-            api_key=api_key,
+            api_key=_api_key(api_key),
             local_agent_url=check_loopback(local_agent_url) if local_agent_url else None,
             device=detect_device().with_overrides(device or {}),
             timeout_s=timeout_s,

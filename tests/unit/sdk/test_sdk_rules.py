@@ -399,3 +399,25 @@ def test_a_stream_that_breaks_mid_answer_says_so_in_the_sdks_terms(answer, drop,
     assert got == [{"choices": [{"index": 0, "delta": {"content": "Par"}}]}]
     if raised == "APIError":
         assert caught.value.code == "backend_failed"
+
+
+@pytest.mark.parametrize(
+    ("key", "raised", "message"),
+    [
+        ("tk-ключ", ValueError, r"'к' \(U\+043A\) at position 3"),
+        ("tk-abc\nX-Evil: 1", ValueError, r"'\\n' \(U\+000A\)"),
+        ("“tk-abc”", ValueError, "pasted with a quote"),
+        ("tk abc", ValueError, "no spaces"),
+        (123, TypeError, "api_key must be a string"),
+    ],
+)
+def test_an_api_key_that_cannot_be_a_header_is_refused_when_the_client_is_made(key, raised, message):
+    with pytest.raises(raised, match=message):
+        Client("http://gw:8000", api_key=key)
+
+
+def test_a_pasted_key_loses_its_surrounding_whitespace():
+    from tandem_sdk.client import _gateway_target
+
+    client = Client("http://gw:8000", api_key="  tk-abc\n")
+    assert _gateway_target(client._s, frozenset()).headers["Authorization"] == "Bearer tk-abc"
