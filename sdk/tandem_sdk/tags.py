@@ -1,7 +1,7 @@
 """Privacy tags as people type them: read one way on the device and in the gateway, and checked for typos.
 
-A tag is read by `normalize_tag` (invisible characters dropped, full-width letters and Unicode spaces made
-ASCII, lower-cased, stripped); a string may hold several, separated by ASCII, full-width or ideographic commas.
+A tag is read by `normalize_tag` (composed, invisible characters dropped, full-width letters and Unicode spaces
+made ASCII, lower-cased, stripped); a string may hold several, separated by ASCII, full-width or ideographic commas.
 A request carries at most `MAX_TAGS` tags of at most `MAX_TAG_CHARS` characters each: anything longer is not a
 tag, and reading it should not cost more than the request.
 
@@ -12,6 +12,7 @@ accept one.
 """
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 
 from tandem_sdk.errors import TandemError
@@ -49,8 +50,10 @@ def privacy_tags(*values: object) -> frozenset[str]:
 
 
 def normalize_tag(tag: str) -> str:
-    """One tag in the form policies and never-leave sets compare (tandem_sdk.normalize, lower-cased, stripped)."""
-    return normalize(tag).lower().strip()
+    """One tag in the form policies and never-leave sets compare: composed (NFC: an accent typed as a separate
+    mark, as macOS file names and some keyboards give it, reads as the accented letter), then tandem_sdk.normalize,
+    lower-cased, stripped."""
+    return normalize(unicodedata.normalize("NFC", tag) if not tag.isascii() else tag).lower().strip()
 
 
 def resembles(tag: str, tags: Iterable[str]) -> str | None:

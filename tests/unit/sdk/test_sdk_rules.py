@@ -421,3 +421,9 @@ def test_a_pasted_key_loses_its_surrounding_whitespace():
 
     client = Client("http://gw:8000", api_key="  tk-abc\n")
     assert _gateway_target(client._s, frozenset()).headers["Authorization"] == "Bearer tk-abc"
+
+
+def test_a_tag_with_a_separate_accent_mark_is_the_composed_tag():
+    assert privacy_tags("Donne\u0301es") == privacy_tags("données") == {"donn\u00e9es"}
+    never_leave = privacy_tags("confidentiél")  # as Client(never_leave=...) reads it
+    assert private_reason({"messages": ASK}, privacy_tags("CONFIDENTIE\u0301L"), never_leave=never_leave)

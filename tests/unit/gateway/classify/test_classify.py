@@ -73,6 +73,18 @@ def test_a_tag_the_policy_does_not_know_is_a_400_naming_where_it_came_from(metad
     assert message in error.message and advice in error.message
 
 
+def test_an_accent_typed_as_a_separate_mark_reads_as_the_accented_letter():
+    """macOS and some keyboards send "é" as "e" and a combining accent (NFD); a policy written elsewhere has the
+    one character (NFC). They are the same tag, in the policy and in a request, both ways round."""
+    composed = parse_policy(DEFAULT_POLICY.read_text().replace("  detected_tag: pii", "  detected_tag: pii\n"
+                                                               "  known_tags: [Données]"), "test")  # fmt: skip
+    decomposed = parse_policy(DEFAULT_POLICY.read_text().replace("  detected_tag: pii", "  detected_tag: pii\n"
+                                                                 "  known_tags: [Donne\u0301es]"), "test")  # fmt: skip
+    for policy in (composed, decomposed):
+        assert request_tags(policy, "DONNE\u0301ES", None) == {"donn\u00e9es"}
+        assert request_tags(policy, None, "donn\u00e9es, pii") == {"donn\u00e9es", "pii"}
+
+
 def test_device_header():
     assert parse_device_header('{"npu": true, "ram_gb": 8, "battery": 0.5, "network": "wifi"}') == DeviceCapability(
         True, 8.0, 0.5, "wifi"
