@@ -16,7 +16,7 @@ import time
 import redis
 
 from cloud_worker.engine.block_manager import BlockEvent, BlockEventKind
-from proto.prefix_hints import DEFAULT_HINT_TTL_S, HOLD_SCRIPT, block_key
+from proto.prefix_hints import DEFAULT_HINT_TTL_S, HOLD_SCRIPT, block_key, too_old
 
 log = logging.getLogger(__name__)
 FLUSH_INTERVAL_S = 0.05
@@ -57,6 +57,15 @@ class HintPublisher:
             log.warning("could not remove prefix hints at shutdown (they expire in %.0f s): %s", self.ttl_s, exc)
         self._redis.close()
 
+    def _too_old(self, exc: redis.RedisError) -> str | None:
+        """Redis's version, where a refusal is because it is too old for the scripts (else None)."""
+        if not isinstance(exc, redis.ResponseError):
+            return None
+        try:
+            return too_old(str(self._redis.info("server").get("redis_version", "")))
+        except redis.RedisError:
+            return None
+
     def _key(self, block_hash: bytes) -> str:
         return block_key(self.model_id, block_hash)
 
@@ -94,7 +103,10 @@ class HintPublisher:
             pipe.execute()
         except redis.RedisError as exc:
             if self.is_connected is not False:  # once per outage
-                log.warning("prefix hints: Redis unavailable (%s); serving on, will resync when it is back", exc)
+                if reason := self._too_old(exc):
+                    log.error("prefix hints not published: %s; serving on without them", reason)
+                else:
+                    log.warning("prefix hints: Redis unavailable (%s); serving on, will resync when it is back", exc)
             self.is_connected, self._resync = False, True
             return
         if not self.is_connected:

@@ -93,6 +93,25 @@ return out
 )
 
 
+MIN_REDIS_VERSION = (7, 0)  # ZADD GT, ZMSCORE, PEXPIRE NX|GT, and the scripts' `#!lua` flags
+
+
+def too_old(redis_version: str) -> str | None:
+    """Why a Redis of this version (INFO's `redis_version`) cannot hold the hints, or None when it can: an old one
+    refuses the scripts with a compile or syntax error that says nothing of versions."""
+    try:
+        version = tuple(int(part) for part in redis_version.split(".")[:2])
+    except ValueError:
+        return None  # not a version we can read (a fork): let its own errors speak
+    if version >= MIN_REDIS_VERSION:
+        return None
+    need = ".".join(map(str, MIN_REDIS_VERSION))
+    return (
+        f"Redis {redis_version} is older than {need}: prefix hints need ZADD GT, ZMSCORE and PEXPIRE NX|GT "
+        f"(Redis {need} or newer)"
+    )
+
+
 def block_key(model_id: str, block_hash: bytes) -> str:
     return f"{KEY_PREFIX}:{model_id}:{block_hash.hex()}"
 

@@ -58,7 +58,8 @@ class PrefixHints:
                 by_worker = await self._redis.match(hashes, workers)
             except Exception as exc:  # noqa: BLE001 - any Redis trouble: route on history instead
                 self._redis_down_until = time.monotonic() + self._retry_after_s
-                self._set_mode("approximate", reason=f"Redis failed: {exc}")
+                if self._mode != "approximate":
+                    self._set_mode("approximate", reason=await self._redis.explain(exc))
             else:
                 self._set_mode("redis")
                 # Prompts routed moments ago may still be in prefill, their blocks not yet announced.

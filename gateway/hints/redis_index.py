@@ -1,21 +1,22 @@
 """Prefix hints as the workers publish them (proto/prefix_hints.py): one script call per lookup."""
 
-from proto.prefix_hints import HOLD_SCRIPT, MATCH_SCRIPT, block_key
+import redis
+
+from proto.prefix_hints import HOLD_SCRIPT, MATCH_SCRIPT, block_key, too_old
 
 
 class RedisHintIndex:
     def __init__(self, client, model_id: str) -> None:
-        self._model_id = model_id
+        self._model_id, self._client = model_id, client
         self._match = client.register_script(MATCH_SCRIPT)
         self._hold = client.register_script(HOLD_SCRIPT)
 
     async def match(self, hashes: list[bytes], worker_ids: list[str]) -> dict[str, int]:
         """Per candidate holding the first hash, how many leading hashes it holds; one left out holds none.
 
-        One round trip over the prompt's block keys: Redis follows the candidates holding the first block, block by
-        block, and stops at the first block none of them holds, so the work is bounded by the candidates and the
-        prompt, not by who else holds it (reading every worker's first block took ~1 ms at 256 workers,
-        docs/benchmarks.md)."""
+        One round trip over the prompt's block keys: Redis takes the candidates holding the first block and bisects
+        the blocks (proto/prefix_hints.py), so the work grows with the log of the prompt's length and with the
+        candidates holding it, not with who else holds it or the pool (docs/benchmarks.md)."""
         if not hashes or not worker_ids:
             return {}
         reply = await self._match(keys=[block_key(self._model_id, h) for h in hashes], args=worker_ids)
@@ -27,3 +28,14 @@ class RedisHintIndex:
     async def announce(self, worker_id: str, hashes: list[bytes], ttl_ms: int) -> None:
         """Pending hints: added only where the worker is not a member yet (NX), expiring soon unless it confirms."""
         await self._hold(keys=[block_key(self._model_id, h) for h in hashes], args=[worker_id, ttl_ms, "nx"])
+
+    async def explain(self, exc: Exception) -> str:
+        """Why a lookup failed, in words: Redis's own error, or its version where that is the cause."""
+        if isinstance(exc, redis.ResponseError):  # Redis answered, and refused: is it one too old for the scripts?
+            try:
+                reason = too_old(str((await self._client.info("server")).get("redis_version", "")))
+            except Exception:  # noqa: BLE001 - the first error is the one to report
+                reason = None
+            if reason:
+                return reason
+        return f"Redis failed: {exc}"
