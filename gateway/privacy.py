@@ -21,6 +21,7 @@ each path.
 """
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -137,10 +138,21 @@ def request_tags(policy: "Policy", metadata_value: object, header_value: str | N
 UNKNOWN_TAG = "unknown_privacy_tag"
 
 
+# An escaped lower-case ASCII letter (`\u0079` for "y"): no JSON encoder writes one, and a key spelled with it
+# (`"privac\u0079"`) is `privacy` to the parser while a byte count does not see it.
+_ESCAPED_LETTER = re.compile(rb"\\u00(?:6[1-9a-fA-F]|7[0-9aA])")
+
+
 def may_repeat_keys(raw: bytes) -> bool:
-    """Whether the body's bytes hold `"metadata"` or `"privacy"` twice, as a client's merging bug writes a repeated
-    key (a name spelled with escapes is not looked for): only then is it parsed again (check_no_repeated_keys)."""
-    return raw.count(b'"metadata"') > 1 or raw.count(b'"privacy"') > 1
+    """Whether the body may name `metadata` or `privacy` twice in one object: its bytes hold either twice (as a
+    client's merging bug writes it), a name may hide behind an escaped letter, or the body is not UTF-8 (UTF-16 and
+    UTF-32 JSON parse too). Only then is it parsed again (check_no_repeated_keys); a count and a scan in C else."""
+    return (
+        raw.count(b'"metadata"') > 1
+        or raw.count(b'"privacy"') > 1
+        or json.detect_encoding(raw[:4]) not in ("utf-8", "utf-8-sig")
+        or (b"\\u00" in raw and _ESCAPED_LETTER.search(raw) is not None)
+    )
 
 
 def check_no_repeated_keys(raw: bytes) -> None:

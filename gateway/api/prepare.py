@@ -129,12 +129,19 @@ TANDEM_REQUEST_HEADERS = (b"x-tandem-privacy", b"x-tandem-device", b"x-tandem-ag
 
 def check_tandem_headers(request: Request) -> None:
     """An `X-Tandem-*` header the gateway does not read is a 400 naming it: a mistyped `X-Tandem-Privcy: pii`,
-    ignored, would route the request as untagged."""
+    ignored, would route the request as untagged. So is one spelled with underscores (`X_Tandem_Privacy`, which
+    CGI-style stacks treat as the same header and many proxies drop) or without the `X-` (`Tandem-Privacy`)."""
     for name, _ in request.scope["headers"]:
-        if name.startswith(b"x-tandem-") and name not in TANDEM_REQUEST_HEADERS:
-            known = ", ".join(n.decode().title() for n in TANDEM_REQUEST_HEADERS)
-            shown = name.decode("latin-1")[:64].title()
-            raise BadRequest(f"unknown header {shown}; the Tandem request headers are {known}", param=shown)
+        if name in TANDEM_REQUEST_HEADERS:
+            continue
+        dashed = name.replace(b"_", b"-")
+        if not dashed.startswith((b"x-tandem", b"xtandem", b"tandem-")):
+            continue
+        known = ", ".join(n.decode().title() for n in TANDEM_REQUEST_HEADERS)
+        shown = name.decode("latin-1")[:64].title()
+        meant = next((n for n in TANDEM_REQUEST_HEADERS if n.endswith(b"-" + dashed.rpartition(b"tandem-")[2])), None)
+        advice = f" (did you mean {meant.decode().title()}?)" if meant is not None else ""
+        raise BadRequest(f"unknown header {shown}{advice}; the Tandem request headers are {known}", param=shown)
 
 
 def tandem_header(request: Request, name: str, repeatable: bool = False) -> str | None:

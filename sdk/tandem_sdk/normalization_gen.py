@@ -13,6 +13,10 @@ TABLE_FILE = Path(__file__).with_name("_normalization_table.py")
 # Dashes outside category Pd: minus sign, hyphen bullet, small hyphen-minus, and the katakana prolonged sound
 # marks that Japanese keyboards type between digits (090ー1234ー5678).
 DASHES_TOO = "\u2212\u2043\ufe63\u30fc\uff70"
+# Dots people put between digit groups: the middle dot (415·555·2671), the katakana middle dot typed on Japanese
+# keyboards (090・1234・5678) and its half-width form, bullets (4111 • 1111), the dot operator and the hyphenation
+# point. Read as a full stop, which the detectors take between groups.
+DOTS_TOO = "\u00b7\u30fb\uff65\u2022\u2219\u22c5\u2027"
 # What a mapped character may become: what numbers and addresses are written with. A full-width comma or
 # question mark is left alone: no detector reads it, and CJK text is full of them.
 READ_BY_DETECTORS = set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ @.+-()/#%_\n\t")
@@ -30,6 +34,8 @@ def build_mapping() -> dict[int, str]:
             table[code] = str(unicodedata.decimal(ch))
         elif category == "Pd" or ch in DASHES_TOO:
             table[code] = "-"
+        elif ch in DOTS_TOO:
+            table[code] = "."
         elif category == "No":
             continue  # superscripts, circled numbers: a footnote mark after a number (4111 … 1111¹) is no digit
         elif category == "Zs" or ch == "\x85":

@@ -7,11 +7,11 @@ sent) and returns everything in it that would leave the device:
   each on its own, so an address at the end of one part is not glued to the
   next part's first word; or one part given alone), and every other string in
   it (`name`, `tool_calls` names and arguments, an image part's URL, refusal
-  text);
+  text), and every number (a card number as an arguments value);
 - the completions `prompt` in each accepted form (a string, strings, token
   ids, lists of token ids: ids are decoded with `decode`, so token ids are no
   way around the detectors), and `suffix`;
-- every string of every other field (`stop`, `user`, `safety_identifier`,
+- every string and number of every other field (`stop`, `user`, `safety_identifier`,
   `metadata` but its `privacy` tags, `tools`, `functions`, `tool_choice`,
   `response_format` with each JSON schema `pattern` as the text it spells,
   `prediction`, and any field a caller adds): what is not read here could
@@ -104,6 +104,8 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
             yield item
             if "\\" in item:
                 stack.append((_json_value(item), False))
+        elif isinstance(item, int | float) and not isinstance(item, bool):
+            yield _number_text(item)  # a card number as a schema's enum, a default, an arguments value
         elif isinstance(item, Mapping):
             for key, child in reversed(list(item.items())):
                 if isinstance(key, str) and not _STRUCTURE_WORD.fullmatch(key):
@@ -117,6 +119,16 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
                 stack.append((child, False))
         elif isinstance(item, list | tuple):
             stack.extend((child, False) for child in reversed(item))
+
+
+def _number_text(number: int | float) -> str:
+    """A JSON number as the digits it carries: `4111111111111111.0` and `4.111111111111111e+15` (how a float
+    holding a card number prints) read as `4111111111111111`."""
+    if isinstance(number, float) and number.is_integer() and abs(number) < 1e30:
+        return str(int(number))
+    if isinstance(number, int) and number.bit_length() > 10_000:  # ~3,000 digits: no identifier, and past what
+        return ""  # Python will print (int_max_str_digits)
+    return str(number)
 
 
 def _regex_literal(pattern: str) -> str:

@@ -150,6 +150,10 @@ def test_a_misspelled_privacy_tag_is_refused_not_sent_to_the_cloud(stack, metada
         ([("X-Tandem-Device", '{"npu": true}'), ("X-Tandem-Device", '{"npu": false}')], 400, "sent 2 times"),
         ([("X-Tandem-Privcy", "pii")], 400, "unknown header X-Tandem-Privcy"),  # ignored, it would be untagged
         ([("X-Tandem-Route", "edge")], 400, "X-Tandem-Privacy, X-Tandem-Device"),  # a response header, sent back
+        # found by a review: underscores (CGI stacks read them as dashes) and a missing X-, each ignored before
+        ([("X_Tandem_Privacy", "pii")], 400, "unknown header X_Tandem_Privacy (did you mean X-Tandem-Privacy?)"),
+        ([("X-Tandem_Privacy", "pii")], 400, "(did you mean X-Tandem-Privacy?)"),
+        ([("Tandem-Privacy", "pii")], 400, "unknown header Tandem-Privacy (did you mean X-Tandem-Privacy?)"),
     ],
 )
 def test_tandem_headers_as_clients_send_them(stack, headers, status, expect):
@@ -158,7 +162,7 @@ def test_tandem_headers_as_clients_send_them(stack, headers, status, expect):
     if status == 200:
         assert reply.headers["x-tandem-route"] == expect
     else:
-        assert expect in reply.json()["error"]["message"] and reply.json()["error"]["param"].startswith("X-Tandem-")
+        assert expect in reply.json()["error"]["message"] and "Tandem" in reply.json()["error"]["param"]
 
 
 @pytest.mark.parametrize("metadata", [{"Privacy": "pii"}, {"privcy": "pii"}, {"pii": "true"}, {"privacy_tags": "pii"}])
@@ -178,10 +182,21 @@ def test_a_metadata_key_meant_for_privacy_tags_is_a_400_naming_it(stack, metadat
         '"metadata": {"privacy": "pii", "privacy": ""}}',
         '{"model": "tandem-demo", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}], '
         '"metadata": {"privacy": "pii"}, "metadata": {}}',
+        # found by a review: a name spelled with an escaped letter, and bodies in UTF-16 and UTF-32, which the
+        # parser reads but a byte count does not
+        '{"model": "tandem-demo", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}], '
+        '"metadata": {"privacy": "pii", "privac\\u0079": ""}}',
+        '{"model": "tandem-demo", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}], '
+        '"metadata": {"privacy": "pii"}, "\\u006detadata": {}}',
+        ("utf-16", '{"model": "tandem-demo", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}], '
+                   '"metadata": {"privacy": "pii", "privacy": ""}}'),
+        ("utf-32", '{"model": "tandem-demo", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}], '
+                   '"metadata": {"privacy": "pii", "privacy": ""}}'),
     ],
-)
+)  # fmt: skip
 def test_a_body_naming_privacy_twice_is_refused(stack, body):
     """JSON keeps the last of repeated keys: read so, this request would be untagged."""
-    reply = httpx.post(f"{stack.url}/v1/chat/completions", content=body,
+    encoding, body = body if isinstance(body, tuple) else ("utf-8", body)
+    reply = httpx.post(f"{stack.url}/v1/chat/completions", content=body.encode(encoding),
                        headers={"Content-Type": "application/json"}, timeout=30)  # fmt: skip
     assert reply.status_code == 400 and "twice in one object" in reply.json()["error"]["message"], reply.text

@@ -23,6 +23,11 @@ from tandem_sdk.scan import request_text
         ("ａｎｎ＠ｅｘａｍｐｌｅ．ｃｏｍ", "ann@example.com"),
         ("𝟏𝟐𝟑 ① ﬁ ¹", "123 ① fi ¹"),  # mathematical digits (outside the BMP), ligature; circled and superscript stay
         ("中文不变，😀", "中文不变，😀"),  # only what the detectors read changes
+        (
+            "415·555·2671 090・1234 ･ 4111 • 1111∙2⋅3‧4",
+            "415.555.2671 090.1234 . 4111 . 1111.2.3.4",
+        ),  # dots between groups
+        ("ジョン・スミス", "ジョン.スミス"),
     ],
 )
 def test_normalize(raw, normal):
@@ -100,6 +105,19 @@ CARD_A, CARD_B = "4111 1111", "1111 1111"
          "email"),
         ({"messages": {"role": "user", "content": "mail ann@example.com"}}, "email"),
         ({"messages": "mail ann@example.com"}, "email"),
+        # found by a third review: numbers are text the model and the grammar read, and dots between digit groups
+        ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {
+            "name": "x", "schema": {"properties": {"card": {"enum": [4111111111111111]}}}}}}, "credit-card"),
+        ({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f",
+            "parameters": {"properties": {"to": {"type": "integer", "default": 14155552671}}}}}]}, "phone"),
+        ({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f",
+            "arguments": {"card": 4111111111111111.0}}}]}]}, "credit-card"),
+        ({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f",
+            "arguments": {"card": 4.111111111111111e15}}}]}]}, "credit-card"),
+        ({"messages": [{"role": "user", "content": "+81・90・1234・5678"}]}, "phone"),
+        ({"messages": [{"role": "user", "content": "+1 (415) 555·2671"}]}, "phone"),
+        ({"messages": [{"role": "user", "content": "４１１１・１１１１・１１１１・１１１１"}]}, "credit-card"),
+        ({"messages": [{"role": "user", "content": "4111 • 1111 • 1111 • 1111"}]}, "credit-card"),
         # JSON text written by json.dumps: escapes for full-width digits and tabs
         ({"messages": [{"role": "tool", "tool_call_id": "1",
                         "content": json.dumps({"card": "４１１１ １１１１ １１１１ １１１１"})}]}, "credit-card"),
@@ -122,3 +140,8 @@ def test_a_prompt_of_token_ids_cannot_be_scanned_without_a_tokenizer():
 def test_role_and_type_are_structure_not_text():
     body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}
     assert request_text(body) == "ab\na\nb"  # the parts joined, then each alone
+
+
+def test_a_number_too_long_to_print_is_no_identifier_and_no_crash():
+    body = {"messages": [{"role": "user", "content": "hi"}], "seed": 10**5000, "temperature": float("inf")}
+    assert detect(request_text(body), list(DETECTORS)) == []
