@@ -157,6 +157,16 @@ async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
 
 
+_PYDANTIC_TYPE_TAGS = frozenset({"str", "int", "float", "bool", "dict", "list", "none", "bytes", "constrained-str",
+                                 "constrained-int", "constrained-float", "tagged-union"})  # fmt: skip
+
+
+def _union_member(part: object) -> bool:
+    """A `loc` part pydantic adds for the union member it tried (`function-after[...]`, `list[str]`, `str`): no
+    field's name, and its text can hold a validator's repr with a memory address."""
+    return isinstance(part, str) and ("[" in part or "(" in part or part in _PYDANTIC_TYPE_TAGS)
+
+
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     problems, fields = [], []
     for error in exc.errors():
@@ -165,9 +175,11 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
                 request,
                 BadRequest(f"request body is not valid JSON: {error.get('ctx', {}).get('error', error['msg'])}"),
             )
-        where = ".".join(str(p) for p in error["loc"] if p != "body") or "body"
-        problems.append(f"{where}: {error['msg']}")
-        fields.append(where)
+        where = ".".join(str(p) for p in error["loc"] if p != "body" and not _union_member(p)) or "body"
+        problem = f"{where}: {error['msg']}"
+        if problem not in problems:
+            problems.append(problem)
+            fields.append(where)
     return await _gateway_error(request, BadRequest("; ".join(problems), param=fields[0] if fields else None))
 
 

@@ -33,6 +33,8 @@ class GrammarError(ValueError):
 def grammar_for(response_format: dict) -> str | None:
     """OpenAI's `response_format` as an llguidance grammar; None for plain text."""
     kind = response_format.get("type")
+    if not isinstance(kind, str):
+        raise GrammarError(f"type must be text, json_object or json_schema, got {json.dumps(kind)[:40]}")
     allowed = {"text": {"type"}, "json_object": {"type"}, "json_schema": {"type", "json_schema"}}.get(kind, set())
     if extra := sorted(set(response_format) - allowed - {"type"}):
         raise GrammarError(f"unknown key{'s' if len(extra) > 1 else ''} in response_format: {', '.join(extra)}")

@@ -35,21 +35,29 @@ class RequestFeatures:
     model: str = ""  # the request's `model`: only pools serving it are routed to
 
 
+HEADER = "X-Tandem-Device"
+
+
 def parse_device_header(value: str | None) -> DeviceCapability | None:
     if not value:
         return None
     try:
         raw = json.loads(value)
     except json.JSONDecodeError as exc:
-        raise BadRequest(f"X-Tandem-Device must be a JSON object: {exc.msg} at column {exc.colno}") from exc
+        raise BadRequest(
+            f"X-Tandem-Device must be a JSON object: {exc.msg} at column {exc.colno}", param=HEADER
+        ) from exc
+    except ValueError as exc:  # a number over Python's 4,300 digits
+        raise BadRequest(f"X-Tandem-Device must be a JSON object of small values: {exc}", param=HEADER) from exc
     except RecursionError as exc:
-        raise BadRequest("X-Tandem-Device must be a flat JSON object (it nests too deep)") from exc
+        raise BadRequest("X-Tandem-Device must be a flat JSON object (it nests too deep)", param=HEADER) from exc
     if not isinstance(raw, dict):
-        raise BadRequest('X-Tandem-Device must be a JSON object, e.g. {"npu": true, "ram_gb": 8}')
+        raise BadRequest('X-Tandem-Device must be a JSON object, e.g. {"npu": true, "ram_gb": 8}', param=HEADER)
     unknown = set(raw) - DEVICE_FIELDS
     if unknown:
         raise BadRequest(
-            f"X-Tandem-Device: unknown field(s) {sorted(unknown)}; known: {', '.join(sorted(DEVICE_FIELDS))}"
+            f"X-Tandem-Device: unknown field(s) {sorted(unknown)}; known: {', '.join(sorted(DEVICE_FIELDS))}",
+            param=HEADER,
         )
     try:
         providers = raw.get("providers") or []
@@ -66,7 +74,7 @@ def parse_device_header(value: str | None) -> DeviceCapability | None:
             providers=tuple(providers),
         )
     except (TypeError, ValueError, OverflowError) as exc:
-        raise BadRequest(f"X-Tandem-Device: {exc}") from exc
+        raise BadRequest(f"X-Tandem-Device: {exc}", param=HEADER) from exc
 
 
 def _as_bool(name: str, value) -> bool:

@@ -45,6 +45,27 @@ def _valid_unicode(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_valid_unicode)]
+
+
+def _valid_unicode_tree(value: dict) -> dict:
+    """`_valid_unicode` for every key and string in a JSON object (tools, arguments objects, response_format,
+    metadata): a lone surrogate there reached the tokenizer, the grammar compiler or the span exporter as a 500."""
+    stack: list = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            _valid_unicode(item)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str):
+                    _valid_unicode(key)
+                stack.append(child)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return value
+
+
+JsonObject = Annotated[dict[str, Any], AfterValidator(_valid_unicode_tree)]
 StopString = Annotated[Text, Field(max_length=MAX_STOP_CHARS)]
 
 
@@ -57,7 +78,7 @@ class ContentPart(BaseModel):
 class FunctionCall(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: Text
-    arguments: Text | dict[str, Any] = Field(description="JSON text (OpenAI's) or an object")
+    arguments: Text | JsonObject = Field(description="JSON text (OpenAI's) or an object")
 
 
 class ToolCall(BaseModel):
@@ -134,7 +155,7 @@ class _GenerationParams(BaseModel):
     n: int = Field(default=1, ge=1, le=MAX_N, description="choices, up to the gateway's TANDEM_MAX_N (default 8)")
     stream: bool = False
     stream_options: StreamOptions | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: JsonObject | None = None
     priority: int = Field(
         default=0,
         ge=-(2**31),
@@ -164,7 +185,7 @@ class _GenerationParams(BaseModel):
     prompt_cache_key: Text | None = Field(default=None, description="prefixes are cached and routed automatically")
     safety_identifier: Text | None = None
     modalities: list[Literal["text"]] | None = None
-    response_format: dict[str, Any] | None = Field(
+    response_format: JsonObject | None = Field(
         default=None,
         description='{"type": "text"}, {"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema": ...}}:'
         " the answer follows it (grammar-constrained decoding)",
@@ -172,7 +193,7 @@ class _GenerationParams(BaseModel):
 
     def grammar(self) -> str:
         """The llguidance grammar the answer must follow; "" for none. GrammarError when it cannot be made."""
-        return (grammar_for(self.response_format) or "") if self.response_format else ""
+        return (grammar_for(self.response_format) or "") if self.response_format is not None else ""
 
     @field_validator("stream_options")
     @classmethod
@@ -241,7 +262,7 @@ class _GenerationParams(BaseModel):
 class ChatCompletionRequest(_GenerationParams):
     messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_completion_tokens: int | None = Field(default=None, ge=1)
-    tools: list[dict[str, Any]] | None = Field(
+    tools: list[JsonObject] | None = Field(
         default=None, max_length=MAX_TOOLS, description="functions the model may call"
     )
     parallel_tool_calls: bool | None = Field(default=None, description="with tools: may the answer make several calls")

@@ -69,8 +69,13 @@ def functions(tools: list[dict]) -> dict[str, dict]:
         name = function.get("name")
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
             raise ToolError(f"tools[{i}].function.name must be 1 to 64 letters, digits, _ . or -, got {name!r}")
-        if not isinstance(function.get("parameters", {}), dict):
+        parameters = function.get("parameters", {})
+        if not isinstance(parameters, dict):
             raise ToolError(f"tools[{i}].function.parameters must be a JSON schema object")
+        for key in ("$defs", "definitions"):
+            defs = parameters.get(key, {})
+            if not isinstance(defs, dict) or not all(isinstance(d, dict) for d in defs.values()):
+                raise ToolError(f"tools[{i}].function.parameters.{key} must be an object of JSON schemas")
         if name in out:
             raise ToolError(f"tools[{i}].function.name {name!r} is given twice")
         out[name] = function

@@ -200,3 +200,60 @@ def test_a_body_naming_privacy_twice_is_refused(stack, body):
     reply = httpx.post(f"{stack.url}/v1/chat/completions", content=body.encode(encoding),
                        headers={"Content-Type": "application/json"}, timeout=30)  # fmt: skip
     assert reply.status_code == 400 and "twice in one object" in reply.json()["error"]["message"], reply.text
+
+
+FORCED = {"tool_choice": "required"}
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "headers", "param"),
+    [
+        ("chat", ASK | {"response_format": {"type": ["json_object"]}}, {}, "response_format"),
+        ("chat", ASK | {"response_format": {"type": {"a": 1}}}, {}, "response_format"),
+        ("chat", ASK | {"response_format": {}}, {}, "response_format"),
+        ("completions", {"model": "tandem-demo", "prompt": "hi", "max_tokens": 2,
+                         "response_format": {"type": ["json_object"]}}, {}, "response_format"),
+        ("explain", ASK | {"response_format": {"type": ["json_object"]}}, {}, "response_format"),
+        ("chat", ASK | FORCED | {"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "$defs": [1]}}}]}, {}, "tools"),
+        ("chat", ASK | FORCED | {"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "definitions": "abc"}}}]}, {}, "tools"),
+        ("chat", ASK | {"tools": [{"type": "function", "function": {"name": "f", "description": "x\ud800"}}]},
+         {}, "tools"),
+        ("chat", ASK | {"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"a\udc80": {"type": "string"}}}}}]}, {}, "tools"),
+        ("chat", ASK | {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": "\udc80"}}}]},
+            {"role": "tool", "tool_call_id": "c", "content": "ok"}]}, {}, "messages"),
+        ("chat", ASK, {"X-Tandem-Device": "1" * 5000}, "X-Tandem-Device"),
+    ],
+    ids=["type-list", "type-object", "type-missing", "completions-type-list", "explain-type-list", "defs-list",
+         "definitions-string", "surrogate-description", "surrogate-property", "surrogate-arguments", "device-digits"],
+)  # fmt: skip
+def test_what_a_review_found_gives_a_400_naming_the_field_not_a_500(stack, route, body, headers, param):
+    path = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "explain": "/v1/route/explain"}[route]
+    raw = json.dumps(body).encode()  # lone surrogates as \\ud800 escapes, as a client that sends them writes them
+    reply = httpx.post(f"{stack.url}{path}", content=raw, timeout=30,
+                       headers={"Content-Type": "application/json", **headers})  # fmt: skip
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert (error["param"] or "").startswith(param) and error["message"], error
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        (ASK | {"stop": ["a", "b", "c", "d", "e"]}, "stop"),
+        (ASK | {"messages": [{"role": "user", "content": "x\ud800"}]}, "messages.0.content"),
+        (ASK | {"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
+            "function": {"name": "f", "arguments": {"a": "\udc80"}}}]}]}, "messages.0.tool_calls.0.function.arguments"),
+    ],
+)  # fmt: skip
+def test_param_names_the_field_not_pydantics_union_member(stack, body, param):
+    """pydantic's loc names the union member it tried (`function-after[functools.partial(<function ... at 0x...>)]`):
+    the error names the field as the client wrote it, and no memory address."""
+    reply = httpx.post(f"{stack.url}/v1/chat/completions", content=json.dumps(body).encode(), timeout=30,
+                       headers={"Content-Type": "application/json"})  # fmt: skip
+    error = reply.json()["error"]
+    assert reply.status_code == 400 and error["param"] == param, error
+    assert "0x" not in error["message"] and "function-after" not in error["message"], error

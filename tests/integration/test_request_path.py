@@ -152,7 +152,13 @@ def test_max_tokens_and_stop_are_honoured(client):
             "context_length_exceeded",
             "messages",
         ),
-        (dict(extra_headers={"X-Tandem-Device": "{not json"}), openai.BadRequestError, 400, "invalid_request", None),
+        (
+            dict(extra_headers={"X-Tandem-Device": "{not json"}),
+            openai.BadRequestError,
+            400,
+            "invalid_request",
+            "X-Tandem-Device",
+        ),
         (dict(extra_body={"no_such_field": 1}), openai.BadRequestError, 400, "invalid_request", "no_such_field"),
     ],
     ids=[
