@@ -22,8 +22,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "messages": (
         CHAT,
         HONOURED,
-        "text content or `text` parts; `name`, `tool_calls`, `tool_call_id`, `refusal`; any "
-        "other key in a message is a 400",
+        "text content or `text` parts; `name`, `tool_calls`, `tool_call_id`, `refusal` (read "
+        "as the turn's text); any other key in a message is a 400",
     ),  # fmt: skip
     "prompt": (
         COMPLETIONS,
@@ -42,7 +42,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "stop": (BOTH, HONOURED, "a string or up to 4, each at most 256 characters"),
     "n": (BOTH, HONOURED, "up to `TANDEM_MAX_N` (8); seeds `seed`, `seed`+1, …; the local agent answers 1"),
     "stream": (BOTH, HONOURED, "server-sent events, ending with `[DONE]`"),
-    "stream_options": (BOTH, HONOURED, "`include_usage`"),
+    "stream_options": (BOTH, HONOURED, "`include_usage`; `include_obfuscation` only false; any other key is a 400"),
     "presence_penalty": (BOTH, HONOURED, "-2 to 2, on answer tokens"),
     "frequency_penalty": (BOTH, HONOURED, "-2 to 2, times each answer token's count"),
     "logit_bias": (BOTH, HONOURED, "token id -> -100 to 100, up to 300 entries"),
@@ -59,7 +59,9 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         CHAT,
         HONOURED,
         "through the chat template; calls parsed into `tool_calls`; a `strict` function's "
-        "calls follow its schema (forced: by grammar; auto: a call that does not stays text)",
+        "calls follow its schema (forced: by grammar; auto: a call that does not stays text); "
+        "a key beside `type` and `function`, or in `function` beside `name`, `description`, "
+        "`parameters` and `strict`, is a 400",
     ),  # fmt: skip
     "tool_choice": (CHAT, HONOURED, "`none`, `auto`, `required` or a named function (the last two constrain decoding)"),
     "parallel_tool_calls": (CHAT, HONOURED, "true: a forced answer may hold several calls"),

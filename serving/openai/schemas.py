@@ -112,7 +112,10 @@ class ChatMessage(BaseModel):
 
     def for_template(self) -> dict:
         """The message as a chat template reads it: text content, and the tool fields that are set."""
-        out = {"role": self.role, "content": self.text()}
+        text = self.text()
+        if self.refusal:  # an assistant's earlier refusal is what it said: the model reads it as its turn's text
+            text = f"{text}\n{self.refusal}" if text else self.refusal
+        out = {"role": self.role, "content": text}
         for key in ("name", "tool_call_id"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
@@ -132,7 +135,9 @@ class ChatMessage(BaseModel):
 
 
 class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     include_usage: bool = False
+    include_obfuscation: Literal[False] | None = Field(default=None, description="chunks are never padded")
 
 
 class _GenerationParams(BaseModel):
@@ -190,6 +195,16 @@ class _GenerationParams(BaseModel):
         description='{"type": "text"}, {"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema": ...}}:'
         " the answer follows it (grammar-constrained decoding)",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_the_default(cls, data):
+        """OpenAI takes `null` for an optional parameter as "not given" (`"temperature": null`, which the openai client
+        sends for `temperature=None`): such a field is left unset, so the model's own default applies, not refused."""
+        if isinstance(data, dict) and None in data.values():
+            defaulted = {n for n, f in cls.model_fields.items() if not f.is_required() and f.default is not None}
+            data = {k: v for k, v in data.items() if v is not None or k not in defaulted}
+        return data
 
     def grammar(self) -> str:
         """The llguidance grammar the answer must follow; "" for none. GrammarError when it cannot be made."""

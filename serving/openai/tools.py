@@ -59,6 +59,10 @@ def format_for(template_source: str | None, override: str | None = None) -> str:
     return "hermes"
 
 
+TOOL_KEYS = frozenset({"type", "function"})
+FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
+
+
 def functions(tools: list[dict]) -> dict[str, dict]:
     """name -> the function object, checked: every tool is {"type": "function", "function": {"name", ...}}."""
     out: dict[str, dict] = {}
@@ -66,6 +70,10 @@ def functions(tools: list[dict]) -> dict[str, dict]:
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
             raise ToolError(f"tools[{i}] must be {{'type': 'function', 'function': {{...}}}}")
+        for where, keys, known in ((f"tools[{i}]", tool, TOOL_KEYS), (f"tools[{i}].function", function, FUNCTION_KEYS)):
+            if extra := sorted(set(keys) - known):  # ignored, `strict` beside `function` would go unchecked
+                raise ToolError(f"{where}: unknown key{'s' if len(extra) > 1 else ''} {', '.join(extra)}; "
+                                f"known: {', '.join(sorted(known))}")  # fmt: skip
         name = function.get("name")
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
             raise ToolError(f"tools[{i}].function.name must be 1 to 64 letters, digits, _ . or -, got {name!r}")

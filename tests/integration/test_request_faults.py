@@ -257,3 +257,37 @@ def test_param_names_the_field_not_pydantics_union_member(stack, body, param):
     error = reply.json()["error"]
     assert reply.status_code == 400 and error["param"] == param, error
     assert "0x" not in error["message"] and "function-after" not in error["message"], error
+
+
+STREAMED = ASK | {"stream": True}
+TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "named"),
+    [
+        (STREAMED | {"stream_options": {"include_usage": False, "continuous_usage_stats": True}}, "stream_options",
+         "continuous_usage_stats"),
+        (STREAMED | {"stream_options": {"include_obfuscation": True}}, "stream_options", "include_obfuscation"),
+        (ASK | {"tools": [TOOL | {"strict": True}]}, "tools", "tools[0]: unknown key strict"),
+        (ASK | {"tools": [{"type": "function", "function": TOOL["function"] | {"cache_control": {"type": "x"}}}]},
+         "tools", "tools[0].function: unknown key cache_control"),
+    ],
+    ids=["stream-options-vllm", "stream-options-obfuscation", "tool-level-strict", "function-cache-control"],
+)  # fmt: skip
+def test_a_field_that_would_be_ignored_is_refused_by_name(stack, body, param, named):
+    reply = httpx.post(f"{stack.url}/v1/chat/completions", json=body, timeout=30)
+    error = reply.json()["error"]
+    assert reply.status_code == 400 and error["param"].startswith(param) and named in error["message"], error
+
+
+def test_an_assistants_earlier_refusal_is_part_of_the_prompt(stack):
+    def prompt_tokens(turn: dict) -> int:
+        body = ASK | {"messages": [{"role": "user", "content": "help me"}, turn, {"role": "user", "content": "why?"}]}
+        reply = httpx.post(f"{stack.url}/v1/chat/completions", json=body, timeout=30)
+        assert reply.status_code == 200, reply.text
+        return reply.json()["usage"]["prompt_tokens"]
+
+    plain = prompt_tokens({"role": "assistant", "content": None})
+    refused = prompt_tokens({"role": "assistant", "content": None, "refusal": "I will not help with that."})
+    assert refused > plain  # it was dropped: the same count

@@ -602,3 +602,14 @@ def test_a_batch_of_one_prompt_is_that_prompt_and_a_larger_batch_is_named(client
     with pytest.raises(openai.BadRequestError) as err:
         client.completions.create(model=MODEL, prompt=["a", "b"], max_tokens=3)
     assert err.value.response.json()["error"]["param"] == "prompt"
+
+
+def test_null_is_not_given_as_openai_takes_it(client):
+    """The openai client sends `temperature=None` as `"temperature": null`; OpenAI reads null as not given. So does
+    Tandem: the defaults apply (one choice, the model's sampling defaults), where each was a 400 before."""
+    nulls = dict(temperature=None, top_p=None, n=None, presence_penalty=None, frequency_penalty=None, stream=None,
+                 max_tokens=4, messages=[{"role": "user", "content": "hi"}], model=MODEL)  # fmt: skip
+    answer = client.chat.completions.create(**nulls)
+    plain = client.chat.completions.create(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": "hi"}])
+    assert len(answer.choices) == 1 and answer.choices[0].message.content
+    assert answer.usage.prompt_tokens == plain.usage.prompt_tokens
