@@ -5,7 +5,7 @@ batches them into one pipeline per flush, and re-scores every held hash each
 TTL/3 so hints outlive no worker by more than a TTL (proto/prefix_hints.py:
 one sorted set per block, this worker a member of each it holds). Redis trouble never
 reaches requests: the publisher logs once per outage, keeps its picture of
-what is held, and writes it all again when Redis is back. On a clean
+what is held, tries again after 0.5 s doubling to 5 s, and writes it all again when Redis is back. On a clean
 shutdown it removes its hints at once.
 """
 
@@ -23,6 +23,9 @@ FLUSH_INTERVAL_S = 0.05
 # A script call blocks Redis while it runs (~5 us a key): a worker's whole cache goes in slices of ~1 ms, so a
 # gateway's lookup never waits long behind a refresh.
 KEYS_PER_SCRIPT_CALL = 200
+# While Redis is down, a try every 0.5 s, doubling to 5 s: every try rebuilds the whole cache's writes (every
+# 50 ms, that was the publisher thread holding the GIL beside the engine for the whole outage).
+FIRST_RETRY_S, MAX_RETRY_S = 0.5, 5.0
 
 
 class HintPublisher:
@@ -35,6 +38,7 @@ class HintPublisher:
         self._held: set[bytes] = set()
         self._resync = True  # write every held hash on the next flush (first run, or after an outage)
         self._last_refresh = 0.0
+        self._retry_at, self._backoff_s = 0.0, FIRST_RETRY_S  # while Redis is down: when to try again
         self.is_connected: bool | None = None  # None until the first write
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="hint-publisher", daemon=True)
@@ -88,6 +92,8 @@ class HintPublisher:
                 cached.pop(event.block_hash, None)
                 evicted.add(event.block_hash)
         now = time.monotonic()
+        if self.is_connected is False and now < self._retry_at:
+            return  # Redis is down: the picture above stays current, and the next try writes all of it
         if self._resync or now - self._last_refresh >= self.ttl_s / 3:
             cached = dict.fromkeys(self._held)
             self._last_refresh = now
@@ -107,6 +113,8 @@ class HintPublisher:
                     log.error("prefix hints not published: %s; serving on without them", reason)
                 else:
                     log.warning("prefix hints: Redis unavailable (%s); serving on, will resync when it is back", exc)
+            self._backoff_s = min(MAX_RETRY_S, self._backoff_s * 2) if self.is_connected is False else FIRST_RETRY_S
+            self._retry_at = time.monotonic() + self._backoff_s
             self.is_connected, self._resync = False, True
             return
         if not self.is_connected:
