@@ -64,9 +64,16 @@ _MIN_CLUSTER_DIGITS = 7
 _MAX_GROUPS = 8  # a number is never written in more groups than this
 _MAX_CARD_GROUPS = 6  # 4-4-4-4-3, or 4-4-4-4 split inside a group across two messages
 _GAP = re.compile(rb"[^0-9]+")
-# The domain ends where no label follows and no call opens: x@self.weight.T and q@k.transpose() are code.
+# The domain ends where no label follows: x@self.weight.T is code. So is q@k.transpose(), a call, but an address is
+# followed by a bracket too (ann@example.com（工作用）, ann@example.com(work)): after a "(" the last label must be a
+# top-level domain people have addresses in, a country's two letters or a generic one. `to` is Tonga's, and
+# PyTorch's x@w.to(dtype): the call wins.
 _EMAIL_DOMAIN = re.compile(
-    rb"(?:@|%40)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.([A-Za-z]{2,24})(?![A-Za-z0-9(]|\.[A-Za-z0-9])"
+    rb"(?:@|%40)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.([A-Za-z]{2,24})(?![A-Za-z0-9]|\.[A-Za-z0-9])(\()?"
+)
+_TLDS_BEFORE_A_BRACKET = frozenset(
+    b"com org net edu gov mil int info biz name pro mobi asia app dev page tech online site shop store cloud "
+    b"email mail me".split()
 )
 _NOT_TLDS = frozenset(b"png jpg jpeg gif svg webp bmp ico tif tiff heic".split())  # icon@2x.png
 
@@ -256,7 +263,10 @@ def has_email(scan: Scan) -> bool:
 def _email_after(data: bytes, pos: int) -> bool:
     for match in _EMAIL_DOMAIN.finditer(data, pos):
         at = match.start()
-        if data[at - 1 : at].translate(_EMAIL_CHARS) == b"l" and match.group(1).lower() not in _NOT_TLDS:
+        tld = match.group(1).lower()
+        if data[at - 1 : at].translate(_EMAIL_CHARS) != b"l" or tld in _NOT_TLDS:
+            continue
+        if match.group(2) is None or (len(tld) == 2 and tld != b"to") or tld in _TLDS_BEFORE_A_BRACKET:
             return True
     return False
 

@@ -12,17 +12,19 @@ sent) and returns everything in it that would leave the device:
   ids, lists of token ids: ids are decoded with `decode`, so token ids are no
   way around the detectors), and `suffix`;
 - every string and number of every other field (`stop`, `user`, `safety_identifier`,
-  `metadata` but its `privacy` tags, `tools`, `functions`, `tool_choice`,
+  `metadata` in any shape, its `privacy` tags too, `tools`, `functions`, `tool_choice`,
   `response_format` with each JSON schema `pattern` as the text it spells,
-  `prediction`, and any field a caller adds): what is not read here could
-  leave unscanned. `logit_bias` is skipped: its keys are token ids.
+  `prediction`, and any field a caller adds), and every key as json.dumps
+  sends it (`{4111111111111111: ...}` goes as digits): what is not read here
+  could leave unscanned. `logit_bias` keys that are token ids are skipped.
 A string that is JSON text with escapes (a tool result or tool call
 arguments written by `json.dumps`: `\\u` escapes for full-width digits, `\\t`)
 is read decoded too. Keys and `type`/`role` values are structure, and
 skipped, only when they are plain words (letters, `_`, `-`):
-`{"type": "ann@example.com"}` is scanned. Messages and fields are joined
-with a line break, so a number split across two messages reads as one (a
-line break parts digit groups like a space).
+`{"type": "ann@example.com"}` is scanned. The messages' contents come first,
+one after another, then each message's other fields; all are joined with a
+line break, so a number split across two messages reads as one whatever else
+a message carries (a line break parts digit groups like a space).
 
 The detectors then see the same text on the device and at the gateway.
 """
@@ -40,40 +42,50 @@ def request_text(body: Mapping, decode: Callable[[list[int]], str] | None = None
     return "\n".join(_pieces(body, decode))
 
 
-_SCANNED_APART = frozenset({"messages", "prompt", "metadata", "logit_bias"})
+_SCANNED_APART = frozenset({"messages", "prompt", "logit_bias"})
+_TOKEN_ID = re.compile(r"[0-9]{1,10}")
 
 
 def _pieces(body: Mapping, decode: Callable[[list[int]], str] | None) -> Iterator[str]:
     messages = body.get("messages") or ()
-    for message in [messages] if isinstance(messages, str | Mapping) else messages:
-        yield _message_text(message)
+    messages = [messages] if isinstance(messages, str | Mapping) else messages
+    parts = [_message_text(message) for message in messages]
+    # Every message's content first, in order and one after the other, as the model reads them: a number split
+    # over two messages stays one number whatever else a message carries (a `name`, a `tool_call_id`).
+    yield "\n".join(content for content, _ in parts)
+    yield from (rest for _, rest in parts)
     yield from _prompt_texts(body.get("prompt"), decode)
-    metadata = body.get("metadata")
-    if isinstance(metadata, Mapping):
-        yield from _strings({k: v for k, v in metadata.items() if k != "privacy"})
+    bias = body.get("logit_bias")
+    if isinstance(bias, Mapping):  # token ids as keys: anything else in them is text that leaves
+        yield from _strings([k for k in bias if not (isinstance(k, str) and _TOKEN_ID.fullmatch(k))])
+    elif bias is not None:
+        yield from _strings(bias)
     for key, value in body.items():
         if key not in _SCANNED_APART:
             yield from _strings({key: value})
 
 
-def _message_text(message) -> str:
+def _message_text(message) -> tuple[str, str]:
+    """A message's content as the model reads it, and the rest of its text (each part alone, other fields)."""
     if not isinstance(message, Mapping):
-        return "\n".join(_strings(message))
-    pieces = []
-    content = message.get("content")
+        return "\n".join(_strings(message)), ""
+    content, rest = message.get("content"), []
     if isinstance(content, Mapping):
         content = [content]
     if isinstance(content, str):
-        pieces += _strings(content)  # first, as the model reads it
+        read, *decoded = _strings(content)  # as the model reads it; then decoded, where it is JSON text
+        rest += decoded
     elif isinstance(content, list | tuple):
         texts = [p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
         # Parts are one text to the model ("ann@exam" + "ple.com" is an address), and each ends where it ends.
-        pieces += ["".join(texts), *texts]
-        pieces += [s for p in content for s in _strings(p, skip_text=True)]
+        read = "".join(texts)
+        rest += [*texts, *(s for p in content for s in _strings(p, skip_text=True))]
+    else:
+        read = ""
     for key, value in message.items():
         if key != "content" or not isinstance(value, str | list | tuple | Mapping):
-            pieces += _strings({key: value})  # role and type skipped only as plain words
-    return "\n".join(pieces)
+            rest += _strings({key: value})  # role and type skipped only as plain words
+    return read, "\n".join(rest)
 
 
 def _prompt_texts(prompt, decode: Callable[[list[int]], str] | None) -> Iterator[str]:
@@ -108,7 +120,9 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
             yield _number_text(item)  # a card number as a schema's enum, a default, an arguments value
         elif isinstance(item, Mapping):
             for key, child in reversed(list(item.items())):
-                if isinstance(key, str) and not _STRUCTURE_WORD.fullmatch(key):
+                if not isinstance(key, str):  # json.dumps sends 4111111111111111 (or 1.5, True) as a key's text
+                    yield _number_text(key) if isinstance(key, int | float) and not isinstance(key, bool) else str(key)
+                elif not _STRUCTURE_WORD.fullmatch(key):
                     yield key  # a schema's property names, an arguments object's keys: text, unless a plain word
                 if key in _STRUCTURE_KEYS and isinstance(child, str) and _STRUCTURE_WORD.fullmatch(child):
                     continue
@@ -125,10 +139,11 @@ def _number_text(number: int | float) -> str:
     """A JSON number as the digits it carries: `4111111111111111.0` and `4.111111111111111e+15` (how a float
     holding a card number prints) read as `4111111111111111`."""
     if isinstance(number, float) and number.is_integer() and abs(number) < 1e30:
-        return str(int(number))
+        return int.__repr__(int(number))
     if isinstance(number, int) and number.bit_length() > 10_000:  # ~3,000 digits: no identifier, and past what
         return ""  # Python will print (int_max_str_digits)
-    return str(number)
+    # As json.dumps writes it: an IntEnum is its digits, not its name
+    return int.__repr__(number) if isinstance(number, int) else float.__repr__(number)
 
 
 def _regex_literal(pattern: str) -> str:

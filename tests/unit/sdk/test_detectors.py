@@ -19,6 +19,9 @@ FIRES = {
         "x: bob_99@mail-server.example.org.",
         "邮箱ann@example.com",  # CJK neighbours, no space
         "请联系ann@example.com谢谢",
+        "我的邮箱是ann.lee@example.com（工作用），请回复",  # a full-width bracket right after (a review found it)
+        "Mail ann@example.com(work)",
+        "ann@example.de(privat)",
         "ann＠example．com",  # full-width @ and dot
         f"an{ZWSP}n@exa{SOFT_HYPHEN}mple.com",  # invisible characters inside
         "mailto:ann@example.com",
@@ -107,7 +110,7 @@ FIRES = {
 QUIET = {
     "email": ["user at example dot com", "@handle on social", "a@b", "version 1.2@latest", "email@localhost",
               "icon@2x.png", "@app.route('/x')", "npm i react@18.2.0", "scores = q@k.transpose(-2, -1)",
-              "y = x@self.weight.T + b", "out = a@b.float()"],
+              "y = x@self.weight.T + b", "out = a@b.float()", "h = x@w.to(dtype)", "att@x.view(-1, 8)"],
     "phone": ["on 2026-11-30 we met", "IP 192.168.100.200", "172.16.254.10", "order 12345", "pi is 3.14159265",
               "year 2026 and 2027", "version 10.2.3", "05/06/2023 12:30", "ISBN 978-3-16-148410-0",
               "250 000 000 euros", "C++17", "x = 3+4567890", "304 683 351 €", "lr=0.01234567",

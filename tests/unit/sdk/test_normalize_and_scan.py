@@ -118,6 +118,19 @@ CARD_A, CARD_B = "4111 1111", "1111 1111"
         ({"messages": [{"role": "user", "content": "+1 (415) 555·2671"}]}, "phone"),
         ({"messages": [{"role": "user", "content": "４１１１・１１１１・１１１１・１１１１"}]}, "credit-card"),
         ({"messages": [{"role": "user", "content": "4111 • 1111 • 1111 • 1111"}]}, "credit-card"),
+        # found by a fourth review: a split number beside a message's other fields, keys that are numbers, metadata
+        # in any shape, tags and bias keys that are text
+        ({"messages": [{"role": "user", "name": "bob", "content": "my card is 4111 1111"},
+                       {"role": "user", "content": "1111 1111"}]}, "credit-card"),
+        ({"messages": [{"role": "tool", "tool_call_id": "call_1", "content": "+44 20"},
+                       {"role": "user", "content": "7946 0958"}]}, "phone"),
+        ({"messages": [{"role": "user", "content": "hi"}], "metadata": {"cards": {4111111111111111: "primary"}}},
+         "credit-card"),
+        ({"messages": [{"role": "user", "content": "hi"}], "metadata": {"x": {4111111111111111.0: 1}}}, "credit-card"),
+        ({"messages": [{"role": "user", "content": "hi"}], "metadata": ["ann@example.com"]}, "email"),
+        ({"messages": [{"role": "user", "content": "hi"}], "metadata": "ann@example.com"}, "email"),
+        ({"messages": [{"role": "user", "content": "hi"}], "metadata": {"privacy": "ann@example.com"}}, "email"),
+        ({"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"ann@example.com": 1}}, "email"),
         # JSON text written by json.dumps: escapes for full-width digits and tabs
         ({"messages": [{"role": "tool", "tool_call_id": "1",
                         "content": json.dumps({"card": "４１１１ １１１１ １１１１ １１１１"})}]}, "credit-card"),
@@ -145,3 +158,23 @@ def test_role_and_type_are_structure_not_text():
 def test_a_number_too_long_to_print_is_no_identifier_and_no_crash():
     body = {"messages": [{"role": "user", "content": "hi"}], "seed": 10**5000, "temperature": float("inf")}
     assert detect(request_text(body), list(DETECTORS)) == []
+
+
+def test_an_int_enum_is_read_as_the_digits_json_sends():
+    import enum
+
+    class Card(enum.IntEnum):
+        MAIN = 4111111111111111
+
+    body = {
+        "messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": {"c": Card.MAIN}}}]}]
+    }
+    assert json.dumps(Card.MAIN) == "4111111111111111"
+    assert "credit-card" in detect(request_text(body), list(DETECTORS))
+
+
+def test_token_id_bias_keys_are_not_text_and_other_keys_are():
+    ids = {"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"2147483647": 5, "12": -1}}
+    assert "2147483647" not in request_text(ids)
+    card = {"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"4111111111111111": 5}}  # no token id
+    assert "credit-card" in detect(request_text(card), list(DETECTORS))
