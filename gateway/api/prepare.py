@@ -129,17 +129,18 @@ TANDEM_REQUEST_HEADERS = (b"x-tandem-privacy", b"x-tandem-device", b"x-tandem-ag
 
 def check_tandem_headers(request: Request) -> None:
     """An `X-Tandem-*` header the gateway does not read is a 400 naming it: a mistyped `X-Tandem-Privcy: pii`,
-    ignored, would route the request as untagged. So is one spelled with underscores (`X_Tandem_Privacy`, which
-    CGI-style stacks treat as the same header and many proxies drop) or without the `X-` (`Tandem-Privacy`)."""
+    ignored, would route the request as untagged. So is any header whose letters spell `tandem` or `privacy`
+    otherwise: with underscores (`X_Tandem_Privacy`, which CGI-style stacks treat as the same header and many
+    proxies drop), without the `X-` (`Tandem-Privacy`, `Privacy`, `X-Privacy`), with dots or doubled dashes."""
     for name, _ in request.scope["headers"]:
         if name in TANDEM_REQUEST_HEADERS:
             continue
-        dashed = name.replace(b"_", b"-")
-        if not dashed.startswith((b"x-tandem", b"xtandem", b"tandem-")):
+        letters = bytes(c for c in name if 97 <= c <= 122)  # x_tandem.privacy, X--Tandem-Privacy: xtandemprivacy
+        if b"tandem" not in letters and b"privacy" not in letters:
             continue
         known = ", ".join(n.decode().title() for n in TANDEM_REQUEST_HEADERS)
         shown = name.decode("latin-1")[:64].title()
-        meant = next((n for n in TANDEM_REQUEST_HEADERS if n.endswith(b"-" + dashed.rpartition(b"tandem-")[2])), None)
+        meant = next((n for n in TANDEM_REQUEST_HEADERS if letters.endswith(n.rpartition(b"-")[2])), None)
         advice = f" (did you mean {meant.decode().title()}?)" if meant is not None else ""
         raise BadRequest(f"unknown header {shown}{advice}; the Tandem request headers are {known}", param=shown)
 

@@ -17,6 +17,12 @@ DASHES_TOO = "\u2212\u2043\ufe63\u30fc\uff70"
 # keyboards (090・1234・5678) and its half-width form, bullets (4111 • 1111), the dot operator and the hyphenation
 # point. Read as a full stop, which the detectors take between groups.
 DOTS_TOO = "\u00b7\u30fb\uff65\u2022\u2219\u22c5\u2027"
+# Invisible marks outside category Cf: variation selectors, the combining grapheme joiner, Mongolian free variation
+# selectors (all Mn, and nothing on screen between two digits). Blanks outside Zs: the Hangul fillers and the
+# Braille blank, which show as a space.
+INVISIBLE_TOO = "".join(map(chr, [*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0), 0x034F, 0x180B, 0x180C, 0x180D,
+                                  0x180F]))  # fmt: skip
+BLANKS_TOO = "\u115f\u1160\u3164\uffa0\u2800"
 # What a mapped character may become: what numbers and addresses are written with. A full-width comma or
 # question mark is left alone: no detector reads it, and CJK text is full of them.
 READ_BY_DETECTORS = set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ @.+-()/#%_\n\t")
@@ -28,8 +34,10 @@ def build_mapping() -> dict[int, str]:
     for code in range(0x80, sys.maxunicode + 1):
         ch = chr(code)
         category = unicodedata.category(ch)
-        if category == "Cf":
+        if category == "Cf" or ch in INVISIBLE_TOO:
             table[code] = ""
+        elif ch in BLANKS_TOO:
+            table[code] = " "
         elif category == "Nd":
             table[code] = str(unicodedata.decimal(ch))
         elif category == "Pd" or ch in DASHES_TOO:

@@ -28,6 +28,8 @@ from tandem_sdk.scan import request_text
             "415.555.2671 090.1234 . 4111 . 1111.2.3.4",
         ),  # dots between groups
         ("ジョン・スミス", "ジョン.スミス"),
+        ("4\ufe0f1\U000e01001\u034f1\u180b2", "41112"),  # variation selectors, CGJ, Mongolian FVS: invisible
+        ("4111\u31641111\u115f1\uffa02\u28003", "4111 1111 1 2 3"),  # Hangul fillers, Braille blank: blanks
     ],
 )
 def test_normalize(raw, normal):
