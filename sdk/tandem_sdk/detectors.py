@@ -373,7 +373,7 @@ def _international(scan: Scan, cluster: Cluster) -> bool:
     if lead.endswith((b"tel:", b"tel:+")) and not lead[: lead.rfind(b"tel:")][-1:].isalnum():  # not hotel:
         return True
     digits = cluster.digits
-    if lead.endswith(b"+") and not _is_alnum(lead[-2:-1]):
+    if lead.endswith(b"+") and (not _is_alnum(lead[-2:-1]) or _labelled(scan.before(cluster, 11)[:-1])):
         # A length that country's numbers have (phonenumbers knows): +67822111 is Vanuatu's, +1048576 no one's.
         return any(_possible_number(digits[: cluster.offsets[j]]) for _, j in cluster.windows(7, 17, from_start=True))
     first = cluster.group(0)
@@ -454,13 +454,25 @@ def _national(scan: Scan, cluster: Cluster) -> bool:
     return False
 
 
+# Words that label a phone number, written glued to it in signatures and on cards (TEL03-1234-5678, FAX+81-…).
+_PHONE_LABELS = frozenset(b"tel tell fax phone mobile mob cell tfn tlf telefon telephone telefono".split())
+_TRAILING_WORD = re.compile(rb"(?<![A-Za-z0-9])[A-Za-z]{3,9}\Z")
+
+
+def _labelled(lead: bytes) -> bool:
+    """The letters glued before a number (or its +) are a phone label, not part of a code (UUID, hash)."""
+    word = _TRAILING_WORD.search(lead)
+    return word is not None and word.group().lower() in _PHONE_LABELS
+
+
 def _glued(scan: Scan, cluster: Cluster) -> bool:
     """Digits glued to a letter (a534-4977-83f5 in a UUID) or part of a time (08:49:05.375892): no national
-    number. A label's colon is fine (Tel:020 7946 0958)."""
+    number. A label's colon is fine (Tel:020 7946 0958), and so is a label glued on (TEL03-1234-5678)."""
     before, after = scan.before(cluster, 2), scan.after(cluster, 2)
     time = before[-1:] == b":" and before[:1].isdigit() or after[:1] == b":" and after[1:].isdigit()
     extension = after[:1] in (b"x", b"X") and after[1:].isdigit()  # 201-555-0123x45
-    return before[-1:].isalpha() or (after[:1].isalpha() and not extension) or time
+    glued_before = before[-1:].isalpha() and not _labelled(scan.before(cluster, 10))
+    return glued_before or (after[:1].isalpha() and not extension) or time
 
 
 def _three_x_x(groups: tuple[bytes, ...], gaps: tuple[bytes, ...]) -> bool:
