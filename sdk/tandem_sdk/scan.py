@@ -146,11 +146,20 @@ def _number_text(number: int | float) -> str:
     return int.__repr__(number) if isinstance(number, int) else float.__repr__(number)
 
 
+_REGEX_CODE = re.compile(r"\\x([0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})")
+_REGEX_SYNTAX = re.compile(r"(?<!\\)(?:\(\?(?:[:=!]|<?[=!])|[()?*+]|\{\d*,?\d*\})")  # groups, quantifiers
+
+
 def _regex_literal(pattern: str) -> str:
     """A JSON schema's `pattern` as the text it spells: `^ann\\.b@x\\.com$` -> `ann.b@x.com`,
-    `4111[ ]1111\\s1111` -> `4111 1111 1111` (escapes and one-character classes undone, anchors dropped)."""
-    text = re.sub(r"\\s", " ", pattern)
+    `4111[ ]1111\\s1111` -> `4111 1111 1111`, `^(?:ann\\.lee)?\\x40example\\.com$` -> `ann.lee@example.com`
+    (character codes, escapes and one-character classes undone; groups, quantifiers and anchors dropped; an
+    alternation's branches read apart)."""
+    text = _REGEX_CODE.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), pattern)
+    text = re.sub(r"\\s", " ", text)
     text = re.sub(r"\[(\\?.)\]", lambda m: m.group(1)[-1], text)
+    text = _REGEX_SYNTAX.sub("", text)
+    text = re.sub(r"(?<!\\)\|", " ", text)
     text = re.sub(r"\\(.)", r"\1", text)
     return text.replace("^", " ").replace("$", " ")
 

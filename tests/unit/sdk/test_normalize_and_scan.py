@@ -133,6 +133,8 @@ CARD_A, CARD_B = "4111 1111", "1111 1111"
         ({"messages": [{"role": "user", "content": "hi"}], "metadata": "ann@example.com"}, "email"),
         ({"messages": [{"role": "user", "content": "hi"}], "metadata": {"privacy": "ann@example.com"}}, "email"),
         ({"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"ann@example.com": 1}}, "email"),
+        ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {
+            "schema": {"type": "string", "pattern": "^(?:ann\\.lee)?\\x40example\\.com(?:\\?.*)?$"}}}}, "email"),
         # JSON text written by json.dumps: escapes for full-width digits and tabs
         ({"messages": [{"role": "tool", "tool_call_id": "1",
                         "content": json.dumps({"card": "４１１１ １１１１ １１１１ １１１１"})}]}, "credit-card"),
