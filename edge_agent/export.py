@@ -39,6 +39,7 @@ from kernels.attention import causal_attention
 from kernels.rotary import apply_rotary
 from modeling.llama import LlamaForCausalLM
 from modeling.loader import load_model, weight_files
+from serving.atomic_dir import building
 from serving.manifest_paths import unsafe_name
 
 log = logging.getLogger(__name__)
@@ -212,43 +213,53 @@ def export_onnx(
         caches = [torch.zeros(1, c.num_key_value_heads, 8, c.head_dim) for _ in range(2 * c.num_hidden_layers)]
         seqlens_k, total = torch.tensor([4], dtype=torch.int32), torch.tensor(5, dtype=torch.int32)
         args = (torch.tensor([[1, 2, 3]]), seqlens_k, total, torch.tensor(2), *caches)
-        tmp_dir = out_dir.with_name(out_dir.name + ".partial")
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-        tmp_dir.mkdir(parents=True)
-        fp32_path = tmp_dir / "fp32.onnx"
-        with warnings.catch_warnings():
-            # The tracer warns about Python-level shape checks; they are constant for a given config.
-            warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            _export(_SharedBufferDecoder(model).eval(), args, fp32_path, names_in, names_out, axes)
-        progress.advance(task)
-        quantize(fp32_path, tmp_dir / MODEL_NAME, quantization)
-        sizes = {
-            "model_bytes": (tmp_dir / MODEL_NAME).stat().st_size,
-            "linear_weight_bytes": linear_weight_bytes(tmp_dir / MODEL_NAME),
-            "fp32_linear_weight_bytes": linear_weight_bytes(fp32_path),
-        }
-        fp32_path.unlink()
-        progress.advance(task)
-        for name in TOKENIZER_FILES:
-            if (checkpoint_dir / name).is_file():
-                shutil.copy(checkpoint_dir / name, tmp_dir / name)
-        progress.advance(task)
-        manifest = {
-            "format_version": FORMAT_VERSION,
-            "source_checkpoint_sha256": source_hash,
-            "quantization": quantization.as_dict(),
-            "num_layers": c.num_hidden_layers,
-            "max_context_tokens": c.max_position_embeddings,
-            "eos_token_ids": list(c.eos_token_ids),
-            "sizes": sizes,
-            "files": {p.name: _file_sha256(p) for p in sorted(tmp_dir.iterdir())},
-        }
-        (tmp_dir / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
-        shutil.rmtree(out_dir, ignore_errors=True)
-        tmp_dir.rename(out_dir)  # a crash mid-export never leaves a folder that looks finished
+        # A folder of this process's own, renamed into place when whole (serving/atomic_dir.py): a crash mid-export
+        # never leaves a folder that looks finished, and two agents sharing a cache keep whichever finished first.
+        with building(out_dir, lambda done: _same_export(done, source_hash, quantization)) as tmp_dir:
+            fp32_path = tmp_dir / "fp32.onnx"
+            with warnings.catch_warnings():
+                # The tracer warns about Python-level shape checks; they are constant for a given config.
+                warnings.simplefilter("ignore", torch.jit.TracerWarning)
+                _export(_SharedBufferDecoder(model).eval(), args, fp32_path, names_in, names_out, axes)
+            progress.advance(task)
+            quantize(fp32_path, tmp_dir / MODEL_NAME, quantization)
+            sizes = {
+                "model_bytes": (tmp_dir / MODEL_NAME).stat().st_size,
+                "linear_weight_bytes": linear_weight_bytes(tmp_dir / MODEL_NAME),
+                "fp32_linear_weight_bytes": linear_weight_bytes(fp32_path),
+            }
+            fp32_path.unlink()
+            progress.advance(task)
+            for name in TOKENIZER_FILES:
+                if (checkpoint_dir / name).is_file():
+                    shutil.copy(checkpoint_dir / name, tmp_dir / name)
+            progress.advance(task)
+            manifest = {
+                "format_version": FORMAT_VERSION,
+                "source_checkpoint_sha256": source_hash,
+                "quantization": quantization.as_dict(),
+                "num_layers": c.num_hidden_layers,
+                "max_context_tokens": c.max_position_embeddings,
+                "eos_token_ids": list(c.eos_token_ids),
+                "sizes": sizes,
+                "files": {p.name: _file_sha256(p) for p in sorted(tmp_dir.iterdir())},
+            }
+            (tmp_dir / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
         progress.advance(task)
     log.info("exported %s to %s (%s)", checkpoint_dir, out_dir, quantization.name)
     return out_dir
+
+
+def _same_export(export_dir: Path, source_hash: str, quantization: Quantization) -> bool:
+    """An export another process finished meanwhile: whole, of this checkpoint, quantized this way."""
+    try:
+        manifest = verify_export(export_dir)
+    except ExportError:
+        return False
+    return (
+        manifest.get("source_checkpoint_sha256") == source_hash
+        and manifest.get("quantization") == json.loads(json.dumps(quantization.as_dict()))  # as the manifest has it
+    )
 
 
 def verify_export(export_dir: Path) -> dict:

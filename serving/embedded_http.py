@@ -1,8 +1,11 @@
 """An HTTP app served by uvicorn inside a process whose asyncio loop (and signals) belong to gRPC."""
 
+import asyncio
 import contextlib
 
 import uvicorn
+
+SHUTDOWN_GRACE_S = 2.0  # for requests in flight when the worker stops
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -12,9 +15,16 @@ class _EmbeddedServer(uvicorn.Server):
 
 
 async def serve_http(app, host: str, port: int) -> None:
-    """Serve until cancelled (the worker's `serve` cancels its background task on shutdown)."""
-    server = _EmbeddedServer(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    """Serve until cancelled (the worker's `serve` cancels its background task on shutdown), then stop as uvicorn
+    stops: cancelling its task outright threw the cancellation into the app's lifespan, and every clean stop wrote
+    an ERROR traceback into the log."""
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    server = _EmbeddedServer(config)
+    serving = asyncio.ensure_future(server.serve())
     try:
-        await server.serve()
-    finally:
+        await asyncio.shield(serving)
+    except asyncio.CancelledError:
         server.should_exit = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(serving, SHUTDOWN_GRACE_S + 3)
+        raise

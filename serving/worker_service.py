@@ -5,6 +5,7 @@ and memory are the engine's. Errors map to gRPC status here and nowhere else.
 """
 
 import asyncio
+import contextlib
 import logging
 import signal
 import time
@@ -168,7 +169,11 @@ async def serve(engine: Engine, host: str, port: int, background: Callable[[], A
     """
     # Health polls are not requests: tracing them would bury real traces.
     untraced = filters.any_of(filters.method_name("Stats"), filters.service_prefix("grpc.health"))
-    server = grpc.aio.server(interceptors=[aio_server_interceptor(filter_=filters.negate(untraced))])
+    # No SO_REUSEPORT (gRPC sets it by default on Linux): a second worker on a port in use would share it silently,
+    # the kernel splitting connections between it and a leftover one, where it must fail and say so.
+    server = grpc.aio.server(
+        interceptors=[aio_server_interceptor(filter_=filters.negate(untraced))], options=[("grpc.so_reuseport", 0)]
+    )
     worker_pb2_grpc.add_WorkerServicer_to_server(WorkerServicer(engine), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -195,4 +200,7 @@ async def serve(engine: Engine, host: str, port: int, background: Callable[[], A
         task.cancel()
     await health_servicer.enter_graceful_shutdown()
     await server.stop(SHUTDOWN_GRACE_S)
+    if task:  # let it finish stopping (an embedded uvicorn's shutdown), or asyncio.run cancels it mid-way
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
     engine.close()

@@ -15,7 +15,6 @@ arguments give byte-identical files on the same platform.
 """
 
 import json
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from serving.atomic_dir import building
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 PAD_TOKEN, EOS_TOKEN = "<|endoftext|>", "<|im_end|>"
@@ -135,12 +136,16 @@ def cached_demo_checkpoint(out_dir: Path, shape: DemoShape = DemoShape()) -> Pat
 
 
 def write_demo_checkpoint(out_dir: Path, shape: DemoShape = DemoShape()) -> Path:
-    """Built in a sibling folder and renamed into place when whole: a build killed midway (Ctrl-C during the
-    first `make up`) leaves no folder that looks like a checkpoint, and the next start builds it again."""
-    out_dir = Path(out_dir)
-    final_dir, out_dir = out_dir, out_dir.with_name(out_dir.name + ".partial")
-    shutil.rmtree(out_dir, ignore_errors=True)
-    out_dir.mkdir(parents=True)
+    """Built in a sibling folder of this process's own and renamed into place when whole
+    (serving/atomic_dir.py): a build killed midway (Ctrl-C during the first `make up`) leaves no folder that looks
+    like a checkpoint, and two builds at once (two `tandem up`s) keep whichever finished first."""
+    final_dir = Path(out_dir)
+    with building(final_dir, lambda done: (done / "model.safetensors").is_file()) as out_dir:
+        _write_checkpoint(out_dir, shape)
+    return final_dir
+
+
+def _write_checkpoint(out_dir: Path, shape: DemoShape) -> None:
     tokenizer = build_tokenizer(shape.vocab_size)
     vocab_size = max(tokenizer.get_vocab_size(), shape.model_vocab_size or 0)
     eos_id, pad_id = tokenizer.token_to_id(EOS_TOKEN), tokenizer.token_to_id(PAD_TOKEN)
@@ -163,9 +168,6 @@ def write_demo_checkpoint(out_dir: Path, shape: DemoShape = DemoShape()) -> Path
         (out_dir / name).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     weights = _fit(_weights(shape, vocab_size), config, tokenizer, shape)
     save_file(weights, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
-    shutil.rmtree(final_dir, ignore_errors=True)
-    out_dir.rename(final_dir)
-    return final_dir
 
 
 def _fit(

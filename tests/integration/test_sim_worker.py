@@ -94,3 +94,32 @@ def test_a_request_for_another_model_is_refused_as_the_workers_fault(sim_worker)
     assert asyncio.run(ask("")) == grpc.StatusCode.OK  # no model named: callers that know the worker
     assert asyncio.run(ask("other-model")) == grpc.StatusCode.FAILED_PRECONDITION
     assert BackendError("w", grpc.StatusCode.FAILED_PRECONDITION, "").is_retryable
+
+
+def test_a_second_worker_on_a_port_in_use_fails_and_a_clean_stop_logs_no_error(sim_worker, demo_checkpoint):
+    """gRPC binds with SO_REUSEPORT by default on Linux: a second worker on the same port would share it silently
+    (the kernel splitting connections with a leftover one). It must refuse and say why. And a worker stopped
+    cleanly, with its HTTP side up, writes no ERROR traceback (its embedded uvicorn was cancelled mid-lifespan)."""
+    import subprocess
+    import sys
+
+    port, _ = sim_worker
+    second = subprocess.run(
+        [sys.executable, "-m", "tandem.cli", "sim-worker", "--model", str(demo_checkpoint), "--port", str(port)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert second.returncode != 0 and "port in use" in second.stdout + second.stderr, second.stdout + second.stderr
+    http_port = free_port()
+    args = ["sim-worker", "--model", str(demo_checkpoint), "--port", str(free_port()), "--http-port", str(http_port)]
+    process = start_worker_process(args)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{http_port}/health", timeout=1)
+            break
+        except httpx.TransportError:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    process.terminate()
+    out, _ = process.communicate(timeout=30)
+    assert process.returncode == 0 and "Traceback" not in out and "ERROR" not in out, out

@@ -1,0 +1,60 @@
+"""Folders built whole or not at all, by several processes at once (serving/atomic_dir.py)."""
+
+import multiprocessing
+import os
+import subprocess
+import sys
+
+import pytest
+
+from serving.atomic_dir import building, sweep
+
+
+def _build(final: str, marker: str, delay_s: float, barrier) -> None:
+    import time
+
+    with building(__import__("pathlib").Path(final), lambda done: (done / "done").is_file()) as tmp:
+        barrier.wait()  # both are building now
+        time.sleep(delay_s)
+        (tmp / "marker").write_text(marker)
+        (tmp / "done").write_text("")
+
+
+def test_two_builders_at_once_keep_the_first_to_finish_and_neither_fails(tmp_path):
+    """Two agents sharing a cache exported into one `.partial` folder, each deleting it first: one crashed."""
+    final = tmp_path / "export"
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    builders = [ctx.Process(target=_build, args=(str(final), m, d, barrier)) for m, d in (("fast", 0.0), ("slow", 0.5))]
+    for p in builders:
+        p.start()
+    for p in builders:
+        p.join(timeout=60)
+    assert [p.exitcode for p in builders] == [0, 0]
+    assert (final / "marker").read_text() == "fast"  # the slow one found a whole folder there and dropped its own
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["export"]  # no partial folder left
+
+
+def test_a_failed_build_leaves_nothing_and_a_stale_folder_is_replaced(tmp_path):
+    final = tmp_path / "model"
+    with pytest.raises(RuntimeError), building(final, lambda done: False) as tmp:
+        (tmp / "half").write_text("x")
+        raise RuntimeError("killed midway")
+    assert list(tmp_path.iterdir()) == []
+    final.mkdir()
+    (final / "stale").write_text("old")
+    with building(final, lambda done: (done / "done").is_file()) as tmp:
+        (tmp / "done").write_text("")
+    assert sorted(x.name for x in final.iterdir()) == ["done"]
+
+
+def test_folders_of_builders_that_died_are_swept_and_a_living_ones_kept(tmp_path):
+    final = tmp_path / "model"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = tmp_path / f"model.partial-{int(dead.stdout)}-abcdef"
+    living = tmp_path / f"model.partial-{os.getpid()}-abcdef"
+    legacy = tmp_path / "model.partial"  # the one name older versions used
+    for path in (gone, living, legacy):
+        path.mkdir()
+    sweep(final)
+    assert sorted(x.name for x in tmp_path.iterdir()) == [living.name]
