@@ -151,7 +151,7 @@ def may_repeat_keys(raw: bytes) -> bool:
         raw.count(b'"metadata"') > 1
         or raw.count(b'"privacy"') > 1
         or json.detect_encoding(raw[:4]) not in ("utf-8", "utf-8-sig")
-        or (b"\\u00" in raw and _ESCAPED_LETTER.search(raw) is not None)
+        or _ESCAPED_LETTER.search(raw) is not None
     )
 
 

@@ -7,6 +7,7 @@ cannot), or refused with a 400 that names it: OpenAI's fields Tandem does not se
 so, any other name is an unknown field.
 """
 
+import functools
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -66,6 +67,14 @@ def _valid_unicode_tree(value: dict) -> dict:
 
 
 JsonObject = Annotated[dict[str, Any], AfterValidator(_valid_unicode_tree)]
+
+
+@functools.cache
+def _defaulted_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The optional fields whose default is not None: `null` for one of them means "not given"."""
+    return frozenset(n for n, f in model.model_fields.items() if not f.is_required() and f.default is not None)
+
+
 StopString = Annotated[Text, Field(max_length=MAX_STOP_CHARS)]
 
 
@@ -202,7 +211,7 @@ class _GenerationParams(BaseModel):
         """OpenAI takes `null` for an optional parameter as "not given" (`"temperature": null`, which the openai client
         sends for `temperature=None`): such a field is left unset, so the model's own default applies, not refused."""
         if isinstance(data, dict) and None in data.values():
-            defaulted = {n for n, f in cls.model_fields.items() if not f.is_required() and f.default is not None}
+            defaulted = _defaulted_fields(cls)
             data = {k: v for k, v in data.items() if v is not None or k not in defaulted}
         return data
 

@@ -1,6 +1,8 @@
 """The SDK's decisions before the network: privacy, loopback, device header."""
 
+import http.server
 import json
+import threading
 
 import pytest
 from tandem_sdk import Client, PrivateRequestError, TagError, detect_device
@@ -222,29 +224,39 @@ def test_retry_after_is_capped(value, wait_s):
     assert _retry_delay_s(httpx.Response(503, headers={"retry-after": value}), 0) == wait_s
 
 
+class _EdgeAgent(http.server.BaseHTTPRequestHandler):
+    """A loopback stand-in for a local agent: answers the SDK's health probe as an edge agent; subclasses say
+    what a POST gets."""
+
+    def _reply(self, body: bytes, content_type: str = "application/json") -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):  # the health probe
+        self._reply(b'{"kind": "edge"}')
+
+    def log_message(self, *args):
+        pass
+
+
+def _serve(handler: type[http.server.BaseHTTPRequestHandler]) -> http.server.ThreadingHTTPServer:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 def test_a_local_agent_that_fails_mid_answer_is_a_private_request_error():
     """A local agent that answers its health probe and then drops the request: the app gets a PrivateRequestError
     saying nothing went elsewhere, not httpx's own exception."""
-    import http.server
-    import threading
 
-    class Faulty(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # the health probe
-            body = b'{"kind": "edge"}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
+    class Faulty(_EdgeAgent):
         def do_POST(self):  # the answer: the agent dies
             self.connection.close()
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Faulty)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = _serve(Faulty)
     try:
         client = Client(None, local_agent_url=f"http://127.0.0.1:{server.server_port}")
         with pytest.raises(PrivateRequestError, match="failed .*it was not sent anywhere else"):
@@ -256,34 +268,18 @@ def test_a_local_agent_that_fails_mid_answer_is_a_private_request_error():
 def test_the_local_fallback_serves_only_what_never_reached_the_gateway():
     """A gateway that takes the request and drops it may have run it: no local re-run, a clear error. A gateway
     that refuses the connection: the local agent answers (allow_local_fallback)."""
-    import http.server
     import socket
-    import threading
 
     from tandem_sdk import GatewayUnavailable
 
     posts = []
 
-    class Agent(http.server.BaseHTTPRequestHandler):
-        def _reply(self, body: bytes):
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_GET(self):
-            self._reply(b'{"kind": "edge"}')
-
+    class Agent(_EdgeAgent):
         def do_POST(self):
             posts.append(self.rfile.read(int(self.headers["Content-Length"])))
             self._reply(b'{"choices": [{"message": {"content": "local"}}]}')
 
-        def log_message(self, *args):
-            pass
-
-    agent = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Agent)
-    threading.Thread(target=agent.serve_forever, daemon=True).start()
+    agent = _serve(Agent)
     dropper = socket.socket()
     dropper.bind(("127.0.0.1", 0))
     dropper.listen()
@@ -316,19 +312,9 @@ def test_the_local_fallback_serves_only_what_never_reached_the_gateway():
 def _sse_server(answer: bytes, drop: bool):
     """A server on loopback that answers health probes as an edge agent and POSTs with `answer` as an event
     stream, then closes the connection mid-answer (drop) or ends it."""
-    import http.server
-    import threading
 
-    class Streamer(http.server.BaseHTTPRequestHandler):
+    class Streamer(_EdgeAgent):
         protocol_version = "HTTP/1.1"
-
-        def do_GET(self):
-            body = b'{"kind": "edge"}'
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
 
         def do_POST(self):
             self.rfile.read(int(self.headers["Content-Length"]))
@@ -343,12 +329,7 @@ def _sse_server(answer: bytes, drop: bool):
             self.wfile.flush()
             self.close_connection = True
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Streamer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return _serve(Streamer)
 
 
 CHUNK = b'data: {"choices": [{"index": 0, "delta": {"content": "Par"}}]}\n\n'
