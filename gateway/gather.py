@@ -4,6 +4,7 @@ scores prefix hits, fill in how much of this prompt each one holds.
 Scorers stay pure; the one lookup (Redis or the gateway's history) happens here.
 """
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -32,7 +33,8 @@ async def gather_candidates(
 ) -> tuple[list[Candidate], list[bytes]]:
     """Candidates for the profile, and the prompt's block hashes (empty when hints are not used)."""
     if hints is None or prompt is None or not profile.uses_prefix_hints or not backends:
-        return [b.candidate() for b in backends], []
+        now = time.monotonic()
+        return [b.candidate(now=now) for b in backends], []
     block_size = next((size for b in backends if (size := b.block_size_tokens)), 0)
     with tracer.start_as_current_span("gateway.hint_lookup") as span:
         hashes = hints.hashes(prompt.salt, prompt.token_ids, block_size)
@@ -41,7 +43,8 @@ async def gather_candidates(
         span.set_attribute("tandem.prefix_hint_mode", hints.mode)
         span.set_attribute("tandem.prompt_blocks", len(hashes))
         span.set_attribute("tandem.best_match_blocks", max(matched.values(), default=0))
-    return [b.candidate(len(hashes), matched[b.endpoint], flow) for b in backends], hashes
+    blocks, now = len(hashes), time.monotonic()
+    return [b.candidate(blocks, matched.get(b.endpoint, 0), flow, now) for b in backends], hashes
 
 
 @dataclass

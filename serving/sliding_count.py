@@ -15,9 +15,12 @@ class SlidingCount:
         self._times.extend([now] * count)
         self._prune(now)
 
-    def count(self) -> int:
-        self._prune(time.monotonic())
-        return len(self._times)
+    def count(self, now: float | None = None) -> int:
+        """Events in the window ending `now` (time.monotonic(); read here when not given)."""
+        times = self._times
+        if times:
+            self._prune(time.monotonic() if now is None else now)
+        return len(times)
 
     def per_second(self) -> float:
         return self.count() / self.window_s

