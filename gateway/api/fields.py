@@ -22,8 +22,10 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "messages": (
         CHAT,
         HONOURED,
-        "text content or `text` parts; `name`, `tool_calls`, `tool_call_id`, `refusal` (read "
-        "as the turn's text); any other key in a message is a 400",
+        "text content or `text` parts; `name`, `tool_calls`, `tool_call_id`, `refusal` and `refusal` parts (read "
+        "as the turn's text); `developer` is the system role unless the chat template names it; what "
+        "`message.model_dump()` and `parse()` send back (`audio`/`function_call` null, no `annotations`, `parsed`, "
+        "`parsed_arguments`: `content` and `arguments` again); any other key in a message is a 400",
     ),  # fmt: skip
     "prompt": (
         COMPLETIONS,

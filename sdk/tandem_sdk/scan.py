@@ -76,7 +76,13 @@ def _message_text(message) -> tuple[str, str]:
         read, *decoded = _strings(content)  # as the model reads it; then decoded, where it is JSON text
         rest += decoded
     elif isinstance(content, list | tuple):
-        texts = [p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+        texts = [
+            text
+            for p in content
+            if isinstance(p, Mapping)
+            for text in (p.get("text"), p.get("refusal"))  # an assistant's refusal part is read as its text too
+            if isinstance(text, str)
+        ]
         # Parts are one text to the model ("ann@exam" + "ple.com" is an address), and each ends where it ends.
         read = "".join(texts)
         rest += [*texts, *(s for p in content for s in _strings(p, skip_text=True))]

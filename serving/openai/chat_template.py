@@ -155,6 +155,10 @@ class ChatTemplate:
         self.sources = sources
         self.special_tokens = special
         self._compiled = {name: compile_template(source) for name, source in sources.items()}
+        # OpenAI's `developer` role is its `system` role for newer models. A template that never names it (most:
+        # Qwen's skips a role it does not know, Mistral's raises, Llama's writes a header the model never saw) gets
+        # the message as `system`; one that names it (gpt-oss's) reads it as it is.
+        self._knows_developer = {name: "developer" in source for name, source in sources.items()}
 
     @classmethod
     def read(cls, checkpoint_dir: Path) -> "ChatTemplate":
@@ -180,6 +184,8 @@ class ChatTemplate:
         name = self.name_for(tools)
         if name is None:
             raise LookupError(f"no chat template to render (templates: {sorted(self.sources) or 'none'})")
+        if not self._knows_developer[name]:
+            messages = [{**m, "role": "system"} if m.get("role") == "developer" else m for m in messages]
         return self._compiled[name].render(
             messages=normalized_messages(messages),
             tools=tools,

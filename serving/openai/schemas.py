@@ -82,12 +82,16 @@ class ContentPart(BaseModel):
     model_config = ConfigDict(extra="forbid")
     type: str
     text: Text | None = None
+    refusal: Text | None = Field(default=None, description="a `refusal` part of an assistant's earlier turn")
 
 
 class FunctionCall(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: Text
     arguments: Text | JsonObject = Field(description="JSON text (OpenAI's) or an object")
+    # The openai package's parse() adds this beside `arguments` (the same call, parsed); a history that appends a
+    # parsed message sends it back. `arguments` is what the model reads.
+    parsed_arguments: JsonObject | None = None
 
 
 class ToolCall(BaseModel):
@@ -118,6 +122,12 @@ class ChatMessage(BaseModel):
     tool_calls: list[ToolCall] | None = Field(default=None, description="an assistant's earlier calls")
     tool_call_id: Text | None = Field(default=None, description="a tool message: the call it answers")
     refusal: Text | None = None
+    # What an answer's message carries besides, as `message.model_dump()` and parse() send it back: null (or no
+    # annotations) is no content, and `parsed` is `content` parsed again. Anything else in them is a 400.
+    audio: None = None
+    function_call: None = None
+    annotations: Annotated[list, Field(max_length=0)] | None = None
+    parsed: JsonObject | None = None
 
     def for_template(self) -> dict:
         """The message as a chat template reads it: text content, and the tool fields that are set."""
@@ -129,7 +139,9 @@ class ChatMessage(BaseModel):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         if self.tool_calls is not None:
-            out["tool_calls"] = [call.model_dump(exclude_none=True) for call in self.tool_calls]
+            out["tool_calls"] = [
+                call.model_dump(exclude_none=True, exclude={"function": {"parsed_arguments"}}) for call in self.tool_calls
+            ]
         return out
 
     def text(self) -> str:
@@ -137,10 +149,17 @@ class ChatMessage(BaseModel):
             return ""
         if isinstance(self.content, str):
             return self.content
+        texts = []
         for part in self.content:
-            if part.type != "text" or part.text is None:
-                raise ValueError(f"content part of type {part.type!r} is not supported (text only)")
-        return "".join(part.text for part in self.content)
+            if part.type == "text" and part.text is not None and part.refusal is None:
+                texts.append(part.text)
+            elif part.type == "refusal" and self.role == "assistant" and part.refusal is not None and part.text is None:
+                texts.append(part.refusal)  # what the assistant said, as a refusal field is read
+            else:
+                raise ValueError(
+                    f"content part of type {part.type!r} is not supported (text, and refusal in an assistant's turn)"
+                )
+        return "".join(texts)
 
 
 class StreamOptions(BaseModel):

@@ -448,6 +448,44 @@ def test_a_forced_tool_call_comes_back_as_tool_calls_whole_and_streamed(client, 
     assert follow.usage.prompt_tokens > without.usage.prompt_tokens + call_tokens
 
 
+def test_the_openai_clients_own_messages_go_back_as_history(client):
+    """What agent loops append: `message.model_dump()` (audio, function_call null, annotations), a parse() result
+    (parsed, parsed_arguments) and a refusal part. Each is read as OpenAI reads it, none is a 400."""
+    ask = [{"role": "user", "content": "Weather in Paris?"}]
+    dumped = client.chat.completions.create(
+        model=MODEL, messages=ask, max_tokens=80, temperature=0, tools=[WEATHER_TOOL], tool_choice=FORCED
+    ).choices[0].message
+    assert {"audio", "function_call", "annotations"} <= dumped.model_dump().keys()
+    tool = openai.pydantic_function_tool(Weather, name="get_weather")
+    parsed = client.chat.completions.parse(
+        model=MODEL, messages=ask, max_tokens=80, temperature=0, tools=[tool], tool_choice="required"
+    ).choices[0].message
+    assert parsed.tool_calls[0].function.parsed_arguments is not None
+    for message in (dumped.model_dump(), parsed):
+        history = [*ask, message, {"role": "tool", "tool_call_id": message_calls(message)[0], "content": "21 C"}]
+        follow = client.chat.completions.create(model=MODEL, messages=history, max_tokens=2, tools=[WEATHER_TOOL])
+        assert follow.usage.prompt_tokens > 0
+    # a refusal part is what the assistant said, as a refusal field is
+    def prompt_tokens(turn: dict) -> int:
+        history = [*ask, turn, {"role": "user", "content": "why?"}]
+        return client.chat.completions.create(model=MODEL, messages=history, max_tokens=1).usage.prompt_tokens
+
+    as_field = prompt_tokens({"role": "assistant", "content": None, "refusal": "I will not."})
+    as_part = prompt_tokens({"role": "assistant", "content": [{"type": "refusal", "refusal": "I will not."}]})
+    assert as_part == as_field > prompt_tokens({"role": "assistant", "content": None})
+    with pytest.raises(openai.BadRequestError) as err:  # not a user's: refused by name
+        prompt_tokens({"role": "user", "content": [{"type": "refusal", "refusal": "no"}]})
+    assert "refusal" in err.value.response.json()["error"]["message"]
+    with pytest.raises(openai.BadRequestError) as err:  # an earlier audio answer: there is none to read
+        prompt_tokens({"role": "assistant", "content": "hi", "audio": {"id": "audio_1"}})
+    assert err.value.response.json()["error"]["param"].endswith("audio")
+
+
+def message_calls(message) -> list[str]:
+    calls = message["tool_calls"] if isinstance(message, dict) else message.tool_calls
+    return [c["id"] if isinstance(c, dict) else c.id for c in calls]
+
+
 def test_tool_fields_that_are_wrong_are_named(client):
     cases = [
         ({"tools": [{"type": "function"}]}, "tools"),

@@ -504,3 +504,23 @@ def test_the_gateway_never_imports_transformers(tokenizer_file, tmp_path):
     )
     arguments = json.dumps([as_openai_sends(TOOL_HISTORY), TOOLS])
     subprocess.run([sys.executable, "-c", code, str(path), arguments], cwd=REPO, check=True, timeout=120)
+
+
+DEVELOPER = [{"role": "developer", "content": "Answer only in French."}, {"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize("family", ["qwen2.5", "mistral", "llama3"])
+def test_a_developer_message_is_the_system_prompt_where_the_template_does_not_name_the_role(both_sides, family):
+    """OpenAI's developer role is its system role: Qwen's template would drop the message, Mistral's raise, Llama's
+    write a header the model never saw."""
+    ours, hf = both_sides(family)
+    as_system = [{**DEVELOPER[0], "role": "system"}, DEVELOPER[1]]
+    assert ours.render(DEVELOPER) == hf_text(hf, as_system, None)
+    assert "Answer only in French." in ours.render(DEVELOPER)
+
+
+def test_a_template_that_names_the_developer_role_reads_it_as_it_is(tokenizer_file, tmp_path):
+    template = "{% for m in messages %}{% if m.role == 'developer' %}[dev]{% endif %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+    path = write_checkpoint(tmp_path / "dev", tokenizer_file, {"chat_template": template})
+    ours, hf = ChatTokenizer(path), AutoTokenizer.from_pretrained(path)
+    assert ours.render(DEVELOPER) == hf_text(hf, DEVELOPER, None) == "[dev]developer: Answer only in French.\nuser: hi\n"
