@@ -32,6 +32,12 @@ class GrammarError(ValueError):
 
 def grammar_for(response_format: dict) -> str | None:
     """OpenAI's `response_format` as an llguidance grammar; None for plain text."""
+    schema = schema_for(response_format)
+    return None if schema is None else _from_schema(schema)
+
+
+def schema_for(response_format: dict) -> dict | None:
+    """The JSON schema OpenAI's `response_format` asks the answer to follow; None for plain text."""
     kind = response_format.get("type")
     if not isinstance(kind, str):
         raise GrammarError(f"type must be text, json_object or json_schema, got {json.dumps(kind)[:40]}")
@@ -41,14 +47,14 @@ def grammar_for(response_format: dict) -> str | None:
     if kind == "text":
         return None
     if kind == "json_object":
-        return _from_schema({"type": "object"})
+        return {"type": "object"}
     if kind == "json_schema":
         spec = response_format.get("json_schema")
         if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
             raise GrammarError("json_schema must be an object with a `schema` object")
         if extra := sorted(set(spec) - {"name", "description", "schema", "strict"}):
             raise GrammarError(f"unknown key in response_format.json_schema: {', '.join(extra)}")
-        return _from_schema(spec.get("schema") or {"type": "object"})
+        return spec.get("schema") or {"type": "object"}
     raise GrammarError(f"type must be text, json_object or json_schema, got {kind!r}")
 
 

@@ -56,7 +56,12 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "the prompt before the answer; with `logprobs`, the prompt's log-probabilities too "
         "(the first token's is null), as lm-eval's log-likelihood scoring needs",
     ),  # fmt: skip
-    "response_format": (BOTH, HONOURED, "`text`, `json_object`, `json_schema`: grammar-constrained decoding"),
+    "response_format": (
+        BOTH,
+        HONOURED,
+        "`text`, `json_object`, `json_schema`: grammar-constrained decoding; with tools the model may call, the "
+        "answer is a call or text that follows it; with a forced call, the call (it shapes a later turn's text)",
+    ),  # fmt: skip
     "tools": (
         CHAT,
         HONOURED,

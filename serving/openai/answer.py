@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from serving.grammar import GrammarError, check_grammar, follows_schema, llg_tokenizer
+from serving.grammar import GrammarError, check_grammar, follows_schema, llg_tokenizer, schema_for
 from serving.openai import tools
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.errors import BadRequest
@@ -53,8 +53,6 @@ def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | No
     except (tools.ToolError, ValueError, RuntimeError) as exc:
         param = "tool_choice" if "tool_choice" in str(exc) else "tools"
         raise BadRequest(f"{param}: {exc}", param=param) from None
-    if grammar and body.response_format and body.response_format.get("type") != "text":
-        raise BadRequest("a forced tool call and a response_format cannot both shape the answer", param="tool_choice")
     strict = tools.strict_schemas(body.tools)
     return ToolPlan(fmt, names, grammar, body.parallel_tool_calls is False, strict, llg_tokenizer(chat.tokenizer, ()))
 
@@ -71,13 +69,27 @@ def shaped(body: _GenerationParams, plan: ToolPlan | None) -> bool:
 
 
 def answer_grammar(body: _GenerationParams, plan: ToolPlan | None, chat: ChatTokenizer) -> str:
-    """The grammar the answer follows (a forced tool call's, or response_format's), checked; "" for none.
-    Compiling a large schema takes seconds: the gateway and the local agent call this in a worker thread."""
-    param = "tool_choice" if plan is not None and plan.grammar else "response_format"
+    """The grammar the answer follows, checked; "" for none. A forced tool call's where a call is forced (OpenAI's
+    response_format then shapes a later turn's text, and is checked all the same); with tools the model may call,
+    a call or a text answer following response_format; else response_format's. Compiling a large schema takes
+    seconds: the gateway and the local agent call this in a worker thread."""
+    tokenizer = llg_tokenizer(chat.tokenizer, ())
     try:
-        grammar = plan.grammar if plan is not None and plan.grammar else body.grammar()
-        if grammar:
-            check_grammar(grammar, llg_tokenizer(chat.tokenizer, ()))
+        shape = body.grammar()
+        if shape:
+            check_grammar(shape, tokenizer)
     except (GrammarError, ValueError, RuntimeError) as exc:
+        raise BadRequest(f"response_format: {exc}", param="response_format") from None
+    if plan is None or not (plan.grammar or shape):
+        return shape
+    try:
+        if plan.grammar:
+            grammar = plan.grammar
+        else:  # any of the tools, or the answer response_format asks for
+            names, parallel = sorted(plan.allowed), not plan.single
+            grammar = tools.grammar(body.tools, names, plan.format, parallel, schema_for(body.response_format))
+        check_grammar(grammar, tokenizer)
+    except (GrammarError, tools.ToolError, ValueError, RuntimeError) as exc:
+        param = "tool_choice" if plan.grammar else "tools"
         raise BadRequest(f"{param}: {exc}", param=param) from None
     return grammar

@@ -140,7 +140,8 @@ class ChatMessage(BaseModel):
                 out[key] = getattr(self, key)
         if self.tool_calls is not None:
             out["tool_calls"] = [
-                call.model_dump(exclude_none=True, exclude={"function": {"parsed_arguments"}}) for call in self.tool_calls
+                call.model_dump(exclude_none=True, exclude={"function": {"parsed_arguments"}})
+                for call in self.tool_calls
             ]
         return out
 

@@ -107,8 +107,9 @@ def forced_names(tools: list[dict], tool_choice) -> list[str] | None:
     raise ToolError("tool_choice must be 'none', 'auto', 'required' or {'type': 'function', 'function': {'name'}}")
 
 
-def grammar(tools: list[dict], names: list[str], fmt: str, parallel: bool) -> str:
-    """An llguidance grammar whose every sentence is a call (or, with `parallel`, calls) to one of `names`."""
+def grammar(tools: list[dict], names: list[str], fmt: str, parallel: bool, otherwise: dict | None = None) -> str:
+    """An llguidance grammar whose every sentence is a call (or, with `parallel`, calls) to one of `names`, or,
+    given `otherwise` (a JSON schema: response_format's), a text answer that follows it instead."""
     fns = functions(tools)
     key = "parameters" if fmt == "llama3_json" else "arguments"
     calls, definitions = [], {}
@@ -138,6 +139,9 @@ def grammar(tools: list[dict], names: list[str], fmt: str, parallel: bool) -> st
     else:
         more = ' ("; " call)*' if parallel else ""
         lark = f"start: call{more}\ncall: %json {json.dumps(call)}"
+    if otherwise is not None:  # the calls' rule renamed, and the answer beside it (compact JSON, as the calls)
+        answer = {**otherwise, "x-guidance": {"whitespace_flexible": False}}
+        lark = f"start: calls | answer\nanswer: %json {json.dumps(answer)}\ncalls{lark.removeprefix('start')}"
     return llguidance.LLMatcher.grammar_from_lark(lark)
 
 

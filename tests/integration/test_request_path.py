@@ -452,19 +452,28 @@ def test_the_openai_clients_own_messages_go_back_as_history(client):
     """What agent loops append: `message.model_dump()` (audio, function_call null, annotations), a parse() result
     (parsed, parsed_arguments) and a refusal part. Each is read as OpenAI reads it, none is a 400."""
     ask = [{"role": "user", "content": "Weather in Paris?"}]
-    dumped = client.chat.completions.create(
-        model=MODEL, messages=ask, max_tokens=80, temperature=0, tools=[WEATHER_TOOL], tool_choice=FORCED
-    ).choices[0].message
+    dumped = (
+        client.chat.completions.create(
+            model=MODEL, messages=ask, max_tokens=80, temperature=0, tools=[WEATHER_TOOL], tool_choice=FORCED
+        )
+        .choices[0]
+        .message
+    )
     assert {"audio", "function_call", "annotations"} <= dumped.model_dump().keys()
     tool = openai.pydantic_function_tool(Weather, name="get_weather")
-    parsed = client.chat.completions.parse(
-        model=MODEL, messages=ask, max_tokens=80, temperature=0, tools=[tool], tool_choice="required"
-    ).choices[0].message
+    parsed = (
+        client.chat.completions.parse(
+            model=MODEL, messages=ask, max_tokens=80, temperature=0, tools=[tool], tool_choice="required"
+        )
+        .choices[0]
+        .message
+    )
     assert parsed.tool_calls[0].function.parsed_arguments is not None
     for message in (dumped.model_dump(), parsed):
         history = [*ask, message, {"role": "tool", "tool_call_id": message_calls(message)[0], "content": "21 C"}]
         follow = client.chat.completions.create(model=MODEL, messages=history, max_tokens=2, tools=[WEATHER_TOOL])
         assert follow.usage.prompt_tokens > 0
+
     # a refusal part is what the assistant said, as a refusal field is
     def prompt_tokens(turn: dict) -> int:
         history = [*ask, turn, {"role": "user", "content": "why?"}]
@@ -479,6 +488,28 @@ def test_the_openai_clients_own_messages_go_back_as_history(client):
     with pytest.raises(openai.BadRequestError) as err:  # an earlier audio answer: there is none to read
         prompt_tokens({"role": "assistant", "content": "hi", "audio": {"id": "audio_1"}})
     assert err.value.response.json()["error"]["param"].endswith("audio")
+
+
+def test_tools_the_model_may_call_beside_a_response_format_give_a_call_or_the_shaped_answer(client, demo_checkpoint):
+    """OpenAI's agent set-up: tools, and a typed final answer. response_format shapes the text answer, not the turn:
+    the model may still call a tool (the answer's grammar allowed only the JSON). A forced call with a
+    response_format is the call."""
+    tokenizer = Tokenizer.from_file(str(demo_checkpoint / "tokenizer.json"))
+    call_start, answer_start = tokenizer.encode("<tool_call>").ids[0], tokenizer.encode("{").ids[0]
+    ask = dict(model=MODEL, messages=[{"role": "user", "content": "Weather in Paris?"}], max_tokens=120)
+    tool = openai.pydantic_function_tool(Weather, name="get_weather")  # strict: what parse() takes
+    shaped = ask | dict(tools=[tool], response_format=Person, temperature=0)
+    # one call (a bias on every step would otherwise start call after call until max_tokens)
+    called = client.chat.completions.parse(**shaped, logit_bias={str(call_start): 100}, parallel_tool_calls=False)
+    called = called.choices[0]
+    assert called.finish_reason == "tool_calls" and called.message.tool_calls, called.message
+    assert all(isinstance(call.function.parsed_arguments, Weather) for call in called.message.tool_calls)
+    answered = client.chat.completions.parse(**shaped, logit_bias={str(answer_start): 100}).choices[0]
+    assert not answered.message.tool_calls and answered.finish_reason in ("stop", "length"), answered.message
+    if answered.finish_reason == "stop":
+        assert isinstance(answered.message.parsed, Person)
+    forced = client.chat.completions.parse(**shaped, tool_choice=FORCED, logit_bias={str(answer_start): 100})
+    assert forced.choices[0].finish_reason == "tool_calls" and forced.choices[0].message.tool_calls
 
 
 def message_calls(message) -> list[str]:

@@ -523,4 +523,6 @@ def test_a_template_that_names_the_developer_role_reads_it_as_it_is(tokenizer_fi
     template = "{% for m in messages %}{% if m.role == 'developer' %}[dev]{% endif %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
     path = write_checkpoint(tmp_path / "dev", tokenizer_file, {"chat_template": template})
     ours, hf = ChatTokenizer(path), AutoTokenizer.from_pretrained(path)
-    assert ours.render(DEVELOPER) == hf_text(hf, DEVELOPER, None) == "[dev]developer: Answer only in French.\nuser: hi\n"
+    assert (
+        ours.render(DEVELOPER) == hf_text(hf, DEVELOPER, None) == "[dev]developer: Answer only in French.\nuser: hi\n"
+    )
