@@ -68,7 +68,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "through the chat template; calls parsed into `tool_calls`; a `strict` function's "
         "calls follow its schema (forced: by grammar; auto: a call that does not stays text); "
         "a key beside `type` and `function`, or in `function` beside `name`, `description`, "
-        "`parameters` and `strict`, is a 400",
+        "`parameters` and `strict`, is a 400; for a Mistral-format model, call ids are its 9 letters and digits, "
+        "and ids of another shape in the history reach its template as 9 drawn from them",
     ),  # fmt: skip
     "tool_choice": (CHAT, HONOURED, "`none`, `auto`, `required` or a named function (the last two constrain decoding)"),
     "parallel_tool_calls": (CHAT, HONOURED, "true: a forced answer may hold several calls"),

@@ -36,6 +36,8 @@ class ChatTokenizer:
         described in a system message of their own (first, before the caller's)."""
         source = self.template.source(tools)
         messages = tool_calls.template_messages(messages)
+        if self.tool_format == "mistral":
+            messages = tool_calls.mistral_ids(messages)
         if source is not None and "tools" not in source:
             messages = tool_calls.inline_calls(messages, self.tool_format)
             if tools:

@@ -17,8 +17,11 @@ official clients and LangChain assemble like OpenAI's.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import secrets
+import string
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -250,9 +253,45 @@ def parse(
             arguments = json.dumps(arguments, ensure_ascii=False)
         if follows is not None and not follows(name, arguments):
             return text or None, []
-        calls.append(ToolCall(name, arguments, f"call_{uuid.uuid4().hex[:24]}"))
+        calls.append(ToolCall(name, arguments, call_id(fmt)))
     calls = calls[:1] if single else calls
     return (content or None) if calls else (text or None), calls
+
+
+_ALNUM = string.ascii_letters + string.digits
+
+
+def call_id(fmt: str) -> str:
+    """A new call's id: OpenAI's shape, or for Mistral's format the 9 letters and digits its templates insist on
+    (they raise on any other id when the call comes back in the history)."""
+    if fmt == "mistral":
+        return "".join(secrets.choice(_ALNUM) for _ in range(9))
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def mistral_ids(messages: list[dict]) -> list[dict]:
+    """The history with every call id as Mistral's templates take one: an id of 9 letters and digits as it is, any
+    other (OpenAI's `call_…`, another provider's) as 9 drawn from its hash, the same for a call and its result."""
+    out = []
+    for message in messages:
+        if message.get("tool_calls"):
+            calls = [{**c, "id": _nine(c["id"])} if isinstance(c.get("id"), str) else c for c in message["tool_calls"]]
+            message = {**message, "tool_calls": calls}
+        if isinstance(message.get("tool_call_id"), str):
+            message = {**message, "tool_call_id": _nine(message["tool_call_id"])}
+        out.append(message)
+    return out
+
+
+def _nine(call_id: str) -> str:
+    if len(call_id) == 9 and call_id.isascii() and call_id.isalnum():
+        return call_id
+    number = int.from_bytes(hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+    digits = []
+    for _ in range(9):
+        number, digit = divmod(number, len(_ALNUM))
+        digits.append(_ALNUM[digit])
+    return "".join(digits)
 
 
 def _parse_hermes(text: str) -> tuple[str, list]:

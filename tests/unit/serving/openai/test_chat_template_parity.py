@@ -20,6 +20,7 @@ from transformers import AutoTokenizer
 from transformers.utils import chat_template_utils
 
 from serving.openai import chat_template
+from serving.openai import tools as tools_module
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.errors import BadRequest
 from tandem.demo_model import build_tokenizer
@@ -526,3 +527,34 @@ def test_a_template_that_names_the_developer_role_reads_it_as_it_is(tokenizer_fi
     assert (
         ours.render(DEVELOPER) == hf_text(hf, DEVELOPER, None) == "[dev]developer: Answer only in French.\nuser: hi\n"
     )
+
+
+def test_openai_call_ids_reach_a_mistral_template_as_the_nine_characters_it_takes(both_sides):
+    """Tandem's own `call_…` ids, or another provider's, come back in the history; Mistral's template raises on any
+    id but 9 letters and digits. Each is rendered as 9 drawn from it, the same for the call and its result."""
+    ours, hf = both_sides("mistral")
+    assert ours.tool_format == "mistral"
+    history = as_openai_sends(TOOL_HISTORY)
+    for foreign in ("call_0123456789abcdef01234567", "toolu_01A09q90qw90lq917835lq9"):
+        sent = [
+            {**m, "tool_calls": [{**m["tool_calls"][0], "id": foreign}]} if m.get("tool_calls") else
+            {**m, "tool_call_id": foreign} if m.get("tool_call_id") else m
+            for m in history
+        ]  # fmt: skip
+        nine = tools_module.mistral_ids(sent)[2]["tool_calls"][0]["id"]
+        assert len(nine) == 9 and nine.isalnum() and tools_module.mistral_ids(sent)[3]["tool_call_id"] == nine
+        mapped = [
+            *TOOL_HISTORY[:2],
+            {**TOOL_HISTORY[2], "tool_calls": [{**TOOL_HISTORY[2]["tool_calls"][0], "id": nine}]},
+            {**TOOL_HISTORY[3], "tool_call_id": nine},
+            *TOOL_HISTORY[4:],
+        ]
+        assert ours.encode_chat(sent, TOOLS) == ours.encode(hf_text(hf, mapped, TOOLS))
+    assert ours.encode_chat(history, TOOLS)  # a 9-character id goes as it is
+
+
+def test_a_call_a_mistral_model_makes_gets_an_id_its_template_takes_back():
+    _, calls = tools_module.parse('[TOOL_CALLS] [{"name": "f", "arguments": {}}]', "mistral", {"f"})
+    assert len(calls[0].id) == 9 and calls[0].id.isalnum()
+    _, calls = tools_module.parse('<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>', "hermes", {"f"})
+    assert calls[0].id.startswith("call_")
