@@ -142,7 +142,7 @@ def add_openai_routes(
             return error_response(500, "the engine failed; see this process's log", "server_error")
         calls = []
         if plan is not None:
-            text, calls = plan.parse(text)
+            text, calls = plan.parse(text, last.finish_reason)
         return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None, calls)
 
 

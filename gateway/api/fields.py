@@ -65,7 +65,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "tools": (
         CHAT,
         HONOURED,
-        "through the chat template; calls parsed into `tool_calls`; a `strict` function's "
+        "through the chat template; calls parsed into `tool_calls` (an answer cut by `max_tokens` mid-call: the "
+        "calls so far, the last with its arguments as far as they got, never the model's call syntax); a `strict` function's "
         "calls follow its schema (forced: by grammar; auto: a call that does not stays text); "
         "a key beside `type` and `function`, or in `function` beside `name`, `description`, "
         "`parameters` and `strict`, is a 400; for a Mistral-format model, call ids are its 9 letters and digits, "

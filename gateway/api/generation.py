@@ -341,7 +341,7 @@ async def _collect(
     _record(routed, "ok", last.usage, started)
     text, calls = prefix + "".join(parts), []
     if tool_plan is not None:
-        text, calls = tool_plan.parse(text)
+        text, calls = tool_plan.parse(text, last.finish_reason)
     return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None, calls)
 
 

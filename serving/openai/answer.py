@@ -29,8 +29,9 @@ class ToolPlan:
         schema = (self.strict or {}).get(name)
         return schema is None or follows_schema(arguments, schema, self.tokenizer)
 
-    def parse(self, text: str) -> tuple[str | None, list]:
-        return tools.parse(text, self.format, set(self.allowed), self.single, self.follows)
+    def parse(self, text: str, reason: str | None = None) -> tuple[str | None, list]:
+        """The answer's text and calls; `reason` the worker's finish reason ("length": cut, maybe mid-call)."""
+        return tools.parse(text, self.format, set(self.allowed), self.single, self.follows, reason == "length")
 
     def streamed(self) -> "tools.StreamedCalls":
         return tools.StreamedCalls(self.format, set(self.allowed), self.single, self.follows)

@@ -68,7 +68,7 @@ class ResponseShape:
         or as tool calls, then the finish reason ("tool_calls" when calls ended an answer that stopped by itself)."""
         events, reason = [], worker_reason
         if held is not None:
-            rest, calls = held.finish()
+            rest, calls = held.finish(worker_reason)
             if rest:
                 events.append(self.chunk(rest))
             if calls:

@@ -232,11 +232,27 @@ def strict_schemas(tools: list[dict]) -> dict[str, dict]:
 
 
 def parse(
-    text: str, fmt: str, allowed: set[str], single: bool = False, follows: Callable[[str, str], bool] | None = None
+    text: str,
+    fmt: str,
+    allowed: set[str],
+    single: bool = False,
+    follows: Callable[[str, str], bool] | None = None,
+    cut: bool = False,
 ) -> tuple[str | None, list[ToolCall]]:
     """(the text outside calls, or None when there is none; the calls: only the first with `single`, as
     parallel_tool_calls false asks). Text that is not a well-formed call to one of the tools, or (with `follows`,
-    for strict functions) whose arguments do not follow its schema, stays text."""
+    for strict functions) whose arguments do not follow its schema, stays text; but in an answer `cut` by
+    max_tokens inside a call, the calls made so far are calls, as OpenAI returns them (cut_calls)."""
+    content, calls = _parse(text, fmt, allowed, follows)
+    if not calls and cut and (made := cut_calls(text, fmt, allowed)) is not None:
+        content, calls = made
+    calls = calls[:1] if single else calls
+    return (content or None) if calls or (cut and content != text) else (text or None), calls
+
+
+def _parse(
+    text: str, fmt: str, allowed: set[str], follows: Callable[[str, str], bool] | None
+) -> tuple[str | None, list[ToolCall]]:
     if fmt == "hermes":
         content, raw = _parse_hermes(text)
     elif fmt == "mistral":
@@ -254,8 +270,52 @@ def parse(
         if follows is not None and not follows(name, arguments):
             return text or None, []
         calls.append(ToolCall(name, arguments, call_id(fmt)))
-    calls = calls[:1] if single else calls
-    return (content or None) if calls else (text or None), calls
+    return (content, calls) if calls else (text, [])
+
+
+_CALL_START = re.compile(r'\{\s*"name"\s*:')
+# A call begun and cut: its name whole, its arguments as far as they got.
+_CUT_CALL = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"(?:arguments|parameters)"\s*:\s*(.*)', re.S)
+
+
+def cut_calls(text: str, fmt: str, allowed: set[str]) -> tuple[str, list[ToolCall]] | None:
+    """An answer max_tokens cut inside its calls: (the text before them; the whole calls, then the cut one with its
+    arguments as far as they got, where its name was written whole). OpenAI returns a cut call that way, and the
+    model's call syntax never reaches the client as text. None where no call was begun."""
+    if fmt == "llama3_json":
+        body = text.strip().removeprefix(_PYTHON_TAG).lstrip()
+        if not _CALL_START.match(body):  # JSON that is no call (a response_format answer) stays text
+            return None
+        before, bodies = "", [body]
+    else:
+        marker = _HERMES_OPEN if fmt == "hermes" else _MISTRAL_OPEN
+        start = text.find(marker)
+        if start < 0:  # cut inside the marker itself ("<tool_"): that much of a call, and nothing more
+            kept = _partial_suffix(text, marker)
+            return (text[: len(text) - kept].strip(), []) if kept else None
+        before, rest = text[:start].strip(), text[start + len(marker) :]
+        if fmt == "hermes":
+            bodies = [part.strip().removesuffix(_HERMES_CLOSE) for part in rest.split(_HERMES_OPEN)]
+        else:
+            bodies = [rest.lstrip().removeprefix("[")]
+    calls, decoder = [], json.JSONDecoder()
+    for body in bodies:
+        while body := body.strip().lstrip(",;").strip():  # mistral's array and llama's `;` hold several
+            try:
+                item, end = decoder.raw_decode(body)
+            except ValueError:
+                partial = _CUT_CALL.match(body)
+                name = json.loads(partial.group(1)) if partial else None
+                if name in allowed:
+                    calls.append(ToolCall(name, partial.group(2), call_id(fmt)))
+                return before, calls
+            name = item.get("name") if isinstance(item, dict) else None
+            arguments = item.get("arguments", item.get("parameters")) if isinstance(item, dict) else None
+            if name in allowed and isinstance(arguments, dict | str):
+                arguments = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+                calls.append(ToolCall(name, arguments, call_id(fmt)))
+            body = body[end:].strip().removesuffix("]").strip()
+    return before, calls
 
 
 _ALNUM = string.ascii_letters + string.digits
@@ -378,11 +438,13 @@ class StreamedCalls:
         self._held = pending[len(pending) - keep :] if keep else ""
         return pending[: len(pending) - keep]
 
-    def finish(self) -> tuple[str, list[ToolCall]]:
-        if not self._holding:
-            return self._held, []
-        content, calls = parse(self._held, self.fmt, self.allowed, self.single, self.follows)
-        return (content or "", calls) if calls else (self._held, [])
+    def finish(self, reason: str | None = None) -> tuple[str, list[ToolCall]]:
+        """The held-back rest as (text, calls); `reason` the worker's finish reason ("length": cut mid-call)."""
+        if not self._holding:  # what is held is the start of a marker, or (llama3_json) too short to tell
+            cut_in_marker = reason == "length" and self.fmt != "llama3_json"
+            return ("" if cut_in_marker else self._held), []
+        content, calls = parse(self._held, self.fmt, self.allowed, self.single, self.follows, reason == "length")
+        return (content or "", calls) if calls or content != self._held else (self._held, [])
 
 
 def _partial_suffix(text: str, marker: str) -> int:

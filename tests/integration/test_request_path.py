@@ -512,6 +512,31 @@ def test_tools_the_model_may_call_beside_a_response_format_give_a_call_or_the_sh
     assert forced.choices[0].finish_reason == "tool_calls" and forced.choices[0].message.tool_calls
 
 
+def test_a_forced_call_cut_by_max_tokens_is_a_cut_call_not_call_syntax(client):
+    """OpenAI returns a call max_tokens cut as tool_calls with the arguments so far (finish_reason "length"); the
+    model's own call syntax (<tool_call>...) is never the answer's text, whole or streamed."""
+    ask = dict(model=MODEL, messages=[{"role": "user", "content": "Weather in Paris?"}], temperature=0)
+    ask |= dict(tools=[WEATHER_TOOL], tool_choice="required")
+    whole_call = client.chat.completions.create(**ask, max_tokens=80).choices[0].message.tool_calls[0]
+    cut_calls = 0
+    for max_tokens in range(4, 40, 3):
+        choice = client.chat.completions.create(**ask, max_tokens=max_tokens).choices[0]
+        if choice.finish_reason != "length":
+            continue
+        assert choice.message.content is None, choice.message.content
+        for call in choice.message.tool_calls or ():
+            cut_calls += 1
+            assert call.function.name == "get_weather"
+            assert whole_call.function.arguments.replace(" ", "").startswith(call.function.arguments.replace(" ", ""))
+        streamed, deltas = "", []
+        for chunk in client.chat.completions.create(**ask, max_tokens=max_tokens, stream=True):
+            for c in chunk.choices:
+                streamed += c.delta.content or ""
+                deltas += c.delta.tool_calls or []
+        assert streamed == "" and len(deltas) == len(choice.message.tool_calls or ()), streamed
+    assert cut_calls, "no answer was cut inside its arguments"
+
+
 def message_calls(message) -> list[str]:
     calls = message["tool_calls"] if isinstance(message, dict) else message.tool_calls
     return [c["id"] if isinstance(c, dict) else c.id for c in calls]

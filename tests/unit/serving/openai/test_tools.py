@@ -62,6 +62,40 @@ def test_streamed_answers_hold_back_only_what_may_be_a_call(fmt, piece):
     assert out + rest == text and not calls
 
 
+@pytest.mark.parametrize("fmt", tools.FORMATS)
+@pytest.mark.parametrize("piece", [1, 5, 1000])
+def test_an_answer_cut_inside_its_calls_gives_the_calls_made_so_far_and_no_call_syntax(fmt, piece):
+    """OpenAI's reading of a call max_tokens cut: a call with its arguments as far as they got, finish_reason
+    "length"; the complete calls before it are calls, and the model's call syntax never reaches the client."""
+    answer = ANSWERS[fmt]
+    cut = answer[: answer.rindex('"get_time"') + len('"get_time", "arguments": {') + (fmt == "llama3_json")]
+    whole_first = ("get_weather", '{"city": "Paris", "unit": "c"}')
+    content, calls = tools.parse(cut, fmt, ALLOWED, cut=True)
+    assert [(c.name, c.arguments) for c in calls] == [whole_first, ("get_time", "{")]
+    assert content == (None if fmt == "llama3_json" else "Let me look.")
+    held = tools.StreamedCalls(fmt, ALLOWED)
+    sent = "".join(held.push(cut[i : i + piece]) for i in range(0, len(cut), piece))
+    rest, streamed = held.finish("length")
+    assert [(c.name, c.arguments) for c in streamed] == [whole_first, ("get_time", "{")]
+    assert not any(marker in sent + rest for marker in ("<tool_call>", "[TOOL_CALLS]", '"name"'))
+    # cut before the name is whole, or inside the marker: no call, and no syntax either
+    early = answer[: answer.index('"get_weather"') + 4]
+    assert tools.parse(early, fmt, ALLOWED, cut=True) == ((None if fmt == "llama3_json" else "Let me look."), [])
+    if fmt != "llama3_json":
+        in_marker = answer[: answer.index(tools.markers(fmt)[0]) + 4]
+        assert tools.parse(in_marker, fmt, ALLOWED, cut=True) == ("Let me look.", [])
+        held = tools.StreamedCalls(fmt, ALLOWED)
+        assert held.push(in_marker).strip() == "Let me look." and held.finish("length") == ("", [])
+    # an answer that stopped by itself with a broken call keeps its text, as before
+    assert tools.parse(cut, fmt, ALLOWED) == (cut, [])
+
+
+def test_cut_text_that_is_no_call_stays_text():
+    for fmt in tools.FORMATS:
+        assert tools.parse('{"answer": "cut he', fmt, ALLOWED, cut=True) == ('{"answer": "cut he', [])
+        assert tools.parse("Plain words, cut", fmt, ALLOWED, cut=True) == ("Plain words, cut", [])
+
+
 @pytest.mark.parametrize(
     "answer",
     [
