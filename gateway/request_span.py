@@ -54,7 +54,7 @@ class RequestSpan:
         try:
             if not valid:
                 span.set_attribute("http.response.status_code", 400)
-                await _refuse(send)
+                await _refuse(send, span)
                 return
             extra = [(HEADER, request_id.encode())]
             trace_id = span.get_span_context().trace_id
@@ -110,11 +110,23 @@ def _request_attributes(scope, request_id: str | None) -> dict:
     return attributes
 
 
-async def _refuse(send) -> None:
+async def _refuse(send, span) -> None:
+    """The 400 for an X-Request-Id that cannot be one, shaped as every other error, with an id of the gateway's own
+    (the caller's cannot be echoed) and the trace's, as every answer has."""
     message = "X-Request-Id must be one value of 1 to 128 printable ASCII characters without spaces"
     body = json.dumps(
-        {"error": {"message": message, "type": "invalid_request_error", "param": "X-Request-Id", "code": None}}
+        {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": "X-Request-Id",
+                "code": "invalid_request",
+            }
+        }
     ).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers.append((HEADER, f"req-{uuid.uuid4().hex}".encode()))
+    if trace_id := span.get_span_context().trace_id:
+        headers.append((b"x-trace-id", f"{trace_id:032x}".encode()))
     await send({"type": "http.response.start", "status": 400, "headers": headers})
     await send({"type": "http.response.body", "body": body})

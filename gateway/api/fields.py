@@ -39,8 +39,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         HONOURED,
         "0 (greedy), or 0.01 to 2; default: the model's generation_config.json (`do_sample: false` is 0), else 1",
     ),  # fmt: skip
-    "top_p": (BOTH, HONOURED, "(0, 1]; default: the model's generation_config.json, else 1"),
-    "seed": (BOTH, HONOURED, "the same seed gives the same tokens on either tier, in any batch"),
+    "top_p": (BOTH, HONOURED, "[0, 1] (0: the most likely token, greedy); default: generation_config.json, else 1"),
+    "seed": (BOTH, HONOURED, "the same seed gives the same tokens on either tier, in any batch; int64, modulo 2^63"),
     "stop": (BOTH, HONOURED, "a string or up to 4, each at most 256 characters"),
     "n": (BOTH, HONOURED, "up to `TANDEM_MAX_N` (8); seeds `seed`, `seed`+1, …; the local agent answers 1"),
     "stream": (BOTH, HONOURED, "server-sent events, ending with `[DONE]`"),

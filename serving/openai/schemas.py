@@ -177,12 +177,16 @@ class _GenerationParams(BaseModel):
     temperature: float = Field(
         default=1.0, ge=0, le=2, allow_inf_nan=False, description=f"0 (greedy), or {MIN_TEMPERATURE} to 2"
     )
-    top_p: float = Field(default=1.0, gt=0, le=1, allow_inf_nan=False)
+    top_p: float = Field(
+        default=1.0, ge=0, le=1, allow_inf_nan=False, description="0 keeps only the most likely token: greedy"
+    )
     top_k: int = Field(default=0, ge=0, lt=2**31, description="Tandem extension; 0 means off")
     min_p: float = Field(
         default=0.0, ge=0, le=1, allow_inf_nan=False, description="drop tokens below min_p times the top probability"
     )
-    seed: int | None = Field(default=None, ge=0, lt=2**63)
+    seed: int | None = Field(
+        default=None, ge=-(2**63), lt=2**63, description="OpenAI's int64; a negative one is read modulo 2^63"
+    )
     stop: StopString | Annotated[list[StopString], Field(max_length=4)] | None = Field(
         default=None, description=f"up to 4 sequences of at most {MAX_STOP_CHARS} characters"
     )
@@ -257,7 +261,10 @@ class _GenerationParams(BaseModel):
     def sampling(self, defaults: GenerationDefaults) -> dict[str, float]:
         """temperature, top_p, top_k, min_p and repetition_penalty: the request's where it set them, else the
         model's generation_config.json defaults (serving/checkpoint.py)."""
-        return defaults.resolve({name: getattr(self, name) for name in SAMPLING_FIELDS}, self.model_fields_set)
+        resolved = defaults.resolve({name: getattr(self, name) for name in SAMPLING_FIELDS}, self.model_fields_set)
+        if resolved["top_p"] == 0:  # the smallest nucleus is the most likely token alone: greedy (0 is "off" below)
+            resolved |= {"temperature": 0.0, "top_p": 1.0}
+        return resolved
 
     def token_biases(self) -> dict[int, float]:
         return {int(token): bias for token, bias in (self.logit_bias or {}).items()}
@@ -273,6 +280,11 @@ class _GenerationParams(BaseModel):
     def echoes(self) -> bool:
         """The answer begins with the prompt (completions' echo)."""
         return False
+
+    @field_validator("seed")
+    @classmethod
+    def _seed_as_the_workers_take_it(cls, value: int | None) -> int | None:
+        return None if value is None else value % 2**63
 
     @field_validator("temperature")
     @classmethod
@@ -318,11 +330,12 @@ class ChatCompletionRequest(_GenerationParams):
         default=None, ge=0, le=MAX_TOP_LOGPROBS, description="with logprobs: this many alternatives per token"
     )
 
-    @model_validator(mode="after")
-    def _top_needs_logprobs(self):
-        if self.top_logprobs is not None and not self.logprobs:
+    @field_validator("top_logprobs")
+    @classmethod
+    def _top_needs_logprobs(cls, value, info: ValidationInfo):  # a field's validator: the 400 names top_logprobs
+        if value is not None and not info.data.get("logprobs"):
             raise ValueError("top_logprobs needs logprobs: true")
-        return self
+        return value
 
     def wanted_top_logprobs(self) -> int | None:
         return (self.top_logprobs or 0) if self.logprobs else None

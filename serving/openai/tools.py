@@ -110,6 +110,9 @@ def forced_names(tools: list[dict], tool_choice) -> list[str] | None:
     raise ToolError("tool_choice must be 'none', 'auto', 'required' or {'type': 'function', 'function': {'name'}}")
 
 
+_NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
 def grammar(tools: list[dict], names: list[str], fmt: str, parallel: bool, otherwise: dict | None = None) -> str:
     """An llguidance grammar whose every sentence is a call (or, with `parallel`, calls) to one of `names`, or,
     given `otherwise` (a JSON schema: response_format's), a text answer that follows it instead."""
@@ -117,7 +120,10 @@ def grammar(tools: list[dict], names: list[str], fmt: str, parallel: bool, other
     key = "parameters" if fmt == "llama3_json" else "arguments"
     calls, definitions = [], {}
     for name in names:
-        parameters, defs = _hoisted(fns[name].get("parameters") or {"type": "object"}, name)
+        parameters = fns[name].get("parameters")
+        # No `parameters` is no arguments (OpenAI: "an empty parameter list"); `{}` is any object.
+        parameters = _NO_PARAMETERS if parameters is None else parameters or {"type": "object"}
+        parameters, defs = _hoisted(parameters, name)
         definitions |= defs
         calls.append(
             {

@@ -136,6 +136,7 @@ def test_max_tokens_and_stop_are_honoured(client):
         (dict(model="no-such-model"), openai.NotFoundError, 404, "model_not_found", "model"),
         (dict(temperature=5), openai.BadRequestError, 400, "invalid_request", "temperature"),
         (dict(max_tokens=0), openai.BadRequestError, 400, "invalid_request", "max_tokens"),
+        (dict(top_logprobs=2), openai.BadRequestError, 400, "invalid_request", "top_logprobs"),  # needs logprobs
         (dict(n=9), openai.BadRequestError, 400, "invalid_request", "n"),  # over TANDEM_MAX_N (8)
         (
             dict(extra_body={"functions": [{"name": "f"}]}),
@@ -165,6 +166,7 @@ def test_max_tokens_and_stop_are_honoured(client):
         "unknown-model",
         "temperature",
         "max-tokens",
+        "top-logprobs-alone",
         "n",
         "functions",
         "too-long",
@@ -191,6 +193,7 @@ def test_a_request_id_is_echoed_or_made_and_the_trace_id_returned(stack):
     assert made.headers["x-request-id"].startswith("req-") and made.headers["x-trace-id"] != mine.headers["x-trace-id"]
     refused = httpx.post(f"{stack.url}/v1/chat/completions", json=body, headers={"X-Request-Id": "two words"})
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "X-Request-Id"
+    assert refused.json()["error"]["code"] == "invalid_request" and refused.headers["x-request-id"].startswith("req-")
     errored = httpx.post(f"{stack.url}/v1/chat/completions", json=body | {"model": "x"}, headers={"X-Request-Id": "e1"})
     assert errored.status_code == 404 and errored.headers["x-request-id"] == "e1"
 
@@ -535,6 +538,16 @@ def test_a_forced_call_cut_by_max_tokens_is_a_cut_call_not_call_syntax(client):
                 deltas += c.delta.tool_calls or []
         assert streamed == "" and len(deltas) == len(choice.message.tool_calls or ()), streamed
     assert cut_calls, "no answer was cut inside its arguments"
+
+
+def test_openais_ranges_for_seed_and_top_p(client):
+    """seed is OpenAI's int64 (UIs send -1): the same negative seed, the same tokens; top_p 0 keeps the most likely
+    token alone, which is greedy."""
+    ask = dict(model=MODEL, messages=[{"role": "user", "content": "Tell me about the gateway."}], max_tokens=12)
+    first, again = (client.chat.completions.create(**ask, seed=-1, temperature=1.0) for _ in range(2))
+    assert first.choices[0].message.content == again.choices[0].message.content
+    greedy = client.chat.completions.create(**ask, temperature=0).choices[0].message.content
+    assert client.chat.completions.create(**ask, top_p=0, temperature=1.0, seed=3).choices[0].message.content == greedy
 
 
 def message_calls(message) -> list[str]:

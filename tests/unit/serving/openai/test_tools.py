@@ -151,6 +151,23 @@ def test_a_forced_call_is_a_valid_call_on_both_engines(engine, fmt):
         jsonschema.validate(json.loads(calls[0].arguments), WEATHER["function"]["parameters"])
 
 
+def test_a_function_without_parameters_is_called_with_none(engine):
+    """OpenAI: omitting `parameters` defines a function with an empty parameter list, so its arguments are {}."""
+    ping = {"type": "function", "function": {"name": "ping", "description": "are you there"}}
+    grammar = tools.grammar([ping], ["ping"], "hermes", parallel=False)
+
+    async def answer(seed):
+        params = SamplingParams(max_tokens=60, temperature=1.0, seed=seed, grammar=grammar)
+        text = ""
+        async for chunk in engine.generate(GenerationRequest(f"p{seed}", (1, 309, 201, 428), params)):
+            text += chunk.text
+        return text
+
+    for text in asyncio.run(_gather(answer, range(3))):
+        _, calls = tools.parse(text, "hermes", {"ping"})
+        assert [(c.name, json.loads(c.arguments)) for c in calls] == [("ping", {})], text
+
+
 async def _gather(fn, seeds):
     return await asyncio.gather(*(fn(s) for s in seeds))
 
