@@ -168,6 +168,12 @@ def _union_member(part: object) -> bool:
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    content_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if content_type != "application/json" and any(tuple(e["loc"]) == ("body",) for e in exc.errors()):
+        # e.g. curl -d or requests.post(data=...): a form, which FastAPI does not read as JSON
+        sent = f"Content-Type {content_type}" if content_type else "no Content-Type"
+        message = f"the request body must be JSON sent with Content-Type: application/json (this one has {sent})"
+        return await _gateway_error(request, BadRequest(message, param="Content-Type"))
     problems, fields = [], []
     for error in exc.errors():
         if error["type"] == "json_invalid":

@@ -27,7 +27,7 @@ def malformed(rng: random.Random) -> tuple[str, dict | str]:
         ("temperature", ASK | {"temperature": rng.choice([1e-40, 1e-9, 0.001, -1, 3, 1e308])}),
         ("priority", ASK | {"priority": rng.choice([2**31, -(2**31) - 1, 2**63])}),
         ("top_k", ASK | {"top_k": rng.choice([2**31, -1, 2**40])}),
-        ("top_p", ASK | {"top_p": rng.choice([0, -0.5, 1.5])}),
+        ("top_p", ASK | {"top_p": rng.choice([-0.01, -0.5, 1.5])}),
         ("stop", ASK | {"stop": ["s" * 300] * rng.randint(1, 4)}),
         ("stop", ASK | {"stop": ["a", "b", "c", "d", "e"]}),
         ("body", ASK | {"stop": [HUGE[: rng.randint(2_100_000 // 4, 1_100_000)]] * 4}),
@@ -296,3 +296,15 @@ def test_an_assistants_earlier_refusal_is_part_of_the_prompt(stack):
     plain = prompt_tokens({"role": "assistant", "content": None})
     refused = prompt_tokens({"role": "assistant", "content": None, "refusal": "I will not help with that."})
     assert refused > plain  # it was dropped: the same count
+
+
+@pytest.mark.parametrize(
+    "headers", [{"Content-Type": "application/x-www-form-urlencoded"}, {"Content-Type": "text/plain"}]
+)
+def test_a_json_body_sent_as_a_form_is_told_to_send_json(stack, headers):
+    """curl -d and requests.post(data=...) send a form's Content-Type: the 400 says what to send, not that the
+    body is no object."""
+    reply = httpx.post(f"{stack.url}/v1/chat/completions", content=json.dumps(ASK), headers=headers, timeout=30)
+    error = reply.json()["error"]
+    assert reply.status_code == 400 and error["param"] == "Content-Type", error
+    assert "Content-Type: application/json" in error["message"] and headers["Content-Type"] in error["message"]
