@@ -22,6 +22,7 @@ from gateway.backends.worker_backend import BackendError, WorkerBackend
 from proto.gen import worker_pb2
 
 HEALTH_TIMEOUT_S = 1.0
+PRIVATE_HEADERS = {"X-Tandem-Privacy": "private"}  # a never-leave tag in every policy that keeps the default tags
 
 
 class HttpWorkerBackend(WorkerBackend):
@@ -100,8 +101,11 @@ class HttpWorkerBackend(WorkerBackend):
             )
         finish, usage = None, None
         try:
+            # A private request says so: another Tandem gateway behind this one keeps it on its edge (untagged, it
+            # routed it to its own cloud pool), and a server that does not know the header ignores it.
+            headers = PRIVATE_HEADERS if request.private else None
             async with self._client.stream(
-                "POST", f"{self._base}/v1/completions", json=self._body(request), timeout=timeout_s
+                "POST", f"{self._base}/v1/completions", json=self._body(request), headers=headers, timeout=timeout_s
             ) as response:
                 if response.status_code != 200:
                     raise self._error(response.status_code, (await response.aread()).decode(errors="replace"))

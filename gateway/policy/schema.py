@@ -5,6 +5,7 @@ name a rule uses must be a pool, checked when the policy loads.
 """
 
 import functools
+import ipaddress
 from typing import Annotated, Literal, Union
 from urllib.parse import urlparse
 
@@ -155,19 +156,48 @@ class Pool(_Strict):
         description="for http(s) endpoints: send each tenant's prefix-cache salt as `cache_salt`, so tenants never "
         "share cached prefixes there (vLLM >= 0.9 takes it; a server that refuses unknown fields does not)",
     )
+    trust_remote_http: bool = Field(
+        default=False,
+        description="an edge pool's http(s) endpoints on other hosts are trusted with private prompts. An HTTP "
+        "server cannot report its kind: without this, an edge pool's HTTP servers must be on this host (loopback)",
+    )
 
     @field_validator("endpoints")
     @classmethod
     def _urls(cls, value: list[str]) -> list[str]:
         for url in value:
-            parsed = urlparse(url)
+            try:
+                parsed = urlparse(url)
+                port = parsed.port
+            except ValueError as exc:  # a port that is no number or out of range
+                raise ValueError(f"endpoint {url!r}: {exc}") from None
             if parsed.scheme not in ("grpc", "dns", "http", "https") or not parsed.hostname:
                 raise ValueError(
                     f"endpoint {url!r} must look like grpc://host:port, dns://name:port or http(s)://host[:port]"
                 )
-            if parsed.scheme in ("grpc", "dns") and not parsed.port:
+            if parsed.scheme in ("grpc", "dns") and not port:
                 raise ValueError(f"endpoint {url!r} needs a port")
+            if parsed.username is not None or parsed.password is not None:
+                raise ValueError(
+                    f"endpoint {parsed.scheme}://…@{parsed.hostname}: credentials in an endpoint would be shown in "
+                    "every answer's X-Tandem-Backend, the logs and the metrics; remove them"
+                )
         return value
+
+    @model_validator(mode="after")
+    def _remote_http_in_an_edge_pool_is_said_in_so_many_words(self) -> "Pool":
+        if self.kind != "edge" or self.trust_remote_http:
+            return self
+        for j, url in enumerate(self.endpoints):
+            parsed = urlparse(url)
+            if parsed.scheme in ("http", "https") and not is_loopback(parsed.hostname):
+                raise PolicyFieldError(
+                    ("endpoints", j),
+                    f"{url} is an HTTP server on another host in an edge pool: it would get private prompts, and "
+                    "an HTTP server cannot say it is an edge. Put it in a cloud pool, or set trust_remote_http: true "
+                    "on this pool if it is inside the device's trust boundary",
+                )
+        return self
 
 
 class Privacy(_Strict):
@@ -288,14 +318,19 @@ class Policy(_Strict):
 
     @model_validator(mode="after")
     def _one_kind_per_endpoint(self) -> "Policy":
-        kinds: dict[str, tuple[str, str]] = {}
+        """A server in an edge pool and a cloud pool would get private prompts as an edge. Endpoints are compared as
+        the servers they reach: scheme, case, default ports, a trailing /v1 and the names of this host aside
+        (http://localhost:8000/v1 is http://127.0.0.1:8000)."""
+        kinds: dict[tuple[str, int | None], tuple[str, str, str]] = {}
         for name, pool in self.pools.items():
             for j, url in enumerate(pool.endpoints):
-                other = kinds.setdefault(url, (pool.kind, name))
+                other = kinds.setdefault(server_of(url), (pool.kind, name, url))
                 if other[0] != pool.kind:
+                    same = "" if other[2] == url else f" (as {other[2]})"
                     raise PolicyFieldError(
                         ("pools", name, "endpoints", j),
-                        f"{url} is in {other[0]} pool {other[1]!r} and {pool.kind} pool {name!r}; a backend has one kind",
+                        f"{url} is in {other[0]} pool {other[1]!r}{same} and {pool.kind} pool {name!r}; a backend has "
+                        "one kind",
                     )
         return self
 
@@ -305,6 +340,36 @@ class Policy(_Strict):
         for loc, message in privacy.policy_problems(self):
             raise PolicyFieldError(loc, message)
         return self
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether a host name is this host (localhost, 127.0.0.0/8, ::1): a name alone, nothing is resolved."""
+    if host is None:
+        return False
+    host = host.lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def server_of(url: str) -> tuple[str, int | None]:
+    """The server an endpoint reaches, as far as its text says: host (this host's names as one) and port."""
+    parsed = urlparse(url)
+    host = (parsed.hostname or "").lower().rstrip(".")
+    if is_loopback(host):
+        host = "loopback"
+    else:
+        try:
+            host = ipaddress.ip_address(host).compressed
+        except ValueError:
+            pass
+    return host, parsed.port or _DEFAULT_PORTS.get(parsed.scheme)
 
 
 class PolicyFieldError(ValueError):

@@ -96,6 +96,38 @@ def test_one_trace_spans_both_gateways_and_the_worker(front):
         time.sleep(0.1)
 
 
+def test_a_private_request_over_http_to_another_gateway_stays_on_its_edge(front, demo_checkpoint, tmp_path):
+    """An edge pool may hold a Tandem gateway on this host over HTTP (docs/policy.md). A private request reaches it
+    tagged (X-Tandem-Privacy), so that gateway keeps it on its own edge: untagged, it went to its cloud pool."""
+    _, back, _ = front
+    cloud = next(c.endpoint for c in back.children if c.pool == "cloud")
+    policy = tmp_path / "near.yaml"
+    policy.write_text(
+        "version: 1\n"
+        "pools:\n"
+        f"  near: {{kind: edge, endpoints: ['{back.url}']}}\n"
+        f"  cloud: {{kind: cloud, endpoints: ['{cloud}']}}\n"
+        "rules:\n"
+        "  - {name: private, match: {privacy: [private, pii, confidential]}, route: near}\n"
+        "  - {name: default, route: cloud}\n"
+    )
+    port = free_port()
+    near = start_gateway(demo_checkpoint, policy, port, {}, tmp_path / "near")
+    try:
+
+        def routed(pool: str) -> float:
+            metrics = httpx.get(f"{back.url}/metrics", timeout=10).text
+            lines = [line for line in metrics.splitlines() if line.startswith("tandem_gateway_requests_total{")]
+            return sum(float(line.rpartition(" ")[2]) for line in lines if f'pool="{pool}"' in line)
+
+        before = routed("edge"), routed("cloud")
+        answer = ask(f"http://127.0.0.1:{port}", extra_headers={"X-Tandem-Privacy": "private"})
+        assert answer.headers["x-tandem-route"] == "near; rule=private"
+        assert (routed("edge"), routed("cloud")) == (before[0] + 1, before[1])
+    finally:
+        near.stop()
+
+
 def test_readyz_reports_the_http_member_and_its_loss(front):
     url, back, _ = front
     member = httpx.get(f"{url}/readyz").json()["backends"][back.url]

@@ -113,6 +113,43 @@ CASES = [
         "privacy.known_tags.0: Value error, privacy tag ' ' must be one non-empty tag",
         2,
     ),
+    *(
+        (
+            f"one server in an edge and a cloud pool, spelt {edge} and {cloud}",
+            f"version: 1\npools:\n  edge: {{kind: edge, endpoints: ['{edge}']}}\n"
+            f"  cloud: {{kind: cloud, endpoints: ['{cloud}']}}\nrules:\n"
+            + PRIVATE_FIRST
+            + "  - {name: d, route: cloud}\n",
+            f"pools.cloud.endpoints.0: {cloud} is in edge pool 'edge' (as {edge}) and cloud pool 'cloud'",
+            4,
+        )
+        for edge, cloud in [
+            ("http://localhost:8000/v1", "http://127.0.0.1:8000"),
+            ("http://LOCALHOST:80/", "https://127.0.0.2:80"),
+            ("grpc://[::1]:50051", "grpc://localhost:50051"),
+            ("grpc://10.0.0.7:80", "http://10.0.0.7"),
+        ]
+    ),
+    (
+        "an HTTP server on another host in an edge pool, not said to be trusted",
+        "version: 1\npools:\n  edge: {kind: edge, endpoints: ['https://api.openai.com']}\n"
+        "  cloud: {kind: cloud, endpoints: ['grpc://h:2']}\nrules:\n" + PRIVATE_FIRST + "  - {name: d, route: cloud}\n",
+        "pools.edge.endpoints.0: https://api.openai.com is an HTTP server on another host in an edge pool",
+        3,
+    ),
+    (
+        "credentials in an endpoint",
+        "version: 1\npools:\n  c: {kind: cloud, endpoints: ['http://svc:S3cret@10.0.0.7:8000']}\n"
+        "rules: [{name: d, route: c}]\n",
+        "credentials in an endpoint would be shown",
+        3,
+    ),
+    (
+        "a port out of range",
+        "version: 1\npools:\n  c: {kind: cloud, endpoints: ['grpc://h:99999']}\nrules: [{name: d, route: c}]\n",
+        "Port out of range",
+        3,
+    ),
 ]
 
 
@@ -154,3 +191,24 @@ def test_policy_tags_read_as_request_tags_do(tmp_path):
     assert policy.known_privacy_tags == {"pii", "private", "internal"}
     assert privacy.is_private(policy, privacy.request_tags(policy, "pii", None))
     assert not privacy.is_private(policy, privacy.request_tags(policy, None, "INTERNAL"))
+
+
+def test_an_http_server_in_an_edge_pool_is_on_this_host_or_trusted_in_so_many_words(tmp_path):
+    path = tmp_path / "policy.yaml"
+    rules = "rules:\n" + PRIVATE_FIRST + "  - {name: d, route: cloud}\n"
+    for edge in (
+        "kind: edge, endpoints: ['http://127.0.0.1:11434']",  # Ollama on the device
+        "kind: edge, endpoints: ['http://10.0.0.9:8000'], trust_remote_http: true",
+    ):
+        path.write_text(f"version: 1\npools:\n  edge: {{{edge}}}\n  cloud: {{kind: cloud, endpoints: ['grpc://h:2']}}\n"
+                        + rules)  # fmt: skip
+        assert load_policy(path).pools["edge"].kind == "edge"
+    with pytest.raises(PolicyError, match="credentials"):  # never written to the error either
+        path.write_text(
+            "version: 1\npools:\n  c: {kind: cloud, endpoints: ['http://u:pw@h:1']}\nrules: [{name: d, route: c}]\n"
+        )
+        load_policy(path)
+    try:
+        load_policy(path)
+    except PolicyError as exc:
+        assert "pw" not in str(exc)
