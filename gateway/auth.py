@@ -48,7 +48,7 @@ def is_ops(request: Request) -> bool:
         return True
     expected = settings.ops_token.get_secret_value() if settings.ops_token else ""
     token = _bearer(request)
-    return bool(expected and token) and hmac.compare_digest(token.encode(), expected.encode())
+    return bool(expected and token) and hmac.compare_digest(token.encode(errors="replace"), expected.encode())
 
 
 def _bearer(request: Request) -> str:

@@ -4,7 +4,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from serving.checkpoint import model_id_for
@@ -13,8 +13,8 @@ from serving.checkpoint import model_id_for
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TANDEM_")
 
-    host: str = "127.0.0.1"
-    port: int = 8000
+    host: str = Field(default="127.0.0.1", min_length=1, description="the address to listen on (empty is refused)")
+    port: int = Field(default=8000, ge=1, le=65535)
     model_dir: Path = Field(description="checkpoint directory whose tokenizer the gateway uses")
     model_id: str | None = Field(default=None, description="id clients send as `model`; default: model_dir's name")
     model_dirs: Annotated[list[str], NoDecode] = Field(
@@ -38,10 +38,16 @@ class Settings(BaseSettings):
         description="bearer token for /metrics and the details of /readyz (auth api-key); unset: not served",
     )
     drain_delay_s: float = Field(
-        default=2.0, ge=0, description="SIGTERM: readiness false at once, new requests still served this long"
+        default=2.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="SIGTERM: readiness false at once, new requests still served this long",
     )
     shutdown_grace_s: float = Field(
-        default=20.0, gt=0, description="after the drain delay: how long in-flight requests may take to finish"
+        default=20.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="after the drain delay: how long in-flight requests may take to finish",
     )
     max_body_bytes: int = Field(
         default=2 * 1024 * 1024, ge=1024, description="larger request bodies get 413 before they are parsed"
@@ -55,32 +61,68 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("TANDEM_REDIS_URL", "REDIS_URL"),
         description="Redis for rate limits shared by replicas; unset: limits per replica",
     )
-    default_max_tokens: int = 128
-    backend_timeout_s: float = 120.0
-    health_interval_s: float = 1.0
-    first_token_deadline_s: float = Field(default=30.0, description="give up retrying backends after this long")
-    attempt_timeout_s: float = Field(default=10.0, description="how long one backend may take to its first token")
+    default_max_tokens: int = Field(default=128, ge=1, description="max_tokens of a request that sets none")
+    backend_timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
+    health_interval_s: float = Field(default=1.0, ge=0.05, allow_inf_nan=False, description="Stats polls this often")
+    first_token_deadline_s: float = Field(
+        default=30.0, gt=0, allow_inf_nan=False, description="give up retrying backends after this long"
+    )
+    attempt_timeout_s: float = Field(
+        default=10.0, gt=0, allow_inf_nan=False, description="how long one backend may take to its first token"
+    )
     stream_idle_timeout_s: float = Field(
-        default=30.0, gt=0, description="a backend silent this long mid-answer is hung: the answer ends with an error"
+        default=30.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="a backend silent this long mid-answer is hung: the answer ends with an error",
     )
     breaker_failures: int = Field(default=3, ge=1, description="consecutive failures that open a backend's breaker")
-    breaker_open_s: float = Field(default=5.0, gt=0, description="how long an open breaker waits before a probe")
+    breaker_open_s: float = Field(
+        default=5.0, gt=0, allow_inf_nan=False, description="how long an open breaker waits before a probe"
+    )
     watch_policy: bool = Field(default=True, description="reload the policy file when it changes")
     edge_token: str | None = Field(default=None, description="token edge agents register with; unset: registration off")
-    edge_agent_ttl_s: float = Field(default=15.0, gt=0, description="drop an edge agent not heard from for this long")
+    edge_agent_ttl_s: float = Field(
+        default=15.0, gt=0, allow_inf_nan=False, description="drop an edge agent not heard from for this long"
+    )
     trace_content: bool = Field(
         default=False, description="put prompt and completion text in spans (never for private requests)"
     )
     autoscale_queue_per_worker: float = Field(
-        default=4.0, gt=0, description="autoscaling target: waiting requests per worker"
+        default=4.0, gt=0, allow_inf_nan=False, description="autoscaling target: waiting requests per worker"
     )
     autoscale_kv_usage: float = Field(
         default=0.85, gt=0, le=1, description="autoscaling target: KV pool fraction in use"
     )
-    autoscale_ttft_p90_s: float = Field(default=2.0, gt=0, description="autoscaling target: TTFT p90 in seconds")
-    autoscale_window_s: float = Field(default=60.0, gt=0, description="window of the TTFT p90 signal")
+    autoscale_ttft_p90_s: float = Field(
+        default=2.0, gt=0, allow_inf_nan=False, description="autoscaling target: TTFT p90 in seconds"
+    )
+    autoscale_window_s: float = Field(
+        default=60.0, gt=0, allow_inf_nan=False, description="window of the TTFT p90 signal"
+    )
     max_n: int = Field(default=8, ge=1, le=128, description="the most choices (n) one request may ask for")
     decision_log: Path | None = Field(default=None, description="append each routing decision here as JSON lines")
+
+    @model_validator(mode="after")
+    def _auth_says_one_thing(self) -> "Settings":
+        """`none` beside keys or an ops token is two settings that disagree; the open one would win silently."""
+        if self.auth == "none":
+            given = [n for n, v in (("TANDEM_API_KEYS", self.api_keys), ("TANDEM_TENANTS_FILE", self.tenants_file),
+                                    ("TANDEM_OPS_TOKEN", self.ops_token)) if v]  # fmt: skip
+            if given:
+                raise ValueError(
+                    f"TANDEM_AUTH=none checks no keys, and {', '.join(given)} {'is' if len(given) == 1 else 'are'} "
+                    "set: unset one or the other"
+                )
+        return self
+
+    @field_validator("edge_token", "ops_token")
+    @classmethod
+    def _token_as_a_header_carries_it(cls, value):
+        text = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if text is not None and not (text.isascii() and text.isprintable() and " " not in text and text):
+            raise ValueError("must be printable ASCII without spaces: it is sent as an HTTP header")
+        return value
 
     @field_validator("api_keys", "model_dirs", mode="before")
     @classmethod

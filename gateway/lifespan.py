@@ -22,7 +22,7 @@ from gateway.decision_log import DecisionLog
 from gateway.edge_agents import EdgeAgents
 from gateway.hints.prefix_hints import PrefixHints
 from gateway.limits.admission import AdmissionController
-from gateway.policy.loader import parse_policy
+from gateway.policy.loader import parse_policy, read_policy_text
 from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
 from gateway.policy.schema import Pool
 from gateway.redis_client import connect
@@ -64,7 +64,7 @@ async def lifespan(app: FastAPI):
     """The gateway's resources for the app's life: opened in order, closed in reverse."""
     s = app_settings(app)
     tenants = load_tenants(s)
-    text = s.policy_file.read_text()
+    text = read_policy_text(s.policy_file)
     policy = parse_policy(text, str(s.policy_file))
     if warning := privacy.detection_warning(policy):
         log.warning("%s", warning)

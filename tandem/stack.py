@@ -24,6 +24,7 @@ import yaml
 from rich.console import Console
 
 from gateway.policy.loader import PolicyError, load_policy
+from gateway.policy.schema import is_loopback
 from serving.checkpoint import model_id_for
 from tandem.demo_model import write_demo_checkpoint
 
@@ -190,11 +191,22 @@ def start_local_stack(
     env = local_env({**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     if more_models:
         env["TANDEM_MODEL_DIRS"] = ",".join(f"{name}={path}" for name, path in more_models.items())
+    host = env.get("TANDEM_HOST", "127.0.0.1")
+    if env.get("TANDEM_AUTH") == "none" and not is_loopback(host):
+        raise StackError(
+            f"TANDEM_HOST={host!r} would open a gateway that checks no API keys beyond this host; a local stack "
+            "listens on loopback: unset TANDEM_HOST, or give keys (TANDEM_API_KEYS) to open it"
+        )
     workers = []
     for pool_name, pool in policy.pools.items():
         checkpoint = more_models.get(policy.model_of(pool_name, ""), model_dir)
         for endpoint in pool.endpoints:
             parsed = urlparse(endpoint)
+            if parsed.scheme != "grpc" or not is_loopback(parsed.hostname):
+                raise StackError(
+                    f"{policy_path}: {endpoint}: a local stack starts a Tandem worker for each endpoint, on this host "
+                    "and reached over gRPC (grpc://127.0.0.1:PORT); run `tandem gateway` to route to other servers"
+                )
             command = "cloud-worker" if pool.kind == "cloud" else "edge-agent"
             args = [command, "--model", str(checkpoint), "--host", parsed.hostname, "--port", str(parsed.port)]
             if pool.kind == "edge":
@@ -302,8 +314,8 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
                 model_dir,
                 policy_path,
                 state_dir,
-                int(os.environ.get("TANDEM_PORT", "8000")),
-                local_agent_port=int(os.environ.get("TANDEM_LOCAL_AGENT_PORT", "50062")),
+                _port_from_env("TANDEM_PORT", 8000),
+                local_agent_port=_port_from_env("TANDEM_LOCAL_AGENT_PORT", 50062),
                 more_models=more_models,
             )
         _print_banner(stack.url, state_dir / "logs", policy_path, list(more_models))
@@ -322,6 +334,15 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
         if stack is not None:
             stack.stop()
         console.print("stopped.")
+
+
+def _port_from_env(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not (value.isascii() and value.isdigit() and 1 <= int(value) <= 65535):
+        raise StackError(f"{name}={value!r}: not a port number (1 to 65535)")
+    return int(value)
 
 
 def _print_banner(url: str, log_dir: Path, policy_path: Path, more_models: list[str] = ()) -> None:

@@ -23,7 +23,8 @@ async def require_edge_token(request: Request, settings: Config) -> None:
     if not expected:
         raise RegistrationOff("edge registration is off on this gateway: set TANDEM_EDGE_TOKEN to turn it on")
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip(), expected):
+    # bytes: compare_digest refuses str with characters outside ASCII, which anyone could send (a 500 for each)
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(errors="replace"), expected.encode()):
         raise Unauthorized("edge registration needs 'Authorization: Bearer <TANDEM_EDGE_TOKEN>'")
 
 

@@ -6,6 +6,7 @@ A request reads `state.policy` once, so in-flight requests finish on the
 policy they started with.
 """
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 from watchfiles import awatch
 
 from gateway import metrics, privacy
-from gateway.policy.loader import PolicyError, parse_policy
+from gateway.policy.loader import PolicyError, parse_policy, read_policy_text
 
 log = logging.getLogger(__name__)
 
@@ -43,28 +44,44 @@ def digest(text: str) -> str:
 class PolicyReloader:
     def __init__(self, state) -> None:
         self._state = state
+        self._rejected: str | None = None  # the digest of the last file refused: not reported again until it changes
 
     async def run(self) -> None:
+        """Watch the file's directory, and its target's where it is a symlink elsewhere; a failure of one reload
+        is logged and the watch goes on (a watcher that died would leave every later edit unread, silently)."""
         status = self._state.policy_status
-        async for _ in awatch(status.path.parent, debounce=50, step=50, recursive=False):
-            await self.reload()
+        folders = {status.path.parent, status.path.resolve().parent}
+        # Only the file, its target and a ConfigMap's `..data` swap: a log written beside the policy was a change
+        # too, and watchfiles' own "1 change detected" line in it another, so the policy was read 10 times a second.
+        names = {status.path.name, status.path.resolve().name, "..data"}
+
+        def ours(_change, path: str) -> bool:
+            return Path(path).name in names
+
+        async for _ in awatch(*folders, debounce=50, step=50, recursive=False, watch_filter=ours):
+            try:
+                await self.reload()
+            except Exception:  # noqa: BLE001 - the watch must outlive any one edit
+                log.exception("policy reload failed; the previous policy keeps serving")
+                self._state.policy_status.last_error = f"{status.path}: reload failed; see the gateway log"
 
     async def reload(self) -> bool:
         """Load the file if its content changed; True when a new policy now serves."""
         status = self._state.policy_status
         try:
-            text = status.path.read_text()
-        except OSError as exc:
-            return self._reject(f"{status.path}: cannot read: {exc.strerror}")
+            text = read_policy_text(status.path)
+        except PolicyError as exc:
+            return self._reject(str(exc))
         new_digest = digest(text)
-        if new_digest == status.sha256:
+        if new_digest in (status.sha256, self._rejected):
             return False
-        try:
-            policy = parse_policy(text, str(status.path))
+        try:  # off the event loop: a large file takes a while, and requests go on meanwhile
+            policy = await asyncio.to_thread(parse_policy, text, str(status.path))
             self._state.check_models(policy)
         except (PolicyError, ValueError) as exc:
-            status.sha256 = new_digest  # do not report the same broken file again until it changes
+            self._rejected = new_digest  # /readyz's sha256 stays the serving policy's
             return self._reject(f"{status.path}: {exc}" if not isinstance(exc, PolicyError) else str(exc))
+        self._rejected = None
         await self._state.registry.apply(policy)
         self._state.policy = policy
         self._state.policy_status = PolicyStatus(status.path, new_digest, time.time())

@@ -77,8 +77,13 @@ class Match(_Strict):
     model: list[str] | None = Field(default=None, description="any of these model ids (the request's `model`)")
 
 
+# Pool and rule names go into the X-Tandem-Route header, metric labels and logs: letters, digits, '.', '_', '-'.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
 class Rule(_Strict):
-    name: str
+    name: Name
     match: Match = Match()
     route: str
     fallback: list[str] = []
@@ -234,7 +239,7 @@ class ModelSpec(_Strict):
 class Policy(_Strict):
     version: Literal[1]
     privacy: Privacy = Privacy()
-    pools: dict[str, Pool] = Field(min_length=1)
+    pools: dict[Name, Pool] = Field(min_length=1)
     models: dict[str, ModelSpec] = Field(
         default_factory=dict,
         description="model id -> the pools serving it (every pool in exactly one); empty: the gateway's one model, "

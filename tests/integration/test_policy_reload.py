@@ -1,6 +1,8 @@
 """Editing the policy file under a running gateway."""
 
+import hashlib
 import os
+import shutil
 import time
 
 import httpx
@@ -8,7 +10,8 @@ import openai
 import pytest
 import yaml
 
-from tests.stack import start_stack
+from tests.conftest import free_port
+from tests.stack import start_gateway, start_stack
 
 pytestmark = pytest.mark.integration
 
@@ -77,3 +80,71 @@ def test_a_valid_edit_routes_the_next_request_differently_and_a_broken_one_is_re
     assert reload_errors(s.url) == before + 1
     assert route_of(client) == "edge; rule=everything-else-on-the-edge"  # the last good policy still serves
     assert "policy change rejected" in (policy_path.parent / "logs" / "gateway.log").read_text()
+    # /readyz names the policy that serves, not the file that was refused
+    assert serving_sha(s.url) != hashlib.sha256(policy_path.read_bytes()).hexdigest()[:16]
+
+
+def wait_for(predicate, what: str, seconds: float = 3.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [b"# caf\xe9\n", b"x: " + b"[" * 3000 + b"]" * 3000 + b"\n", b"version: 1\nversion: 1\n"],
+    ids=["not-utf8", "nested-too-deep", "key-twice"],
+)
+def test_an_edit_that_cannot_be_read_is_refused_and_the_watch_goes_on(stack, broken):
+    """A file that is not UTF-8 or nests too deeply ended the watch, silently: no later edit was ever read."""
+    s, policy_path = stack
+    client = openai.OpenAI(base_url=f"{s.url}/v1", api_key="unused", max_retries=0)
+    good = policy_path.read_bytes()
+    policy_path.write_bytes(good + broken)
+    wait_for(lambda: httpx.get(f"{s.url}/readyz").json()["policy"]["last_error"], "the broken edit was not noticed")
+    assert route_of(client) == "cloud; rule=default"
+    policy = yaml.safe_load(good)
+    policy["rules"][-1] = {"name": "later-edit", "route": "edge"}
+    write_atomically(policy_path, yaml.safe_dump(policy))
+    wait_for(lambda: route_of(client) == "edge; rule=later-edit", "the watch stopped after the broken edit")
+
+
+def test_a_configmap_swap_and_an_edit_of_a_symlinks_target_elsewhere_are_read(stack, demo_checkpoint, tmp_path):
+    """Kubernetes mounts a ConfigMap as policy.yaml -> ..data/policy.yaml and swaps `..data` (a symlink to a folder
+    of its own per version) by a rename; an operator may link the policy to a file in another folder."""
+    s, policy_path = stack
+    mount = tmp_path / "mount"
+    (mount / "..v1").mkdir(parents=True)
+    policy = yaml.safe_load(policy_path.read_text())
+    (mount / "..v1" / "policy.yaml").write_text(yaml.safe_dump(policy))
+    (mount / "..data").symlink_to("..v1")
+    (mount / "policy.yaml").symlink_to("..data/policy.yaml")
+    port = free_port()
+    gateway = start_gateway(demo_checkpoint, mount / "policy.yaml", port, {}, tmp_path / "gw")
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
+    try:
+        assert route_of(client) == "cloud; rule=default"
+        policy["rules"][-1] = {"name": "after-the-swap", "route": "edge"}
+        (mount / "..v2").mkdir()
+        (mount / "..v2" / "policy.yaml").write_text(yaml.safe_dump(policy))
+        (mount / "..data_tmp").symlink_to("..v2")
+        os.replace(mount / "..data_tmp", mount / "..data")
+        shutil.rmtree(mount / "..v1")  # as the kubelet does
+        wait_for(lambda: route_of(client) == "edge; rule=after-the-swap", "the ConfigMap swap was not read")
+    finally:
+        gateway.stop()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "v3.yaml").write_text(yaml.safe_dump(policy))
+    linked = tmp_path / "etc"
+    linked.mkdir()
+    (linked / "policy.yaml").symlink_to(elsewhere / "v3.yaml")
+    gateway = start_gateway(demo_checkpoint, linked / "policy.yaml", port, {}, tmp_path / "gw2")
+    try:
+        assert route_of(client) == "edge; rule=after-the-swap"
+        policy["rules"][-1] = {"name": "edited-in-place", "route": "cloud"}
+        (elsewhere / "v3.yaml").write_text(yaml.safe_dump(policy))
+        wait_for(lambda: route_of(client) == "cloud; rule=edited-in-place", "an edit of the link's target was not read")
+    finally:
+        gateway.stop()

@@ -7,6 +7,7 @@ backends do not exist, which these requests never need.
 import pytest
 import yaml
 from fastapi.testclient import TestClient
+from pydantic import ValidationError
 
 from gateway.config import Settings, get_settings
 from gateway.lifespan import ConfigError
@@ -68,7 +69,7 @@ def test_no_keys_and_no_auth_none_refuses_to_start(demo_checkpoint, tmp_path):
 
 
 def test_auth_none_written_out_is_open(demo_checkpoint, tmp_path):
-    open_settings = settings(demo_checkpoint, tmp_path, api_keys=[], tenants_file=None, auth="none")
+    open_settings = settings(demo_checkpoint, tmp_path, api_keys=[], tenants_file=None, ops_token=None, auth="none")
     with TestClient(create_app(open_settings)) as client:
         explained = client.post("/v1/route/explain", json=ASK, headers={"X-Tandem-Tenant": "t1"})
         assert explained.status_code == 200 and explained.json()["features"]["tenant"] == "t1"
@@ -204,3 +205,36 @@ def test_detection_off_is_logged_at_start(demo_checkpoint, tmp_path, caplog):
 def test_min_p_is_bounded(gateway, min_p):
     reply = gateway.post("/v1/route/explain", json=ASK | {"min_p": min_p}, headers=bearer(KEY))
     assert reply.status_code == 400 and reply.json()["error"]["param"] == "min_p"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        (dict(tenants_file=None, ops_token=None), "TANDEM_API_KEYS"),
+        (dict(api_keys=[], tenants_file=None), "TANDEM_OPS_TOKEN"),
+        (dict(api_keys=[], ops_token=None), "TANDEM_TENANTS_FILE"),
+    ],
+)
+def test_auth_none_beside_keys_or_an_ops_token_is_refused(demo_checkpoint, tmp_path, overrides, named):
+    """A leftover TANDEM_AUTH=none would open a gateway whose keys were configured, silently."""
+    with pytest.raises(ValidationError, match=named):
+        settings(demo_checkpoint, tmp_path, auth="none", **overrides)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("host", ""), ("port", 99999), ("port", 0), ("health_interval_s", 0), ("health_interval_s", float("nan")),
+     ("first_token_deadline_s", -1), ("backend_timeout_s", -1), ("attempt_timeout_s", float("nan")),
+     ("default_max_tokens", 0), ("breaker_open_s", float("inf")), ("shutdown_grace_s", float("inf")),
+     ("edge_token", "s\u00e9cret"), ("ops_token", "two words")],
+)  # fmt: skip
+def test_a_setting_that_would_break_every_request_is_refused_at_start(demo_checkpoint, tmp_path, field, value):
+    with pytest.raises(ValidationError, match=field):
+        settings(demo_checkpoint, tmp_path, **{field: value})
+
+
+def test_a_token_outside_ascii_is_a_401_not_a_500(demo_checkpoint, tmp_path):
+    with TestClient(create_app(settings(demo_checkpoint, tmp_path, edge_token="s3cret"))) as client:
+        for value in ("Bearer s\u00e9cret".encode(), "Bearer s\u00e9cret".encode("latin-1")):
+            assert client.post("/v1/edge/register", json={}, headers={"Authorization": value}).status_code == 401
+            assert client.get("/metrics", headers={"Authorization": value}).status_code == 401

@@ -1,0 +1,41 @@
+"""`tandem up` is a stack on this host with no API keys: what would open it, or cannot be started, is refused before
+any process starts, in one line."""
+
+import pytest
+
+from tandem.stack import StackError, _port_from_env, start_local_stack
+
+POLICY = (
+    "version: 1\npools:\n  edge: {{kind: edge, endpoints: ['{edge}']}}\n  cloud: {{kind: cloud, endpoints: ['{cloud}']}}\n"
+    "rules:\n  - {{name: private, match: {{privacy: [private, pii, confidential]}}, route: edge}}\n"
+    "  - {{name: default, route: cloud}}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("env", "edge", "cloud", "said"),
+    [
+        ({"TANDEM_HOST": "0.0.0.0"}, "grpc://127.0.0.1:1", "grpc://127.0.0.1:2", "TANDEM_HOST='0.0.0.0'"),
+        ({"TANDEM_HOST": ""}, "grpc://127.0.0.1:1", "grpc://127.0.0.1:2", "TANDEM_HOST=''"),
+        ({}, "grpc://127.0.0.1:1", "grpc://0.0.0.0:2", "grpc://0.0.0.0:2: a local stack starts a Tandem worker"),
+        ({}, "grpc://127.0.0.1:1", "https://api.example.com", "https://api.example.com: a local stack"),
+    ],
+)
+def test_what_would_open_the_stack_or_cannot_be_started_is_refused(tmp_path, monkeypatch, env, edge, cloud, said):
+    for name in ("TANDEM_HOST", "TANDEM_API_KEYS", "TANDEM_TENANTS_FILE", "TANDEM_AUTH"):
+        monkeypatch.delenv(name, raising=False)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY.format(edge=edge, cloud=cloud))
+    with pytest.raises(StackError) as err:
+        start_local_stack(tmp_path / "no-model", policy, tmp_path, 1, env)
+    assert said in str(err.value)
+    assert not (tmp_path / "logs").exists() or not list((tmp_path / "logs").iterdir())  # nothing was started
+
+
+@pytest.mark.parametrize("value", ["abc", "99999", "0", "-1", "８０００"])
+def test_a_port_variable_that_is_no_port_is_named(monkeypatch, value):
+    monkeypatch.setenv("TANDEM_PORT", value)
+    with pytest.raises(StackError, match="TANDEM_PORT"):
+        _port_from_env("TANDEM_PORT", 8000)
+    monkeypatch.setenv("TANDEM_PORT", " 8001 ")
+    assert _port_from_env("TANDEM_PORT", 8000) == 8001
