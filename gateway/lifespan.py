@@ -4,9 +4,12 @@ log, admission, the policy reloader. `gateway/main.py` only assembles the app ar
 
 import asyncio
 import logging
+import os
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 
+import redis.asyncio
 from fastapi import FastAPI
 from prometheus_client import REGISTRY
 
@@ -27,8 +30,9 @@ from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
 from gateway.policy.schema import Pool
 from gateway.redis_client import connect
 from gateway.state import GatewayState, ServedModel, check_models
-from gateway.tenants import Tenants
+from gateway.tenants import Tenants, TenantsError
 from serving.openai.chat_tokenizer import ChatTokenizer
+from serving.openai.tools import format_for as tool_format_for
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +46,35 @@ def load_tenants(s: Settings) -> Tenants:
     secret = s.cache_salt_secret.get_secret_value().encode() if s.cache_salt_secret else None
     tenants = Tenants.load(s.tenants_file, s.api_keys, secret)
     if s.auth == "api-key" and not tenants.requires_key:
-        raise ConfigError(
-            "no API keys: set TANDEM_API_KEYS ([tenant:]key,...) or TANDEM_TENANTS_FILE, "
-            "or TANDEM_AUTH=none to run without keys (every caller then picks its tenant; local use only)"
-        )
+        raise ConfigError(_NO_KEYS)
     if s.auth == "none":
         log.warning("auth is none: no API keys are checked; anyone who reaches %s:%d can use it", s.host, s.port)
     return tenants
+
+
+def preflight(s: Settings) -> None:
+    """What the lifespan would fail on later, checked before the port is bound: ConfigError in one line (inside
+    the lifespan it was a traceback under uvicorn's)."""
+    try:
+        Tenants.load(s.tenants_file, s.api_keys, b"preflight")
+        for name, path in s.model_checkpoints().items():
+            if not (Path(path) / "tokenizer.json").is_file():
+                raise ValueError(f"model {name!r}: {path} is no checkpoint directory (no tokenizer.json)")
+        if s.redis_url:
+            redis.asyncio.connection.parse_url(s.redis_url)  # what connect() would refuse
+        tool_format_for(None, os.environ.get("TANDEM_TOOL_FORMAT"))
+        if s.decision_log is not None and (s.decision_log.is_dir() or not s.decision_log.parent.is_dir()):
+            raise ValueError(f"TANDEM_DECISION_LOG={s.decision_log}: not a file in an existing directory")
+    except (TenantsError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+    if s.auth == "api-key" and not s.api_keys and s.tenants_file is None:
+        raise ConfigError(_NO_KEYS)
+
+
+_NO_KEYS = (
+    "no API keys: set TANDEM_API_KEYS ([tenant:]key,...) or TANDEM_TENANTS_FILE, "
+    "or TANDEM_AUTH=none to run without keys (every caller then picks its tenant; local use only)"
+)
 
 
 def app_settings(app: FastAPI) -> Settings:

@@ -94,16 +94,26 @@ class Tenants:
         config = TenantsFile()
         if path is not None:
             try:
-                config = TenantsFile.model_validate(yaml.safe_load(Path(path).read_text()) or {})
+                config = TenantsFile.model_validate(yaml.safe_load(Path(path).read_bytes().decode("utf-8-sig")) or {})
             except OSError as exc:
                 raise TenantsError(f"{path}: cannot read: {exc.strerror}") from exc
+            except UnicodeDecodeError:
+                raise TenantsError(f"{path}: not UTF-8; save it as UTF-8") from None
             except (yaml.YAMLError, ValidationError) as exc:
                 raise TenantsError(f"{path}: {exc}") from exc
         for entry in env_keys:
-            tenant, _, key = entry.rpartition(":")
-            tenant = tenant or "default"
+            # `tenant:key`, split at the first colon (a key may hold one); a key alone is the default tenant's
+            tenant, sep, key = entry.partition(":")
+            tenant, key = (tenant, key) if sep else ("default", tenant)
+            if not key or not tenant:
+                raise TenantsError(f"TANDEM_API_KEYS: an entry has an empty {'key' if not key else 'tenant'}")
             existing = config.tenants.get(tenant, TenantConfig())
             config.tenants[tenant] = existing.model_copy(update={"keys": [*existing.keys, hash_key(key)]})
+        owners: dict[str, str] = {}
+        for name, tenant in config.tenants.items():
+            for key in tenant.keys:
+                if owners.setdefault(key, name) != name:  # it would silently belong to whichever came last
+                    raise TenantsError(f"one API key is given to tenants {owners[key]!r} and {name!r}: a key names one")
         return cls(config, salt_secret)
 
     @property

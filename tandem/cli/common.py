@@ -37,7 +37,12 @@ TokenizerDir = Annotated[
 DEFAULT_CACHE = Path.home() / ".cache" / "tandem"
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
 def setup_logging(level: str) -> None:
+    if level.lower() not in LOG_LEVELS:
+        fail(f"--log-level {level!r}: one of {', '.join(LOG_LEVELS)}", 2)
     logging.basicConfig(
         level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
@@ -47,6 +52,18 @@ def fail(message: object, code: int = 1, cause: BaseException | None = None) -> 
     """`error: message` on stderr, and the exit code (1: the input is wrong or unusable; 2: a bad option)."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code) from cause
+
+
+def settings_error(exc) -> str:
+    """A pydantic-settings ValidationError in the variables' own names, one line each: `TANDEM_PORT: Input should
+    be less than or equal to 65535 (got '99999')`, not a field name, a type tag and a documentation link."""
+    lines = []
+    for error in exc.errors():
+        where = "TANDEM_" + str(error["loc"][0]).upper() if error["loc"] else ""
+        message = error["msg"].removeprefix("Value error, ")
+        got = f" (got {error['input']!r})" if where and isinstance(error.get("input"), str | int | float) else ""
+        lines.append(f"{where}: {message}{got}" if where else message)
+    return "\n".join(lines)
 
 
 def default(config_class: type, field: str):

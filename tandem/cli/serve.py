@@ -8,7 +8,7 @@ import typer
 
 from cloud_worker.engine.config import EngineConfig
 from edge_agent.quantize import INT4
-from tandem.cli.common import DEFAULT_CACHE, ModelDir, TokenizerDir, default, fail, setup_logging
+from tandem.cli.common import DEFAULT_CACHE, ModelDir, TokenizerDir, default, fail, settings_error, setup_logging
 from tandem.cli.edge import AccuracyLevel, Bits, BlockSize, KeepLmHead, QuantizeEmbedding, quantization
 
 
@@ -41,6 +41,7 @@ def gateway(
     from pydantic import ValidationError
 
     from gateway.config import Settings
+    from gateway.lifespan import ConfigError, preflight
     from gateway.policy.loader import PolicyError, load_policy
     from gateway.server import run
 
@@ -51,9 +52,10 @@ def gateway(
     try:
         settings = Settings(model_dir=model, **given)
         load_policy(settings.policy_file)  # fail before binding the port, with the precise error
+        preflight(settings)
     except ValidationError as exc:
-        fail(exc, 2, exc)
-    except (PolicyError, OSError) as exc:
+        fail(settings_error(exc), 2, exc)
+    except (PolicyError, ConfigError, OSError) as exc:
         fail(exc, 1, exc)
     run(settings, log_level)
 

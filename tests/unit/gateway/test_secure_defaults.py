@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from gateway.config import Settings, get_settings
 from gateway.lifespan import ConfigError
 from gateway.main import create_app
-from gateway.tenants import Tenants, TenantsFile
+from gateway.tenants import Tenants, TenantsError, TenantsFile, hash_key
 from tests.stack import DEFAULT_POLICY
 
 KEY, OTHER_KEY, OPS = "tdm-acme-key", "tdm-globex-key", "ops-secret"
@@ -238,3 +238,17 @@ def test_a_token_outside_ascii_is_a_401_not_a_500(demo_checkpoint, tmp_path):
         for value in ("Bearer s\u00e9cret".encode(), "Bearer s\u00e9cret".encode("latin-1")):
             assert client.post("/v1/edge/register", json={}, headers={"Authorization": value}).status_code == 401
             assert client.get("/metrics", headers={"Authorization": value}).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("keys", "said"),
+    [(["acme:k1", "globex:k1"], "tenants 'acme' and 'globex'"), (["acme:"], "empty key"), ([":k"], "empty tenant")],
+)
+def test_keys_that_would_name_no_tenant_or_two_are_refused(keys, said):
+    with pytest.raises(TenantsError, match=said):
+        Tenants.load(None, keys, b"s")
+
+
+def test_a_key_may_hold_a_colon():
+    tenants = Tenants.load(None, ["acme:pa:ss"], b"s")
+    assert tenants._by_hash == {hash_key("pa:ss"): "acme"}

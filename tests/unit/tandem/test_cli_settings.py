@@ -17,6 +17,8 @@ def started(monkeypatch) -> list:
     """The settings `tandem gateway` would serve with (the server itself is not started)."""
     runs = []
     monkeypatch.setattr(gateway.server, "run", lambda settings, log_level: runs.append(settings))
+    monkeypatch.setenv("TANDEM_API_KEYS", "test:key")  # a gateway with no keys is refused before it would run
+    monkeypatch.delenv("TANDEM_AUTH", raising=False)
     return runs
 
 
@@ -48,4 +50,4 @@ def test_the_policy_file_variable_is_read_and_checked(started, demo_checkpoint, 
 
 def test_a_bad_variable_is_an_error_naming_it(started, demo_checkpoint):
     result = CliRunner().invoke(app, ["gateway", "--model", str(demo_checkpoint)], env={"TANDEM_PORT": "eighty"})
-    assert result.exit_code == 2 and "port" in result.output and not started
+    assert result.exit_code == 2 and "TANDEM_PORT" in result.output and "eighty" in result.output and not started

@@ -39,3 +39,27 @@ def test_a_port_variable_that_is_no_port_is_named(monkeypatch, value):
         _port_from_env("TANDEM_PORT", 8000)
     monkeypatch.setenv("TANDEM_PORT", " 8001 ")
     assert _port_from_env("TANDEM_PORT", 8000) == 8001
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"REDIS_URL": "notaurl"}, "Redis URL must specify"),
+        ({"TANDEM_TOOL_FORMAT": "bogus"}, "TANDEM_TOOL_FORMAT must be one of"),
+        ({"TANDEM_DECISION_LOG": "/nonexistent/x.jsonl"}, "TANDEM_DECISION_LOG"),
+        ({"TANDEM_MODEL_DIRS": "/nonexistent"}, "no checkpoint directory"),
+        ({"TANDEM_HEALTH_INTERVAL_S": "0"}, "TANDEM_HEALTH_INTERVAL_S: Input should be greater than or equal to 0.05"),
+        ({"TANDEM_API_KEYS": "acme:k"}, "TANDEM_AUTH=none checks no keys, and TANDEM_API_KEYS is set"),
+    ],
+)
+def test_the_gateway_says_what_is_wrong_with_its_settings_in_one_line(demo_checkpoint, monkeypatch, env, said):
+    """Each was a traceback, several inside uvicorn's lifespan after the port was bound."""
+    import subprocess
+    import sys
+
+    full = {k: v for k, v in __import__("os").environ.items() if not k.startswith("TANDEM_")} | {"TANDEM_AUTH": "none"}
+    command = [sys.executable, "-m", "tandem.cli", "gateway", "--model", str(demo_checkpoint), "--port", "1"]
+    done = subprocess.run(command, env=full | env, capture_output=True, text=True, timeout=60)
+    assert done.returncode in (1, 2) and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines() == [f"error: {done.stderr.strip().removeprefix('error: ')}"]
+    assert said in done.stderr
