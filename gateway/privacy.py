@@ -91,14 +91,22 @@ def _first_leaking_rule(policy: "Policy", never: set[str], model: str | None, se
         if not pools or (model is not None and match.model is not None and model not in match.model):
             continue  # this model's requests never take this rule
         receives = reachable & set(match.privacy) if match.privacy is not None else set(reachable)
+        # A rule on other tags gets the never-leave ones too: one request may carry both (`vip` from the caller,
+        # `pii` from a detector), and the first rule that matches takes it.
+        beside = set(reachable) if match.privacy is not None and not receives else set()
         cloud = [p for p in pools if policy.pools[p].kind == "cloud"]
-        if receives and cloud:
+        if (receives or beside) and cloud:
             for_model = f" for model {model!r}" if model is not None and len(policy.models) > 1 else ""
+            tagged = (
+                f"tagged {sorted(receives)}"
+                if receives
+                else f"tagged {sorted(match.privacy)} and {sorted(beside)} at once"
+            )
             return (
                 ("rules", i),
-                f"rule {rule.name!r} could receive requests{for_model} tagged {sorted(receives)} "
-                f"(privacy.never_leave_device) and names cloud pool(s) {cloud}; send those tags to edge pools in an "
-                f"earlier rule (e.g. match: {{privacy: {sorted(receives)}}}, route: <edge pool>, fallback: [])",
+                f"rule {rule.name!r} could receive requests{for_model} {tagged} (privacy.never_leave_device) and "
+                f"names cloud pool(s) {cloud}; send those tags to edge pools in an earlier rule "
+                f"(e.g. match: {{privacy: {sorted(receives or beside)}}}, route: <edge pool>, fallback: [])",
             )
         if match.privacy is not None and match.model_dump(exclude_none=True).keys() <= {"privacy", "model"}:
             reachable -= set(match.privacy)

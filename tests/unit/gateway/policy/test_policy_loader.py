@@ -138,6 +138,16 @@ CASES = [
         3,
     ),
     (
+        "a rule on another tag that names a cloud pool, before the private rule",
+        "version: 1\n"
+        + POOLS
+        + "rules:\n  - {name: vip, match: {privacy: [vip]}, route: cloud}\n"
+        + PRIVATE_FIRST
+        + "  - {name: d, route: cloud}\n",
+        "rules.0: rule 'vip' could receive requests tagged ['vip'] and ['confidential', 'pii', 'private'] at once",
+        6,
+    ),
+    (
         "credentials in an endpoint",
         "version: 1\npools:\n  c: {kind: cloud, endpoints: ['http://svc:S3cret@10.0.0.7:8000']}\n"
         "rules: [{name: d, route: c}]\n",
