@@ -114,7 +114,13 @@ def _first_leaking_rule(policy: "Policy", never: set[str], model: str | None, se
 
 
 def detection_warning(policy: "Policy") -> str | None:
-    """What to log when the policy turned content detection off (only ever by writing `detectors: []`)."""
+    """What to log when the policy turned content detection off (only ever by writing `detectors: []`), or the
+    guarantee itself (`never_leave_device: []`)."""
+    if not policy.privacy.never_leave_device:
+        return (
+            "privacy.never_leave_device is [] in the policy: the PRIVACY GUARANTEE IS OFF; no request is kept on "
+            "the device, whatever its tags or content"
+        )
     if policy.privacy.detectors:
         return None
     return (

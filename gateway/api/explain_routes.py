@@ -4,6 +4,7 @@ from fastapi import APIRouter, Request
 
 from gateway import privacy
 from gateway.api.prepare import prepare_chat
+from gateway.auth import is_ops
 from gateway.deps import CurrentPolicy, Registry, State
 from gateway.gather import PromptKey, gather_pools
 from gateway.policy.explain import explain
@@ -23,6 +24,9 @@ async def route_explain(
         prompt = PromptKey(state.tenants.cache_salt(prepared.features.tenant), tuple(prepared.prompt_ids))
         hints = privacy.hints_for(privacy.is_private(policy, prepared.features.privacy_tags), prepared.model.hints)
         gathered = await gather_pools(registry, policy, policy.pools, prompt, hints)
-        return explain(policy, prepared.features, gathered.candidates) | {"policy": state.policy_status.as_dict()}
+        status = state.policy_status.as_dict()
+        if not is_ops(request):  # the file's path and a refused edit's error are the operators' (as in /readyz)
+            status = {key: status[key] for key in ("sha256", "loaded_at")}
+        return explain(policy, prepared.features, gathered.candidates) | {"policy": status}
     finally:
         await admission.release(0)

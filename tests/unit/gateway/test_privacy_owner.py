@@ -133,3 +133,6 @@ def test_detection_is_on_unless_the_policy_writes_detectors_empty():
     off = parse_policy(POLICY_TEXT.replace("version: 1\n", "version: 1\nprivacy: {detectors: []}\n"), "p.yaml")
     assert off.privacy.detectors == []
     assert "detection is OFF" in privacy.detection_warning(off)
+    no_guarantee = "version: 1\nprivacy: {never_leave_device: [], detectors: []}\n"
+    none_kept = parse_policy(POLICY_TEXT.replace("version: 1\n", no_guarantee), "p.yaml")
+    assert "PRIVACY GUARANTEE IS OFF" in privacy.detection_warning(none_kept)

@@ -252,3 +252,8 @@ def test_keys_that_would_name_no_tenant_or_two_are_refused(keys, said):
 def test_a_key_may_hold_a_colon():
     tenants = Tenants.load(None, ["acme:pa:ss"], b"s")
     assert tenants._by_hash == {hash_key("pa:ss"): "acme"}
+
+
+def test_explain_shows_the_policy_file_and_its_errors_to_operators_only(gateway):
+    tenant = gateway.post("/v1/route/explain", json=ASK, headers=bearer(KEY)).json()["policy"]
+    assert tenant.keys() == {"sha256", "loaded_at"}  # no file path, no refused edit's error
