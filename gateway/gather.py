@@ -38,13 +38,13 @@ async def gather_candidates(
     block_size = next((size for b in backends if (size := b.block_size_tokens)), 0)
     with tracer.start_as_current_span("gateway.hint_lookup") as span:
         hashes = hints.hashes(prompt.salt, prompt.token_ids, block_size)
-        matched = await hints.match(hashes, [b.endpoint for b in backends])
+        matched = await hints.match_workers(hashes, [b.worker_id for b in backends])
         flow = hints.flow(hashes)
         span.set_attribute("tandem.prefix_hint_mode", hints.mode)
         span.set_attribute("tandem.prompt_blocks", len(hashes))
         span.set_attribute("tandem.best_match_blocks", max(matched.values(), default=0))
     blocks, now = len(hashes), time.monotonic()
-    return [b.candidate(blocks, matched.get(b.endpoint, 0), flow, now) for b in backends], hashes
+    return [b.candidate(blocks, matched.get(b.worker_id, 0), flow, now) for b in backends], hashes
 
 
 @dataclass

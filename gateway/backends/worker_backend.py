@@ -14,6 +14,7 @@ from gateway import metrics, privacy
 from gateway.backends.circuit_breaker import CLOSED, CircuitBreaker
 from gateway.routing.candidate import RECENT_WINDOW_S, Candidate
 from proto.gen import worker_pb2
+from proto.prefix_hints import worker_id_for
 from serving.sliding_count import SlidingCount
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class BackendError(Exception):
 class WorkerBackend:
     def __init__(self, endpoint: str, model_id: str, pool_kind: str, breaker: CircuitBreaker | None = None) -> None:
         self.endpoint, self.model_id, self.pool_kind = endpoint, model_id, pool_kind
+        self.worker_id = worker_id_for(endpoint)  # what its prefix hints are published under (host:port)
         self.breaker = breaker or CircuitBreaker()
         self.problem: str | None = None  # why it is unhealthy; None (optimistic) until a poll or call says otherwise
         self.stats = None

@@ -53,6 +53,12 @@ class PrefixHints:
     async def match(self, hashes: list[bytes], endpoints: list[str]) -> dict[str, int]:
         """Per endpoint, the number of leading blocks of `hashes` it is known (or believed) to hold."""
         workers = [worker_id_for(e) for e in endpoints]
+        by_worker = await self.match_workers(hashes, workers)
+        return {e: by_worker.get(w, 0) for e, w in zip(endpoints, workers, strict=True)}
+
+    async def match_workers(self, hashes: list[bytes], workers: list[str]) -> dict[str, int]:
+        """Per worker id holding the first block, how many leading blocks it holds; one left out holds none (at
+        256 candidates, a dict of every one was a measurable part of a decision: bench/scaling.py)."""
         if self._redis is not None and time.monotonic() >= self._redis_down_until:
             try:
                 by_worker = await self._redis.match(hashes, workers)
@@ -65,9 +71,8 @@ class PrefixHints:
                 # Prompts routed moments ago may still be in prefill, their blocks not yet announced.
                 for w, n in self.approximate.match(hashes, workers, max_age_s=self._pending_s).items():
                     by_worker[w] = max(n, by_worker.get(w, 0))
-                return {e: by_worker.get(w, 0) for e, w in zip(endpoints, workers, strict=True)}
-        by_worker = self.approximate.match(hashes, workers)
-        return {e: by_worker.get(w, 0) for e, w in zip(endpoints, workers, strict=True)}
+                return by_worker
+        return self.approximate.match(hashes, workers)
 
     def flow(self, hashes: list[bytes]) -> int:
         """Requests routed in the last RECENT_WINDOW_S whose prompt starts with the same block."""
