@@ -1,5 +1,6 @@
 """The engine's knobs, checked once. docs/engine.md explains how to choose them."""
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,6 +45,8 @@ class EngineConfig:
             raise ValueError(f"cpu_linear must be one of {CPU_LINEARS}, got {self.cpu_linear!r}")
         if self.quantize not in QUANTIZATIONS:
             raise ValueError(f"quantize must be one of {QUANTIZATIONS}, got {self.quantize!r}")
+        if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", self.device):
+            raise ValueError(f"device must be cpu, cuda or cuda:N, got {self.device!r}")
 
     def rank_device(self, rank: int) -> str:
         """The device a tensor-parallel rank runs on: its own GPU, or the CPU."""

@@ -58,12 +58,12 @@ class ReplayReport:
 
 def read_trace(path: Path) -> list[RequestFeatures]:
     features = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
+    with open(path, "rb") as f:
+        for number, raw_line in enumerate(f, start=1):
+            if not raw_line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(raw_line.decode("utf-8"))  # a line that is not UTF-8 is named, as a bad one is
                 if record.get("kind") == "usage":  # what a request used, written when it ended: not a decision
                     continue
                 raw = record["features"]

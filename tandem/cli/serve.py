@@ -135,6 +135,8 @@ def cloud_worker(
     try:
         if serve_openai and not metrics_port:
             raise ValueError("--serve-openai serves on --metrics-port: give one")
+        if not 0 < hint_ttl_s < float("inf"):
+            raise ValueError(f"--hint-ttl-s must be a finite number of seconds above 0, got {hint_ttl_s}")
         run(model, host, port, model_id, config, redis_url, worker_id, hint_ttl_s, metrics_port, serve_openai)
     except (CheckpointError, UnsupportedModelError, TensorParallelError, ValueError) as exc:
         fail(exc, 1, exc)
