@@ -14,16 +14,15 @@ import threading
 import uvicorn
 
 from gateway.config import Settings
-from gateway.lifespan import ConfigError, load_tenants
+from gateway.lifespan import ConfigError, preflight
 from gateway.main import create_app
-from gateway.tenants import TenantsError
 from serving.telemetry import setup_tracing, shutdown_tracing
 
 
 def run(settings: Settings, log_level: str = "info") -> None:
     try:
-        load_tenants(settings)  # refuse before binding the port, with the reason
-    except (ConfigError, TenantsError) as exc:
+        preflight(settings)  # refuse before binding the port, with the reason (the lifespan reads them once more)
+    except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
     setup_tracing("tandem-gateway")
