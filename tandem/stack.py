@@ -361,7 +361,7 @@ def _print_banner(url: str, log_dir: Path, policy_path: Path, more_models: list[
     console.print(f"policy: {policy_path}   logs: {log_dir}/   Ctrl-C stops everything")
     if more_models:
         console.print(f"models: tandem-demo, {', '.join(more_models)} (GET {url}/v1/models)")
-    if os.environ.get("TANDEM_AUTH", "none") == "none" and not os.environ.get("TANDEM_API_KEYS"):
+    if local_env(dict(os.environ)).get("TANDEM_AUTH") == "none":  # what the stack was started with
         console.print(
             "[yellow]auth: none[/yellow] (a local stack: no API keys are checked; it listens on 127.0.0.1 only. "
             "Set TANDEM_API_KEYS to require keys.)"
