@@ -304,24 +304,24 @@ def cut_calls(text: str, fmt: str, allowed: set[str]) -> tuple[str, list[ToolCal
             bodies = [part.strip().removesuffix(_HERMES_CLOSE) for part in rest.split(_HERMES_OPEN)]
         else:
             bodies = [rest.lstrip().removeprefix("[")]
-    calls, decoder = [], json.JSONDecoder()
-    for body in bodies:
+    calls, texts, decoder = [], [before], json.JSONDecoder()
+    for index, body in enumerate(bodies):
         while body := body.strip().lstrip(",;").strip():  # mistral's array and llama's `;` hold several
             try:
                 item, end = decoder.raw_decode(body)
             except ValueError:
-                partial = _CUT_CALL.match(body)
-                name = json.loads(partial.group(1)) if partial else None
-                if name in allowed:
-                    calls.append(ToolCall(name, partial.group(2), call_id(fmt)))
-                return before, calls
+                if index < len(bodies) - 1:  # words between two calls: text, as in a whole answer
+                    texts.append(body)
+                elif (partial := _CUT_CALL.match(body)) and json.loads(partial.group(1)) in allowed:
+                    calls.append(ToolCall(json.loads(partial.group(1)), partial.group(2), call_id(fmt)))
+                break
             name = item.get("name") if isinstance(item, dict) else None
             arguments = item.get("arguments", item.get("parameters")) if isinstance(item, dict) else None
             if name in allowed and isinstance(arguments, dict | str):
                 arguments = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
                 calls.append(ToolCall(name, arguments, call_id(fmt)))
-            body = body[end:].strip().removesuffix("]").strip()
-    return before, calls
+            body = body[end:].strip().removeprefix(_HERMES_CLOSE)
+    return "\n".join(t for t in texts if t), calls
 
 
 _ALNUM = string.ascii_letters + string.digits

@@ -90,6 +90,18 @@ def test_an_answer_cut_inside_its_calls_gives_the_calls_made_so_far_and_no_call_
     assert tools.parse(cut, fmt, ALLOWED) == (cut, [])
 
 
+def test_words_between_calls_of_a_cut_answer_stay_its_text():
+    answer = (
+        'Sure.<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call> and then '
+        '<tool_call>\n{"name": "get_weather", "arguments": {"ci'
+    )
+    content, calls = tools.parse(answer, "hermes", ALLOWED, cut=True)
+    assert content == "Sure.\nand then" and [(c.name, c.arguments) for c in calls] == [
+        ("get_time", "{}"),
+        ("get_weather", '{"ci'),
+    ]
+
+
 def test_cut_text_that_is_no_call_stays_text():
     for fmt in tools.FORMATS:
         assert tools.parse('{"answer": "cut he', fmt, ALLOWED, cut=True) == ('{"answer": "cut he', [])
