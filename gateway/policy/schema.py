@@ -6,6 +6,7 @@ name a rule uses must be a pool, checked when the policy loads.
 
 import functools
 import ipaddress
+import socket
 from typing import Annotated, Literal, Union
 from urllib.parse import urlparse
 
@@ -182,6 +183,8 @@ class Pool(_Strict):
                 )
             if parsed.scheme in ("grpc", "dns") and not port:
                 raise ValueError(f"endpoint {url!r} needs a port")
+            if problem := endpoint_host_problem(parsed.hostname):
+                raise ValueError(f"endpoint {url!r}: {problem}")
             if parsed.username is not None or parsed.password is not None:
                 raise ValueError(
                     f"endpoint {parsed.scheme}://…@{parsed.hostname}: credentials in an endpoint would be shown in "
@@ -350,12 +353,40 @@ class Policy(_Strict):
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+def endpoint_host_problem(host: str) -> str | None:
+    """Why an endpoint's host is refused, or None. An address is written one way (127.0.0.1, [::1]): clients read
+    127.1, 0x7f.0.0.1, 2130706433, [::ffff:127.0.0.1] and 127。0。0。1 as 127.0.0.1 too, so one server could be in an
+    edge pool and a cloud pool under two spellings; 0.0.0.0 and [::] are no address to dial (they reach this host)."""
+    if not host.isascii():
+        return f"host {host!r}: write it in ASCII (a name as its xn-- form, an address in digits and dots)"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if address is None:
+        try:
+            packed = socket.inet_aton(host)  # what getaddrinfo accepts as IPv4: 127.1, 0x7f.0.0.1, 2130706433, 0
+        except OSError:
+            return None  # a DNS name
+        address = ipaddress.IPv4Address(packed)
+        if not address.is_unspecified:
+            return f"host {host!r}: write the address as {address}"
+    if address.is_unspecified:
+        return f"host {host!r}: no address to dial (it reaches this host: write 127.0.0.1)"
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return f"host {host!r}: write the address as {address.ipv4_mapped}"
+    if str(address) != host.lower():
+        return f"host {host!r}: write the address as {address}"
+    return None
+
+
 def is_loopback(host: str | None) -> bool:
-    """Whether a host name is this host (localhost, 127.0.0.0/8, ::1): a name alone, nothing is resolved."""
+    """Whether an endpoint's host is this host: `localhost` itself or a loopback address (127.0.0.0/8, ::1). A name
+    is not resolved, so `foo.localhost` is no loopback here: a resolver may send it to DNS."""
     if host is None:
         return False
-    host = host.lower().rstrip(".")
-    if host == "localhost" or host.endswith(".localhost"):
+    host = host.lower()
+    if host in ("localhost", "localhost."):
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -364,17 +395,11 @@ def is_loopback(host: str | None) -> bool:
 
 
 def server_of(url: str) -> tuple[str, int | None]:
-    """The server an endpoint reaches, as far as its text says: host (this host's names as one) and port."""
+    """The server an endpoint reaches, as far as its text says: host (this host's names as one) and port. The
+    hosts are checked to be in one spelling first (endpoint_host_problem)."""
     parsed = urlparse(url)
     host = (parsed.hostname or "").lower().rstrip(".")
-    if is_loopback(host):
-        host = "loopback"
-    else:
-        try:
-            host = ipaddress.ip_address(host).compressed
-        except ValueError:
-            pass
-    return host, parsed.port or _DEFAULT_PORTS.get(parsed.scheme)
+    return ("loopback" if is_loopback(host) else host), parsed.port or _DEFAULT_PORTS.get(parsed.scheme)
 
 
 class PolicyFieldError(ValueError):

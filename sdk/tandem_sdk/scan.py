@@ -88,6 +88,9 @@ def _message_text(message) -> tuple[str, str]:
         rest += [*texts, *(s for p in content for s in _strings(p, skip_text=True))]
     else:
         read = ""
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal:  # the model reads it after the content, as the turn's text
+        read = f"{read}\n{refusal}" if read else refusal
     for key, value in message.items():
         if key != "content" or not isinstance(value, str | list | tuple | Mapping):
             rest += _strings({key: value})  # role and type skipped only as plain words

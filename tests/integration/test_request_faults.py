@@ -308,3 +308,11 @@ def test_a_json_body_sent_as_a_form_is_told_to_send_json(stack, headers):
     error = reply.json()["error"]
     assert reply.status_code == 400 and error["param"] == "Content-Type", error
     assert "Content-Type: application/json" in error["message"] and headers["Content-Type"] in error["message"]
+
+
+def test_a_number_split_between_a_turns_content_and_its_refusal_is_read_whole(stack):
+    """The model reads an assistant's refusal right after its content; the scan read it after every message."""
+    turn = {"role": "assistant", "content": "My card: 4111 1111", "refusal": "1111 1111"}
+    body = ASK | {"messages": [turn, {"role": "user", "content": "thanks"}]}
+    reply = httpx.post(f"{stack.url}/v1/chat/completions", json=body, timeout=30)
+    assert reply.status_code == 200 and reply.headers["x-tandem-route"] == "edge; rule=private", reply.text

@@ -147,6 +147,34 @@ CASES = [
         "rules.0: rule 'vip' could receive requests tagged ['vip'] and ['confidential', 'pii', 'private'] at once",
         6,
     ),
+    *(
+        (
+            f"an address spelt otherwise: {host}",
+            f"version: 1\npools:\n  c: {{kind: cloud, endpoints: ['http://{host}:8000']}}\nrules: [{{name: d, route: c}}]\n",
+            said,
+            3,
+        )
+        for host, said in [
+            ("127.1", "write the address as 127.0.0.1"),
+            ("0x7f.0.0.1", "write the address as 127.0.0.1"),
+            ("2130706433", "write the address as 127.0.0.1"),
+            ("0177.0.0.1", "write the address as 127.0.0.1"),
+            ("10.7", "write the address as 10.0.0.7"),
+            ("[::ffff:127.0.0.1]", "write the address as 127.0.0.1"),
+            ("[::0:1]", "write the address as ::1"),
+            ("0.0.0.0", "no address to dial"),
+            ("0", "no address to dial"),
+            ("[::]", "no address to dial"),
+            ("127\u30020\u30020\u30021", "write it in ASCII"),
+        ]
+    ),
+    (
+        "a name under .localhost in an edge pool is no loopback (a resolver may send it to DNS)",
+        "version: 1\npools:\n  edge: {kind: edge, endpoints: ['http://evil.localhost:8000']}\n"
+        "  cloud: {kind: cloud, endpoints: ['grpc://h:2']}\nrules:\n" + PRIVATE_FIRST + "  - {name: d, route: cloud}\n",
+        "is an HTTP server on another host in an edge pool",
+        3,
+    ),
     (
         "credentials in an endpoint",
         "version: 1\npools:\n  c: {kind: cloud, endpoints: ['http://svc:S3cret@10.0.0.7:8000']}\n"
