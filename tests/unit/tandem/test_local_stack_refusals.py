@@ -17,7 +17,7 @@ POLICY = (
     [
         ({"TANDEM_HOST": "0.0.0.0"}, "grpc://127.0.0.1:1", "grpc://127.0.0.1:2", "TANDEM_HOST='0.0.0.0'"),
         ({"TANDEM_HOST": ""}, "grpc://127.0.0.1:1", "grpc://127.0.0.1:2", "TANDEM_HOST=''"),
-        ({}, "grpc://127.0.0.1:1", "grpc://0.0.0.0:2", "grpc://0.0.0.0:2: a local stack starts a Tandem worker"),
+        ({}, "grpc://127.0.0.1:1", "grpc://10.0.0.7:2", "grpc://10.0.0.7:2: a local stack starts a Tandem worker"),
         ({}, "grpc://127.0.0.1:1", "https://api.example.com", "https://api.example.com: a local stack"),
     ],
 )
