@@ -83,14 +83,34 @@ def answer_grammar(body: _GenerationParams, plan: ToolPlan | None, chat: ChatTok
         raise BadRequest(f"response_format: {exc}", param="response_format") from None
     if plan is None or not (plan.grammar or shape):
         return shape
+    if plan.grammar:
+        grammar = plan.grammar
+    else:  # any of the tools, or the answer response_format asks for
+        return _calls_or_answer(body, plan, tokenizer)
     try:
-        if plan.grammar:
-            grammar = plan.grammar
-        else:  # any of the tools, or the answer response_format asks for
-            names, parallel = sorted(plan.allowed), not plan.single
-            grammar = tools.grammar(body.tools, names, plan.format, parallel, schema_for(body.response_format))
+        check_grammar(grammar, tokenizer)
+    except (GrammarError, ValueError, RuntimeError) as exc:
+        raise BadRequest(f"tool_choice: {exc}", param="tool_choice") from None
+    return grammar
+
+
+def _calls_or_answer(body: ChatCompletionRequest, plan: ToolPlan, tokenizer) -> str:
+    """A call to any of the tools, or the text response_format asks for. A tool the model may call was never held
+    to its schema by grammar (a strict one is checked after): where a schema uses what llguidance cannot compile
+    (`not`, `if`, `dependentRequired`), its arguments are any object rather than the request a 400."""
+    names, parallel, answer = sorted(plan.allowed), not plan.single, schema_for(body.response_format)
+    try:
+        grammar = tools.grammar(body.tools, names, plan.format, parallel, answer)
+        check_grammar(grammar, tokenizer)
+        return grammar
+    except (GrammarError, tools.ToolError, ValueError, RuntimeError):
+        loose = [
+            {**t, "function": {**t["function"], "parameters": {"type": "object"}}} if t.get("type") == "function" else t
+            for t in body.tools
+        ]
+    try:
+        grammar = tools.grammar(loose, names, plan.format, parallel, answer)
         check_grammar(grammar, tokenizer)
     except (GrammarError, tools.ToolError, ValueError, RuntimeError) as exc:
-        param = "tool_choice" if plan.grammar else "tools"
-        raise BadRequest(f"{param}: {exc}", param=param) from None
+        raise BadRequest(f"tools: {exc}", param="tools") from None
     return grammar

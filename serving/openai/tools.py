@@ -150,7 +150,8 @@ def grammar(tools: list[dict], names: list[str], fmt: str, parallel: bool, other
         lark = f"start: call{more}\ncall: %json {json.dumps(call)}"
     if otherwise is not None:  # the calls' rule renamed, and the answer beside it (compact JSON, as the calls)
         answer = {**otherwise, "x-guidance": {"whitespace_flexible": False}}
-        lark = f"start: calls | answer\nanswer: %json {json.dumps(answer)}\ncalls{lark.removeprefix('start')}"
+        body = lark.removeprefix("start")
+        lark = f"start: tool_calls_ | answer_\nanswer_: %json {json.dumps(answer)}\ntool_calls_{body}"
     return llguidance.LLMatcher.grammar_from_lark(lark)
 
 
@@ -250,8 +251,11 @@ def parse(
     for strict functions) whose arguments do not follow its schema, stays text; but in an answer `cut` by
     max_tokens inside a call, the calls made so far are calls, as OpenAI returns them (cut_calls)."""
     content, calls = _parse(text, fmt, allowed, follows)
-    if not calls and cut and (made := cut_calls(text, fmt, allowed)) is not None:
+    if not calls and cut and (made := cut_calls(text, fmt, allowed, follows)) is not None:
         content, calls = made
+    elif calls and cut and content and fmt == "hermes":  # whole calls, then a marker cut halfway ("</tool_")
+        kept = max(_partial_suffix(content, marker) for marker in (_HERMES_CLOSE, _HERMES_OPEN))
+        content = content[: len(content) - kept].strip() if kept >= 2 else content
     calls = calls[:1] if single else calls
     return (content or None) if calls or (cut and content != text) else (text or None), calls
 
@@ -279,32 +283,37 @@ def _parse(
     return (content, calls) if calls else (text, [])
 
 
-_CALL_START = re.compile(r'\{\s*"name"\s*:')
-# A call begun and cut: its name whole, its arguments as far as they got.
-_CUT_CALL = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"(?:arguments|parameters)"\s*:\s*(.*)', re.S)
+# A call's beginning cut before its name was whole: `{`, `{"na`, `{"name": "get_we`.
+_NAME_NOT_YET = re.compile(r'\{\s*(?:"(?:n(?:a(?:m(?:e)?)?)?)?(?:"\s*(?::\s*(?:"(?:[^"\\]|\\.)*)?)?)?)?\s*')
+_NAMED = re.compile(r'\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")')
+_ARGUMENTS = re.compile(r'\s*,\s*"(?:arguments|parameters)"\s*:\s*')
+_BEFORE_ARGUMENTS = re.compile(r'\s*(?:,\s*(?:"[a-z]*"?)?)?\s*')
+_SYNTAX = object()  # what a cut left of a call before its name: the model's syntax, no call
 
 
-def cut_calls(text: str, fmt: str, allowed: set[str]) -> tuple[str, list[ToolCall]] | None:
-    """An answer max_tokens cut inside its calls: (the text before them; the whole calls, then the cut one with its
+def cut_calls(
+    text: str, fmt: str, allowed: set[str], follows: Callable[[str, str], bool] | None = None
+) -> tuple[str, list[ToolCall]] | None:
+    """An answer max_tokens cut inside its calls: (the text around them; the whole calls, then the cut one with its
     arguments as far as they got, where its name was written whole). OpenAI returns a cut call that way, and the
-    model's call syntax never reaches the client as text. None where no call was begun."""
+    model's call syntax never reaches the client as text. None where the answer does not end inside a call to one
+    of the tools (prose naming the marker, JSON that is no call, an unknown tool, a strict call off its schema):
+    its text then stays as it is."""
+    marked = fmt != "llama3_json" or text.lstrip().startswith(_PYTHON_TAG)  # else `{"na` may begin a JSON answer
     if fmt == "llama3_json":
         body = text.strip().removeprefix(_PYTHON_TAG).lstrip()
-        if not _CALL_START.match(body):  # JSON that is no call (a response_format answer) stays text
+        if not body.startswith("{"):
             return None
-        before, bodies = "", [body]
+        texts, bodies = [], [body]
     else:
         marker = _HERMES_OPEN if fmt == "hermes" else _MISTRAL_OPEN
         start = text.find(marker)
-        if start < 0:  # cut inside the marker itself ("<tool_"): that much of a call, and nothing more
+        if start < 0:  # cut inside the marker itself ("<tool_"): that much of a call; a lone "<" is just text
             kept = _partial_suffix(text, marker)
-            return (text[: len(text) - kept].strip(), []) if kept else None
-        before, rest = text[:start].strip(), text[start + len(marker) :]
-        if fmt == "hermes":
-            bodies = [part.strip().removesuffix(_HERMES_CLOSE) for part in rest.split(_HERMES_OPEN)]
-        else:
-            bodies = [rest.lstrip().removeprefix("[")]
-    calls, texts, decoder = [], [before], json.JSONDecoder()
+            return (text[: len(text) - kept].strip(), []) if kept >= 2 else None
+        texts, rest = [text[:start].strip()], text[start + len(marker) :]
+        bodies = rest.split(_HERMES_OPEN) if fmt == "hermes" else [rest.lstrip().removeprefix("[")]
+    calls, decoder = [], json.JSONDecoder()
     for index, body in enumerate(bodies):
         while body := body.strip().lstrip(",;").strip():  # mistral's array and llama's `;` hold several
             try:
@@ -312,16 +321,43 @@ def cut_calls(text: str, fmt: str, allowed: set[str]) -> tuple[str, list[ToolCal
             except ValueError:
                 if index < len(bodies) - 1:  # words between two calls: text, as in a whole answer
                     texts.append(body)
-                elif (partial := _CUT_CALL.match(body)) and json.loads(partial.group(1)) in allowed:
-                    calls.append(ToolCall(json.loads(partial.group(1)), partial.group(2), call_id(fmt)))
+                    break
+                if any(m.startswith(body) for m in (_HERMES_CLOSE, _HERMES_OPEN, "]")):
+                    break  # a closing or next marker cut halfway: syntax
+                call = _cut_call(body, fmt, allowed, marked)
+                if call is None:
+                    return None
+                if call is not _SYNTAX:
+                    calls.append(call)
                 break
             name = item.get("name") if isinstance(item, dict) else None
             arguments = item.get("arguments", item.get("parameters")) if isinstance(item, dict) else None
-            if name in allowed and isinstance(arguments, dict | str):
-                arguments = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-                calls.append(ToolCall(name, arguments, call_id(fmt)))
+            if name not in allowed or not isinstance(arguments, dict | str):
+                return None  # as a whole answer: not a call to one of the tools, so text
+            arguments = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+            if follows is not None and not follows(name, arguments):
+                return None
+            calls.append(ToolCall(name, arguments, call_id(fmt)))
             body = body[end:].strip().removeprefix(_HERMES_CLOSE)
     return "\n".join(t for t in texts if t), calls
+
+
+def _cut_call(body: str, fmt: str, allowed: set[str], marked: bool):
+    """The call a cut body begins (its arguments as far as they got; "" before them), _SYNTAX where the cut fell
+    before its name was whole after a call's marker, None where it is no call to one of the tools."""
+    named = _NAMED.match(body)
+    if named is None:
+        return _SYNTAX if marked and _NAME_NOT_YET.fullmatch(body) else None
+    try:
+        name = json.loads(named.group(1))
+    except ValueError:  # an escape JSON does not know: no name, so no call
+        return None
+    if name not in allowed:
+        return None
+    rest = body[named.end() :]
+    if arguments := _ARGUMENTS.match(rest):
+        return ToolCall(name, rest[arguments.end() :], call_id(fmt))
+    return ToolCall(name, "", call_id(fmt)) if _BEFORE_ARGUMENTS.fullmatch(rest) else None
 
 
 _ALNUM = string.ascii_letters + string.digits
@@ -447,7 +483,7 @@ class StreamedCalls:
     def finish(self, reason: str | None = None) -> tuple[str, list[ToolCall]]:
         """The held-back rest as (text, calls); `reason` the worker's finish reason ("length": cut mid-call)."""
         if not self._holding:  # what is held is the start of a marker, or (llama3_json) too short to tell
-            cut_in_marker = reason == "length" and self.fmt != "llama3_json"
+            cut_in_marker = reason == "length" and self.fmt != "llama3_json" and len(self._held) >= 2
             return ("" if cut_in_marker else self._held), []
         content, calls = parse(self._held, self.fmt, self.allowed, self.single, self.follows, reason == "length")
         return (content or "", calls) if calls or content != self._held else (self._held, [])

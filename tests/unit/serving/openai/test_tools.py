@@ -102,6 +102,50 @@ def test_words_between_calls_of_a_cut_answer_stay_its_text():
     ]
 
 
+SAME = "the answer as it is"
+
+
+@pytest.mark.parametrize(
+    ("fmt", "answer", "content", "calls"),
+    [
+        ("hermes", "Wrap a call in <tool_call> tags, then the JSON", SAME, []),  # prose naming the marker
+        ("hermes", 'Hi <tool_call>{"name": "rm", "arguments": {}}</tool_call> and', SAME, []),  # not one of the tools
+        ("mistral", "The marker [TOOL_CALLS] comes before calls, as", SAME, []),
+        ("llama3_json", '{"name": "Bob", "age": 3, "bio": "a long bio that got cu', SAME, []),  # a JSON answer
+        ("llama3_json", '{"na', SAME, []),
+        ("hermes", '<tool_call>\n{"arguments": {"city": "P"}, "name": "get_weather"', SAME, []),  # keys the other way
+        ("hermes", '<tool_call>\n{"name": "C:\\x", "arguments": {"a', SAME, []),  # a name JSON cannot read: no 500
+        ("llama3_json", '{"name": "\\q", "parameters": {"a', SAME, []),
+        ("hermes", "I think 3 <", SAME, []),  # a lone "<" is text
+        ("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "P"}}\n</tool_', None,
+         [("get_weather", '{"city": "P"}')]),
+        ("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "P"}}\n</tool_call>\n<tool_', None,
+         [("get_weather", '{"city": "P"}')]),
+        ("hermes", '<tool_call>\n{"name": "get_we', None, []),  # cut in the name: syntax, and no call
+        ("hermes", '<tool_call>\n{"name": "get_weather", "argu', None, [("get_weather", "")]),
+    ],
+)  # fmt: skip
+def test_what_a_cut_answer_is_whole_and_streamed(fmt, answer, content, calls):
+    """Text that is no call to one of the tools stays text; the model's call syntax never does."""
+    expected = answer if content is SAME else content
+    got, made = tools.parse(answer, fmt, ALLOWED, cut=True)
+    assert (got, [(c.name, c.arguments) for c in made]) == (expected, calls)
+    held = tools.StreamedCalls(fmt, ALLOWED)
+    sent = "".join(held.push(answer[i : i + 3]) for i in range(0, len(answer), 3))
+    rest, streamed = held.finish("length")
+    assert ((sent + rest).strip() or None, [(c.name, c.arguments) for c in streamed]) == (expected, calls)
+
+
+@pytest.mark.parametrize("fmt", tools.FORMATS)
+def test_calls_or_a_shaped_answer_compile_in_every_format(fmt, demo_checkpoint):
+    from serving.checkpoint import load_tokenizer
+    from serving.grammar import check_grammar, llg_tokenizer
+
+    llg = llg_tokenizer(load_tokenizer(demo_checkpoint), ())
+    for parallel in (True, False):
+        check_grammar(tools.grammar([WEATHER, TIME], sorted(ALLOWED), fmt, parallel, {"type": "object"}), llg)
+
+
 def test_cut_text_that_is_no_call_stays_text():
     for fmt in tools.FORMATS:
         assert tools.parse('{"answer": "cut he', fmt, ALLOWED, cut=True) == ('{"answer": "cut he', [])
@@ -230,6 +274,26 @@ def test_a_strict_functions_call_that_does_not_follow_its_schema_stays_text(demo
     bad = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "kelvin"}}\n</tool_call>'
     assert [c.name for c in tools.parse(good, "hermes", ALLOWED, follows=follows)[1]] == ["get_weather"]
     assert tools.parse(bad, "hermes", ALLOWED, follows=follows) == (bad, [])
+    cut_after_bad = bad + '<tool_call>\n{"name": "get_time", "arguments": {"'  # cut: still no schema-less call
+    assert tools.parse(cut_after_bad, "hermes", ALLOWED, follows=follows, cut=True) == (cut_after_bad, [])
     assert tools.strict_schemas([WEATHER, {**TIME, "function": {**TIME["function"], "strict": True}}]) == {
         "get_time": TIME["function"]["parameters"]
     }
+
+
+def test_a_tool_schema_llguidance_cannot_compile_loosens_beside_a_response_format(demo_checkpoint):
+    """Tools the model may call were never held to their schemas by grammar: one using dependentRequired (which
+    llguidance lacks) is any object in the call-or-answer grammar, not a 400 for the request."""
+    from serving.openai.answer import answer_grammar, tool_plan
+    from serving.openai.chat_tokenizer import ChatTokenizer
+    from serving.openai.schemas import ChatCompletionRequest
+
+    odd = {"type": "object", "properties": {"a": {"type": "integer"}}, "dependentRequired": {"a": ["b"]}}
+    body = ChatCompletionRequest(
+        model="m",
+        messages=[{"role": "user", "content": "hi"}],
+        tools=[{"type": "function", "function": {"name": "f", "parameters": odd}}],
+        response_format={"type": "json_object"},
+    )
+    chat = ChatTokenizer(demo_checkpoint)
+    assert "tool_calls_" in answer_grammar(body, tool_plan(body, chat), chat)
