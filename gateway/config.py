@@ -9,6 +9,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from serving.checkpoint import model_id_for
 
+DAY_S = 86_400.0  # any time setting: past a day a deadline is a mistake (gRPC's overflows at ~1e10 s)
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TANDEM_")
@@ -40,12 +42,14 @@ class Settings(BaseSettings):
     drain_delay_s: float = Field(
         default=2.0,
         ge=0,
+        le=DAY_S,
         allow_inf_nan=False,
         description="SIGTERM: readiness false at once, new requests still served this long",
     )
     shutdown_grace_s: float = Field(
         default=20.0,
         gt=0,
+        le=DAY_S,
         allow_inf_nan=False,
         description="after the drain delay: how long in-flight requests may take to finish",
     )
@@ -62,28 +66,35 @@ class Settings(BaseSettings):
         description="Redis for rate limits shared by replicas; unset: limits per replica",
     )
     default_max_tokens: int = Field(default=128, ge=1, description="max_tokens of a request that sets none")
-    backend_timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
-    health_interval_s: float = Field(default=1.0, ge=0.05, allow_inf_nan=False, description="Stats polls this often")
+    backend_timeout_s: float = Field(default=120.0, gt=0, le=DAY_S, allow_inf_nan=False)
+    health_interval_s: float = Field(
+        default=1.0, ge=0.05, le=DAY_S, allow_inf_nan=False, description="Stats polls this often"
+    )
     first_token_deadline_s: float = Field(
-        default=30.0, gt=0, allow_inf_nan=False, description="give up retrying backends after this long"
+        default=30.0, gt=0, le=DAY_S, allow_inf_nan=False, description="give up retrying backends after this long"
     )
     attempt_timeout_s: float = Field(
-        default=10.0, gt=0, allow_inf_nan=False, description="how long one backend may take to its first token"
+        default=10.0,
+        gt=0,
+        le=DAY_S,
+        allow_inf_nan=False,
+        description="how long one backend may take to its first token",
     )
     stream_idle_timeout_s: float = Field(
         default=30.0,
         gt=0,
+        le=DAY_S,
         allow_inf_nan=False,
         description="a backend silent this long mid-answer is hung: the answer ends with an error",
     )
     breaker_failures: int = Field(default=3, ge=1, description="consecutive failures that open a backend's breaker")
     breaker_open_s: float = Field(
-        default=5.0, gt=0, allow_inf_nan=False, description="how long an open breaker waits before a probe"
+        default=5.0, gt=0, le=DAY_S, allow_inf_nan=False, description="how long an open breaker waits before a probe"
     )
     watch_policy: bool = Field(default=True, description="reload the policy file when it changes")
     edge_token: str | None = Field(default=None, description="token edge agents register with; unset: registration off")
     edge_agent_ttl_s: float = Field(
-        default=15.0, gt=0, allow_inf_nan=False, description="drop an edge agent not heard from for this long"
+        default=15.0, gt=0, le=DAY_S, allow_inf_nan=False, description="drop an edge agent not heard from for this long"
     )
     trace_content: bool = Field(
         default=False, description="put prompt and completion text in spans (never for private requests)"
@@ -95,10 +106,10 @@ class Settings(BaseSettings):
         default=0.85, gt=0, le=1, description="autoscaling target: KV pool fraction in use"
     )
     autoscale_ttft_p90_s: float = Field(
-        default=2.0, gt=0, allow_inf_nan=False, description="autoscaling target: TTFT p90 in seconds"
+        default=2.0, gt=0, le=DAY_S, allow_inf_nan=False, description="autoscaling target: TTFT p90 in seconds"
     )
     autoscale_window_s: float = Field(
-        default=60.0, gt=0, allow_inf_nan=False, description="window of the TTFT p90 signal"
+        default=60.0, gt=0, le=DAY_S, allow_inf_nan=False, description="window of the TTFT p90 signal"
     )
     max_n: int = Field(default=8, ge=1, le=128, description="the most choices (n) one request may ask for")
     decision_log: Path | None = Field(default=None, description="append each routing decision here as JSON lines")

@@ -63,8 +63,12 @@ def preflight(s: Settings) -> None:
         if s.redis_url:
             redis.asyncio.connection.parse_url(s.redis_url)  # what connect() would refuse
         tool_format_for(None, os.environ.get("TANDEM_TOOL_FORMAT"))
-        if s.decision_log is not None and (s.decision_log.is_dir() or not s.decision_log.parent.is_dir()):
-            raise ValueError(f"TANDEM_DECISION_LOG={s.decision_log}: not a file in an existing directory")
+        if s.decision_log is not None:
+            try:
+                with open(s.decision_log, "a", encoding="utf-8"):  # appended to for the gateway's life
+                    pass
+            except OSError as exc:
+                raise ValueError(f"TANDEM_DECISION_LOG={s.decision_log}: cannot append to it: {exc.strerror}") from None
     except (TenantsError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
     if s.auth == "api-key" and not s.api_keys and s.tenants_file is None:

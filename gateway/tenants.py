@@ -107,6 +107,10 @@ class Tenants:
             tenant, key = (tenant, key) if sep else ("default", tenant)
             if not key or not tenant:
                 raise TenantsError(f"TANDEM_API_KEYS: an entry has an empty {'key' if not key else 'tenant'}")
+            if not (key.isascii() and key.isprintable() and " " not in key):
+                raise TenantsError(
+                    f"TANDEM_API_KEYS: tenant {tenant!r}'s key is not printable ASCII (no bearer can carry it)"
+                )
             existing = config.tenants.get(tenant, TenantConfig())
             config.tenants[tenant] = existing.model_copy(update={"keys": [*existing.keys, hash_key(key)]})
         owners: dict[str, str] = {}

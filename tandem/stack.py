@@ -233,6 +233,8 @@ def local_env(env: dict[str, str]) -> dict[str, str]:
     env.setdefault("TANDEM_DRAIN_DELAY_S", "0")  # no load balancer to tell: stop at once
     if not env.get("TANDEM_API_KEYS") and not env.get("TANDEM_TENANTS_FILE"):
         env.setdefault("TANDEM_AUTH", "none")
+        if env["TANDEM_AUTH"] == "none":
+            env.pop("TANDEM_OPS_TOKEN", None)  # an open stack shows /metrics to anyone: a token would guard nothing
     elif not env.get("TANDEM_OPS_TOKEN"):
         env["TANDEM_OPS_TOKEN"] = secrets.token_urlsafe(24)  # so the launcher can read /readyz's details
     return env

@@ -1,5 +1,6 @@
 """Read and validate a policy file; every error names the file, the line and the field."""
 
+import math
 import re
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def parse_policy(text: str, source: str) -> Policy:
     if not isinstance(raw, dict):
         raise PolicyError(f"{source}: the policy must be a YAML mapping with version, pools and rules")
     try:
-        return Policy.model_validate(raw)
+        policy = Policy.model_validate(raw)
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
@@ -72,6 +73,22 @@ def parse_policy(text: str, source: str) -> Policy:
             field = ".".join(str(p) for p in loc) or "(top level)"
             problems.append(f"{source}{f':{line}' if line else ''}: {field}: {message}")
         raise PolicyError("\n".join(problems)) from exc
+    if loc := _not_finite(policy.model_dump(), ()):  # "1e400" as text is infinity to pydantic: NaN scores
+        line = _line_of(root, loc)
+        field = ".".join(str(p) for p in loc)
+        raise PolicyError(f"{source}{f':{line}' if line else ''}: {field}: not a finite number")
+    return policy
+
+
+def _not_finite(value, loc: tuple) -> tuple | None:
+    """Where in a dumped policy a float is infinite or NaN, or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else loc
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        if (found := _not_finite(child, (*loc, key))) is not None:
+            return found
+    return None
 
 
 def _check_nodes(root: yaml.Node | None, source: str) -> None:
@@ -100,7 +117,9 @@ def _check_nodes(root: yaml.Node | None, source: str) -> None:
             stack += node.value
         elif node.tag == "tag:yaml.org,2002:int" and not _DECIMAL.fullmatch(node.value):
             raise PolicyError(f"{source}:{line}: write {node.value!r} as a decimal number (YAML reads it otherwise)")
-        elif node.tag == "tag:yaml.org,2002:float" and not _FLOAT.fullmatch(node.value):
+        elif node.tag == "tag:yaml.org,2002:float" and not (
+            _FLOAT.fullmatch(node.value) and math.isfinite(float(node.value))
+        ):
             raise PolicyError(f"{source}:{line}: {node.value!r} is not a finite decimal number")
         elif node.tag == "tag:yaml.org,2002:bool" and node.value not in ("true", "false"):
             raise PolicyError(f"{source}:{line}: write {node.value!r} as true or false (or quote it, for text)")

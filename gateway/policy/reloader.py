@@ -49,21 +49,25 @@ class PolicyReloader:
     async def run(self) -> None:
         """Watch the file's directory, and its target's where it is a symlink elsewhere; a failure of one reload
         is logged and the watch goes on (a watcher that died would leave every later edit unread, silently)."""
-        status = self._state.policy_status
-        folders = {status.path.parent, status.path.resolve().parent}
-        # Only the file, its target and a ConfigMap's `..data` swap: a log written beside the policy was a change
-        # too, and watchfiles' own "1 change detected" line in it another, so the policy was read 10 times a second.
-        names = {status.path.name, status.path.resolve().name, "..data"}
+        path = self._state.policy_status.path
+        while True:  # watched anew whenever the symlink comes to point into another folder
+            target = path.resolve()
+            folders = {path.parent, target.parent}
+            # Only the file, its target and a ConfigMap's `..data` swap: a log written beside the policy was a
+            # change too, and watchfiles' own "1 change detected" line in it another: 10 reads a second.
+            names = {path.name, target.name, "..data"}
 
-        def ours(_change, path: str) -> bool:
-            return Path(path).name in names
+            def ours(_change, changed: str, names=names) -> bool:
+                return Path(changed).name in names
 
-        async for _ in awatch(*folders, debounce=50, step=50, recursive=False, watch_filter=ours):
-            try:
-                await self.reload()
-            except Exception:  # noqa: BLE001 - the watch must outlive any one edit
-                log.exception("policy reload failed; the previous policy keeps serving")
-                self._state.policy_status.last_error = f"{status.path}: reload failed; see the gateway log"
+            async for _ in awatch(*folders, debounce=50, step=50, recursive=False, watch_filter=ours):
+                try:
+                    await self.reload()
+                except Exception:  # noqa: BLE001 - the watch must outlive any one edit
+                    log.exception("policy reload failed; the previous policy keeps serving")
+                    self._state.policy_status.last_error = f"{path}: reload failed; see the gateway log"
+                if path.resolve().parent != target.parent:
+                    break
 
     async def reload(self) -> bool:
         """Load the file if its content changed; True when a new policy now serves."""
@@ -73,7 +77,10 @@ class PolicyReloader:
         except PolicyError as exc:
             return self._reject(str(exc))
         new_digest = digest(text)
-        if new_digest in (status.sha256, self._rejected):
+        if new_digest == status.sha256:  # the serving policy's own text again (a refused edit undone)
+            status.last_error, self._rejected = None, None
+            return False
+        if new_digest == self._rejected:
             return False
         try:  # off the event loop: a large file takes a while, and requests go on meanwhile
             policy = await asyncio.to_thread(parse_policy, text, str(status.path))

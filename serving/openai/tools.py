@@ -235,7 +235,11 @@ def _template_call(call: dict) -> dict:
 
 def strict_schemas(tools: list[dict]) -> dict[str, dict]:
     """name -> parameters, for the functions marked `strict: true`: their calls must follow the schema."""
-    return {name: f.get("parameters") or {"type": "object"} for name, f in functions(tools).items() if f.get("strict")}
+    return {
+        name: _NO_PARAMETERS if f.get("parameters") is None else f["parameters"] or {"type": "object"}
+        for name, f in functions(tools).items()
+        if f.get("strict")
+    }
 
 
 def parse(

@@ -104,6 +104,10 @@ def test_an_edit_that_cannot_be_read_is_refused_and_the_watch_goes_on(stack, bro
     policy_path.write_bytes(good + broken)
     wait_for(lambda: httpx.get(f"{s.url}/readyz").json()["policy"]["last_error"], "the broken edit was not noticed")
     assert route_of(client) == "cloud; rule=default"
+    policy_path.write_bytes(good)  # undone: the serving file again, and no error left standing
+    wait_for(
+        lambda: httpx.get(f"{s.url}/readyz").json()["policy"]["last_error"] is None, "the undone edit's error stayed"
+    )
     policy = yaml.safe_load(good)
     policy["rules"][-1] = {"name": "later-edit", "route": "edge"}
     write_atomically(policy_path, yaml.safe_dump(policy))
@@ -146,5 +150,17 @@ def test_a_configmap_swap_and_an_edit_of_a_symlinks_target_elsewhere_are_read(st
         policy["rules"][-1] = {"name": "edited-in-place", "route": "cloud"}
         (elsewhere / "v3.yaml").write_text(yaml.safe_dump(policy))
         wait_for(lambda: route_of(client) == "cloud; rule=edited-in-place", "an edit of the link's target was not read")
+        moved = tmp_path / "moved"  # the link re-pointed to a file in a third folder, then that file edited
+        moved.mkdir()
+        policy["rules"][-1] = {"name": "re-pointed", "route": "edge"}
+        (moved / "v4.yaml").write_text(yaml.safe_dump(policy))
+        (linked / "policy.tmp").symlink_to(moved / "v4.yaml")
+        os.replace(linked / "policy.tmp", linked / "policy.yaml")
+        wait_for(lambda: route_of(client) == "edge; rule=re-pointed", "the re-pointed link was not read")
+        policy["rules"][-1] = {"name": "edited-after-the-move", "route": "cloud"}
+        (moved / "v4.yaml").write_text(yaml.safe_dump(policy))
+        wait_for(
+            lambda: route_of(client) == "cloud; rule=edited-after-the-move", "an edit of the new target was missed"
+        )
     finally:
         gateway.stop()

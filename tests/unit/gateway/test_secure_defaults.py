@@ -226,7 +226,8 @@ def test_auth_none_beside_keys_or_an_ops_token_is_refused(demo_checkpoint, tmp_p
     [("host", ""), ("port", 99999), ("port", 0), ("health_interval_s", 0), ("health_interval_s", float("nan")),
      ("first_token_deadline_s", -1), ("backend_timeout_s", -1), ("attempt_timeout_s", float("nan")),
      ("default_max_tokens", 0), ("breaker_open_s", float("inf")), ("shutdown_grace_s", float("inf")),
-     ("edge_token", "s\u00e9cret"), ("ops_token", "two words")],
+     ("edge_token", "s\u00e9cret"), ("ops_token", "two words"), ("backend_timeout_s", 1e10),
+     ("stream_idle_timeout_s", 1e300), ("drain_delay_s", 1e9)],
 )  # fmt: skip
 def test_a_setting_that_would_break_every_request_is_refused_at_start(demo_checkpoint, tmp_path, field, value):
     with pytest.raises(ValidationError, match=field):
@@ -242,7 +243,12 @@ def test_a_token_outside_ascii_is_a_401_not_a_500(demo_checkpoint, tmp_path):
 
 @pytest.mark.parametrize(
     ("keys", "said"),
-    [(["acme:k1", "globex:k1"], "tenants 'acme' and 'globex'"), (["acme:"], "empty key"), ([":k"], "empty tenant")],
+    [
+        (["acme:k1", "globex:k1"], "tenants 'acme' and 'globex'"),
+        (["acme:"], "empty key"),
+        ([":k"], "empty tenant"),
+        (["acme:k\u00e9y"], "not printable ASCII"),
+    ],
 )
 def test_keys_that_would_name_no_tenant_or_two_are_refused(keys, said):
     with pytest.raises(TenantsError, match=said):

@@ -47,6 +47,7 @@ def test_a_port_variable_that_is_no_port_is_named(monkeypatch, value):
         ({"REDIS_URL": "notaurl"}, "Redis URL must specify"),
         ({"TANDEM_TOOL_FORMAT": "bogus"}, "TANDEM_TOOL_FORMAT must be one of"),
         ({"TANDEM_DECISION_LOG": "/nonexistent/x.jsonl"}, "TANDEM_DECISION_LOG"),
+        ({"TANDEM_DECISION_LOG": "/proc/x.jsonl"}, "cannot append to it"),
         ({"TANDEM_MODEL_DIRS": "/nonexistent"}, "no checkpoint directory"),
         ({"TANDEM_HEALTH_INTERVAL_S": "0"}, "TANDEM_HEALTH_INTERVAL_S: Input should be greater than or equal to 0.05"),
         ({"TANDEM_API_KEYS": "acme:k"}, "TANDEM_AUTH=none checks no keys, and TANDEM_API_KEYS is set"),
@@ -63,3 +64,13 @@ def test_the_gateway_says_what_is_wrong_with_its_settings_in_one_line(demo_check
     assert done.returncode in (1, 2) and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines() == [f"error: {done.stderr.strip().removeprefix('error: ')}"]
     assert said in done.stderr
+
+
+def test_an_open_local_stack_drops_an_exported_ops_token():
+    """tandem up runs without keys; an ops token left in the shell would make the gateway refuse to start."""
+    from tandem.stack import local_env
+
+    env = local_env({"TANDEM_OPS_TOKEN": "x"})
+    assert env["TANDEM_AUTH"] == "none" and "TANDEM_OPS_TOKEN" not in env
+    keyed = local_env({"TANDEM_OPS_TOKEN": "x", "TANDEM_API_KEYS": "acme:k"})
+    assert "TANDEM_AUTH" not in keyed and keyed["TANDEM_OPS_TOKEN"] == "x"

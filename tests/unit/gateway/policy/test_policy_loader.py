@@ -176,6 +176,13 @@ CASES = [
         3,
     ),
     (
+        "a number past a float's range, as a number and as text",
+        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://h:1']\n"
+        "    profile: {scorers: [{type: queue-depth, weight: '1e400'}]}\nrules: [{name: d, route: c}]\n",
+        "pools.c.profile.scorers.0.weight: not a finite number",
+        6,
+    ),
+    (
         "credentials in an endpoint",
         "version: 1\npools:\n  c: {kind: cloud, endpoints: ['http://svc:S3cret@10.0.0.7:8000']}\n"
         "rules: [{name: d, route: c}]\n",
