@@ -1,5 +1,7 @@
 """Gateway settings: environment variables with the TANDEM_ prefix, one cached object."""
 
+import ipaddress
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -113,6 +115,24 @@ class Settings(BaseSettings):
     )
     max_n: int = Field(default=8, ge=1, le=128, description="the most choices (n) one request may ask for")
     decision_log: Path | None = Field(default=None, description="append each routing decision here as JSON lines")
+
+    @field_validator("host")
+    @classmethod
+    def _a_host_to_listen_on(cls, value: str) -> str:
+        """An address or a name, as written: ' ' or 256.1.1.1 failed only at bind, after the app had started."""
+        try:
+            ipaddress.ip_address(value)
+            return value
+        except ValueError:
+            pass
+        if not re.fullmatch(
+            r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*",
+            value,
+        ):
+            raise ValueError("not an IP address or a host name")
+        if re.fullmatch(r"[0-9.]+", value):
+            raise ValueError("not an IP address")
+        return value
 
     @model_validator(mode="after")
     def _auth_says_one_thing(self) -> "Settings":

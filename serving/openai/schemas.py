@@ -129,6 +129,15 @@ class ChatMessage(BaseModel):
     annotations: Annotated[list, Field(max_length=0)] | None = None
     parsed: JsonObject | None = None
 
+    @model_validator(mode="after")
+    def _answers_fields_on_an_answer(self):
+        """What an answer's message carries (`parsed`, `annotations`, a refusal) belongs to an assistant's turn."""
+        if self.role != "assistant":
+            for name in ("parsed", "annotations", "refusal", "audio", "function_call"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}: only an assistant's message carries it, not a {self.role}'s")
+        return self
+
     def for_template(self) -> dict:
         """The message as a chat template reads it: text content, and the tool fields that are set."""
         text = self.text()

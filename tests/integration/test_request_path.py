@@ -488,6 +488,9 @@ def test_the_openai_clients_own_messages_go_back_as_history(client):
     with pytest.raises(openai.BadRequestError) as err:  # not a user's: refused by name
         prompt_tokens({"role": "user", "content": [{"type": "refusal", "refusal": "no"}]})
     assert "refusal" in err.value.response.json()["error"]["message"]
+    with pytest.raises(openai.BadRequestError) as err:  # an answer's fields on a user's message
+        prompt_tokens({"role": "user", "content": "hi", "parsed": {"a": 1}})
+    assert "only an assistant's message" in err.value.response.json()["error"]["message"]
     with pytest.raises(openai.BadRequestError) as err:  # an earlier audio answer: there is none to read
         prompt_tokens({"role": "assistant", "content": "hi", "audio": {"id": "audio_1"}})
     assert err.value.response.json()["error"]["param"].endswith("audio")

@@ -227,7 +227,7 @@ def test_auth_none_beside_keys_or_an_ops_token_is_refused(demo_checkpoint, tmp_p
      ("first_token_deadline_s", -1), ("backend_timeout_s", -1), ("attempt_timeout_s", float("nan")),
      ("default_max_tokens", 0), ("breaker_open_s", float("inf")), ("shutdown_grace_s", float("inf")),
      ("edge_token", "s\u00e9cret"), ("ops_token", "two words"), ("backend_timeout_s", 1e10),
-     ("stream_idle_timeout_s", 1e300), ("drain_delay_s", 1e9)],
+     ("stream_idle_timeout_s", 1e300), ("drain_delay_s", 1e9), ("host", " "), ("host", "256.1.1.1")],
 )  # fmt: skip
 def test_a_setting_that_would_break_every_request_is_refused_at_start(demo_checkpoint, tmp_path, field, value):
     with pytest.raises(ValidationError, match=field):
