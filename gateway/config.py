@@ -9,9 +9,12 @@ from typing import Annotated, Literal
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from gateway.tenants import is_header_token
 from serving.checkpoint import model_id_for
 
 DAY_S = 86_400.0  # any time setting: past a day a deadline is a mistake (gRPC's overflows at ~1e10 s)
+# A time setting: finite, above 0, at most a day (a deadline of 0, nan or 1e10 failed every request)
+Seconds = Annotated[float, Field(gt=0, le=DAY_S, allow_inf_nan=False)]
 
 
 class Settings(BaseSettings):
@@ -48,12 +51,8 @@ class Settings(BaseSettings):
         allow_inf_nan=False,
         description="SIGTERM: readiness false at once, new requests still served this long",
     )
-    shutdown_grace_s: float = Field(
-        default=20.0,
-        gt=0,
-        le=DAY_S,
-        allow_inf_nan=False,
-        description="after the drain delay: how long in-flight requests may take to finish",
+    shutdown_grace_s: Seconds = Field(
+        default=20.0, description="after the drain delay: how long in-flight requests may take to finish"
     )
     max_body_bytes: int = Field(
         default=2 * 1024 * 1024, ge=1024, description="larger request bodies get 413 before they are parsed"
@@ -68,36 +67,18 @@ class Settings(BaseSettings):
         description="Redis for rate limits shared by replicas; unset: limits per replica",
     )
     default_max_tokens: int = Field(default=128, ge=1, description="max_tokens of a request that sets none")
-    backend_timeout_s: float = Field(default=120.0, gt=0, le=DAY_S, allow_inf_nan=False)
-    health_interval_s: float = Field(
-        default=1.0, ge=0.05, le=DAY_S, allow_inf_nan=False, description="Stats polls this often"
-    )
-    first_token_deadline_s: float = Field(
-        default=30.0, gt=0, le=DAY_S, allow_inf_nan=False, description="give up retrying backends after this long"
-    )
-    attempt_timeout_s: float = Field(
-        default=10.0,
-        gt=0,
-        le=DAY_S,
-        allow_inf_nan=False,
-        description="how long one backend may take to its first token",
-    )
-    stream_idle_timeout_s: float = Field(
-        default=30.0,
-        gt=0,
-        le=DAY_S,
-        allow_inf_nan=False,
-        description="a backend silent this long mid-answer is hung: the answer ends with an error",
+    backend_timeout_s: Seconds = Field(default=120.0)
+    health_interval_s: Seconds = Field(default=1.0, ge=0.05, description="Stats polls this often")
+    first_token_deadline_s: Seconds = Field(default=30.0, description="give up retrying backends after this long")
+    attempt_timeout_s: Seconds = Field(default=10.0, description="how long one backend may take to its first token")
+    stream_idle_timeout_s: Seconds = Field(
+        default=30.0, description="a backend silent this long mid-answer is hung: the answer ends with an error"
     )
     breaker_failures: int = Field(default=3, ge=1, description="consecutive failures that open a backend's breaker")
-    breaker_open_s: float = Field(
-        default=5.0, gt=0, le=DAY_S, allow_inf_nan=False, description="how long an open breaker waits before a probe"
-    )
+    breaker_open_s: Seconds = Field(default=5.0, description="how long an open breaker waits before a probe")
     watch_policy: bool = Field(default=True, description="reload the policy file when it changes")
     edge_token: str | None = Field(default=None, description="token edge agents register with; unset: registration off")
-    edge_agent_ttl_s: float = Field(
-        default=15.0, gt=0, le=DAY_S, allow_inf_nan=False, description="drop an edge agent not heard from for this long"
-    )
+    edge_agent_ttl_s: Seconds = Field(default=15.0, description="drop an edge agent not heard from for this long")
     trace_content: bool = Field(
         default=False, description="put prompt and completion text in spans (never for private requests)"
     )
@@ -107,12 +88,8 @@ class Settings(BaseSettings):
     autoscale_kv_usage: float = Field(
         default=0.85, gt=0, le=1, description="autoscaling target: KV pool fraction in use"
     )
-    autoscale_ttft_p90_s: float = Field(
-        default=2.0, gt=0, le=DAY_S, allow_inf_nan=False, description="autoscaling target: TTFT p90 in seconds"
-    )
-    autoscale_window_s: float = Field(
-        default=60.0, gt=0, le=DAY_S, allow_inf_nan=False, description="window of the TTFT p90 signal"
-    )
+    autoscale_ttft_p90_s: Seconds = Field(default=2.0, description="autoscaling target: TTFT p90 in seconds")
+    autoscale_window_s: Seconds = Field(default=60.0, description="window of the TTFT p90 signal")
     max_n: int = Field(default=8, ge=1, le=128, description="the most choices (n) one request may ask for")
     decision_log: Path | None = Field(default=None, description="append each routing decision here as JSON lines")
 
@@ -151,7 +128,7 @@ class Settings(BaseSettings):
     @classmethod
     def _token_as_a_header_carries_it(cls, value):
         text = value.get_secret_value() if isinstance(value, SecretStr) else value
-        if text is not None and not (text.isascii() and text.isprintable() and " " not in text and text):
+        if text is not None and not is_header_token(text):
             raise ValueError("must be printable ASCII without spaces: it is sent as an HTTP header")
         return value
 

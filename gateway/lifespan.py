@@ -44,11 +44,19 @@ class ConfigError(RuntimeError):
 def load_tenants(s: Settings) -> Tenants:
     """The tenants and keys, refusing an open gateway that the config did not open in so many words."""
     secret = s.cache_salt_secret.get_secret_value().encode() if s.cache_salt_secret else None
-    tenants = Tenants.load(s.tenants_file, s.api_keys, secret)
-    if s.auth == "api-key" and not tenants.requires_key:
-        raise ConfigError(_NO_KEYS)
+    tenants = _keyed_tenants(s, secret)
     if s.auth == "none":
         log.warning("auth is none: no API keys are checked; anyone who reaches %s:%d can use it", s.host, s.port)
+    return tenants
+
+
+def _keyed_tenants(s: Settings, salt_secret: bytes | None) -> Tenants:
+    tenants = Tenants.load(s.tenants_file, s.api_keys, salt_secret)
+    if s.auth == "api-key" and not tenants.requires_key:
+        raise ConfigError(
+            "no API keys: set TANDEM_API_KEYS ([tenant:]key,...) or TANDEM_TENANTS_FILE, "
+            "or TANDEM_AUTH=none to run without keys (every caller then picks its tenant; local use only)"
+        )
     return tenants
 
 
@@ -56,7 +64,7 @@ def preflight(s: Settings) -> None:
     """What the lifespan would fail on later, checked before the port is bound: ConfigError in one line (inside
     the lifespan it was a traceback under uvicorn's)."""
     try:
-        Tenants.load(s.tenants_file, s.api_keys, b"preflight")
+        _keyed_tenants(s, b"preflight")  # a salt of its own: no warning about the unset secret twice
         for name, path in s.model_checkpoints().items():
             if not (Path(path) / "tokenizer.json").is_file():
                 raise ValueError(f"model {name!r}: {path} is no checkpoint directory (no tokenizer.json)")
@@ -71,14 +79,6 @@ def preflight(s: Settings) -> None:
                 raise ValueError(f"TANDEM_DECISION_LOG={s.decision_log}: cannot append to it: {exc.strerror}") from None
     except (TenantsError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
-    if s.auth == "api-key" and not s.api_keys and s.tenants_file is None:
-        raise ConfigError(_NO_KEYS)
-
-
-_NO_KEYS = (
-    "no API keys: set TANDEM_API_KEYS ([tenant:]key,...) or TANDEM_TENANTS_FILE, "
-    "or TANDEM_AUTH=none to run without keys (every caller then picks its tenant; local use only)"
-)
 
 
 def app_settings(app: FastAPI) -> Settings:

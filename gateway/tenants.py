@@ -33,6 +33,11 @@ log = logging.getLogger(__name__)
 HASH_PREFIX = "sha256:"
 
 
+def is_header_token(text: str) -> bool:
+    """Whether a bearer header can carry `text`: printable ASCII without spaces, not empty."""
+    return bool(text) and text.isascii() and text.isprintable() and " " not in text
+
+
 def hash_key(key: str) -> str:
     return HASH_PREFIX + hashlib.sha256(key.encode()).hexdigest()
 
@@ -107,7 +112,7 @@ class Tenants:
             tenant, key = (tenant, key) if sep else ("default", tenant)
             if not key or not tenant:
                 raise TenantsError(f"TANDEM_API_KEYS: an entry has an empty {'key' if not key else 'tenant'}")
-            if not (key.isascii() and key.isprintable() and " " not in key):
+            if not is_header_token(key):
                 raise TenantsError(
                     f"TANDEM_API_KEYS: tenant {tenant!r}'s key is not printable ASCII (no bearer can carry it)"
                 )

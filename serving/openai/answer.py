@@ -83,15 +83,13 @@ def answer_grammar(body: _GenerationParams, plan: ToolPlan | None, chat: ChatTok
         raise BadRequest(f"response_format: {exc}", param="response_format") from None
     if plan is None or not (plan.grammar or shape):
         return shape
-    if plan.grammar:
-        grammar = plan.grammar
-    else:  # any of the tools, or the answer response_format asks for
+    if not plan.grammar:  # any of the tools, or the answer response_format asks for
         return _calls_or_answer(body, plan, tokenizer)
     try:
-        check_grammar(grammar, tokenizer)
+        check_grammar(plan.grammar, tokenizer)
     except (GrammarError, ValueError, RuntimeError) as exc:
         raise BadRequest(f"tool_choice: {exc}", param="tool_choice") from None
-    return grammar
+    return plan.grammar
 
 
 def _calls_or_answer(body: ChatCompletionRequest, plan: ToolPlan, tokenizer) -> str:
@@ -99,18 +97,12 @@ def _calls_or_answer(body: ChatCompletionRequest, plan: ToolPlan, tokenizer) -> 
     to its schema by grammar (a strict one is checked after): where a schema uses what llguidance cannot compile
     (`not`, `if`, `dependentRequired`), its arguments are any object rather than the request a 400."""
     names, parallel, answer = sorted(plan.allowed), not plan.single, schema_for(body.response_format)
-    try:
-        grammar = tools.grammar(body.tools, names, plan.format, parallel, answer)
-        check_grammar(grammar, tokenizer)
-        return grammar
-    except (GrammarError, tools.ToolError, ValueError, RuntimeError):
-        loose = [
-            {**t, "function": {**t["function"], "parameters": {"type": "object"}}} if t.get("type") == "function" else t
-            for t in body.tools
-        ]
-    try:
-        grammar = tools.grammar(loose, names, plan.format, parallel, answer)
-        check_grammar(grammar, tokenizer)
-    except (GrammarError, tools.ToolError, ValueError, RuntimeError) as exc:
-        raise BadRequest(f"tools: {exc}", param="tools") from None
-    return grammar
+    loose = [{**t, "function": {**t["function"], "parameters": {"type": "object"}}} for t in body.tools]
+    for attempt in (body.tools, loose):  # tool_plan checked each tool is {"type": "function", "function": {...}}
+        try:
+            grammar = tools.grammar(attempt, names, plan.format, parallel, answer)
+            check_grammar(grammar, tokenizer)
+            return grammar
+        except (GrammarError, tools.ToolError, ValueError, RuntimeError) as exc:
+            error = exc
+    raise BadRequest(f"tools: {error}", param="tools")

@@ -113,6 +113,13 @@ def forced_names(tools: list[dict], tool_choice) -> list[str] | None:
 _NO_PARAMETERS = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
+def _parameters(function: dict) -> dict:
+    """The schema a function's arguments follow: no `parameters` is no arguments (OpenAI: "an empty parameter
+    list"); `{}` is any object."""
+    parameters = function.get("parameters")
+    return _NO_PARAMETERS if parameters is None else parameters or {"type": "object"}
+
+
 def grammar(tools: list[dict], names: list[str], fmt: str, parallel: bool, otherwise: dict | None = None) -> str:
     """An llguidance grammar whose every sentence is a call (or, with `parallel`, calls) to one of `names`, or,
     given `otherwise` (a JSON schema: response_format's), a text answer that follows it instead."""
@@ -120,10 +127,7 @@ def grammar(tools: list[dict], names: list[str], fmt: str, parallel: bool, other
     key = "parameters" if fmt == "llama3_json" else "arguments"
     calls, definitions = [], {}
     for name in names:
-        parameters = fns[name].get("parameters")
-        # No `parameters` is no arguments (OpenAI: "an empty parameter list"); `{}` is any object.
-        parameters = _NO_PARAMETERS if parameters is None else parameters or {"type": "object"}
-        parameters, defs = _hoisted(parameters, name)
+        parameters, defs = _hoisted(_parameters(fns[name]), name)
         definitions |= defs
         calls.append(
             {
@@ -235,11 +239,7 @@ def _template_call(call: dict) -> dict:
 
 def strict_schemas(tools: list[dict]) -> dict[str, dict]:
     """name -> parameters, for the functions marked `strict: true`: their calls must follow the schema."""
-    return {
-        name: _NO_PARAMETERS if f.get("parameters") is None else f["parameters"] or {"type": "object"}
-        for name, f in functions(tools).items()
-        if f.get("strict")
-    }
+    return {name: _parameters(f) for name, f in functions(tools).items() if f.get("strict")}
 
 
 def parse(
@@ -275,16 +275,23 @@ def _parse(
         content, raw = _parse_llama3(text)
     calls = []
     for item in raw:
-        name = item.get("name") if isinstance(item, dict) else None
-        arguments = item.get("arguments", item.get("parameters")) if isinstance(item, dict) else None
-        if name not in allowed or not isinstance(arguments, dict | str):
+        if (call := _call_of(item, fmt, allowed, follows)) is None:
             return text or None, []
-        if isinstance(arguments, dict):
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        if follows is not None and not follows(name, arguments):
-            return text or None, []
-        calls.append(ToolCall(name, arguments, call_id(fmt)))
+        calls.append(call)
     return (content, calls) if calls else (text, [])
+
+
+def _call_of(item, fmt: str, allowed: set[str], follows: Callable[[str, str], bool] | None) -> ToolCall | None:
+    """The call a decoded item is: a name among `allowed` and arguments (an object or JSON text) that follow the
+    function's schema where it is strict; None otherwise."""
+    name = item.get("name") if isinstance(item, dict) else None
+    arguments = item.get("arguments", item.get("parameters")) if isinstance(item, dict) else None
+    if name not in allowed or not isinstance(arguments, dict | str):
+        return None
+    arguments = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    if follows is not None and not follows(name, arguments):
+        return None
+    return ToolCall(name, arguments, call_id(fmt))
 
 
 # A call's beginning cut before its name was whole: `{`, `{"na`, `{"name": "get_we`.
@@ -334,14 +341,9 @@ def cut_calls(
                 if call is not _SYNTAX:
                     calls.append(call)
                 break
-            name = item.get("name") if isinstance(item, dict) else None
-            arguments = item.get("arguments", item.get("parameters")) if isinstance(item, dict) else None
-            if name not in allowed or not isinstance(arguments, dict | str):
-                return None  # as a whole answer: not a call to one of the tools, so text
-            arguments = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-            if follows is not None and not follows(name, arguments):
-                return None
-            calls.append(ToolCall(name, arguments, call_id(fmt)))
+            if (call := _call_of(item, fmt, allowed, follows)) is None:
+                return None  # as in a whole answer: no call to one of the tools, so text
+            calls.append(call)
             body = body[end:].strip().removeprefix(_HERMES_CLOSE)
     return "\n".join(t for t in texts if t), calls
 

@@ -472,10 +472,11 @@ def test_the_openai_clients_own_messages_go_back_as_history(client):
         .message
     )
     assert parsed.tool_calls[0].function.parsed_arguments is not None
+    alone = client.chat.completions.create(model=MODEL, messages=ask, max_tokens=2, tools=[WEATHER_TOOL])
     for message in (dumped.model_dump(), parsed):
         history = [*ask, message, {"role": "tool", "tool_call_id": message_calls(message)[0], "content": "21 C"}]
         follow = client.chat.completions.create(model=MODEL, messages=history, max_tokens=2, tools=[WEATHER_TOOL])
-        assert follow.usage.prompt_tokens > 0
+        assert follow.usage.prompt_tokens > alone.usage.prompt_tokens  # the call and its result are read
 
     # a refusal part is what the assistant said, as a refusal field is
     def prompt_tokens(turn: dict) -> int:
