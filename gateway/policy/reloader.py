@@ -20,6 +20,12 @@ from gateway.policy.loader import PolicyError, parse_policy, read_policy_text
 
 log = logging.getLogger(__name__)
 
+# A file written in place (`cat > policy.yaml`, an editor that does not rename) is read while it changes: its first
+# half can be valid YAML that lacks what follows (a `never_leave_device` list cut short). It is parsed only once two
+# reads this far apart agree, a second change then no longer looked for after SETTLE_MAX_S.
+SETTLE_S = 0.25
+SETTLE_MAX_S = 2.0
+
 
 @dataclass
 class PolicyStatus:
@@ -31,7 +37,7 @@ class PolicyStatus:
     def as_dict(self) -> dict:
         return {
             "file": str(self.path),
-            "sha256": self.sha256[:16],
+            "sha256": self.sha256,  # of the text, as `sha256sum` gives it for a file saved without a BOM
             "loaded_at": self.loaded_at,
             "last_error": self.last_error,
         }
@@ -73,7 +79,7 @@ class PolicyReloader:
         """Load the file if its content changed; True when a new policy now serves."""
         status = self._state.policy_status
         try:
-            text = read_policy_text(status.path)
+            text = await settled_text(status.path)
         except PolicyError as exc:
             return self._reject(str(exc))
         new_digest = digest(text)
@@ -109,3 +115,17 @@ class PolicyReloader:
         metrics.POLICY_RELOADS.labels("error").inc()
         log.error("policy change rejected, the previous policy keeps serving:\n%s", error)
         return False
+
+
+async def settled_text(path: Path) -> str:
+    """The file's text once it has stopped changing (SETTLE_S); a writer still busy after SETTLE_MAX_S gets its
+    text read as it stands, and its next write is a change of its own, read again."""
+    text, waited = read_policy_text(path), 0.0
+    while waited < SETTLE_MAX_S:
+        await asyncio.sleep(SETTLE_S)
+        waited += SETTLE_S
+        again = read_policy_text(path)
+        if again == text:
+            break
+        text = again
+    return text

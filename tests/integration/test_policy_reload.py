@@ -40,9 +40,9 @@ def serving_sha(url: str) -> str:
     return httpx.get(f"{url}/readyz").json()["policy"]["sha256"]
 
 
-def reload_errors(url: str) -> float:
+def reloads(url: str, result: str = "error") -> float:
     for line in httpx.get(f"{url}/metrics").text.splitlines():
-        if line.startswith('tandem_gateway_policy_reloads_total{result="error"}'):
+        if line.startswith(f'tandem_gateway_policy_reloads_total{{result="{result}"}}'):
             return float(line.split()[-1])
     return 0.0
 
@@ -69,7 +69,7 @@ def test_a_valid_edit_routes_the_next_request_differently_and_a_broken_one_is_re
     chunks = [first, *in_flight]  # the stream that started on the old policy finishes normally
     assert chunks[-1].choices[0].finish_reason in ("stop", "length")
 
-    before = reload_errors(s.url)
+    before = reloads(s.url)
     policy_path.write_text(policy_path.read_text().replace("route: edge", "route: nowhere", 1))
     deadline = time.monotonic() + 3
     while not httpx.get(f"{s.url}/readyz").json()["policy"]["last_error"]:
@@ -77,11 +77,11 @@ def test_a_valid_edit_routes_the_next_request_differently_and_a_broken_one_is_re
         time.sleep(0.05)
     error = httpx.get(f"{s.url}/readyz").json()["policy"]["last_error"]
     assert error.startswith(f"{policy_path}:") and "unknown pool 'nowhere'" in error
-    assert reload_errors(s.url) == before + 1
+    assert reloads(s.url) == before + 1
     assert route_of(client) == "edge; rule=everything-else-on-the-edge"  # the last good policy still serves
     assert "policy change rejected" in (policy_path.parent / "logs" / "gateway.log").read_text()
     # /readyz names the policy that serves, not the file that was refused
-    assert serving_sha(s.url) != hashlib.sha256(policy_path.read_bytes()).hexdigest()[:16]
+    assert serving_sha(s.url) != hashlib.sha256(policy_path.read_bytes()).hexdigest()
 
 
 def wait_for(predicate, what: str, seconds: float = 3.0) -> None:
@@ -164,3 +164,24 @@ def test_a_configmap_swap_and_an_edit_of_a_symlinks_target_elsewhere_are_read(st
         )
     finally:
         gateway.stop()
+
+
+def test_a_file_written_in_place_is_read_once_it_is_whole(stack):
+    """`cat > policy.yaml` truncates the file and writes it: a read in between saw a valid policy whose
+    never_leave_device list was cut short, and served it until the rest arrived."""
+    s, policy_path = stack
+    policy = yaml.safe_load(policy_path.read_text())
+    policy["rules"][-1] = {"name": "written-in-place", "route": "edge"}
+    privacy = policy.pop("privacy")
+    head = yaml.safe_dump(policy, sort_keys=False) + "privacy:\n  detectors: [email]\n  never_leave_device:\n"
+    tags = [f"  - {tag}\n" for tag in privacy["never_leave_device"]]
+    before = reloads(s.url, "ok")
+    with policy_path.open("w") as f:
+        f.write(head + "".join(tags[:-1]))  # valid alone: the last tag missing
+        f.flush()
+        time.sleep(0.15)  # a writer that pauses, three times watchfiles' debounce
+        f.write(tags[-1])
+    whole = policy_path.read_bytes()
+    wait_for(lambda: serving_sha(s.url) == hashlib.sha256(whole).hexdigest(), "the whole file did not serve")
+    time.sleep(0.5)
+    assert reloads(s.url, "ok") == before + 1, "the half-written file served before the whole one"
