@@ -4,8 +4,9 @@ import logging
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.routing import APIRoute
 from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 from pydantic import ValidationError
@@ -32,7 +33,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # FastAPI's own (native) telemetry off: gateway/request_span.py makes the server span, and two would do the work
     # twice on every request (bench/gateway_overhead.py).
     telemetry = {"tracing": False, "metrics": False, "logs": False}
-    app = FastAPI(title="Tandem gateway", version="0.1.0", lifespan=lifespan, telemetry=telemetry)
+    # The API's description is served by `_add_api_description`, behind the API key like every other route.
+    app = FastAPI(
+        title="Tandem gateway",
+        version="0.1.0",
+        lifespan=lifespan,
+        telemetry=telemetry,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+    )
     app.state.configured_settings = settings
     app.add_middleware(GenerationShortcut)  # added first, runs last: inside the body limit, the draining, the span
     app.add_middleware(BodyLimit, max_bytes=lambda: _settings(app).max_body_bytes)
@@ -50,7 +60,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if not HTTPXClientInstrumentor().is_instrumented_by_opentelemetry:
         HTTPXClientInstrumentor().instrument()  # trace context into OpenAI-compatible HTTP backends
     app.openapi = lambda: _openapi_without_422(app)
+    _add_api_description(app)
     return app
+
+
+def _add_api_description(app: FastAPI) -> None:
+    """/openapi.json, /docs and /redoc need what the API itself needs: a key, unless the gateway runs with
+    `auth: none`. (FastAPI serves them to anyone by default, and they name every route, ops routes included.)
+    Swagger UI and ReDoc load their scripts from a CDN, so those pages work only where the browser reaches one."""
+    guarded = [Depends(require_api_key)]
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=guarded)
+    async def openapi_document() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=guarded)
+    async def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{app.title} - Swagger UI")
+
+    @app.get("/redoc", include_in_schema=False, dependencies=guarded)
+    async def redoc() -> HTMLResponse:
+        return get_redoc_html(openapi_url="/openapi.json", title=f"{app.title} - ReDoc")
 
 
 def _settings(app: FastAPI) -> Settings:
@@ -192,7 +222,10 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     """FastAPI's own refusals (an unparsable body, an unknown route or method) in OpenAI's error shape."""
     error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
-    body = {"error": {"message": str(exc.detail), "type": error_type, "param": None, "code": None}}
+    message = str(exc.detail)
+    if message == "There was an error parsing the body":  # FastAPI's words for a body json.loads cannot decode
+        message = "the request body could not be decoded: send JSON in UTF-8 (or UTF-16/32), not another encoding"
+    body = {"error": {"message": message, "type": error_type, "param": None, "code": None}}
     return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
 

@@ -316,3 +316,12 @@ def test_a_number_split_between_a_turns_content_and_its_refusal_is_read_whole(st
     body = ASK | {"messages": [turn, {"role": "user", "content": "thanks"}]}
     reply = httpx.post(f"{stack.url}/v1/chat/completions", json=body, timeout=30)
     assert reply.status_code == 200 and reply.headers["x-tandem-route"] == "edge; rule=private", reply.text
+
+
+def test_a_body_in_latin_1_is_told_to_send_utf_8(stack):
+    """A client that encodes its JSON in Latin-1 (an 'é' as the byte 0xe9) got FastAPI's 'There was an error
+    parsing the body', which says nothing of why."""
+    body = json.dumps(ASK | {"messages": [{"role": "user", "content": "café"}]}, ensure_ascii=False)
+    reply = httpx.post(f"{stack.url}/v1/chat/completions", content=body.encode("latin-1"),
+                       headers={"Content-Type": "application/json"}, timeout=30)  # fmt: skip
+    assert reply.status_code == 400 and "UTF-8" in reply.json()["error"]["message"], reply.text

@@ -74,6 +74,18 @@ def test_auth_none_written_out_is_open(demo_checkpoint, tmp_path):
         explained = client.post("/v1/route/explain", json=ASK, headers={"X-Tandem-Tenant": "t1"})
         assert explained.status_code == 200 and explained.json()["features"]["tenant"] == "t1"
         assert client.get("/metrics").status_code == 200
+        assert "/v1/chat/completions" in client.get("/openapi.json").json()["paths"]
+        assert client.get("/docs").status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/openapi.json", "/docs", "/redoc"])
+def test_the_api_description_needs_a_key_like_the_api(gateway, path):
+    refused = gateway.get(path)
+    assert refused.status_code == 401 and "API key" in refused.json()["error"]["message"]
+    served = gateway.get(path, headers=bearer(KEY))
+    assert served.status_code == 200
+    if path == "/openapi.json":
+        assert "/v1/chat/completions" in served.json()["paths"] and "/openapi.json" not in served.json()["paths"]
 
 
 @pytest.mark.parametrize(
