@@ -27,10 +27,13 @@ class DecisionLog:
         pool: str | None,
         backend: str | None,
         status: str,
+        x_request_id: str | None = None,
     ) -> None:
+        """`request_id` is the response's `id`; `x_request_id` the X-Request-Id its response carried."""
         entry = {
             "ts": round(time.time(), 3),
             "request_id": request_id,
+            "x_request_id": x_request_id,
             "features": features_dict(features),
             "rule": rule,
             "pool": pool,

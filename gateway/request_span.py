@@ -56,6 +56,7 @@ class RequestSpan:
                 span.set_attribute("http.response.status_code", 400)
                 await _refuse(send, span)
                 return
+            scope.setdefault("state", {})["request_id"] = request_id  # request.state.request_id (the decision log)
             extra = [(HEADER, request_id.encode())]
             trace_id = span.get_span_context().trace_id
             if trace_id:

@@ -368,6 +368,12 @@ def _print_banner(url: str, log_dir: Path, policy_path: Path, more_models: list[
             "[yellow]auth: none[/yellow] (a local stack: no API keys are checked; it listens on 127.0.0.1 only. "
             "Set TANDEM_API_KEYS to require keys.)"
         )
+    else:  # keys are checked: the requests below send one, read from the shell (never printed here)
+        curl += ' -H "Authorization: Bearer $TANDEM_KEY"'
+        console.print(
+            "[yellow]auth: api-key[/yellow] (every request needs one of the keys the stack was started with; "
+            "the requests below read it from $TANDEM_KEY: export TANDEM_KEY=<your key> first)"
+        )
     console.print()
     console.print("A private request (answered on the edge):", style="bold")
     console.print(f"{curl} -d '{json.dumps(private)}'\n", markup=False, highlight=False, soft_wrap=True)

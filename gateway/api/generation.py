@@ -49,7 +49,7 @@ async def serve(
         raise
     prefix = "chatcmpl" if chat else "cmpl"
     shape = ResponseShape.new(chat, f"{prefix}-{uuid.uuid4().hex}", prepared.model.id)
-    return await _serve(body, prepared, shape, state, policy, admission)
+    return await _serve(body, prepared, shape, state, policy, admission, _x_request_id(request))
 
 
 async def _serve(
@@ -59,6 +59,7 @@ async def _serve(
     state: GatewayState,
     policy: Policy,
     admission: Admission,
+    x_request_id: str | None,
 ):
     features = prepared.features
     gen_request = worker_pb2.GenerateRequest(
@@ -108,11 +109,14 @@ async def _serve(
         if isinstance(exc, GatewayError):
             metrics.REQUESTS.labels("none", "none", features.tenant, exc.code or "error").inc()
             if state.decisions:
-                state.decisions.record(shape.response_id, features, None, None, None, exc.code or "error")
+                state.decisions.record(shape.response_id, features, None, None, None, exc.code or "error", x_request_id)
         raise
     routed, private = routed_all[0], requests[0].private
     if state.decisions:
-        state.decisions.record(shape.response_id, features, routed.rule, routed.pool, routed.backend.endpoint, "routed")
+        state.decisions.record(
+            shape.response_id, features, routed.rule, routed.pool, routed.backend.endpoint, "routed",
+            x_request_id,
+        )  # fmt: skip
     user = None if private else (body.user or body.safety_identifier)
     for one in routed_all:
         if state.decisions:
@@ -188,6 +192,11 @@ async def _serve(
     merged["usage"]["completion_tokens"] = sum(a["usage"]["completion_tokens"] for a in answers)
     merged["usage"]["total_tokens"] = merged["usage"]["prompt_tokens"] + merged["usage"]["completion_tokens"]
     return JSONResponse(merged, headers=headers)
+
+
+def _x_request_id(request: Request) -> str | None:
+    """The X-Request-Id the response carries (gateway/request_span.py puts it on the request's state)."""
+    return getattr(request.state, "request_id", None)
 
 
 def _nth_choice(request: worker_pb2.GenerateRequest, index: int) -> worker_pb2.GenerateRequest:

@@ -45,8 +45,15 @@ def decide(policy: Policy, features: RequestFeatures) -> Decision:
     """The first matching rule and the pools it allows; NoBackend when no rule matches."""
     traces = trace_rules(policy, features)
     if not traces or not traces[-1].matched:
-        model = f" for model {features.model!r}" if policy.models else ""
-        raise NoBackend(f"no policy rule matched this request{model} (add a catch-all rule without `match`)")
+        if policy.models and features.model not in policy.models:
+            known = ", ".join(sorted(policy.models))
+            raise NoBackend(f"no pool serves model {features.model!r}: the policy's `models` are {known}")
+        if policy.models:  # a rule matches only where one of its pools serves the request's model
+            raise NoBackend(
+                f"no policy rule matched this request for model {features.model!r} (no rule routes to a pool that "
+                "serves it: the policy's `models` says which pools serve each model)"
+            )
+        raise NoBackend("no policy rule matched this request (add a catch-all rule without `match`)")
     rule = policy.rules[len(traces) - 1]
     private = privacy.is_private(policy, features.privacy_tags)
     allowed, blocked = privacy.allowed_pools(policy, _model_pools(policy, rule, features.model), private)

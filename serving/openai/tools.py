@@ -281,6 +281,9 @@ def _parse(
     return (content, calls) if calls else (text, [])
 
 
+_COMPACT = (",", ":")
+
+
 def _call_of(item, fmt: str, allowed: set[str], follows: Callable[[str, str], bool] | None) -> ToolCall | None:
     """The call a decoded item is: a name among `allowed` and arguments (an object or JSON text) that follow the
     function's schema where it is strict; None otherwise."""
@@ -288,7 +291,10 @@ def _call_of(item, fmt: str, allowed: set[str], follows: Callable[[str, str], bo
     arguments = item.get("arguments", item.get("parameters")) if isinstance(item, dict) else None
     if name not in allowed or not isinstance(arguments, dict | str):
         return None
-    arguments = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    # Compact, as OpenAI's and as a grammar writes them; the model's own spacing is not kept (docs/api.md).
+    arguments = (
+        arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, separators=_COMPACT)
+    )
     if follows is not None and not follows(name, arguments):
         return None
     return ToolCall(name, arguments, call_id(fmt))

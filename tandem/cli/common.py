@@ -34,6 +34,15 @@ ModelDir = Annotated[str, typer.Option("--model", help=MODEL_HELP, callback=_res
 TokenizerDir = Annotated[
     str, typer.Option("--model", help=f"{MODEL_HELP}; only its tokenizer is used", callback=_resolve_tokenizer)
 ]
+GatewayModelDir = Annotated[  # the gateway's settings are TANDEM_* variables, its model's too (docs/operations.md)
+    str,
+    typer.Option(
+        "--model",
+        envvar="TANDEM_MODEL_DIR",
+        help=f"{MODEL_HELP}; only its tokenizer is used",
+        callback=_resolve_tokenizer,
+    ),
+]
 DEFAULT_CACHE = Path.home() / ".cache" / "tandem"
 
 

@@ -40,6 +40,9 @@ def explain(
     privacy: Annotated[str | None, typer.Option(help="privacy tags, as X-Tandem-Privacy")] = None,
     device: Annotated[str | None, typer.Option(help='device JSON, as X-Tandem-Device, e.g. {"npu": true}')] = None,
     tenant: str = "default",
+    model_id: Annotated[
+        str | None, typer.Option(help="the request's `model` (default: the checkpoint directory's name)")
+    ] = None,
 ) -> None:
     """Where a chat request would go under FILE, and why (offline: backends assumed healthy)."""
     import json
@@ -47,6 +50,7 @@ def explain(
     from gateway.classify.classify import classify
     from gateway.policy.explain import explain
     from gateway.routing.candidate import Candidate
+    from serving.checkpoint import model_id_for
     from serving.openai.chat_tokenizer import ChatTokenizer
     from serving.openai.errors import GatewayError
 
@@ -61,6 +65,7 @@ def explain(
             privacy_header=privacy,
             device_header=device,
             tenant=tenant,
+            model=model_id_for(model, model_id),
         )
     except GatewayError as exc:
         fail(exc.message, 1, exc)

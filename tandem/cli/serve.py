@@ -8,7 +8,16 @@ import typer
 
 from cloud_worker.engine.config import EngineConfig
 from edge_agent.quantize import INT4
-from tandem.cli.common import DEFAULT_CACHE, ModelDir, TokenizerDir, default, fail, settings_error, setup_logging
+from tandem.cli.common import (
+    DEFAULT_CACHE,
+    GatewayModelDir,
+    ModelDir,
+    TokenizerDir,
+    default,
+    fail,
+    settings_error,
+    setup_logging,
+)
 from tandem.cli.edge import AccuracyLevel, Bits, BlockSize, KeepLmHead, QuantizeEmbedding, quantization
 
 
@@ -27,7 +36,7 @@ def up(
 
 
 def gateway(
-    model: TokenizerDir,
+    model: GatewayModelDir,
     policy: Annotated[
         Path | None,
         typer.Option(help="policy YAML (default: TANDEM_POLICY_FILE, else policies/default.yaml)", dir_okay=False),

@@ -42,14 +42,16 @@ def test_decision_log_has_no_prompt_text_and_replays(logged_stack, tmp_path):
     secret = "the launch code is tangerine"
     for content in (secret, "short one", "write to ann@example.com", "tell me more. " * 100):
         client.chat.completions.create(
-            model="tandem-demo", messages=[{"role": "user", "content": content}], max_tokens=2, user="u-42"
-        )
+            model="tandem-demo", messages=[{"role": "user", "content": content}], max_tokens=2, user="u-42",
+            extra_headers={"X-Request-Id": f"ops-{len(content)}"},
+        )  # fmt: skip
     records = [json.loads(line) for line in log.read_text().splitlines()]
     lines = [r for r in records if r.get("kind") != "usage"]
     assert len(lines) >= 4
     assert "tangerine" not in log.read_text() and "ann@example.com" not in log.read_text()
     record = lines[-1]
     assert record["rule"] == "default" and record["pool"] == "cloud" and record["status"] == "routed"
+    assert record["x_request_id"] == f"ops-{len('tell me more. ' * 100)}"  # the id the caller's logs have
     # A usage record per request as it ends: tokens per tenant, and OpenAI's `user` unless the request was private.
     usage = {r["request_id"]: r for r in records if r.get("kind") == "usage"}
     assert usage[record["request_id"]] | {"ts": 0} == {

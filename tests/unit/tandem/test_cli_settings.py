@@ -51,3 +51,42 @@ def test_the_policy_file_variable_is_read_and_checked(started, demo_checkpoint, 
 def test_a_bad_variable_is_an_error_naming_it(started, demo_checkpoint):
     result = CliRunner().invoke(app, ["gateway", "--model", str(demo_checkpoint)], env={"TANDEM_PORT": "eighty"})
     assert result.exit_code == 2 and "TANDEM_PORT" in result.output and "eighty" in result.output and not started
+
+
+def test_the_model_variable_serves_for_the_flag(started, demo_checkpoint):
+    """docs/operations.md sets the gateway up by TANDEM_* variables, TANDEM_MODEL_DIR among them: `tandem gateway`
+    said "Missing option '--model'" under it."""
+    result = CliRunner().invoke(app, ["gateway"], env={"TANDEM_MODEL_DIR": str(demo_checkpoint)})
+    assert result.exit_code == 0, result.output
+    assert Path(started[0].model_dir).resolve() == demo_checkpoint.resolve()
+
+
+MANY_MODELS = """version: 1
+pools:
+  edge:  {kind: edge,  endpoints: [grpc://127.0.0.1:50061]}
+  cloud: {kind: cloud, endpoints: [grpc://127.0.0.1:50051]}
+  big:   {kind: cloud, endpoints: [grpc://10.0.0.7:50051]}
+models:
+  tandem-demo: {pools: [edge, cloud]}
+  qwen3-8b:    {pools: [big], owned_by: acme}
+rules:
+  - {name: private, match: {privacy: [private, pii, confidential]}, route: edge, fallback: []}
+  - {name: default, route: cloud, fallback: [edge]}
+  - {name: big-model, match: {model: [qwen3-8b]}, route: big}
+"""
+
+
+@pytest.mark.parametrize(("flags", "pool"), [([], "cloud"), (["--model-id", "qwen3-8b"], "big")])
+def test_offline_explain_routes_the_checkpoints_model_as_the_gateway_would(demo_checkpoint, tmp_path, flags, pool):
+    """Offline explain sent the model id '' and so matched no rule of a policy with `models` (docs/policy.md's
+    own example), then advised adding a catch-all rule the policy had."""
+    import json
+
+    policy = tmp_path / "many.yaml"
+    policy.write_text(MANY_MODELS)
+    args = ["policy", "explain", str(policy), "--model", str(demo_checkpoint), "--message", "hi", *flags]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["features"]["model"] == (flags[-1] if flags else demo_checkpoint.name)
+    assert out["pick"]["pool"] == pool, out

@@ -74,3 +74,27 @@ def test_an_open_local_stack_drops_an_exported_ops_token():
     assert env["TANDEM_AUTH"] == "none" and "TANDEM_OPS_TOKEN" not in env
     keyed = local_env({"TANDEM_OPS_TOKEN": "x", "TANDEM_API_KEYS": "acme:k"})
     assert "TANDEM_AUTH" not in keyed and keyed["TANDEM_OPS_TOKEN"] == "x"
+
+
+@pytest.mark.parametrize("keys", ["acme:tdm-secret-key", ""])
+def test_the_banners_requests_send_a_key_when_the_stack_checks_keys(monkeypatch, tmp_path, keys):
+    """With TANDEM_API_KEYS set, the banner printed curls without a key: both got a 401 as pasted."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    import tandem.stack
+
+    for name in ("TANDEM_API_KEYS", "TANDEM_TENANTS_FILE", "TANDEM_AUTH"):
+        monkeypatch.delenv(name, raising=False)
+    if keys:
+        monkeypatch.setenv("TANDEM_API_KEYS", keys)
+    out = StringIO()
+    monkeypatch.setattr(tandem.stack, "console", Console(file=out, width=300))
+    tandem.stack._print_banner("http://127.0.0.1:8000", tmp_path / "logs", tmp_path / "policy.yaml")
+    curls = [line for line in out.getvalue().splitlines() if line.startswith("curl ")]
+    assert len(curls) == 2
+    for curl in curls:
+        assert ('-H "Authorization: Bearer $TANDEM_KEY"' in curl) == bool(keys)
+    assert "tdm-secret-key" not in out.getvalue()  # the key is read from the shell, never printed
+    assert ("export TANDEM_KEY=" in out.getvalue()) == bool(keys)

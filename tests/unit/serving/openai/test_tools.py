@@ -44,6 +44,7 @@ def test_each_format_gives_the_calls_and_the_text_around_them(fmt):
     ]
     assert content == (None if fmt == "llama3_json" else "Let me look.")
     assert len({c.id for c in calls}) == 2
+    assert calls[0].arguments == '{"city":"Paris","unit":"c"}'  # compact, as OpenAI's, whatever the model spaced
 
 
 @pytest.mark.parametrize("fmt", tools.FORMATS)
@@ -69,7 +70,7 @@ def test_an_answer_cut_inside_its_calls_gives_the_calls_made_so_far_and_no_call_
     "length"; the complete calls before it are calls, and the model's call syntax never reaches the client."""
     answer = ANSWERS[fmt]
     cut = answer[: answer.rindex('"get_time"') + len('"get_time", "arguments": {') + (fmt == "llama3_json")]
-    whole_first = ("get_weather", '{"city": "Paris", "unit": "c"}')
+    whole_first = ("get_weather", '{"city":"Paris","unit":"c"}')
     content, calls = tools.parse(cut, fmt, ALLOWED, cut=True)
     assert [(c.name, c.arguments) for c in calls] == [whole_first, ("get_time", "{")]
     assert content == (None if fmt == "llama3_json" else "Let me look.")
@@ -118,9 +119,9 @@ SAME = "the answer as it is"
         ("llama3_json", '{"name": "\\q", "parameters": {"a', SAME, []),
         ("hermes", "I think 3 <", SAME, []),  # a lone "<" is text
         ("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "P"}}\n</tool_', None,
-         [("get_weather", '{"city": "P"}')]),
+         [("get_weather", '{"city":"P"}')]),
         ("hermes", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "P"}}\n</tool_call>\n<tool_', None,
-         [("get_weather", '{"city": "P"}')]),
+         [("get_weather", '{"city":"P"}')]),
         ("hermes", '<tool_call>\n{"name": "get_we', None, []),  # cut in the name: syntax, and no call
         ("hermes", '<tool_call>\n{"name": "get_weather", "argu', None, [("get_weather", "")]),
     ],
