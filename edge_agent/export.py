@@ -39,7 +39,7 @@ from kernels.attention import causal_attention
 from kernels.rotary import apply_rotary
 from modeling.llama import LlamaForCausalLM
 from modeling.loader import load_model, weight_files
-from serving.atomic_dir import building
+from serving.atomic_dir import ForeignFolder, building, check_replaceable
 from serving.manifest_paths import unsafe_name
 
 log = logging.getLogger(__name__)
@@ -190,6 +190,10 @@ def export_onnx(
 ) -> Path:
     """Export with explicit KV, quantize as asked, write the manifest; returns out_dir."""
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
+    try:  # before any work: a folder of someone else's is refused, never emptied
+        check_replaceable(out_dir, _export_writes)
+    except ForeignFolder as exc:
+        raise ExportError(str(exc)) from None
     with Progress(disable=not show_progress, transient=True) as progress:
         task = progress.add_task(f"exporting {checkpoint_dir.name} to ONNX ({quantization.name})", total=5)
         source_hash = checkpoint_hash(checkpoint_dir)
@@ -215,7 +219,7 @@ def export_onnx(
         args = (torch.tensor([[1, 2, 3]]), seqlens_k, total, torch.tensor(2), *caches)
         # A folder of this process's own, renamed into place when whole (serving/atomic_dir.py): a crash mid-export
         # never leaves a folder that looks finished, and two agents sharing a cache keep whichever finished first.
-        with building(out_dir, lambda done: _same_export(done, source_hash, quantization)) as tmp_dir:
+        with building(out_dir, lambda done: _same_export(done, source_hash, quantization), _export_writes) as tmp_dir:
             fp32_path = tmp_dir / "fp32.onnx"
             with warnings.catch_warnings():
                 # The tracer warns about Python-level shape checks; they are constant for a given config.
@@ -248,6 +252,12 @@ def export_onnx(
         progress.advance(task)
     log.info("exported %s to %s (%s)", checkpoint_dir, out_dir, quantization.name)
     return out_dir
+
+
+def _export_writes(name: str) -> bool:
+    """A name an export folder holds: the model (and its external data, past 2 GB), the tokenizer and config, the
+    manifest, the fp32 graph on its way to quantization."""
+    return name in (MANIFEST_NAME, *TOKENIZER_FILES) or name.startswith((MODEL_NAME, "fp32.onnx"))
 
 
 def _same_export(export_dir: Path, source_hash: str, quantization: Quantization) -> bool:

@@ -5,6 +5,9 @@ it is complete, so a build killed midway never leaves a folder that looks finish
 agents sharing a cache, two `tandem up`s) never delete each other's work. Where another builder got there first,
 its folder is kept when `is_whole` accepts it, and this one's is dropped. Folders left by builders that died are
 removed by the next build.
+
+An existing `final` is replaced only when everything in it is a file its builder writes (`owns`): a folder a user
+named by mistake (their own notes, the checkpoint being exported) is refused before any work, never emptied.
 """
 
 import contextlib
@@ -27,23 +30,76 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _started(pid: int) -> str | None:
+    """When the process started (clock ticks after boot, /proc/PID/stat's 22nd field); None where /proc says not."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # after the command's name, which may hold spaces and ')'
+    return fields[19] if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def owner_tag() -> str:
+    """This process, for the name of what it builds: `PID-START`, or `PID` where /proc is not there. The start
+    time tells a restarted process from the one that died: in a container the builder is PID 1 every time."""
+    pid = os.getpid()
+    started = _started(pid)
+    return f"{pid}-{started}" if started else str(pid)
+
+
+def owner_alive(tag: str) -> bool:
+    """Is the process an `owner_tag` names still running (the same one, where the tag has its start time)?"""
+    pid, _, started = tag.partition("-")
+    if not pid.isdigit() or not _alive(int(pid)):
+        return False
+    if not started.isdigit():
+        return True
+    now = _started(int(pid))
+    return now is None or now == started
+
+
 def sweep(final: Path) -> None:
-    """Remove the partial folders of `final` whose builder is gone (and the one-name form older versions used)."""
+    """Remove the partial folders of `final` whose builder is gone (and the one-name form older versions used).
+    A partial folder is `NAME.partial-PID-START-RANDOM`, or `NAME.partial-PID-RANDOM` (no /proc, older versions)."""
     for path in final.parent.glob(f"{final.name}{PARTIAL}*"):
-        pid = path.name[len(final.name) + len(PARTIAL) :].lstrip("-").partition("-")[0]
-        if not pid.isdigit() or not _alive(int(pid)):
+        parts = path.name[len(final.name) + len(PARTIAL) :].lstrip("-").split("-")
+        tag = "-".join(parts[:2]) if len(parts) == 3 else parts[0]
+        if len(parts) not in (2, 3) or not owner_alive(tag):
             shutil.rmtree(path, ignore_errors=True)
 
 
+class ForeignFolder(Exception):
+    """The folder to build holds what its builder does not write: it is not replaced."""
+
+
+def check_replaceable(final: Path, owns: Callable[[str], bool]) -> None:
+    """ForeignFolder unless `final` is absent, or a folder of nothing but names `owns` accepts."""
+    final = Path(final)
+    if not final.exists():
+        return
+    if not final.is_dir():
+        raise ForeignFolder(f"{final} exists and is not a folder; choose a new or empty folder")
+    foreign = sorted(p.name for p in final.iterdir() if not owns(p.name))
+    if foreign:
+        listed = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise ForeignFolder(
+            f"{final} already holds {listed}, which this does not write; it is left as it is: choose a new or empty "
+            "folder"
+        )
+
+
 @contextlib.contextmanager
-def building(final: Path, is_whole: Callable[[Path], bool]) -> Iterator[Path]:
+def building(final: Path, is_whole: Callable[[Path], bool], owns: Callable[[str], bool]) -> Iterator[Path]:
     """Yields an empty folder of this process's own; when the block ends without an error, it becomes `final`.
     If `final` exists by then and `is_whole(final)`, another builder finished first: theirs is kept. Otherwise
-    (an older, broken or stale one) it is replaced."""
+    (an older, broken or stale one) it is replaced, where it holds nothing but what `owns` names (ForeignFolder,
+    raised before the block runs or before anything is deleted)."""
     final = Path(final)
+    check_replaceable(final, owns)
     final.parent.mkdir(parents=True, exist_ok=True)
     sweep(final)
-    tmp = final.with_name(f"{final.name}{PARTIAL}-{os.getpid()}-{secrets.token_hex(3)}")
+    tmp = final.with_name(f"{final.name}{PARTIAL}-{owner_tag()}-{secrets.token_hex(3)}")
     tmp.mkdir()
     try:
         yield tmp
@@ -54,6 +110,7 @@ def building(final: Path, is_whole: Callable[[Path], bool]) -> Iterator[Path]:
             except OSError:
                 if final.exists() and is_whole(final):
                     return  # the finally drops ours
+                check_replaceable(final, owns)  # again: something may have been put there meanwhile
                 shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
     finally:

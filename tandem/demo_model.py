@@ -135,12 +135,17 @@ def cached_demo_checkpoint(out_dir: Path, shape: DemoShape = DemoShape()) -> Pat
     return out_dir
 
 
+DEMO_FILES = frozenset(
+    {"tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json", "model.safetensors"}
+)
+
+
 def write_demo_checkpoint(out_dir: Path, shape: DemoShape = DemoShape()) -> Path:
     """Built in a sibling folder of this process's own and renamed into place when whole
     (serving/atomic_dir.py): a build killed midway (Ctrl-C during the first `make up`) leaves no folder that looks
     like a checkpoint, and two builds at once (two `tandem up`s) keep whichever finished first."""
     final_dir = Path(out_dir)
-    with building(final_dir, lambda done: (done / "model.safetensors").is_file()) as out_dir:
+    with building(final_dir, lambda done: (done / "model.safetensors").is_file(), DEMO_FILES.__contains__) as out_dir:
         _write_checkpoint(out_dir, shape)
     return final_dir
 

@@ -25,6 +25,7 @@ from rich.console import Console
 
 from gateway.policy.loader import PolicyError, load_policy
 from gateway.policy.schema import is_loopback
+from serving.atomic_dir import ForeignFolder
 from serving.checkpoint import model_id_for
 from tandem.demo_model import write_demo_checkpoint
 
@@ -305,7 +306,11 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
         return 1
     if not (model_dir / "model.safetensors").is_file():  # written last (the demo is built whole or not at all)
         console.print(f"building the demo model in {model_dir} (first run only)")
-        write_demo_checkpoint(model_dir)
+        try:
+            write_demo_checkpoint(model_dir)
+        except ForeignFolder as exc:
+            console.print(f"error: {exc}", markup=False, highlight=False)
+            return 1
     # Ctrl-C and SIGTERM both stop the stack; set SIGINT too, since a shell's background job starts with it ignored.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.default_int_handler)

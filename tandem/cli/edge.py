@@ -39,9 +39,12 @@ def export(
     """Export a checkpoint to ONNX with explicit past/present KV, quantized (INT4 by default), with a manifest."""
     import json
 
-    from edge_agent.export import MANIFEST_NAME, export_onnx
+    from edge_agent.export import MANIFEST_NAME, ExportError, export_onnx
 
-    export_onnx(checkpoint, out, quantization(bits, block_size, accuracy_level, keep_lm_head, quantize_embedding))
+    try:
+        export_onnx(checkpoint, out, quantization(bits, block_size, accuracy_level, keep_lm_head, quantize_embedding))
+    except ExportError as exc:
+        fail(exc, 1, exc)
     sizes = json.loads((out / MANIFEST_NAME).read_text())["sizes"]
     ratio = sizes["linear_weight_bytes"] / sizes["fp32_linear_weight_bytes"]
     typer.echo(f"exported {checkpoint} to {out}: {sizes['model_bytes'] / 1e6:.1f} MB, linear weights {ratio:.2f}x fp32")

@@ -51,7 +51,11 @@ def fetch(
 @app.command("demo")
 def demo(out_dir: Path) -> None:
     """Write the deterministic tiny Llama demo checkpoint to OUT_DIR."""
+    from serving.atomic_dir import ForeignFolder
     from tandem.demo_model import write_demo_checkpoint
 
-    write_demo_checkpoint(out_dir)
+    try:
+        write_demo_checkpoint(out_dir)
+    except ForeignFolder as exc:
+        fail(exc, 1, exc)
     typer.echo(f"wrote demo checkpoint to {out_dir}")

@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import shutil
 import sys
 import time
@@ -14,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from serving.atomic_dir import owner_alive, owner_tag
 from tandem.model_store.manifest import Manifest, file_sha256
 from tandem.model_store.object_store import ObjectStore
 from tandem.model_store.progress import Progress
@@ -76,10 +78,11 @@ class ModelStore:
         entry = self.cache_dir / name
         fd = os.open(self.cache_dir / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH)  # waits while another process installs or evicts it
+            _lock(fd, fcntl.LOCK_SH, f"another process is installing or evicting {entry}")
             problem = self._check(entry)
             if problem is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                # Replacing it needs every other holder gone; a running worker holds its model for its life.
+                _lock(fd, fcntl.LOCK_EX, f"{entry} is unusable ({problem}) and in use", REPLACE_WAIT_S)
                 problem = self._check(entry)  # another process may have installed it meanwhile
                 if problem is not None:
                     if entry.exists():
@@ -142,7 +145,7 @@ class ModelStore:
     def _install(self, ref: ModelRef, entry: Path, only: tuple[str, ...] | None) -> None:
         """Build the entry in a temporary directory from the best tier, verify it, rename it into place."""
         self._remove_stale_temporaries()
-        temporary = self.cache_dir / f".tmp-{entry.name}-{os.getpid()}"
+        temporary = self.cache_dir / f".tmp-{entry.name}@{owner_tag()}"
         shutil.rmtree(temporary, ignore_errors=True)
         temporary.mkdir()
         try:
@@ -155,9 +158,7 @@ class ModelStore:
             }
             (temporary / ENTRY_FILE).write_text(json.dumps(record))
             if entry.exists():
-                trash = self.cache_dir / f".trash-{entry.name}-{os.getpid()}"
-                entry.rename(trash)
-                shutil.rmtree(trash, ignore_errors=True)
+                self._discard(entry)
             temporary.rename(entry)  # atomic: readers see no entry or a whole one
         except BaseException:
             shutil.rmtree(temporary, ignore_errors=True)
@@ -202,11 +203,21 @@ class ModelStore:
 
     # -- housekeeping -----------------------------------------------------------------------------
 
+    def _discard(self, entry: Path) -> None:
+        """Out of its name at once (a rename), then deleted: a name of its own each time, so trash a killed process
+        left behind never blocks the next (the same PID, 1, in every container start)."""
+        trash = self.cache_dir / f".trash-{entry.name}@{owner_tag()}-{secrets.token_hex(4)}"
+        entry.rename(trash)
+        shutil.rmtree(trash, ignore_errors=True)
+
     def _remove_stale_temporaries(self) -> None:
-        """Temporaries of processes that died mid-install."""
+        """Temporaries of processes that died mid-install (`.tmp-ENTRY@PID-START`; `.tmp-ENTRY-PID` from older
+        versions), and trash a killed process left: it is never read, and nothing else would count its bytes."""
+        for path in self.cache_dir.glob(".trash-*"):
+            shutil.rmtree(path, ignore_errors=True)
         for path in self.cache_dir.glob(".tmp-*"):
-            pid = path.name.rsplit("-", 1)[-1]
-            if pid.isdigit() and not _alive(int(pid)):
+            tag = path.name.rpartition("@")[2] if "@" in path.name else path.name.rsplit("-", 1)[-1]
+            if not owner_alive(tag):
                 shutil.rmtree(path, ignore_errors=True)
 
     def _evict(self, keep: Path) -> None:
@@ -228,9 +239,7 @@ class ModelStore:
                 os.close(fd)
                 continue  # in use by a running process
             try:
-                trash = self.cache_dir / f".trash-{path.name}-{os.getpid()}"
-                path.rename(trash)
-                shutil.rmtree(trash, ignore_errors=True)
+                self._discard(path)
                 total -= size
                 log.info("evicted %s (%.0f MB) from the model cache", path.name, size / 2**20)
             finally:
@@ -242,6 +251,35 @@ class ModelStore:
                 total / 2**20,
                 self.max_bytes / 2**20,
             )
+
+
+REPLACE_WAIT_S = 60.0  # how long a damaged entry's other holders get to let go before its fetch gives up
+
+
+def _lock(fd: int, kind: int, waiting_for: str, timeout_s: float | None = None) -> None:
+    """flock, saying so when it has to wait (a wait without a word looked like a hang); StoreError past timeout_s."""
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    limit = "" if timeout_s is None else f" (at most {timeout_s:.0f} s)"
+    log.warning("waiting%s: %s", limit, waiting_for)
+    if timeout_s is None:
+        fcntl.flock(fd, kind)
+        return
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fcntl.flock(fd, kind | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise StoreError(
+                    f"{waiting_for} by another process, which did not let go within {timeout_s:.0f} s: stop the "
+                    "processes serving it (`fuser` on its .lock file names them), then fetch again"
+                ) from None
+            time.sleep(0.2)
 
 
 def _select(manifest: Manifest, only: tuple[str, ...] | None, ref: ModelRef) -> Manifest:
@@ -276,13 +314,3 @@ def _last_used(entry: Path) -> float:
         return (entry / LAST_USED_FILE).stat().st_mtime
     except OSError:
         return 0.0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

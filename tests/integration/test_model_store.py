@@ -280,3 +280,37 @@ def test_the_cli_refuses_a_hostile_latest_object_cleanly(s3, s3_client, tmp_path
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert f"s3://{BUCKET}/hostile/cli/manifests/latest holds '../../etc\\n', not a sha256 digest" in out.stderr
     assert written(tmp_path) == []
+
+
+# -- what killed processes leave behind ----------------------------------------------------------------------------
+
+
+def test_trash_and_temporaries_a_killed_fetch_left_are_swept_and_block_nothing(s3, ref, demo_checkpoint, tmp_path):
+    """A fetch killed between moving a damaged entry aside and deleting it left `.trash-ENTRY-1`; in a container
+    (PID 1 every start) the next replacement tried that same name and failed, on every start after."""
+    cache = tmp_path / "cache"
+    path = Path(fetch(ref, cache, s3).stdout.strip())
+    for leftover in (f".trash-{path.name}-1", f".trash-{path.name}@1-5-abcdef01", f".tmp-{path.name}@1-5"):
+        (cache / leftover).mkdir()
+        (cache / leftover / "model.safetensors").write_bytes(b"half")
+    os.utime(path / "config.json")  # touched: the entry must be replaced
+    again = fetch(ref, cache, s3)
+    assert "unusable" in again.stderr and same_files(Path(again.stdout.strip()), demo_checkpoint)
+    assert sorted(p.name for p in cache.iterdir() if p.name.startswith(".")) == []  # PID 1 here is not the same one
+
+
+def test_a_damaged_entry_another_process_holds_is_a_clear_error_not_a_silent_wait(store, ref, monkeypatch, caplog):
+    """A worker holds its model for its life; a fetch that found the entry damaged waited for it, forever, silently."""
+    import tandem.model_store.cache as cache_module
+
+    monkeypatch.setattr(cache_module, "REPLACE_WAIT_S", 1.0)
+    path = store.resolve(ref)  # held, as a running worker holds it
+    os.utime(path / "config.json")
+    second = ModelStore(store.cache_dir)
+    started = time.monotonic()
+    with pytest.raises(StoreError, match=r"is unusable \(config.json changed after it was installed\) and in use"):
+        second.resolve(ref)
+    assert time.monotonic() - started < 10
+    assert "waiting (at most 1 s)" in caplog.text
+    store.release()  # the holder stops: now it is replaced
+    assert same_files(second.resolve(ref), path) and second._check(path) is None

@@ -82,3 +82,30 @@ def test_edge_engine_reports_provider_and_matches_cloud_greedy_and_seeded(demo_c
     finally:
         edge.close()
         cloud.close()
+
+
+def test_the_cli_refuses_to_export_into_a_folder_of_someone_elses(demo_checkpoint, tmp_path, export_dir):
+    """`tandem edge export CKPT mydir` deleted what mydir held; `CKPT CKPT` deleted the checkpoint's weights. Both
+    are refused before any work, untouched; an older export there is replaced."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from tandem.cli import app
+
+    mine = tmp_path / "mydir"
+    (mine / "notes").mkdir(parents=True)
+    (mine / "notes" / "thesis.txt").write_text("important")
+    before = sorted(p.name for p in demo_checkpoint.iterdir())
+    for out in (mine, demo_checkpoint):
+        result = CliRunner().invoke(app, ["edge", "export", str(demo_checkpoint), str(out), "--bits", "32"])
+        assert result.exit_code == 1 and "which this does not write" in result.output, result.output
+        assert "Traceback" not in result.output
+    assert (mine / "notes" / "thesis.txt").read_text() == "important"
+    assert sorted(p.name for p in demo_checkpoint.iterdir()) == before
+    older = tmp_path / "older"
+    shutil.copytree(export_dir, older)
+    (older / MANIFEST_NAME).write_text("{}")  # an export of another version, or broken: ours to replace
+    result = CliRunner().invoke(app, ["edge", "export", str(demo_checkpoint), str(older), "--bits", "32"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((older / MANIFEST_NAME).read_text())["files"]

@@ -7,13 +7,15 @@ import sys
 
 import pytest
 
-from serving.atomic_dir import building, sweep
+from serving.atomic_dir import ForeignFolder, building, owner_tag, sweep
+
+OURS = {"done", "marker"}.__contains__  # what the builders in these tests write
 
 
 def _build(final: str, marker: str, delay_s: float, barrier) -> None:
     import time
 
-    with building(__import__("pathlib").Path(final), lambda done: (done / "done").is_file()) as tmp:
+    with building(__import__("pathlib").Path(final), lambda done: (done / "done").is_file(), OURS) as tmp:
         barrier.wait()  # both are building now
         time.sleep(delay_s)
         (tmp / "marker").write_text(marker)
@@ -37,13 +39,13 @@ def test_two_builders_at_once_keep_the_first_to_finish_and_neither_fails(tmp_pat
 
 def test_a_failed_build_leaves_nothing_and_a_stale_folder_is_replaced(tmp_path):
     final = tmp_path / "model"
-    with pytest.raises(RuntimeError), building(final, lambda done: False) as tmp:
+    with pytest.raises(RuntimeError), building(final, lambda done: False, OURS) as tmp:
         (tmp / "half").write_text("x")
         raise RuntimeError("killed midway")
     assert list(tmp_path.iterdir()) == []
     final.mkdir()
-    (final / "stale").write_text("old")
-    with building(final, lambda done: (done / "done").is_file()) as tmp:
+    (final / "marker").write_text("old")
+    with building(final, lambda done: (done / "done").is_file(), OURS) as tmp:
         (tmp / "done").write_text("")
     assert sorted(x.name for x in final.iterdir()) == ["done"]
 
@@ -52,9 +54,27 @@ def test_folders_of_builders_that_died_are_swept_and_a_living_ones_kept(tmp_path
     final = tmp_path / "model"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     gone = tmp_path / f"model.partial-{int(dead.stdout)}-abcdef"
-    living = tmp_path / f"model.partial-{os.getpid()}-abcdef"
+    living = tmp_path / f"model.partial-{owner_tag()}-abcdef"
     legacy = tmp_path / "model.partial"  # the one name older versions used
-    for path in (gone, living, legacy):
+    # PID 1 in a container is always alive, but a restarted one started later: its folder is a dead builder's
+    restarted = tmp_path / f"model.partial-{os.getpid()}-1-abcdef"
+    for path in (gone, living, legacy, restarted):
         path.mkdir()
     sweep(final)
     assert sorted(x.name for x in tmp_path.iterdir()) == [living.name]
+
+
+@pytest.mark.parametrize("named", ["notes", "model.safetensors"])
+def test_a_folder_holding_what_the_builder_does_not_write_is_refused_untouched(tmp_path, named):
+    """`tandem edge export CKPT mydir` emptied mydir (a user's notes; the checkpoint itself, as its own output)."""
+    final = tmp_path / "mydir"
+    final.mkdir()
+    (final / named).write_text("mine")
+    (final / "marker").write_text("an older build's")
+    ran = []
+    with pytest.raises(ForeignFolder, match=rf"{final} already holds {named}, which this does not write"):
+        with building(final, lambda done: False, OURS):
+            ran.append(True)
+    assert not ran  # refused before any work
+    assert sorted(p.name for p in final.iterdir()) == sorted([named, "marker"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mydir"]
