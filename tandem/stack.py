@@ -326,11 +326,7 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
                 more_models=more_models,
             )
         _print_banner(stack.url, state_dir / "logs", policy_path, list(more_models))
-        while (dead := stack.first_dead()) is None:
-            time.sleep(0.5)
-        console.print(f"[red]{dead.name} stopped (code {dead.process.returncode})[/red]; last lines:")
-        console.print(dead.tail(), markup=False, highlight=False)
-        return 1
+        return _supervise(stack)
     except StackError as exc:
         console.print(f"error: {exc}", markup=False, highlight=False)
         return 1
@@ -341,6 +337,32 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
         if stack is not None:
             stack.stop()
         console.print("stopped.")
+
+
+RESTARTS_PER_MINUTE = 3
+
+
+def _supervise(stack: LocalStack) -> int:
+    """Until Ctrl-C: a worker that stops is started again (the gateway routes around it meanwhile, as it would
+    around any failed backend); one that stops RESTARTS_PER_MINUTE times within a minute, or the gateway, ends the
+    stack. Returns the exit code."""
+    restarts: dict[str, list[float]] = {}
+    while True:
+        dead = stack.first_dead()
+        if dead is None:
+            time.sleep(0.5)
+            continue
+        console.print(f"[red]{dead.name} stopped (code {dead.process.returncode})[/red]; last lines:")
+        console.print(dead.tail(), markup=False, highlight=False)
+        now = time.monotonic()
+        recent = [t for t in restarts.get(dead.name, []) if now - t < 60] + [now]
+        if dead.pool is None or len(recent) > RESTARTS_PER_MINUTE:
+            why = "the gateway" if dead.pool is None else f"{dead.name} stopped {len(recent)} times within a minute"
+            console.print(f"{why}: stopping the stack (its log: {dead.log_path})", markup=False, highlight=False)
+            return 1
+        restarts[dead.name] = recent
+        console.print(f"restarting {dead.name}; until it is ready, the gateway routes around it", markup=False)
+        stack.restart(dead.pool, dead.endpoint)
 
 
 def _port_from_env(name: str, default: int) -> int:

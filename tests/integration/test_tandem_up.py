@@ -51,6 +51,7 @@ def test_up_serves_both_routes_and_a_second_model_and_stops_on_ctrl_c(tmp_path):
         assert long.headers["x-tandem-route"] == "cloud; rule=default"
         assert (tmp_path / "state" / "models" / "tandem-demo" / "model.safetensors").is_file()
         check_two_models(f"http://127.0.0.1:{gateway_port}/v1", cloud_port, edge_port)
+        check_a_killed_worker_is_restarted(process.pid, url, body, cloud_port)
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=30)
@@ -60,7 +61,25 @@ def test_up_serves_both_routes_and_a_second_model_and_stops_on_ctrl_c(tmp_path):
     assert process.returncode == 0, output
     assert "stopped." in output
     assert "models: tandem-demo, second-model" in output  # the banner names both
+    assert f"restarting cloud-{cloud_port}" in output
     assert not any(is_listening(p) for p in (cloud_port, edge_port, gateway_port))
+
+
+def check_a_killed_worker_is_restarted(up_pid: int, url: str, body: dict, cloud_port: int) -> None:
+    """A worker killed under `tandem up` stopped the whole stack (gateway and edge agent too); now it is started
+    again, and until then its requests go where the policy's fallback says."""
+    children = open(f"/proc/{up_pid}/task/{up_pid}/children").read().split()
+    worker = next(int(p) for p in children if f"--port\0{cloud_port}\0" in open(f"/proc/{p}/cmdline").read())
+    os.kill(worker, signal.SIGKILL)
+    long_body = body | {"messages": [{"role": "user", "content": "tell me more. " * 100}]}
+    routes, deadline = [], time.monotonic() + 90
+    while not routes or routes[-1] != "cloud; rule=default":  # the fallback (edge) first, then the cloud again
+        assert time.monotonic() < deadline, routes
+        reply = httpx.post(url, json=long_body, timeout=30)
+        assert reply.status_code == 200, reply.text  # never an error: the edge answers meanwhile
+        routes.append(reply.headers["x-tandem-route"])
+        time.sleep(0.5)
+    assert routes[0] == "edge; rule=default", routes  # it was down: the default rule's fallback served
 
 
 def check_two_models(base_url: str, cloud_port: int, edge_port: int) -> None:
