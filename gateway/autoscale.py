@@ -104,4 +104,14 @@ class AutoscaleCollector(Collector):
         )
         for backend in self._registry.all():
             circuit.add_metric([backend.endpoint, backend.breaker.current_state()], 1.0)
-        yield from (ratio, saturation, ttft, circuit)
+        healthy = GaugeMetricFamily(
+            "tandem_gateway_backend_healthy",
+            "1 while the backend answers its health polls (what /readyz says), else 0: a dead or hung worker, whose "
+            "pool's saturation reads 0 when none is left, shows here",
+            labels=["pool", "backend"],
+        )
+        policy = self._policy()
+        for pool in policy.pools:
+            for backend in self._registry.backends(policy, pool):
+                healthy.add_metric([pool, backend.endpoint], float(backend.is_healthy and backend.stats is not None))
+        yield from (ratio, saturation, ttft, circuit, healthy)

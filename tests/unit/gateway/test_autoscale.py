@@ -71,6 +71,11 @@ def test_saturation_is_the_largest_signal_and_unhealthy_workers_do_not_count(wor
     assert registry.get_sample_value("tandem_autoscale_signal_ratio", {"pool": "cloud", "signal": "queue"}) == 0
     closed = {"backend": "grpc://w1:1", "state": "closed"}
     assert registry.get_sample_value("tandem_gateway_backend_circuit_state", closed) == 1
+    # The unreachable worker's breaker is still closed: only the health gauge tells an alert it is down.
+    healthy = {w: registry.get_sample_value("tandem_gateway_backend_healthy", {"pool": "cloud", "backend": w})
+               for w in ("grpc://w1:1", "grpc://w2:1")}  # fmt: skip
+    assert healthy == {"grpc://w1:1": 1, "grpc://w2:1": 0}
+    assert registry.get_sample_value("tandem_gateway_backend_healthy", {"pool": "edge", "backend": "grpc://e1:1"}) == 0
 
 
 def test_old_ttft_samples_leave_the_window(world):
