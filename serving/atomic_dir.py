@@ -30,13 +30,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def proc_stat(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command's name (which may hold spaces and ')'): [0] the state, [1] the
+    parent's PID, [19] the start time in clock ticks after boot. OSError where there is no such file."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+
+
 def _started(pid: int) -> str | None:
-    """When the process started (clock ticks after boot, /proc/PID/stat's 22nd field); None where /proc says not."""
+    """When the process started; None where /proc does not say."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = proc_stat(pid)
     except OSError:
         return None
-    fields = stat.rpartition(")")[2].split()  # after the command's name, which may hold spaces and ')'
     return fields[19] if len(fields) > 19 and fields[19].isdigit() else None
 
 

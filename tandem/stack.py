@@ -25,7 +25,7 @@ from rich.console import Console
 
 from gateway.policy.loader import PolicyError, load_policy
 from gateway.policy.schema import is_loopback
-from serving.atomic_dir import ForeignFolder
+from serving.atomic_dir import ForeignFolder, proc_stat
 from serving.checkpoint import model_id_for
 from tandem.demo_model import write_demo_checkpoint
 
@@ -145,6 +145,47 @@ def stop_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _listeners(ports: list[int]) -> dict[int, tuple[int, str]]:
+    """Which of this user's processes listen on these TCP ports: port -> (pid, command line, shortened). Linux
+    (/proc) only, and best effort: empty where it cannot tell."""
+    inodes: dict[str, int] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            port = int(fields[1].rpartition(":")[2], 16)
+            if fields[3] == "0A" and port in ports:  # 0A: LISTEN
+                inodes[f"socket:[{fields[9]}]"] = port
+    found: dict[int, tuple[int, str]] = {}
+    for proc in Path("/proc").iterdir() if inodes else ():
+        if not proc.name.isdigit():
+            continue
+        try:
+            links = {os.readlink(fd) for fd in (proc / "fd").iterdir()}
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:  # gone, or another user's
+            continue
+        for link in links & inodes.keys():
+            found[inodes[link]] = _launcher_of(int(proc.name), command)
+    return found
+
+
+def _launcher_of(pid: int, command: str) -> tuple[int, str]:
+    """The `tandem up` that started this process, where one did (stopping a worker of it starts the worker again),
+    else the process itself; the command line shortened."""
+    try:
+        parent = int(proc_stat(pid)[1])
+        launcher = Path(f"/proc/{parent}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        if "tandem" in launcher and " up" in launcher:
+            pid, command = parent, launcher.strip()
+    except (OSError, ValueError, IndexError):
+        pass
+    return pid, command if len(command) <= 80 else command[:77] + "..."
+
+
 def _port_is_free(host: str, port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex((host, port)) != 0
@@ -219,7 +260,13 @@ def start_local_stack(
     ports = [gateway_port, *(w[-1] for w in workers), *([local_agent_port] if local_agent_port else [])]
     busy = [p for p in ports if not _port_is_free("127.0.0.1", p)]
     if busy:
-        raise StackError(f"port(s) {busy} already in use (another `make up`?); set TANDEM_PORT or edit {policy_path}")
+        holders = _listeners(busy)
+        named = "; ".join(f"{port}: pid {pid} ({command})" for port, (pid, command) in sorted(holders.items()))
+        stop = f"stop it (kill {' '.join(sorted({str(pid) for pid, _ in holders.values()}))}), or " if holders else ""
+        raise StackError(
+            f"port(s) {busy} already in use{f' by {named}' if named else ' (another `make up`?)'}; {stop}set "
+            f"TANDEM_PORT or edit {policy_path}"
+        )
     stack = LocalStack(f"http://127.0.0.1:{gateway_port}", ops_token=env.get("TANDEM_OPS_TOKEN"))
     stack.children = [spawn(name, pool, endpoint, args, log_dir, env) for name, pool, endpoint, args, _ in workers]
     gateway_args = ["gateway", "--model", str(model_dir), "--policy", str(policy_path), "--port", str(gateway_port)]

@@ -98,3 +98,29 @@ def test_the_banners_requests_send_a_key_when_the_stack_checks_keys(monkeypatch,
         assert ('-H "Authorization: Bearer $TANDEM_KEY"' in curl) == bool(keys)
     assert "tdm-secret-key" not in out.getvalue()  # the key is read from the shell, never printed
     assert ("export TANDEM_KEY=" in out.getvalue()) == bool(keys)
+
+
+def test_a_port_in_use_names_the_process_holding_it(tmp_path):
+    """The next `make up` after a lost terminal said only "another `make up`?": it names the process to stop."""
+    import subprocess
+    import sys
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import socket,time; s=socket.socket(); s.bind(('127.0.0.1',{port})); s.listen();"
+         "print('up', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "up"
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(POLICY.format(edge="grpc://127.0.0.1:1", cloud="grpc://127.0.0.1:2"))
+        with pytest.raises(StackError) as err:
+            start_local_stack(tmp_path / "no-model", policy, tmp_path, port, {"TANDEM_AUTH": "none"})
+        assert f"port(s) [{port}] already in use by {port}: pid {holder.pid} (" in str(err.value)
+        assert f"kill {holder.pid}" in str(err.value)
+    finally:
+        holder.kill()
+        holder.wait()
