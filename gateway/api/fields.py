@@ -65,7 +65,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "tools": (
         CHAT,
         HONOURED,
-        "through the chat template; calls parsed into `tool_calls` (an answer cut by `max_tokens` mid-call: the "
+        "through the chat template; calls parsed into `tool_calls`, their `arguments` compact JSON whatever spacing the "
+        "model wrote (an answer cut by `max_tokens` mid-call: the "
         "calls so far, the last with its arguments as far as they got, never the model's call syntax); a `strict` function's "
         "calls follow its schema (forced: by grammar; auto: a call that does not stays text); "
         "a key beside `type` and `function`, or in `function` beside `name`, `description`, "
