@@ -107,6 +107,10 @@ panel(
     ],
 )
 panel(
+    "Healthy backends by pool (0: the pool has none; its saturation then reads 0)",
+    [("min by (pool) (sum by (pool, instance) (tandem_gateway_backend_healthy))", "{{pool}}")],
+)
+panel(
     "Open circuit breakers",
     [('sum by (backend) (tandem_gateway_backend_circuit_state{state!="closed"})', "{{backend}}")],
 )
