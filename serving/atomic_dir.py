@@ -74,6 +74,10 @@ def sweep(final: Path) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+# What a file browser leaves in any folder it shows: no reason to refuse one (a `.git` is, and `.*` is not ignored).
+_DESKTOP_LITTER = frozenset({".DS_Store", "Thumbs.db", "desktop.ini"})
+
+
 class ForeignFolder(Exception):
     """The folder to build holds what its builder does not write: it is not replaced."""
 
@@ -85,7 +89,7 @@ def check_replaceable(final: Path, owns: Callable[[str], bool]) -> None:
         return
     if not final.is_dir():
         raise ForeignFolder(f"{final} exists and is not a folder; choose a new or empty folder")
-    foreign = sorted(p.name for p in final.iterdir() if not owns(p.name))
+    foreign = sorted(p.name for p in final.iterdir() if not owns(p.name) and p.name not in _DESKTOP_LITTER)
     if foreign:
         listed = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise ForeignFolder(

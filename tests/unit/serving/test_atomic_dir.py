@@ -64,7 +64,7 @@ def test_folders_of_builders_that_died_are_swept_and_a_living_ones_kept(tmp_path
     assert sorted(x.name for x in tmp_path.iterdir()) == [living.name]
 
 
-@pytest.mark.parametrize("named", ["notes", "model.safetensors"])
+@pytest.mark.parametrize("named", ["notes", "model.safetensors", ".git"])
 def test_a_folder_holding_what_the_builder_does_not_write_is_refused_untouched(tmp_path, named):
     """`tandem edge export CKPT mydir` emptied mydir (a user's notes; the checkpoint itself, as its own output)."""
     final = tmp_path / "mydir"
@@ -78,3 +78,13 @@ def test_a_folder_holding_what_the_builder_does_not_write_is_refused_untouched(t
     assert not ran  # refused before any work
     assert sorted(p.name for p in final.iterdir()) == sorted([named, "marker"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mydir"]
+
+
+def test_a_file_browsers_litter_does_not_keep_a_stale_build_from_being_replaced(tmp_path):
+    final = tmp_path / "model"
+    final.mkdir()
+    (final / ".DS_Store").write_bytes(b"\0")
+    (final / "marker").write_text("stale")
+    with building(final, lambda done: False, OURS) as tmp:
+        (tmp / "done").write_text("")
+    assert sorted(p.name for p in final.iterdir()) == ["done"]
