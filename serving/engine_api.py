@@ -7,6 +7,7 @@ paged engine (cloud) can replace the serial one without touching it.
 
 import asyncio
 import math
+import struct
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -16,6 +17,15 @@ MIN_TEMPERATURE = 0.01
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit
 # A repetition penalty divides positive logits by itself: below this, into overflow, as a tiny temperature would.
 MIN_REPETITION_PENALTY = 0.01
+
+
+def _float32(value: float) -> float:
+    """`value` as the worker's proto carries it (a float): 0.01 arrives as 0.009999999776482582."""
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+# The lower bounds as checked here: the documented minimum itself passes, after its trip through a float32.
+_MIN_TEMPERATURE_32, _MIN_REPETITION_PENALTY_32 = _float32(MIN_TEMPERATURE), _float32(MIN_REPETITION_PENALTY)
 
 
 class RequestRejected(ValueError):
@@ -46,7 +56,7 @@ class SamplingParams:
         for name in ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty"):
             if not math.isfinite(getattr(self, name)):
                 raise RequestRejected(f"{name} must be a finite number, got {getattr(self, name)}")
-        if self.temperature != 0 and not MIN_TEMPERATURE <= self.temperature:
+        if self.temperature != 0 and not _MIN_TEMPERATURE_32 <= self.temperature:
             raise RequestRejected(
                 f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}, got {self.temperature}"
             )
@@ -61,7 +71,7 @@ class SamplingParams:
         for name in ("presence_penalty", "frequency_penalty"):
             if not -2 <= getattr(self, name) <= 2:
                 raise RequestRejected(f"{name} must be in [-2, 2], got {getattr(self, name)}")
-        if not MIN_REPETITION_PENALTY <= self.repetition_penalty <= 10:
+        if not _MIN_REPETITION_PENALTY_32 <= self.repetition_penalty <= 10:
             raise RequestRejected(
                 f"repetition_penalty must be in [{MIN_REPETITION_PENALTY}, 10], got {self.repetition_penalty}"
             )

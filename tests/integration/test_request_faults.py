@@ -325,3 +325,29 @@ def test_a_body_in_latin_1_is_told_to_send_utf_8(stack):
     reply = httpx.post(f"{stack.url}/v1/chat/completions", content=body.encode("latin-1"),
                        headers={"Content-Type": "application/json"}, timeout=30)  # fmt: skip
     assert reply.status_code == 400 and "UTF-8" in reply.json()["error"]["message"], reply.text
+
+
+def test_a_body_with_thousands_of_bad_parts_gets_a_short_400(stack):
+    """8,000 bad prompt items (32 KB) made a 1 MB message, built in a loop quadratic in the problems: seconds of
+    the gateway's event loop, every request waiting, for one 400."""
+    body = {"model": "tandem-demo", "prompt": [{}] * 8000}
+    reply = httpx.post(f"{stack.url}/v1/completions", json=body, timeout=30)
+    error = reply.json()["error"]
+    assert reply.status_code == 400 and error["param"].startswith("prompt"), error
+    assert len(error["message"]) < 4000 and error["message"].endswith(" more"), error["message"][-200:]
+
+
+@pytest.mark.parametrize("field", ["temperature", "repetition_penalty"])
+def test_the_documented_minimum_is_served(stack, field):
+    """0.01 reached the worker as the float32 0.009999999776482582 and was refused there, 'at least 0.01'."""
+    reply = httpx.post(f"{stack.url}/v1/chat/completions", json=ASK | {field: 0.01}, timeout=60)
+    assert reply.status_code == 200, reply.text
+
+
+@pytest.mark.parametrize(
+    "metadata", [{f"k{i}": "v" for i in range(17)}, {"k" * 65: "v"}], ids=["17-keys", "65-char-key"]
+)
+def test_metadata_past_openais_limits_is_a_400_naming_it(stack, metadata):
+    """170,000 metadata keys, each checked for a misspelt `privacy`, held the event loop for seconds."""
+    reply = httpx.post(f"{stack.url}/v1/chat/completions", json=ASK | {"metadata": metadata}, timeout=30)
+    assert reply.status_code == 400 and reply.json()["error"]["param"] == "metadata", reply.text
