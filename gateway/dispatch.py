@@ -123,8 +123,13 @@ async def dispatch(
                         first = await anext(stream)
                 except TimeoutError:
                     await stream.aclose()
-                    backend.breaker.record_failure()
-                    failures.append(f"{backend.endpoint}: no first token within {wait_s:.1f} s")
+                    busy = backend.inflight > 0  # it is answering others of ours: queued behind them, not failing
+                    if not busy:  # (a hung one fails its health polls, and routing leaves it then)
+                        backend.breaker.record_failure()
+                    failures.append(
+                        f"{backend.endpoint}: no first token within {wait_s:.1f} s"
+                        + (f" (busy answering {backend.inflight} other request(s))" if busy else "")
+                    )
                     span.set_attribute("tandem.outcome", "timeout")
                     continue
                 except BackendError as exc:

@@ -26,7 +26,7 @@ from gateway.policy.schema import Policy
 from gateway.state import GatewayState
 from proto.gen import worker_pb2
 from serving.openai.answer import ToolPlan
-from serving.openai.errors import BackendFailed, GatewayError
+from serving.openai.errors import BackendFailed, BadRequest, GatewayError
 from serving.openai.format import SSE_DONE, Logprobs, ResponseShape, sse
 from serving.openai.schemas import _GenerationParams
 
@@ -338,8 +338,9 @@ async def _collect(
                     logprobs.of(chunk)
                 last = chunk
         except BackendError as exc:
-            _record(routed, "backend_error", None, started)
-            raise BackendFailed(f"backend failed mid-answer: {exc}") from exc
+            failure = _mid_answer(exc)
+            _record(routed, "request_error" if exc.is_request_fault else "backend_error", None, started)
+            raise failure from exc
         finally:
             await routed.aclose()
             await admission.release(_used_tokens(last))
@@ -393,8 +394,8 @@ async def _stream_events(
             if last is None or not last.finish_reason:
                 raise BackendError(routed.backend.endpoint, grpc.StatusCode.INTERNAL, "stream ended without a finish")
         except BackendError as exc:
-            _record(routed, "backend_error", None, started)
-            yield _error_event(BackendFailed(f"backend failed mid-answer: {exc}"))
+            _record(routed, "request_error" if exc.is_request_fault else "backend_error", None, started)
+            yield _error_event(_mid_answer(exc))
         except Exception as exc:  # noqa: BLE001 - headers are sent: a stream never ends without a word
             log.exception("stream from %s failed", routed.backend.endpoint)
             _record(routed, "gateway_error", None, started)
@@ -411,6 +412,17 @@ def _used_tokens(last: worker_pb2.GenerateChunk | None) -> int | None:
     if last is None or not last.HasField("usage"):
         return None
     return last.usage.prompt_tokens + last.usage.completion_tokens
+
+
+def _mid_answer(exc: BackendError) -> GatewayError:
+    """What a failure after the first token is: the request's own fault (a grammar that cannot go on: a 400, as it
+    is before the first token, not counted against the backend), or the backend's."""
+    if exc.is_request_fault:
+        return BadRequest(f"the request could not be answered to the end: {exc.details[:MAX_DETAILS_CHARS]}")
+    return BackendFailed(f"backend failed mid-answer: {exc}")
+
+
+MAX_DETAILS_CHARS = 500  # a grammar engine's error can carry its whole parser state
 
 
 def _error_event(error: GatewayError) -> str:

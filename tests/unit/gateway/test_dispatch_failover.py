@@ -114,3 +114,44 @@ def test_a_backend_silent_mid_answer_ends_the_answer_with_an_error_and_counts_ag
 
     received, breaker = asyncio.run(go())
     assert received == ["x"] and breaker == "open"
+
+
+def test_waiting_behind_other_answers_is_not_a_failure_but_a_lone_stall_is():
+    """An edge agent answers one request at a time: 8 requests at once made the later ones wait past the attempt
+    timeout, each wait counted as a failure, the breaker opened, and every tenant's private requests got 503s."""
+    one = Policy.model_validate({
+        "version": 1,
+        "pools": {"cloud": {"kind": "cloud", "endpoints": [A]}, "edge": {"kind": "edge", "endpoints": ["grpc://e:1"]}},
+        "rules": [{"name": "private", "match": {"privacy": ["private", "pii", "confidential"]}, "route": "edge"},
+                  {"name": "d", "route": "cloud"}],
+    })  # fmt: skip
+
+    async def attempt(registry):
+        request = worker_pb2.GenerateRequest(request_id="r")
+        with pytest.raises(NoBackend, match="no backend could serve"):
+            await dispatch(one, registry, PUBLIC, request, 5.0, 1.0, 0.2)
+
+    async def go():
+        registry = registry_for(one, scripted({A: SLOW}, failure_threshold=2, open_for_s=60))
+        backend = registry.all()[0]
+        await asyncio.gather(*(attempt(registry) for _ in range(4)))  # all queued together at one busy backend
+        after_burst = backend.breaker.current_state()
+        for _ in range(2):  # then alone, twice: nothing else is in progress there, so it is stalled
+            await attempt(registry)
+        return after_burst, backend.breaker.current_state()
+
+    assert asyncio.run(go()) == ("closed", "open")
+
+
+def test_a_request_fault_after_the_first_token_is_a_400_not_the_backends_failure():
+    """A grammar that could not go on, found by the worker mid-answer (INVALID_ARGUMENT), was a 502 backend_failed
+    carrying the grammar engine's whole parser state."""
+    import grpc
+
+    from gateway.api.generation import _mid_answer
+    from gateway.backends.worker_backend import BackendError
+
+    fault = _mid_answer(BackendError(A, grpc.StatusCode.INVALID_ARGUMENT, "Parser Error: " + "row " * 5000))
+    assert isinstance(fault, BadRequest) and fault.status_code == 400 and len(fault.message) < 600
+    failure = _mid_answer(BackendError(A, grpc.StatusCode.UNAVAILABLE, "gone"))
+    assert failure.status_code == 502 and "backend failed mid-answer" in failure.message
