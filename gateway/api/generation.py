@@ -9,12 +9,13 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from typing import TypeVar
 
 import grpc
 from fastapi import Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from opentelemetry import context, trace
 
 from gateway import metrics, privacy
@@ -49,7 +50,7 @@ async def serve(
         raise
     prefix = "chatcmpl" if chat else "cmpl"
     shape = ResponseShape.new(chat, f"{prefix}-{uuid.uuid4().hex}", prepared.model.id)
-    return await _serve(body, prepared, shape, state, policy, admission, _x_request_id(request))
+    return await _serve(body, prepared, shape, state, policy, admission, request)
 
 
 async def _serve(
@@ -59,9 +60,10 @@ async def _serve(
     state: GatewayState,
     policy: Policy,
     admission: Admission,
-    x_request_id: str | None,
+    request: Request,
 ):
     features = prepared.features
+    x_request_id = _x_request_id(request)
     gen_request = worker_pb2.GenerateRequest(
         request_id=shape.response_id,
         tenant=features.tenant,
@@ -158,8 +160,9 @@ async def _serve(
                 routed, shape, include_usage, started, admission, traced, logprobs(), prepared.tools, prefix=prefix
             )
             return StreamingResponse(events, media_type="text/event-stream", headers=headers)
-        answer = await _collect(routed, shape, started, admission, traced, logprobs(), prepared.tools, prefix)
-        return JSONResponse(answer, headers=headers)
+        work = _collect(routed, shape, started, admission, traced, logprobs(), prepared.tools, prefix)
+        answer = await _unless_the_client_leaves(request, work)
+        return JSONResponse(answer, headers=headers) if answer is not None else _client_gone()
     shared = _SharedAdmission(admission, len(routed_all))
     shapes = [dataclasses.replace(shape, index=i) for i in range(len(routed_all))]
     if body.stream:
@@ -182,16 +185,53 @@ async def _serve(
         ]
         events = _merged(streams, shape, usages if include_usage else None)
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
-    answers = await asyncio.gather(
-        *(
-            _collect(one, s, started, shared, traced, logprobs(), prepared.tools, prefix)
-            for one, s in zip(routed_all, shapes, strict=True)
-        )
+    answers = await _unless_the_client_leaves(
+        request,
+        asyncio.gather(
+            *(
+                _collect(one, s, started, shared, traced, logprobs(), prepared.tools, prefix)
+                for one, s in zip(routed_all, shapes, strict=True)
+            )
+        ),
     )
+    if answers is None:
+        return _client_gone()
     merged = answers[0] | {"choices": [a["choices"][0] for a in answers]}
     merged["usage"]["completion_tokens"] = sum(a["usage"]["completion_tokens"] for a in answers)
     merged["usage"]["total_tokens"] = merged["usage"]["prompt_tokens"] + merged["usage"]["completion_tokens"]
     return JSONResponse(merged, headers=headers)
+
+
+T = TypeVar("T")
+
+
+async def _unless_the_client_leaves(request: Request, work: Awaitable[T]) -> T | None:
+    """The work's result; None once the client has disconnected, the work cancelled, and with it the workers'
+    generation (each answer's `aclose` cancels its call; a streamed answer is cancelled by its response already).
+    A non-streamed request whose client left ran to its last token, holding KV blocks and the tenant's slot."""
+    answer = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((answer, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not answer.done():
+            answer.cancel()
+        gone.cancel()
+    if not answer.cancelled() and answer.done():
+        return answer.result()
+    with suppress(asyncio.CancelledError):
+        await answer
+    return None
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone: the server's next message after the body is `http.disconnect`."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _client_gone() -> Response:
+    return Response(status_code=499)  # nginx's "client closed request": no one reads it; the span records it
 
 
 def _x_request_id(request: Request) -> str | None:

@@ -106,3 +106,31 @@ def test_a_thousand_vanished_clients_leave_nothing_behind(stack):
         json={"model": "tandem-demo", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]},
     )
     assert reply.status_code == 200  # fmt: skip
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_client_that_leaves_a_non_streamed_request_frees_its_work(stack, n):
+    """Not streamed, the gateway only heard of the client leaving when it tried to answer: a request for 1,500
+    tokens held the worker's sequence, its KV blocks and the tenant's slot for its whole generation."""
+    port = int(stack.url.rsplit(":", 1)[1])
+    body = (f'{{"model": "tandem-demo", "max_tokens": 1500, "ignore_eos": true, "n": {n}, '
+            '"messages": [{"role": "user", "content": "tell me a long story"}]}').encode()  # fmt: skip
+
+    async def leave() -> None:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(request_bytes(port, body, {}))
+        await writer.drain()
+        deadline = time.monotonic() + 30
+        while worker_stats(endpoint_of(stack, "cloud")).running == 0:  # generating now
+            assert time.monotonic() < deadline, "the request never reached the worker"
+            await asyncio.sleep(0.05)
+        writer.transport.abort()
+
+    asyncio.run(leave())
+    left = time.monotonic()
+    while True:
+        stats = worker_stats(endpoint_of(stack, "cloud"))
+        if not any(gateway_gauges(stack.url)) and stats.running == 0 and stats.kv_blocks_used == 0:
+            break
+        assert time.monotonic() - left < 5, (gateway_gauges(stack.url), stats)  # 1,500 tokens take far longer
+        time.sleep(0.1)
