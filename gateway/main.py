@@ -228,7 +228,10 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
     error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
     message = str(exc.detail)
     if message == "There was an error parsing the body":  # FastAPI's words for a body json.loads cannot decode
-        message = "the request body could not be decoded: send JSON in UTF-8 (or UTF-16/32), not another encoding"
+        message = (
+            "the request body could not be decoded as JSON: send it in UTF-8 (or UTF-16/32), not another encoding, "
+            "and nested at most a few hundred levels deep"
+        )
     body = {"error": {"message": message, "type": error_type, "param": None, "code": None}}
     return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 

@@ -154,6 +154,7 @@ async def _serve(
         )
 
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    logprobs_wanted = body.wanted_top_logprobs() is not None
     if len(routed_all) == 1:
         if body.stream:
             events = _stream_events(
@@ -162,7 +163,7 @@ async def _serve(
             return StreamingResponse(events, media_type="text/event-stream", headers=headers)
         work = _collect(routed, shape, started, admission, traced, logprobs(), prepared.tools, prefix)
         answer = await _unless_the_client_leaves(request, work)
-        return JSONResponse(answer, headers=headers) if answer is not None else _client_gone()
+        return await _json_response(answer, headers, logprobs_wanted) if answer is not None else _client_gone()
     shared = _SharedAdmission(admission, len(routed_all))
     shapes = [dataclasses.replace(shape, index=i) for i in range(len(routed_all))]
     if body.stream:
@@ -199,7 +200,7 @@ async def _serve(
     merged = answers[0] | {"choices": [a["choices"][0] for a in answers]}
     merged["usage"]["completion_tokens"] = sum(a["usage"]["completion_tokens"] for a in answers)
     merged["usage"]["total_tokens"] = merged["usage"]["prompt_tokens"] + merged["usage"]["completion_tokens"]
-    return JSONResponse(merged, headers=headers)
+    return await _json_response(merged, headers, logprobs_wanted)
 
 
 T = TypeVar("T")
@@ -228,6 +229,14 @@ async def _disconnected(request: Request) -> None:
     """Returns when the client has gone: the server's next message after the body is `http.disconnect`."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
+
+
+async def _json_response(answer: dict, headers: dict[str, str], large: bool) -> JSONResponse:
+    """The answer as JSON; encoded off the event loop when it is `large` (log-probabilities: n=8 answers of 2,000
+    tokens with 20 alternatives each are 22 MB, over a second of encoding every other request would wait out)."""
+    if large:
+        return await asyncio.to_thread(JSONResponse, answer, headers=headers)
+    return JSONResponse(answer, headers=headers)
 
 
 def _client_gone() -> Response:
