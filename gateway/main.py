@@ -113,6 +113,13 @@ class GenerationShortcut:
             return
         route, model = self._routes[scope["path"]]
         request = Request(scope, receive)
+        state = scope["app"].state.gateway
+        scope["route"] = route  # the server span is named after it (gateway/request_span.py)
+        try:  # the key before the body: a caller without one gets no parsing done, and learns nothing of its body
+            await require_api_key(request, state)
+        except GatewayError as exc:
+            await (await _gateway_error(request, exc))(scope, receive, send)
+            return
         content_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
         raw = await request.body()
         try:
@@ -122,10 +129,7 @@ class GenerationShortcut:
         if body is None:  # FastAPI says what is wrong with it, in its words
             await self.app(scope, replayed(raw, receive), send)
             return
-        scope["route"] = route  # the server span is named after it (gateway/request_span.py)
         try:
-            state = scope["app"].state.gateway
-            await require_api_key(request, state)
             response = await route.endpoint(body, request, state, state.policy)
         except GatewayError as exc:
             response = await _gateway_error(request, exc)

@@ -275,3 +275,12 @@ def test_a_key_may_hold_a_colon():
 def test_explain_shows_the_policy_file_and_its_errors_to_operators_only(gateway):
     tenant = gateway.post("/v1/route/explain", json=ASK, headers=bearer(KEY)).json()["policy"]
     assert tenant.keys() == {"sha256", "loaded_at"}  # no file path, no refused edit's error
+
+
+@pytest.mark.parametrize("body", [b"{not json", b'{"model": "tandem-demo", "messages": []}', b"x" * 50_000])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+def test_a_caller_without_a_key_gets_a_401_whatever_the_body(gateway, path, body):
+    """The body was parsed before the key was checked: a keyless caller got a 400 describing its invalid JSON (and
+    had the gateway parse up to 2 MiB for it)."""
+    reply = gateway.post(path, content=body, headers={"Content-Type": "application/json"})
+    assert reply.status_code == 401 and "API key" in reply.json()["error"]["message"], reply.text
