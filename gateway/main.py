@@ -98,7 +98,8 @@ class GenerationShortcut:
     that is empty, not `Content-Type: application/json` (FastAPI refuses a missing type too), or fails validation
     goes to FastAPI as it came, so its errors are FastAPI's. The route
     functions get what their dependencies would give (the auth check, the state, the policy); a route that gains
-    any other dependency stops the gateway at start (`_check_dependencies`), since the shortcut would skip it."""
+    any other dependency stops the gateway at start (`_check_dependencies`), since the shortcut would skip it.
+    For these two and `POST /v1/route/explain` it checks the API key first, before any of the body is read."""
 
     def __init__(self, app) -> None:
         self.app = app
@@ -108,18 +109,22 @@ class GenerationShortcut:
             _check_dependencies(route)
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in self._routes:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in _KEY_FIRST:
             await self.app(scope, receive, send)
             return
-        route, model = self._routes[scope["path"]]
         request = Request(scope, receive)
         state = scope["app"].state.gateway
-        scope["route"] = route  # the server span is named after it (gateway/request_span.py)
+        if scope["path"] in self._routes:
+            scope["route"] = self._routes[scope["path"]][0]  # the server span is named after it (request_span.py)
         try:  # the key before the body: a caller without one gets no parsing done, and learns nothing of its body
             await require_api_key(request, state)
         except GatewayError as exc:
             await (await _gateway_error(request, exc))(scope, receive, send)
             return
+        if scope["path"] not in self._routes:  # explain: FastAPI's, which checks the key again (a dict lookup)
+            await self.app(scope, receive, send)
+            return
+        route, model = self._routes[scope["path"]]
         content_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
         raw = await request.body()
         try:
@@ -137,6 +142,7 @@ class GenerationShortcut:
 
 
 _SHORTCUT_PATHS = {"/v1/chat/completions": ChatCompletionRequest, "/v1/completions": CompletionRequest}
+_KEY_FIRST = frozenset({*_SHORTCUT_PATHS, "/v1/route/explain"})  # the POSTs whose key is checked before their body
 
 
 def _check_dependencies(route: APIRoute) -> None:

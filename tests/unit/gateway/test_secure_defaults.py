@@ -278,7 +278,7 @@ def test_explain_shows_the_policy_file_and_its_errors_to_operators_only(gateway)
 
 
 @pytest.mark.parametrize("body", [b"{not json", b'{"model": "tandem-demo", "messages": []}', b"x" * 50_000])
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions", "/v1/route/explain"])
 def test_a_caller_without_a_key_gets_a_401_whatever_the_body(gateway, path, body):
     """The body was parsed before the key was checked: a keyless caller got a 400 describing its invalid JSON (and
     had the gateway parse up to 2 MiB for it)."""
