@@ -63,7 +63,7 @@ class AutoscaleCollector(Collector):
         out: dict[str, dict[str, float]] = {}
         policy = self._policy()
         for name in policy.pools:
-            reporting = [b for b in self._registry.backends(policy, name) if b.is_healthy and b.stats is not None]
+            reporting = [b for b in self._registry.backends(policy, name) if b.is_reporting]
             signals: dict[str, float] = {}
             if reporting:
                 waiting = sum(b.stats.queue_depth for b in reporting) / len(reporting)
@@ -113,5 +113,5 @@ class AutoscaleCollector(Collector):
         policy = self._policy()
         for pool in policy.pools:
             for backend in self._registry.backends(policy, pool):
-                healthy.add_metric([pool, backend.endpoint], float(backend.is_healthy and backend.stats is not None))
+                healthy.add_metric([pool, backend.endpoint], float(backend.is_reporting))
         yield from (ratio, saturation, ttft, circuit, healthy)

@@ -165,25 +165,31 @@ def _listeners(ports: list[int]) -> dict[int, tuple[int, str]]:
             continue
         try:
             links = {os.readlink(fd) for fd in (proc / "fd").iterdir()}
-            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:  # gone, or another user's
             continue
         for link in links & inodes.keys():
-            found[inodes[link]] = _launcher_of(int(proc.name), command)
+            found[inodes[link]] = _launcher_of(int(proc.name))
     return found
 
 
-def _launcher_of(pid: int, command: str) -> tuple[int, str]:
+def _launcher_of(pid: int) -> tuple[int, str]:
     """The `tandem up` that started this process, where one did (stopping a worker of it starts the worker again),
-    else the process itself; the command line shortened."""
+    else the process itself; with its command line, shortened."""
     try:
         parent = int(proc_stat(pid)[1])
-        launcher = Path(f"/proc/{parent}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        if "tandem" in launcher and " up" in launcher:
-            pid, command = parent, launcher.strip()
+        if "tandem" in (launcher := _command_line(parent)) and " up" in launcher:
+            pid = parent
     except (OSError, ValueError, IndexError):
         pass
+    try:
+        command = _command_line(pid)
+    except OSError:
+        command = "?"
     return pid, command if len(command) <= 80 else command[:77] + "..."
+
+
+def _command_line(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
 
 
 def _port_is_free(host: str, port: int) -> bool:

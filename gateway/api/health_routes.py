@@ -23,7 +23,7 @@ async def healthz() -> dict:
 async def readyz(state: State, registry: Registry, request: Request) -> JSONResponse:
     backends = {
         b.endpoint: {
-            "healthy": b.is_healthy and b.stats is not None,
+            "healthy": b.is_reporting,
             "problem": b.problem,
             "circuit": b.breaker.current_state(),
             "kind": b.stats.kind if b.stats else None,

@@ -82,6 +82,11 @@ class WorkerBackend:
         return self.problem is None
 
     @property
+    def is_reporting(self) -> bool:
+        """Healthy and heard from: what /readyz and /metrics call healthy, and what the autoscaling signals read."""
+        return self.problem is None and self._stats is not None
+
+    @property
     def block_size_tokens(self) -> int:
         """Its KV block size as it reports it (Stats); 0 until heard from."""
         return self._reported[5]
