@@ -2,7 +2,7 @@
 
 import redis
 
-from proto.prefix_hints import HOLD_SCRIPT, MATCH_SCRIPT, block_key, too_old
+from proto.prefix_hints import HOLD_SCRIPT, MATCH_SCRIPT, block_key, match_args, too_old
 
 
 class RedisHintIndex:
@@ -19,7 +19,7 @@ class RedisHintIndex:
         candidates holding it, not with who else holds it or the pool (docs/benchmarks.md)."""
         if not hashes or not worker_ids:
             return {}
-        reply = await self._match(keys=[block_key(self._model_id, h) for h in hashes], args=worker_ids)
+        reply = await self._match(keys=[block_key(self._model_id, h) for h in hashes], args=match_args(worker_ids))
         return {  # only candidates: the script's ARGV
             (worker.decode() if isinstance(worker, bytes) else worker): int(held)
             for worker, held in zip(reply[::2], reply[1::2], strict=True)

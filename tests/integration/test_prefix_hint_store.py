@@ -163,17 +163,19 @@ def test_the_lookup_equals_reading_every_block_of_every_worker(redis_url):
         return held[worker].index(False)
 
     few = rng.sample(workers, 5) + ["127.0.0.1:1"]  # fewer candidates than holders: the other walk of the first block
+    # more candidates than holders, and more holders than the script looks for in its argument's string as it is
+    everyone = workers + gapped + [f"127.0.0.1:{9000 + i}" for i in range(100)]
 
     async def lookup():
         client = redis.asyncio.from_url(redis_url)
         try:
             index = RedisHintIndex(client, MODEL)
             return (await index.match(hashes, workers), await index.match(hashes, few),
-                    await index.match(hashes, gapped))  # fmt: skip
+                    await index.match(hashes, gapped), await index.match(hashes, everyone))  # fmt: skip
         finally:
             await client.aclose()
 
-    got, got_few, got_gapped = asyncio.run(lookup())  # only the workers holding the first block are named
+    got, got_few, got_gapped, got_everyone = asyncio.run(lookup())  # only the first block's holders are named
     assert got == {w: leading_run(w) for w in workers if leading_run(w)} and "127.0.0.1:9999" not in got
     assert got_few == {w: got[w] for w in few if w in got}
     assert any(0 < n < len(hashes) for n in got.values()) and any(n == len(hashes) for n in got.values())
@@ -181,6 +183,7 @@ def test_the_lookup_equals_reading_every_block_of_every_worker(redis_url):
     for worker, n in got_gapped.items():
         assert n >= leading_run(worker) and held[worker][n - 1] and not held[worker][n], (worker, n, held[worker])
     assert any(n > leading_run(w) for w, n in got_gapped.items())  # the gaps did mislead it: the test bites
+    assert got_everyone == got | got_gapped  # a worker's answer is its own, whoever else is asked about
 
 
 def test_a_pending_hint_replaces_an_expired_one_and_a_dead_workers_member_goes(redis_url):
