@@ -158,9 +158,10 @@ class SerialEngine:
             num_out += 1
             self._tokens.add()
             if token in stop_ids:
-                finish, text, ids = "stop", detok.flush(), ()
+                finish, text = "stop", detok.flush()
             else:
-                text, ids = detok.push(token), (token,)
+                chosen, top = score(logits[None], [token], [params.top_logprobs])
+                text = detok.push(token, chosen[0], top[0] if params.top_logprobs is not None else None)
                 if constraint is not None:
                     constraint.consume(token)
                     if constraint.error:
@@ -171,10 +172,7 @@ class SerialEngine:
                     finish, text = "stop", text + detok.flush()
                 elif num_out >= params.max_tokens:
                     finish, text = "length", text + detok.flush()
-            logprobs, tops = (), ()
-            if ids:
-                chosen, top = score(logits[None], [token], [params.top_logprobs])
-                logprobs, tops = tuple(chosen), tuple(top) if params.top_logprobs is not None else ()
+            ids, logprobs, tops = detok.take()  # tokens leave with their text; a stop string's never do
             if finish is None:
                 job.emit(GenerationChunk(ids, text, logprobs=logprobs, top_logprobs=tops))
                 logits, state = self._model.decode(state, token, len(prompt) + num_out - 1)

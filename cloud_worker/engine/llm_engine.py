@@ -211,8 +211,10 @@ class PagedEngine:
             scores = seq.prompt_scores[: seq.num_prompt_tokens - 1]
             job.emit(GenerationChunk((), "", prompt_logprobs=tuple(lp for lp, _ in scores),
                                      prompt_top_logprobs=tuple(top for _, top in scores)))  # fmt: skip
+        detok = job.detok
         if token in job.stop_ids:
-            self._retire(job, "stop", job.detok.flush())
+            text = detok.flush()
+            self._retire(job, "stop", text, *detok.take())
             return
         if seq.constraint is not None:
             seq.constraint.consume(token)
@@ -221,16 +223,21 @@ class PagedEngine:
                     job, RequestRejected(f"response_format: the grammar failed mid-answer: {seq.constraint.error}")
                 )
                 return
-        text = job.detok.push(token)
-        tops = (top,) if params.top_logprobs is not None else ()
+        text = detok.push(token, logprob, top if params.top_logprobs is not None else None)
         if seq.constraint is not None and seq.constraint.done:
-            self._retire(job, "stop", text + job.detok.flush(), (token,), (logprob,), tops)
-        elif job.detok.is_stopped:
-            self._retire(job, "stop", text, (token,), (logprob,), tops)
+            text, reason = text + detok.flush(), "stop"
+        elif detok.is_stopped:
+            reason = "stop"
         elif seq.num_output_tokens >= params.max_tokens:
-            self._retire(job, "length", text + job.detok.flush(), (token,), (logprob,), tops)
+            text, reason = text + detok.flush(), "length"
         else:
-            job.emit(GenerationChunk((token,), text, logprobs=(logprob,), top_logprobs=tops))
+            reason = None
+        # Tokens leave with their text: those of a stop string, scored before it matched, never do.
+        ids, logprobs, tops = detok.take()
+        if reason is None:
+            job.emit(GenerationChunk(ids, text, logprobs=logprobs, top_logprobs=tops))
+        else:
+            self._retire(job, reason, text, ids, logprobs, tops)
 
     def _retire(
         self, job: _Job, reason: str, text: str = "", ids: tuple = (), logprobs: tuple = (), tops: tuple = ()

@@ -48,7 +48,13 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "presence_penalty": (BOTH, HONOURED, "-2 to 2, on answer tokens"),
     "frequency_penalty": (BOTH, HONOURED, "-2 to 2, times each answer token's count"),
     "logit_bias": (BOTH, HONOURED, "token id -> -100 to 100, up to 300 entries"),
-    "logprobs": (BOTH, HONOURED, "chat: true/false; completions: 0 to 20 alternatives; raw-model log-probabilities"),
+    "logprobs": (
+        BOTH,
+        HONOURED,
+        "chat: true/false; completions: 0 to 20 alternatives, the chosen token always among them (as OpenAI's); "
+        "raw-model log-probabilities of the returned text's tokens (a matched stop string's are not reported); "
+        "completions name a piece of a character `bytes:\\xe6`, as OpenAI does",
+    ),
     "top_logprobs": (CHAT, HONOURED, "0 to 20, with `logprobs: true`"),
     "echo": (
         COMPLETIONS,

@@ -1,5 +1,6 @@
 """OpenAI response shapes for chat and text completions, whole and streamed."""
 
+import codecs
 import json
 import time
 from collections.abc import Callable
@@ -91,9 +92,12 @@ class ResponseShape:
 class Logprobs:
     """OpenAI's `logprobs` object from the workers' per-token log-probabilities, as chunks arrive.
 
-    Chat: `{"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}`; completions: `{"tokens",
-    "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}`. A token is named by what it decodes
-    to on its own (a piece of a multi-byte character decodes to U+FFFD); `bytes` are its own bytes.
+    Chat: `{"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}`; a token is named by what it decodes
+    to on its own (a piece of a multi-byte character decodes to U+FFFD), and `bytes` are its own bytes.
+    Completions: `{"tokens", "token_logprobs", "top_logprobs": [{token: logprob}], "text_offset"}`, where a piece of
+    a character is named as OpenAI names it, `bytes:\\xe6\\x9d` (as U+FFFD, the pieces of one character were one key
+    in `top_logprobs`, and one replaced another), `top_logprobs` always holds the chosen token (up to logprobs + 1
+    keys, as OpenAI's), and `text_offset` counts the characters of the text before each token.
     """
 
     is_chat: bool
@@ -102,6 +106,7 @@ class Logprobs:
     prompt_ids: list[int] | None = None  # completions with echo: the prompt's tokens come first
     offset: int = 0  # completions: where the next token's text starts in the answer
     entries: list = field(default_factory=list)  # every token's, for the whole answer
+    _utf8: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
 
     def of(self, chunk: worker_pb2.GenerateChunk) -> dict | None:
         """The object for this chunk's tokens (None when it has none), remembered for `whole()`."""
@@ -133,16 +138,32 @@ class Logprobs:
         if self.is_chat:
             top = [{"token": self.decode([t]), "logprob": lp, "bytes": self._bytes(t)} for t, lp in alternatives]
             return {"token": text, "logprob": logprob, "bytes": self._bytes(token), "top_logprobs": top}
-        top = None if logprob is None else dict(self._named(alternatives))  # the echoed prompt's first token: null
-        entry = {"token": text, "logprob": logprob, "top": top, "offset": self.offset}
-        self.offset += len(text)
+        name = self._name(token, text)
+        top = None  # the echoed prompt's first token: null
+        if logprob is not None:
+            top = {self._name(t): lp for t, lp in alternatives}
+            top.setdefault(name, logprob)
+        entry = {"token": name, "logprob": logprob, "top": top, "offset": self.offset}
+        if "\ufffd" in text:  # a piece of a character: the character counts once, with its last piece
+            self.offset += len(self._utf8.decode(self.token_bytes(token)))
+        else:  # bytes left waiting were no character: one U+FFFD in the text
+            self.offset += len(self._utf8.decode(b"", final=True)) + len(text)
+            self._utf8.reset()
         return entry
 
     def _bytes(self, token: int) -> list[int]:
         return list(self.token_bytes(token))
 
-    def _named(self, alternatives: list[tuple[int, float]]) -> list[tuple[str, float]]:
-        return [(self.decode([token]), logprob) for token, logprob in alternatives]
+    def _name(self, token: int, text: str | None = None) -> str:
+        """A completions token's name: its text, or `bytes:\\x..` for a piece of a character."""
+        text = self.decode([token]) if text is None else text
+        if "\ufffd" not in text:
+            return text
+        raw = self.token_bytes(token)
+        try:
+            return raw.decode()  # a real U+FFFD
+        except UnicodeDecodeError:
+            return "bytes:" + "".join(f"\\x{byte:02x}" for byte in raw)
 
     def _object(self, entries: list[dict]) -> dict:
         if self.is_chat:

@@ -325,6 +325,45 @@ def test_logprobs_whole_and_streamed_name_each_answer_token(client, kind):
     assert [(e.token, round(e.logprob, 4)) for e in streamed] == [(e.token, round(e.logprob, 4)) for e in content]
 
 
+def _ascii_middle(text: str) -> str:
+    """Three printable ASCII characters from the middle on, first seen there (the demo model's answers hold invalid
+    UTF-8 too, where the tokens of one U+FFFD run share a start)."""
+    for at in range(len(text) // 2, len(text) - 2):
+        stop = text[at : at + 3]
+        if stop.isascii() and stop.isprintable() and text.index(stop) == at:
+            return stop
+    raise AssertionError(f"no ASCII stop string in {text!r}")
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_logprobs_end_where_a_stop_string_cut_the_text(client, kind):
+    """The tokens of a matched stop string are scored before it can be seen, and must not be reported: the
+    log-probabilities describe the returned text, whole and streamed."""
+    free = kind_chat(client, kind, max_tokens=24, temperature=0).choices[0].message.content
+    stop = _ascii_middle(free)
+    cut = kind_chat(client, kind, max_tokens=24, temperature=0, stop=stop, logprobs=True)
+    text = cut.choices[0].message.content
+    assert text == free[: free.index(stop)]
+    entries = cut.choices[0].logprobs.content
+    said = b"".join(bytes(e.bytes) for e in entries).decode(errors="replace")
+    assert said.startswith(text) and len(b"".join(bytes(e.bytes) for e in entries[:-1]).decode(errors="replace")) < len(
+        text
+    ), (text, said)  # every returned character is covered, and no token past them is reported
+    streamed = kind_stream(client, kind, max_tokens=24, temperature=0, stop=stop, logprobs=True)
+    entries_streamed = [e for chunk in streamed for c in chunk.choices if c.logprobs for e in c.logprobs.content]
+    assert [e.token for e in entries_streamed] == [e.token for e in entries]
+    legacy = client.completions.create(model=MODEL, prompt=free[:20], max_tokens=24, temperature=0, logprobs=1)
+    legacy_text = legacy.choices[0].text
+    legacy_stop = _ascii_middle(legacy_text)
+    cut_legacy = client.completions.create(
+        model=MODEL, prompt=free[:20], max_tokens=24, temperature=0, logprobs=1, stop=legacy_stop
+    ).choices[0]
+    assert cut_legacy.text == legacy_text[: legacy_text.index(legacy_stop)]
+    uncut = legacy.choices[0].logprobs  # the same tokens, to the cut: those whose text begins before it
+    kept = [(t, o) for t, o in zip(uncut.tokens, uncut.text_offset, strict=True) if o < len(cut_legacy.text)]
+    assert list(zip(cut_legacy.logprobs.tokens, cut_legacy.logprobs.text_offset, strict=True)) == kept
+
+
 def test_completions_logprobs_have_openais_legacy_shape(client):
     whole = client.completions.create(
         model=MODEL, prompt="The quick brown fox", max_tokens=6, temperature=0, logprobs=2
@@ -694,10 +733,11 @@ def test_echo_with_logprobs_scores_the_prompt_as_lm_eval_reads_it(client, kind, 
     assert choice.text == tokenizer.decode(ids) + lp.tokens[-1]
     assert "".join(lp.tokens) == choice.text and lp.text_offset[-1] == len(choice.text) - len(lp.tokens[-1])
     # lm-eval's greedy check reads the top alternative: the most likely, never less likely than the prompt's own token
+    # (there too, as OpenAI's: up to logprobs + 1 keys)
     tops = lp.top_logprobs[1:-1]
     assert all(
-        len(top) == 1 and max(top.values()) >= lp_ - 1e-5
-        for top, lp_ in zip(tops, lp.token_logprobs[1:-1], strict=True)
+        len(top) <= 2 and top[token] == lp_ and max(top.values()) >= lp_ - 1e-5
+        for top, token, lp_ in zip(tops, lp.tokens[1:-1], lp.token_logprobs[1:-1], strict=True)
     )
     echoed = client.completions.create(
         model=MODEL, prompt="The quick brown fox", max_tokens=3, echo=True, temperature=0

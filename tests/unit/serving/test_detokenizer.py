@@ -59,3 +59,36 @@ def test_long_streams_decode_a_window_not_the_whole_text(tokenizer):
     streamed = "".join(detok.push(t) for t in tokenizer.encode(text).ids) + detok.flush()
     assert streamed == text
     assert max(calls) <= 8  # a few tokens per decode, however long the stream
+
+
+def test_tokens_leave_with_their_text_and_a_stop_strings_never_do(tokenizer):
+    """OpenAI's log-probabilities describe the returned text: a token is handed out (with its score) once its text
+    begins to leave, one held back as a possible stop string's start waits, and those of a matched stop are
+    dropped although they were scored before it could be seen."""
+    ids = tokenizer.encode("The gateway routes each request.").ids
+    detok = IncrementalDetokenizer(tokenizer, ("each",))
+    text, taken = "", []
+    for i, token in enumerate(ids):
+        text += detok.push(token, -float(i), ((token, -float(i)),))
+        got, logprobs, tops = detok.take()
+        assert logprobs == tuple(-float(n) for n in range(len(taken), len(taken) + len(got)))  # in order, each its own
+        assert [t for ((t, _),) in tops] == list(got)
+        taken += got
+        assert not taken or len(tokenizer.decode(taken[:-1])) < len(text)  # none left before its text began to
+        if detok.is_stopped:
+            break
+    assert text == "The gateway routes "
+    assert tokenizer.decode(taken).startswith(text) and "each" not in tokenizer.decode(taken)
+    assert detok.flush() == "" and detok.take() == ((), (), ())  # a flush after the stop hands out nothing more
+
+
+def test_every_token_leaves_by_the_end_even_a_characters_first_bytes(tokenizer):
+    ids = tokenizer.encode("東京 ✓ routes").ids
+    detok = IncrementalDetokenizer(tokenizer, ("zz",))  # holds one character back
+    taken, text = [], ""
+    for token in ids:
+        text += detok.push(token)
+        taken += detok.take()[0]
+        assert tokenizer.decode(taken).startswith(text)  # what left is covered by the tokens that left
+    text += detok.flush()
+    assert taken + list(detok.take()[0]) == ids and text == "東京 ✓ routes"
