@@ -33,7 +33,7 @@ class GrammarError(ValueError):
 def grammar_for(response_format: dict) -> str | None:
     """OpenAI's `response_format` as an llguidance grammar; None for plain text."""
     schema = schema_for(response_format)
-    return None if schema is None else _from_schema(schema)
+    return None if schema is None else schema_grammar(schema)
 
 
 def schema_for(response_format: dict) -> dict | None:
@@ -58,7 +58,7 @@ def schema_for(response_format: dict) -> dict | None:
     raise GrammarError(f"type must be text, json_object or json_schema, got {kind!r}")
 
 
-def _from_schema(schema: dict) -> str:
+def schema_grammar(schema: dict) -> str:
     # Compact JSON, as OpenAI's: free whitespace lets a small model wander in blank lines until max_tokens.
     return llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema), overrides={"whitespace_flexible": False})
 

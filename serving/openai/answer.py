@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from serving.grammar import GrammarError, check_grammar, follows_schema, llg_tokenizer, schema_for
+from serving.grammar import GrammarError, check_grammar, follows_schema, llg_tokenizer, schema_for, schema_grammar
 from serving.openai import tools
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.errors import BadRequest
@@ -88,8 +88,21 @@ def answer_grammar(body: _GenerationParams, plan: ToolPlan | None, chat: ChatTok
     try:
         check_grammar(plan.grammar, tokenizer)
     except (GrammarError, ValueError, RuntimeError) as exc:
-        raise BadRequest(f"tool_choice: {exc}", param="tool_choice") from None
+        raise _tool_fault(body.tools, plan.allowed, tokenizer, exc) from None
     return plan.grammar
+
+
+def _tool_fault(listed: list[dict], names, tokenizer, exc: Exception) -> BadRequest:
+    """The tool whose parameters the forced call's grammar could not compile, in llguidance's own words (the call
+    grammar's error quotes that whole grammar, prompt syntax and all)."""
+    for i, tool in enumerate(listed):
+        function = tool["function"]
+        if function["name"] in names:
+            try:
+                check_grammar(schema_grammar(function.get("parameters") or {"type": "object"}), tokenizer)
+            except (GrammarError, ValueError, RuntimeError) as fault:
+                return BadRequest(f"tools[{i}].function.parameters: {fault}", param="tools")
+    return BadRequest(f"tools: {str(exc).splitlines()[0]}", param="tools")
 
 
 def _calls_or_answer(body: ChatCompletionRequest, plan: ToolPlan, tokenizer) -> str:
@@ -105,4 +118,4 @@ def _calls_or_answer(body: ChatCompletionRequest, plan: ToolPlan, tokenizer) -> 
             return grammar
         except (GrammarError, tools.ToolError, ValueError, RuntimeError) as exc:
             error = exc
-    raise BadRequest(f"tools: {error}", param="tools")
+    raise _tool_fault(body.tools, plan.allowed, tokenizer, error)

@@ -245,6 +245,20 @@ def test_what_a_review_found_gives_a_400_naming_the_field_not_a_500(stack, route
     assert (error["param"] or "").startswith(param) and error["message"], error
 
 
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "g"}}])
+def test_a_forced_calls_schema_that_cannot_compile_names_its_tool_not_the_grammar(stack, choice):
+    """The call grammar's compile error quoted the whole grammar (the model's call syntax included) and named
+    tool_choice; the fault is in the tool's parameters."""
+    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {
+        "a": {"$ref": "#/$defs/Nope"} if n == "g" else {"type": "string"}}}}} for n in ("f", "g")]  # fmt: skip
+    reply = httpx.post(f"{stack.url}/v1/chat/completions", json=ASK | {"tools": tools, "tool_choice": choice},
+                       timeout=30)  # fmt: skip
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["param"] == "tools" and error["message"].startswith("tools[1].function.parameters: "), error
+    assert "Nope" in error["message"] and "tool_call" not in error["message"] and "%json" not in error["message"]
+
+
 @pytest.mark.parametrize(
     ("body", "param"),
     [
