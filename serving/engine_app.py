@@ -160,7 +160,7 @@ async def _sse(
     shape: ResponseShape, stream, logprobs: Logprobs | None, held: tools.StreamedCalls | None, include_usage: bool
 ):
     """The answer as server-sent events; a failure after the headers is an error event, then [DONE], never a cut."""
-    yield shape.chunk(None, first=True)
+    yield shape.opening(may_call=held is not None)
     try:
         async for chunk in stream:
             these = logprobs.of(chunk) if logprobs is not None else None

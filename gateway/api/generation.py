@@ -420,7 +420,7 @@ async def _stream_events(
     last = None
     parts: list[str] = []
     held = tool_plan.streamed() if tool_plan is not None else None
-    yield shape.chunk(None, first=True)
+    yield shape.opening(may_call=held is not None)
     with traced.span(routed, parts) as span:
         try:
             async for chunk in routed.chunks():

@@ -53,11 +53,18 @@ class ResponseShape:
         choice["finish_reason"] = finish_reason(reason)
         return self._envelope(False) | {"choices": [choice], "usage": usage_dict(usage)}
 
-    def chunk(
-        self, text: str | None, reason: str | None = None, first: bool = False, logprobs: dict | None = None
-    ) -> str:
+    def opening(self, may_call: bool = False) -> str:
+        """A streamed choice's first event. Chat: the role, with content "" as OpenAI's; without content where the
+        answer may be tool calls, whose message's content is null (a client adding up the deltas got "")."""
+        if not self.is_chat:
+            return self.chunk(None)
+        delta = {"role": "assistant"} if may_call else {"role": "assistant", "content": ""}
+        return sse(self._envelope(True) | {"choices": [{"index": self.index, "delta": delta, "logprobs": None,
+                                                         "finish_reason": None}]})  # fmt: skip
+
+    def chunk(self, text: str | None, reason: str | None = None, logprobs: dict | None = None) -> str:
         if self.is_chat:
-            delta = {"role": "assistant", "content": ""} if first else ({"content": text} if text else {})
+            delta = {"content": text} if text else {}
             choice = {"index": self.index, "delta": delta, "logprobs": logprobs}
         else:
             choice = {"index": self.index, "text": text or "", "logprobs": logprobs}

@@ -472,6 +472,15 @@ def test_a_forced_tool_call_comes_back_as_tool_calls_whole_and_streamed(client, 
             reasons.append(c.finish_reason)
     assert [d.function.name for d in deltas] == ["get_weather"] and reasons[-1] == "tool_calls"
     jsonschema.validate(json.loads(deltas[0].function.arguments), WEATHER_TOOL["function"]["parameters"])
+    # The client's stream helper adds the deltas up to the message the whole answer has: content null, not "".
+    spec = KINDS[kind]
+    with client.chat.completions.stream(
+        model=MODEL, messages=[{"role": "user", "content": spec["content"]}], max_tokens=80, temperature=0,
+        tools=[WEATHER_TOOL], tool_choice="required", extra_body=spec.get("extra_body"),
+    ) as helper:  # fmt: skip
+        kinds = {event.type for event in helper}
+        final = helper.get_final_completion().choices[0].message
+    assert final.content is None and "content.delta" not in kinds and final.tool_calls[0].function.name == "get_weather"
     # The call and its result go back to the model as the next turn's history.
     history = [
         {"role": "user", "content": "Weather in Paris?"},
