@@ -85,7 +85,8 @@ class AdmissionController:
         wait_s = await self._take(charge)
         if wait_s > 0:
             metrics.RATE_LIMITED.labels(tenant, "rate").inc()
-            raise RateLimited(f"tenant {tenant!r} is over its rate limit", retry_after_s=math.ceil(wait_s))
+            limit = "requests" if limits.requests_per_minute else "tokens"  # which one, where only one is set
+            raise RateLimited(f"tenant {tenant!r} is over its rate limit", retry_after_s=math.ceil(wait_s), limit=limit)
         self._inflight[tenant] += 1
         metrics.INFLIGHT.labels(tenant).inc()
         return Admission(self, tenant, tokens if limits.tokens_per_minute else 0)
@@ -98,7 +99,9 @@ class AdmissionController:
         wait_s = await self._take(Charge(admission.tenant, None, limits.tokens_per_minute, tokens))
         if wait_s > 0:
             metrics.RATE_LIMITED.labels(admission.tenant, "rate").inc()
-            raise RateLimited(f"tenant {admission.tenant!r} is over its token rate", retry_after_s=math.ceil(wait_s))
+            raise RateLimited(
+                f"tenant {admission.tenant!r} is over its token rate", retry_after_s=math.ceil(wait_s), limit="tokens"
+            )
         admission.charged_tokens += tokens
 
     @staticmethod

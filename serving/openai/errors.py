@@ -50,10 +50,11 @@ class PromptTooLong(GatewayError):
 
 
 class RateLimited(GatewayError):
-    status_code, error_type, code = 429, "rate_limit_exceeded", "rate_limit_exceeded"
+    status_code, code = 429, "rate_limit_exceeded"
 
-    def __init__(self, message: str, retry_after_s: int) -> None:
+    def __init__(self, message: str, retry_after_s: int, limit: str = "requests") -> None:
         super().__init__(f"{message}; retry after {retry_after_s} s", headers={"Retry-After": str(retry_after_s)})
+        self.error_type = limit  # OpenAI's type names the limit: "requests" or "tokens"
 
 
 class NoBackend(GatewayError):

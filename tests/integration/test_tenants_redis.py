@@ -54,6 +54,7 @@ def test_keys_decide_the_tenant_and_a_limit_holds_across_replicas(two_replicas, 
     assert refused.status_code == 429
     assert int(refused.headers["Retry-After"]) >= 1
     assert "acme" in refused.json()["error"]["message"]
+    assert refused.json()["error"]["type"] == "requests"  # OpenAI's type names the limit (requests or tokens)
     assert post(a, GLOBEX).status_code == 200  # another tenant is not affected
 
     explained = httpx.post(f"{a}/v1/route/explain", json=BODY, headers={"Authorization": f"Bearer {GLOBEX}"})

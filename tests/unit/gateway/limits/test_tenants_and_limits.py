@@ -96,5 +96,8 @@ def test_admission_concurrency_and_oversized_requests(tmp_path):
         await second.release(10)
         with pytest.raises(BadRequest, match="more than tenant 'acme'"):
             await controller.admit("acme", 500)
+        with pytest.raises(RateLimited) as err:  # 20 of 100 used: the token rate (the only one set) refuses 90
+            await controller.admit("acme", 90)
+        assert err.value.body()["error"]["type"] == "tokens" and err.value.code == "rate_limit_exceeded"
 
     asyncio.run(go())
