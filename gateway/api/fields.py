@@ -99,6 +99,11 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "store": (BOTH, NO_EFFECT, "only `false`: answers are never stored"),
     "service_tier": (BOTH, NO_EFFECT, "only `auto` or `default`"),
     "prompt_cache_key": (BOTH, NO_EFFECT, "prefixes are cached and routed automatically"),
+    "prompt_cache_retention": (
+        BOTH,
+        NO_EFFECT,
+        "only `in-memory`: prefixes stay cached while the KV memory holds them",
+    ),
     "modalities": (BOTH, NO_EFFECT, 'only `["text"]`'),
     "best_of": (COMPLETIONS, REFUSED, "unless 1"),
     "suffix": (COMPLETIONS, REFUSED, 'unless ""'),

@@ -231,6 +231,9 @@ class _GenerationParams(BaseModel):
     store: Literal[False] | None = Field(default=None, description="completions are never stored")
     service_tier: Literal["auto", "default"] | None = None
     prompt_cache_key: Text | None = Field(default=None, description="prefixes are cached and routed automatically")
+    prompt_cache_retention: Literal["in-memory"] | None = Field(
+        default=None, description="prefixes stay cached while the workers' KV memory holds them; never 24h"
+    )
     safety_identifier: Text | None = None
     modalities: list[Literal["text"]] | None = None
     response_format: JsonObject | None = Field(
