@@ -140,10 +140,11 @@ def add_openai_routes(
         except Exception:  # noqa: BLE001 - never a bare stack trace to the client
             log.exception("the engine failed")
             return error_response(500, "the engine failed; see this process's log", "server_error")
-        calls = []
+        calls, answered = [], logprobs.whole() if logprobs else None
         if plan is not None:
-            text, calls = plan.parse(text, last.finish_reason)
-        return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None, calls)
+            raw, (text, calls) = text, plan.parse(text, last.finish_reason)
+            answered = plan.answer_logprobs(logprobs, raw, calls) if logprobs else None
+        return shape.whole(text, last.finish_reason, last.usage, answered, calls)
 
 
 async def _as_worker_chunks(stream):
@@ -165,6 +166,7 @@ async def _sse(
         async for chunk in stream:
             these = logprobs.of(chunk) if logprobs is not None else None
             text = held.push(chunk.text) if held is not None else chunk.text
+            these = held.logprobs(these) if held is not None else these
             if text or these:
                 yield shape.chunk(text, logprobs=these)
             if chunk.finish_reason:

@@ -52,7 +52,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         BOTH,
         HONOURED,
         "chat: true/false; completions: 0 to 20 alternatives, the chosen token always among them (as OpenAI's); "
-        "raw-model log-probabilities of the returned text's tokens (a matched stop string's are not reported); "
+        "raw-model log-probabilities of the returned text's tokens (a matched stop string's and a tool call's are not "
+        "reported); "
         "completions name a piece of a character `bytes:\\xe6`, as OpenAI does",
     ),
     "top_logprobs": (CHAT, HONOURED, "0 to 20, with `logprobs: true`"),

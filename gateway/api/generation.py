@@ -399,9 +399,11 @@ async def _collect(
         _end_of_stream(span, last)
     _record(routed, "ok", last.usage, started)
     text, calls = prefix + "".join(parts), []
+    answered = logprobs.whole() if logprobs else None
     if tool_plan is not None:
-        text, calls = tool_plan.parse(text, last.finish_reason)
-    return shape.whole(text, last.finish_reason, last.usage, logprobs.whole() if logprobs else None, calls)
+        raw, (text, calls) = text, tool_plan.parse(text, last.finish_reason)
+        answered = tool_plan.answer_logprobs(logprobs, raw, calls) if logprobs else None
+    return shape.whole(text, last.finish_reason, last.usage, answered, calls)
 
 
 async def _stream_events(
@@ -427,6 +429,7 @@ async def _stream_events(
                 these = logprobs.of(chunk) if logprobs is not None else None
                 parts.append(chunk.text)
                 text = held.push(chunk.text) if held is not None else chunk.text
+                these = held.logprobs(these) if held is not None else these
                 text, prefix = prefix + text, ""  # echo: the prompt comes with the first chunk
                 if text or these:
                     yield shape.chunk(text, logprobs=these)

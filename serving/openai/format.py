@@ -77,8 +77,9 @@ class ResponseShape:
         events, reason = [], worker_reason
         if held is not None:
             rest, calls = held.finish(worker_reason)
-            if rest:
-                events.append(self.chunk(rest))
+            these = held.rest_logprobs(calls)
+            if rest or these:
+                events.append(self.chunk(rest, logprobs=these))
             if calls:
                 events.append(self.tool_calls_chunk(calls))
                 reason = "tool_calls" if reason == "stop" else reason
@@ -127,8 +128,18 @@ class Logprobs:
             self.entries.append(self._entry(token, logprob, _pairs(top)))
         return self._object(self.entries[start:])
 
-    def whole(self) -> dict:
-        return self._object(self.entries)
+    def whole(self, chars: int | None = None) -> dict:
+        """The whole answer's object; with `chars`, only the tokens whose text starts before that many characters
+        (chat: the text before a tool call, whose tokens are the model's call syntax)."""
+        if chars is None:
+            return self._object(self.entries)
+        kept, seen, utf8 = [], 0, codecs.getincrementaldecoder("utf-8")("replace")
+        for entry in self.entries:
+            if seen >= chars:
+                break
+            kept.append(entry)
+            seen += len(utf8.decode(bytes(entry["bytes"])))
+        return self._object(kept)
 
     def _prompt_entries(self, chunk) -> None:
         """Prompt token 0 has no log-probability (null, as OpenAI's); 1.. come from the worker."""

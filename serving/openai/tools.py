@@ -455,9 +455,15 @@ def markers(fmt: str) -> tuple[str, ...]:
     return {"hermes": (_HERMES_OPEN,), "mistral": (_MISTRAL_OPEN,), "llama3_json": (_PYTHON_TAG, "{")}[fmt]
 
 
+def call_start(text: str, fmt: str) -> int:
+    """Where the calls begin in an answer that made some: its first call marker."""
+    return min((i for marker in markers(fmt) if (i := text.find(marker)) >= 0), default=0)
+
+
 class StreamedCalls:
     """A streamed answer with tools: `push` returns the text safe to send now; `finish` the held-back rest as
-    (text, calls)."""
+    (text, calls). Log-probabilities wait with the text they describe (`logprobs`, `rest_logprobs`): a call's, the
+    model's call syntax, are never sent."""
 
     def __init__(
         self, fmt: str, allowed: set[str], single: bool = False, follows: Callable[[str, str], bool] | None = None
@@ -466,6 +472,22 @@ class StreamedCalls:
         self._held = ""
         self._holding = False
         self._sent_any = False
+        self._entries: list[dict] = []  # chat log-probability entries of the held text
+
+    def logprobs(self, these: dict | None) -> dict | None:
+        """After `push`: a chunk's log-probabilities (chat's object) to send now, with the text; none while text
+        is held."""
+        if these:
+            self._entries += these["content"]
+        if self._held or not self._entries:
+            return None
+        entries, self._entries = self._entries, []
+        return {"content": entries, "refusal": None}
+
+    def rest_logprobs(self, calls: list) -> dict | None:
+        """After `finish`: the held text's log-probabilities, none where it was calls."""
+        entries, self._entries = self._entries, []
+        return {"content": entries, "refusal": None} if entries and not calls else None
 
     def push(self, text: str) -> str:
         if self._holding:

@@ -336,6 +336,25 @@ def _ascii_middle(text: str) -> str:
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_tool_calls_tokens_are_not_reported_as_log_probabilities(client, kind):
+    """A call's tokens are the model's call syntax (<tool_call>{"name": ...}), which the answer never shows: the
+    log-probabilities describe the content, none here, whole and streamed."""
+    called = kind_chat(client, kind, max_tokens=80, temperature=0, tools=[WEATHER_TOOL], tool_choice="required",
+                       logprobs=True, top_logprobs=2)  # fmt: skip
+    choice = called.choices[0]
+    assert choice.message.tool_calls and choice.message.content is None
+    assert choice.logprobs.content == [], choice.logprobs
+    stream = kind_stream(client, kind, max_tokens=80, temperature=0, tools=[WEATHER_TOOL], tool_choice="required",
+                         logprobs=True, top_logprobs=2)  # fmt: skip
+    chunks = list(stream)
+    assert any(d.tool_calls for c in chunks for d in (x.delta for x in c.choices))
+    assert [e for c in chunks for x in c.choices if x.logprobs for e in x.logprobs.content] == []
+    free = kind_chat(client, kind, max_tokens=8, temperature=0, tools=[WEATHER_TOOL], tool_choice="none",
+                     logprobs=True)  # fmt: skip
+    assert "".join(e.token for e in free.choices[0].logprobs.content) == free.choices[0].message.content
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
 def test_logprobs_end_where_a_stop_string_cut_the_text(client, kind):
     """The tokens of a matched stop string are scored before it can be seen, and must not be reported: the
     log-probabilities describe the returned text, whole and streamed."""

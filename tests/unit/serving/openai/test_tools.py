@@ -64,6 +64,31 @@ def test_streamed_answers_hold_back_only_what_may_be_a_call(fmt, piece):
 
 
 @pytest.mark.parametrize("fmt", tools.FORMATS)
+@pytest.mark.parametrize("piece", [1, 3, 7])
+def test_streamed_log_probabilities_leave_with_their_text_and_a_calls_never_do(fmt, piece):
+    """Each piece of the answer comes with an entry naming it (as a token would): the entries sent are those of
+    the text sent, less a piece that holds a call's start too, and the calls' (the model's call syntax) are
+    dropped; with no call, every entry is sent."""
+    for answer, has_calls in ((ANSWERS[fmt], True), ("Plain words <tool and [TOOL, no call.", False)):
+        held = tools.StreamedCalls(fmt, ALLOWED)
+        sent_text, sent_entries = "", []
+        for i in range(0, len(answer), piece):
+            sent_text += held.push(answer[i : i + piece])
+            these = held.logprobs({"content": [{"token": answer[i : i + piece]}], "refusal": None})
+            sent_entries += these["content"] if these else []
+        rest, calls = held.finish()
+        rest_entries = held.rest_logprobs(calls)
+        sent_entries += rest_entries["content"] if rest_entries else []
+        said = "".join(e["token"] for e in sent_entries)
+        assert bool(calls) == has_calls
+        if has_calls:
+            assert sent_text.startswith(said) and len(sent_text) - len(said) < piece, (said, sent_text)
+            assert "get_weather" not in said
+        else:
+            assert said == answer == sent_text + rest
+
+
+@pytest.mark.parametrize("fmt", tools.FORMATS)
 @pytest.mark.parametrize("piece", [1, 5, 1000])
 def test_an_answer_cut_inside_its_calls_gives_the_calls_made_so_far_and_no_call_syntax(fmt, piece):
     """OpenAI's reading of a call max_tokens cut: a call with its arguments as far as they got, finish_reason
