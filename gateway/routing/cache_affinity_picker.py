@@ -20,6 +20,7 @@ live on a busy backend stays there. Moving it would cost a full prefill and
 barely relieve the backend.
 """
 
+from operator import attrgetter
 from typing import Literal
 
 from pydantic import Field
@@ -40,23 +41,25 @@ class CacheAffinity(PickerConfig):
         return cache_affinity_picker(self)
 
 
+_recent = attrgetter("recent_requests")
+
+
 def cache_affinity_picker(config: CacheAffinity) -> Picker:
     def pick(scored: list[tuple[Candidate, float]], turn: int) -> list[Candidate]:
         ranked = max_score_picker(scored, turn)
         if len(ranked) < 2:
             return ranked
-        mean = sum(c.recent_requests for c in ranked) / len(ranked)
+        mean = sum(map(_recent, ranked)) / len(ranked)
         has_affinity = ranked[0].prefix_match_blocks > 0
         if has_affinity and ranked[0].prefix_recent_requests <= mean:
             return ranked  # a rare prefix: keep it where it is cached
-        hot = {
-            c.endpoint
-            for c in ranked
-            if c.recent_requests - mean > config.abs_threshold and c.recent_requests > config.rel_threshold * mean
-        }
+        # Over the mean by more than abs_threshold and more than rel_threshold times it: over the larger bound.
+        bound = max(mean + config.abs_threshold, config.rel_threshold * mean)
+        hot = [c for c in ranked if c.recent_requests > bound]
+        if not hot:
+            return ranked
         # Overloaded ones go last, least loaded of them first.
-        return [c for c in ranked if c.endpoint not in hot] + sorted(
-            (c for c in ranked if c.endpoint in hot), key=lambda c: c.recent_requests
-        )
+        hot_ids = {id(c) for c in hot}
+        return [c for c in ranked if id(c) not in hot_ids] + sorted(hot, key=_recent)
 
     return pick

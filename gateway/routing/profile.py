@@ -80,6 +80,15 @@ def clamp(score: float) -> float:
     return 1.0 if score > 1.0 else 0.0  # below 0, and NaN (which compares false both ways)
 
 
+def _in_unit_range(values: list[float]) -> bool:
+    """All in [0, 1], none NaN: three C-level passes, where a clamp per value was a quarter of a 256-candidate
+    ranking (bench/scaling.py). A NaN (or inf - inf) makes the sum NaN, which equals nothing."""
+    if not values:
+        return True
+    total = sum(values)
+    return total == total and min(values) >= 0.0 and max(values) <= 1.0
+
+
 def run_profile(profile: "Profile", candidates: list[Candidate], is_private: bool, turn: int = 0) -> PoolRanking:
     """Rank a pool's candidates for one request; `turn` rotates the order among equal scores."""
     steps: CompiledProfile = profile.compiled
@@ -87,9 +96,10 @@ def run_profile(profile: "Profile", candidates: list[Candidate], is_private: boo
     seconds: dict[str, float] = {}
     dropped: dict[int, str] = {}
     clock = time.perf_counter
-    for c in candidates:
-        if reason := privacy.candidate_refusal(c.kind, is_private):
-            dropped[id(c)] = reason
+    if is_private:  # a request that is not refuses no backend (privacy.candidate_refusal): no call per candidate
+        for c in candidates:
+            if reason := privacy.candidate_refusal(c.kind, is_private):
+                dropped[id(c)] = reason
     if dropped:
         candidates = [c for c in candidates if id(c) not in dropped]
     for label, keep in steps.filters:
@@ -107,7 +117,9 @@ def run_profile(profile: "Profile", candidates: list[Candidate], is_private: boo
     scores: dict[str, list[float]] = {}
     for label, weight, scorer in steps.scorers:  # one list pass per scorer, so each is timed on its own
         started = clock()
-        values = [v if 0.0 <= v <= 1.0 else clamp(v) for v in map(scorer, candidates)]
+        values = list(map(scorer, candidates))
+        if not _in_unit_range(values):
+            values = [clamp(v) for v in values]
         seconds[label] = clock() - started
         scores[label] = values
         totals = [t + weight * v for t, v in zip(totals, values, strict=True)]
