@@ -104,7 +104,7 @@ def add_openai_routes(
                     f"model {body.model!r} does not exist; this worker serves {model_id!r}", param="model"
                 )
             check_token_ids(body, chat.tokenizer.get_vocab_size())
-            plan = tool_plan(body, chat)
+            plan = await asyncio.to_thread(tool_plan, body, chat)  # compiles what it forces or checks
             grammar = await asyncio.to_thread(answer_grammar, body, plan, chat)
             messages = [m.for_template() for m in body.messages]
             prompt_ids = await asyncio.to_thread(chat.encode_chat, messages, body.tools or None)

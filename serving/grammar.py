@@ -66,14 +66,21 @@ def schema_grammar(schema: dict) -> str:
 MAX_GRAMMAR_BYTES = 64 * 1024  # a schema this large takes llguidance about half a second to compile
 
 
-def follows_schema(text: str, schema: dict, tokenizer: llguidance.LLTokenizer) -> bool:
-    """Does this JSON text follow the schema (any whitespace)? For tool calls made without a grammar ("auto")."""
-    try:
-        matcher = llguidance.LLMatcher(tokenizer, llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema)))
-        ids = tokenizer.tokenize_str(text)
+class SchemaCheck:
+    """A JSON schema compiled once, against which texts are checked (a strict tool's arguments, any whitespace).
+    Compiling is the cost (seconds for a nested schema): build it off the event loop, once per request, where
+    compiling it anew for each call an answer made stalled the loop for seconds a call. GrammarError when the schema
+    is too large or cannot be compiled."""
+
+    def __init__(self, schema: dict, tokenizer: llguidance.LLTokenizer) -> None:
+        grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema))
+        check_grammar(grammar, tokenizer)
+        self._tokenizer, self._matcher = tokenizer, llguidance.LLMatcher(tokenizer, grammar)
+
+    def follows(self, text: str) -> bool:
+        matcher = self._matcher.deep_copy()
+        ids = self._tokenizer.tokenize_str(text)
         return matcher.try_consume_tokens(ids) == len(ids) and matcher.is_accepting() and not matcher.is_error()
-    except (ValueError, RuntimeError):
-        return False
 
 
 def check_grammar(grammar: str, tokenizer: llguidance.LLTokenizer) -> None:

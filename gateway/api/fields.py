@@ -75,7 +75,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "through the chat template; calls parsed into `tool_calls`, their `arguments` compact JSON whatever spacing the "
         "model wrote (an answer cut by `max_tokens` mid-call: the "
         "calls so far, the last with its arguments as far as they got, never the model's call syntax); a `strict` function's "
-        "calls follow its schema (forced: by grammar; auto: a call that does not stays text); "
+        "calls follow its schema (forced: by grammar; auto: a call that does not stays text), and a schema that "
+        "cannot be compiled (at most 64 KiB) is a 400 naming the function; "
         "a key beside `type` and `function`, or in `function` beside `name`, `description`, "
         "`parameters` and `strict`, is a 400; for a Mistral-format model, call ids are its 9 letters and digits, "
         "and ids of another shape in the history reach its template as 9 drawn from them",

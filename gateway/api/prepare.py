@@ -54,7 +54,7 @@ async def prepare_chat(body: ChatCompletionRequest, request: Request, state: Gat
         messages = [m.for_template() for m in body.messages]
     except ValueError as exc:
         raise BadRequest(str(exc), param="messages") from exc
-    calls = tool_plan(body, model.tokenizer)
+    calls = await asyncio.to_thread(tool_plan, body, model.tokenizer)  # compiles what it forces or checks
     grammar = await asyncio.to_thread(answer_grammar, body, calls, model.tokenizer) if shaped(body, calls) else ""
     prompt_ids, scan = await _off_loop(request, _tokenize_chat, body, messages, model.tokenizer)
     text = "\n".join(m["content"] for m in messages)

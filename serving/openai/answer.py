@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from serving.grammar import GrammarError, check_grammar, follows_schema, llg_tokenizer, schema_for, schema_grammar
+from serving.grammar import GrammarError, SchemaCheck, check_grammar, llg_tokenizer, schema_for, schema_grammar
 from serving.openai import tools
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.errors import BadRequest
@@ -22,12 +22,11 @@ class ToolPlan:
     allowed: frozenset[str]  # the functions a call may name
     grammar: str  # "" unless tool_choice forces a call
     single: bool = False  # parallel_tool_calls false: an answer's first call only
-    strict: dict | None = None  # name -> parameters of `strict: true` functions (checked when not forced)
-    tokenizer: object = None  # llguidance's, for the strict check
+    strict: dict[str, SchemaCheck] | None = None  # name -> `strict: true` function's parameters (checked unforced)
 
     def follows(self, name: str, arguments: str) -> bool:
-        schema = (self.strict or {}).get(name)
-        return schema is None or follows_schema(arguments, schema, self.tokenizer)
+        check = (self.strict or {}).get(name)
+        return check is None or check.follows(arguments)
 
     def parse(self, text: str, reason: str | None = None) -> tuple[str | None, list]:
         """The answer's text and calls; `reason` the worker's finish reason ("length": cut, maybe mid-call)."""
@@ -44,7 +43,8 @@ class ToolPlan:
 
 def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | None:
     """How the answer's tool calls are read (and forced), None without tools; BadRequest naming the field at fault.
-    The gateway and the local agent both call it."""
+    The gateway and the local agent both call it, off the event loop: a forced call's grammar and each strict
+    function's schema are compiled here."""
     if not body.tools or body.tool_choice == "none":
         if body.tool_choice not in (None, "none"):
             raise BadRequest("tool_choice needs tools", param="tool_choice")
@@ -59,8 +59,25 @@ def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | No
     except (tools.ToolError, ValueError, RuntimeError) as exc:
         param = "tool_choice" if "tool_choice" in str(exc) else "tools"
         raise BadRequest(f"{param}: {exc}", param=param) from None
-    strict = tools.strict_schemas(body.tools)
-    return ToolPlan(fmt, names, grammar, body.parallel_tool_calls is False, strict, llg_tokenizer(chat.tokenizer, ()))
+    return ToolPlan(fmt, names, grammar, body.parallel_tool_calls is False, _strict_checks(body.tools, chat))
+
+
+def _strict_checks(listed: list[dict], chat: ChatTokenizer) -> dict[str, SchemaCheck]:
+    """Each `strict: true` function's parameters, compiled once. One that cannot be compiled is the request's fault:
+    strict promises calls that follow it, which nothing here could check (it was loosened to any object, and each
+    call's check compiled it again, on the event loop)."""
+    strict, tokenizer = tools.strict_schemas(listed), llg_tokenizer(chat.tokenizer, ())
+    checks = {}
+    for i, tool in enumerate(listed):
+        name = tool["function"]["name"]
+        if name in strict and name not in checks:
+            try:
+                checks[name] = SchemaCheck(strict[name], tokenizer)
+            except (GrammarError, ValueError, RuntimeError) as exc:
+                raise BadRequest(
+                    f"tools[{i}].function.parameters: a strict function's schema must compile: {exc}", param="tools"
+                ) from None
+    return checks
 
 
 def check_token_ids(body: _GenerationParams, vocab: int) -> None:

@@ -288,13 +288,13 @@ def test_parallel_tool_calls_false_keeps_the_first_call():
 
 def test_a_strict_functions_call_that_does_not_follow_its_schema_stays_text(demo_checkpoint):
     from serving.checkpoint import load_tokenizer
-    from serving.grammar import follows_schema, llg_tokenizer
+    from serving.grammar import SchemaCheck, llg_tokenizer
 
     llg = llg_tokenizer(load_tokenizer(demo_checkpoint), ())
-    strict = {"get_weather": WEATHER["function"]["parameters"]}
+    strict = {"get_weather": SchemaCheck(WEATHER["function"]["parameters"], llg)}
 
     def follows(name, arguments):
-        return name not in strict or follows_schema(arguments, strict[name], llg)
+        return name not in strict or strict[name].follows(arguments)
 
     good = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}\n</tool_call>'
     bad = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "kelvin"}}\n</tool_call>'
@@ -323,3 +323,43 @@ def test_a_tool_schema_llguidance_cannot_compile_loosens_beside_a_response_forma
     )
     chat = ChatTokenizer(demo_checkpoint)
     assert "tool_calls_" in answer_grammar(body, tool_plan(body, chat), chat)
+
+
+def test_a_strict_schema_is_compiled_once_a_request_and_one_that_cannot_be_is_refused(demo_checkpoint, monkeypatch):
+    """Each call an answer made compiled its strict function's schema again, on the event loop (seconds a call for
+    a nested schema, n choices times); and a schema that could not compile was loosened, so strict promised nothing."""
+    import llguidance
+
+    from serving.openai.answer import tool_plan
+    from serving.openai.chat_tokenizer import ChatTokenizer
+    from serving.openai.errors import BadRequest
+    from serving.openai.schemas import ChatCompletionRequest
+
+    real, made = llguidance.LLMatcher, []
+
+    class Counting:  # llguidance's matcher, counting how many are compiled
+        grammar_from_json_schema = staticmethod(real.grammar_from_json_schema)
+        validate_grammar = staticmethod(real.validate_grammar)
+
+        def __init__(self, *args):
+            made.append(1)
+            self._matcher = real(*args)
+
+        def __getattr__(self, name):
+            return getattr(self._matcher, name)
+
+    monkeypatch.setattr(llguidance, "LLMatcher", Counting)
+    chat = ChatTokenizer(demo_checkpoint)
+    strict = {**WEATHER, "function": {**WEATHER["function"], "strict": True}}
+    body = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=[TIME, strict])
+    plan = tool_plan(body, chat)
+    compiled = len(made)
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "%s"}}\n</tool_call>\n'
+    assert [c.name for c in plan.parse((call % "c") * 3)[1]] == ["get_weather"] * 3
+    assert plan.parse(call % "kelvin") == (call % "kelvin", [])  # off its schema: text
+    assert len(made) == compiled  # four checks, no compile
+    odd = {**strict, "function": {**strict["function"], "parameters": {"type": "object", "not": {"required": ["a"]}}}}
+    body = ChatCompletionRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=[TIME, odd])
+    with pytest.raises(BadRequest) as err:
+        tool_plan(body, chat)
+    assert err.value.param == "tools" and err.value.message.startswith("tools[1].function.parameters: ")
