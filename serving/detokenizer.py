@@ -14,6 +14,7 @@ from collections import deque
 from tokenizers import Tokenizer
 
 REPLACEMENT = "\ufffd"
+UNFINISHED_TOKENS = 3  # the most tokens the bytes of an unfinished character (3 of its 4 at most) can span
 
 
 class IncrementalDetokenizer:
@@ -39,13 +40,20 @@ class IncrementalDetokenizer:
         self._token_ids.append(token_id)
         self._unsent.append([token_id, logprob, top, None])
         ids = self._token_ids
-        seen = self._tokenizer.decode(ids[self._prefix_offset : self._read_offset], skip_special_tokens=True)
-        window = self._tokenizer.decode(ids[self._prefix_offset :], skip_special_tokens=True)
-        if window.endswith(REPLACEMENT) or len(window) <= len(seen):
-            return ""  # an incomplete multi-byte character (wait for its next byte), or no text
-        self._place(ids, seen, window)
-        self._text += window[len(seen) :]
-        self._prefix_offset, self._read_offset = self._read_offset, len(ids)
+        seen = self._decode(ids[self._prefix_offset : self._read_offset])
+        window = self._decode(ids[self._prefix_offset :])
+        end = len(ids)
+        if window.endswith(REPLACEMENT) and end - self._read_offset > UNFINISHED_TOKENS:
+            # Bytes that will never be a character (a character unfinished at the end has its bytes in the last
+            # three tokens at most): final, U+FFFD each. Waiting for them made the window, and each decode, grow
+            # without end, and an answer of them alone was "".
+            end -= UNFINISHED_TOKENS
+            window = self._decode(ids[self._prefix_offset : end])
+        elif window.endswith(REPLACEMENT):
+            return ""  # an incomplete multi-byte character: wait for its next byte
+        if len(window) <= len(seen):
+            return ""  # no text yet
+        self._accept(end, seen, window)
         for stop in self._stop_strings:
             # A stop can only newly appear in the unreleased tail plus what was held back.
             at = self._text.find(stop, max(0, self._released - len(stop)))
@@ -55,21 +63,32 @@ class IncrementalDetokenizer:
                 return self._release(len(self._text))
         return self._release(len(self._text) - self._holdback)
 
-    def _place(self, ids: list[int], seen: str, window: str) -> None:
-        """Where the text of each token since the last text (ids[_read_offset:]) starts: the pieces of one character
-        where it starts; after bytes that are no character (U+FFFD each), past them."""
-        undecoded = len(ids) - self._read_offset
-        for k, token in enumerate(list(self._unsent)[-undecoded:]):
+    def _decode(self, ids: list[int]) -> str:
+        return self._tokenizer.decode(ids, skip_special_tokens=True)
+
+    def _accept(self, end: int, seen: str, window: str) -> None:
+        """ids[_read_offset:end] decoded: `window` is ids[_prefix_offset:end]'s text, `seen` its part before them.
+        Each of those tokens' text starts where it starts in the window: the pieces of one character where the
+        character starts; after bytes that are no character (U+FFFD each), past them."""
+        ids, unsent = self._token_ids, list(self._unsent)
+        for i in range(self._read_offset, end):
+            token = unsent[len(unsent) - (len(ids) - i)]  # the last entries of _unsent are the undecoded tokens
             at = len(seen)
-            if k:
-                before = self._tokenizer.decode(
-                    ids[self._prefix_offset : self._read_offset + k], skip_special_tokens=True
-                )
-                at = len(os.path.commonprefix([before, window]))
+            if i > self._read_offset:
+                at = len(os.path.commonprefix([self._decode(ids[self._prefix_offset : i]), window]))
             token[3] = len(self._text) + max(0, at - len(seen))
+        self._text += window[len(seen) :]
+        self._prefix_offset, self._read_offset = self._read_offset, end
 
     def flush(self) -> str:
-        """Release what was held back (the sequence ended for another reason), and every token with it."""
+        """Release what was held back (the sequence ended for another reason), bytes that never finished a
+        character included (U+FFFD each), and every token with it."""
+        ids = self._token_ids
+        if not self.is_stopped and self._read_offset < len(ids):
+            seen = self._decode(ids[self._prefix_offset : self._read_offset])
+            window = self._decode(ids[self._prefix_offset :])
+            if len(window) > len(seen):
+                self._accept(len(ids), seen, window)
         self._flushed = not self.is_stopped
         return self._release(len(self._text))
 

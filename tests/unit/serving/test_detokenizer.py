@@ -92,3 +92,24 @@ def test_every_token_leaves_by_the_end_even_a_characters_first_bytes(tokenizer):
         assert tokenizer.decode(taken).startswith(text)  # what left is covered by the tokens that left
     text += detok.flush()
     assert taken + list(detok.take()[0]) == ids and text == "東京 ✓ routes"
+
+
+def test_bytes_that_never_finish_a_character_are_text_and_the_window_stays_short(tokenizer):
+    """A run of byte tokens that are no UTF-8 character (here "\\xa1" alone, which logit_bias can force) was held
+    forever: the answer was "", and every token decoded the whole growing run (quadratic)."""
+    assert tokenizer.decode([97]) == "\ufffd"
+    calls = []
+
+    class Counting:
+        def decode(self, ids, skip_special_tokens=True):
+            calls.append(len(ids))
+            return tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    detok = IncrementalDetokenizer(Counting())
+    text = "".join(detok.push(97) for _ in range(400))
+    assert len(text) >= 390 and set(text) == {"\ufffd"}  # released as they go, but for the last few
+    assert max(calls) < 12  # the window stays a few tokens long
+    assert text + detok.flush() == "\ufffd" * 400
+    ids = tokenizer.encode("東京").ids  # a real character split over tokens still waits for its last piece
+    detok = IncrementalDetokenizer(tokenizer)
+    assert "".join(detok.push(t) for t in [97, 97, 97, 97, *ids]) + detok.flush() == "\ufffd" * 4 + "東京"
