@@ -13,9 +13,11 @@ reason "length"), as OpenAI's is.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
+from collections import OrderedDict
 
 import llguidance
 import torch
@@ -74,8 +76,7 @@ class SchemaCheck:
 
     def __init__(self, schema: dict, tokenizer: llguidance.LLTokenizer) -> None:
         grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema))
-        check_grammar(grammar, tokenizer)
-        self._tokenizer, self._matcher = tokenizer, llguidance.LLMatcher(tokenizer, grammar)
+        self._tokenizer, self._matcher = tokenizer, _compiled(grammar, tokenizer)
 
     def follows(self, text: str) -> bool:
         matcher = self._matcher.deep_copy()
@@ -83,10 +84,40 @@ class SchemaCheck:
         return matcher.try_consume_tokens(ids) == len(ids) and matcher.is_accepting() and not matcher.is_error()
 
 
+# (id of llguidance's tokenizer, the grammar's SHA-256) -> why it will not serve, or None: what check_grammar found.
+# A client sends the same response_format request after request, and compiling a nested one costs a second of CPU
+# and ~100 MB in the thread that does it: each grammar is compiled once (a refused one too, so repeating it is cheap).
+_CHECKED: OrderedDict[tuple[int, bytes], str | None] = OrderedDict()
+_CHECKED_LOCK = threading.Lock()
+MAX_CHECKED = 1024
+
+
 def check_grammar(grammar: str, tokenizer: llguidance.LLTokenizer) -> None:
     """Refuse, before any worker sees it, a grammar that will not serve: too large, invalid, too complex for the
     parser (ParserTooComplex shows at the first mask), or one that allows only an empty answer. Seconds of CPU for
-    a large schema: call it off the event loop."""
+    a large schema the first time: call it off the event loop."""
+    key = (id(tokenizer), hashlib.sha256(grammar.encode()).digest())
+    with _CHECKED_LOCK:
+        known = key in _CHECKED
+        if known:
+            _CHECKED.move_to_end(key)
+            problem = _CHECKED[key]
+    if not known:
+        try:
+            _compiled(grammar, tokenizer)
+            problem = None
+        except GrammarError as exc:
+            problem = str(exc)
+        with _CHECKED_LOCK:
+            _CHECKED[key] = problem
+            while len(_CHECKED) > MAX_CHECKED:
+                _CHECKED.popitem(last=False)
+    if problem is not None:
+        raise GrammarError(problem)
+
+
+def _compiled(grammar: str, tokenizer: llguidance.LLTokenizer) -> llguidance.LLMatcher:
+    """A matcher for a grammar that will serve; GrammarError saying why one will not."""
     if len(grammar.encode()) > MAX_GRAMMAR_BYTES:
         raise GrammarError(f"the schema is too large ({len(grammar.encode())} bytes; at most {MAX_GRAMMAR_BYTES})")
     if message := llguidance.LLMatcher.validate_grammar(grammar, tokenizer):
@@ -97,6 +128,7 @@ def check_grammar(grammar: str, tokenizer: llguidance.LLTokenizer) -> None:
         raise GrammarError(matcher.get_error())
     if matcher.is_stopped():
         raise GrammarError("the schema allows only an empty answer")
+    return matcher
 
 
 # (id of the tokenizer, eos ids) -> (the tokenizer, kept so its id is not reused; llguidance's). A process holds

@@ -69,3 +69,39 @@ def test_a_response_format_that_is_not_one_is_refused(response_format):
 def test_a_grammar_that_will_not_compile_is_the_requests_fault(engine):
     with pytest.raises(RequestRejected):
         asyncio.run(answer(engine, SamplingParams(max_tokens=4, grammar="{not a grammar")))
+
+
+def test_a_grammar_is_compiled_once_whether_it_serves_or_not(demo_checkpoint, monkeypatch):
+    """Clients send the same response_format request after request, and a nested schema costs the gateway a second
+    of CPU to compile (a refused one too): each is compiled once, and its answer, refusal included, remembered."""
+    import llguidance
+
+    from serving.checkpoint import load_tokenizer
+    from serving.grammar import check_grammar, llg_tokenizer
+
+    tokenizer = llg_tokenizer(load_tokenizer(demo_checkpoint), ())
+    good = grammar_for({"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {
+        "once": {"type": "integer"}}}}})  # fmt: skip
+    broken = grammar_for({"type": "json_schema", "json_schema": {"schema": {"$ref": "#/$defs/once"}}})
+    real, made = llguidance.LLMatcher, []
+
+    class Counting:  # llguidance's matcher, counting how many grammars are looked at
+        @staticmethod
+        def validate_grammar(*args):
+            made.append(1)
+            return real.validate_grammar(*args)
+
+        def __new__(cls, *args):
+            return real(*args)
+
+    monkeypatch.setattr(llguidance, "LLMatcher", Counting)
+    for grammar in (good, broken):
+        outcomes = []
+        for _ in range(3):
+            try:
+                check_grammar(grammar, tokenizer)
+                outcomes.append(None)
+            except GrammarError as exc:
+                outcomes.append(str(exc))
+        assert len(set(outcomes)) == 1 and (outcomes[0] is None) == (grammar is good), outcomes
+    assert len(made) == 2  # once each
