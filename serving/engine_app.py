@@ -121,7 +121,7 @@ def add_openai_routes(
         shape = ResponseShape.new(True, f"chatcmpl-{uuid.uuid4().hex}", model_id)
         logprobs = None
         if body.wanted_top_logprobs() is not None:
-            logprobs = Logprobs(True, chat.tokenizer.decode, chat.token_bytes)
+            logprobs = Logprobs(True, chat.token_text, chat.token_bytes, keep=not body.stream)
         stream = _as_worker_chunks(engine.generate(gen))
         held = plan.streamed() if plan else None
         if body.stream:

@@ -148,9 +148,10 @@ async def _serve(
             return None
         return Logprobs(
             shape.is_chat,
-            chat_tokenizer.tokenizer.decode,
+            chat_tokenizer.token_text,
             chat_tokenizer.token_bytes,
             prepared.prompt_ids if echo else None,
+            keep=not body.stream,  # a streamed answer sends each entry once, and keeps none
         )
 
     include_usage = bool(body.stream_options and body.stream_options.include_usage)

@@ -30,6 +30,10 @@ class ChatTokenizer:
         # How this model writes a tool call: from the template a request with tools gets, or TANDEM_TOOL_FORMAT
         # (serving/openai/tools.py).
         self.tool_format = tool_calls.format_for(self.template.source(tools=[]), os.environ.get("TANDEM_TOOL_FORMAT"))
+        # Each token's text and bytes on its own, once: log-probabilities name up to 21 tokens per token generated,
+        # and decoding each was most of their cost on the event loop (bounded by the vocabulary).
+        self._texts: dict[int, str] = {}
+        self._bytes: dict[int, bytes] = {}
 
     def encode_chat(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
         """The prompt's ids; `tools` as apply_chat_template passes them, or, for a template that never reads them,
@@ -60,9 +64,19 @@ class ChatTokenizer:
                 f"the model's chat template failed on these messages ({type(exc).__name__}: {exc})"
             ) from exc
 
+    def token_text(self, token: int) -> str:
+        """A token's text on its own (a piece of a multi-byte character decodes to U+FFFD)."""
+        text = self._texts.get(token)
+        if text is None:
+            text = self._texts[token] = self.tokenizer.decode([token])
+        return text
+
     def token_bytes(self, token: int) -> bytes:
         """A token's own bytes (a piece of a multi-byte character is not U+FFFD, as `decode` makes it)."""
-        return llg_tokenizer(self.tokenizer, ()).decode_bytes([token])
+        raw = self._bytes.get(token)
+        if raw is None:
+            raw = self._bytes[token] = llg_tokenizer(self.tokenizer, ()).decode_bytes([token])
+        return raw
 
     def encode(self, text: str) -> list[int]:
         # The same ids as encode(); without the character offsets no caller reads: about a quarter less time

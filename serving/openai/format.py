@@ -109,24 +109,26 @@ class Logprobs:
     """
 
     is_chat: bool
-    decode: Callable[[list[int]], str]
+    token_text: Callable[[int], str]  # a token's text on its own (ChatTokenizer.token_text)
     token_bytes: Callable[[int], bytes]
     prompt_ids: list[int] | None = None  # completions with echo: the prompt's tokens come first
+    keep: bool = True  # keep every entry for `whole()` (a streamed answer sends each once and needs none kept)
     offset: int = 0  # completions: where the next token's text starts in the answer
-    entries: list = field(default_factory=list)  # every token's, for the whole answer
+    entries: list = field(default_factory=list)  # every token's, for the whole answer (with `keep`)
     _utf8: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
 
     def of(self, chunk: worker_pb2.GenerateChunk) -> dict | None:
-        """The object for this chunk's tokens (None when it has none), remembered for `whole()`."""
-        start = len(self.entries)
+        """The object for this chunk's tokens (None when it has none), remembered for `whole()` (with `keep`)."""
+        entries = []
         if self.prompt_ids is not None:  # echo: the prompt's entries, from the worker's first chunk
-            self._prompt_entries(chunk)
-        if not chunk.token_ids or len(chunk.logprobs) != len(chunk.token_ids):
-            return self._object(self.entries[start:]) if len(self.entries) > start else None
-        tops = list(chunk.top_logprobs) or [None] * len(chunk.token_ids)
-        for token, logprob, top in zip(chunk.token_ids, chunk.logprobs, tops, strict=True):
-            self.entries.append(self._entry(token, logprob, _pairs(top)))
-        return self._object(self.entries[start:])
+            entries += self._prompt_entries(chunk)
+        if chunk.token_ids and len(chunk.logprobs) == len(chunk.token_ids):
+            tops = list(chunk.top_logprobs) or [None] * len(chunk.token_ids)
+            for token, logprob, top in zip(chunk.token_ids, chunk.logprobs, tops, strict=True):
+                entries.append(self._entry(token, logprob, _pairs(top)))
+        if self.keep:
+            self.entries += entries
+        return self._object(entries) if entries else None
 
     def whole(self, chars: int | None = None) -> dict:
         """The whole answer's object; with `chars`, only the tokens whose text starts before that many characters
@@ -141,20 +143,22 @@ class Logprobs:
             seen += len(utf8.decode(bytes(entry["bytes"])))
         return self._object(kept)
 
-    def _prompt_entries(self, chunk) -> None:
+    def _prompt_entries(self, chunk) -> list[dict]:
         """Prompt token 0 has no log-probability (null, as OpenAI's); 1.. come from the worker."""
         ids, self.prompt_ids = self.prompt_ids, None
         scores, tops = list(chunk.prompt_logprobs), list(chunk.prompt_top_logprobs)
+        entries = []
         for i, token in enumerate(ids):
             if i == 0 or i > len(scores):
-                self.entries.append(self._entry(token, None, []))
+                entries.append(self._entry(token, None, []))
             else:
-                self.entries.append(self._entry(token, scores[i - 1], _pairs(tops[i - 1]) if i <= len(tops) else []))
+                entries.append(self._entry(token, scores[i - 1], _pairs(tops[i - 1]) if i <= len(tops) else []))
+        return entries
 
     def _entry(self, token: int, logprob: float, alternatives: list[tuple[int, float]]) -> dict:
-        text = self.decode([token])
+        text = self.token_text(token)
         if self.is_chat:
-            top = [{"token": self.decode([t]), "logprob": lp, "bytes": self._bytes(t)} for t, lp in alternatives]
+            top = [{"token": self.token_text(t), "logprob": lp, "bytes": self._bytes(t)} for t, lp in alternatives]
             return {"token": text, "logprob": logprob, "bytes": self._bytes(token), "top_logprobs": top}
         name = self._name(token, text)
         top = None  # the echoed prompt's first token: null
@@ -174,7 +178,7 @@ class Logprobs:
 
     def _name(self, token: int, text: str | None = None) -> str:
         """A completions token's name: its text, or `bytes:\\x..` for a piece of a character."""
-        text = self.decode([token]) if text is None else text
+        text = self.token_text(token) if text is None else text
         if "\ufffd" not in text:
             return text
         raw = self.token_bytes(token)

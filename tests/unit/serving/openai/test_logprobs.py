@@ -12,7 +12,7 @@ def test_pieces_of_a_character_are_named_by_their_bytes_and_counted_once():
     ids = tokenizer.encode("a 東京 b").ids
     pieces = [i for i in ids if "\ufffd" in tokenizer.decode([i])]
     assert len(pieces) == 6  # the test's premise: each CJK character is three byte tokens here
-    logprobs = Logprobs(False, tokenizer.decode, lambda token: llg.decode_bytes([token]))
+    logprobs = Logprobs(False, lambda token: tokenizer.decode([token]), lambda token: llg.decode_bytes([token]))
     alternatives = worker_pb2.TopLogprobs(token_ids=pieces[:3], logprobs=[-0.5, -0.6, -0.7])
     chunk = worker_pb2.GenerateChunk(token_ids=ids, logprobs=[-1.0] * len(ids), top_logprobs=[alternatives] * len(ids))
     got = logprobs.of(chunk)
