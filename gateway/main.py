@@ -1,5 +1,6 @@
 """Assemble the gateway: its resources (gateway/lifespan.py), middleware, routers, and the one error mapping."""
 
+import asyncio
 import logging
 
 from fastapi import Depends, FastAPI, Request
@@ -127,10 +128,19 @@ class GenerationShortcut:
         route, model = self._routes[scope["path"]]
         content_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
         raw = await request.body()
-        try:
-            body = model.model_validate_json(raw) if raw and content_type == "application/json" else None
-        except ValidationError:
-            body = None
+        body = refusal = None
+        if raw and content_type == "application/json" and len(raw) < LARGE_BODY_BYTES:
+            try:
+                body = model.model_validate_json(raw)
+            except ValidationError:
+                pass
+        elif raw and content_type == "application/json":
+            # Seconds of CPU for a large one (2 MiB of nested arrays: 2.3 s): in a thread, the loop serving others,
+            # and its 400 made there too, not by FastAPI parsing it all again on the loop.
+            body, refusal = await asyncio.to_thread(_validated, model, raw)
+        if refusal is not None:
+            await (await _gateway_error(request, refusal))(scope, receive, send)
+            return
         if body is None:  # FastAPI says what is wrong with it, in its words
             await self.app(scope, replayed(raw, receive), send)
             return
@@ -139,6 +149,21 @@ class GenerationShortcut:
         except GatewayError as exc:
             response = await _gateway_error(request, exc)
         await response(scope, receive, send)
+
+
+LARGE_BODY_BYTES = 64 * 1024  # validated in a worker thread: a body this large takes milliseconds and up
+
+
+def _validated(model, raw: bytes) -> tuple[object | None, BadRequest | None]:
+    """(the body, None); (None, its 400) for a body with problems; (None, None) for one that is no JSON at all,
+    which FastAPI's error handlers describe (an encoding, a depth)."""
+    try:
+        return model.model_validate_json(raw), None
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        if any(error["type"] == "json_invalid" for error in errors):
+            return None, None
+        return None, _refusal([{**error, "loc": ("body", *error["loc"])} for error in errors])
 
 
 _SHORTCUT_PATHS = {"/v1/chat/completions": ChatCompletionRequest, "/v1/completions": CompletionRequest}
@@ -214,21 +239,24 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
         sent = f"Content-Type {content_type}" if content_type else "no Content-Type"
         message = f"the request body must be JSON sent with Content-Type: application/json (this one has {sent})"
         return await _gateway_error(request, BadRequest(message, param="Content-Type"))
+    return await _gateway_error(request, _refusal(exc.errors()))
+
+
+def _refusal(errors) -> BadRequest:
+    """The 400 for a body's problems (pydantic's errors, `body` first in each loc): the first MAX_PROBLEMS_LISTED,
+    and how many more."""
     # problem -> its field, in order. A dict: a list's `in` was quadratic, and a body with 30,000 bad keys held the
     # event loop for seconds for its 400 (and a megabyte message).
     problems: dict[str, str] = {}
-    for error in exc.errors():
+    for error in errors:
         if error["type"] == "json_invalid":
-            return await _gateway_error(
-                request,
-                BadRequest(f"request body is not valid JSON: {error.get('ctx', {}).get('error', error['msg'])}"),
-            )
+            return BadRequest(f"request body is not valid JSON: {error.get('ctx', {}).get('error', error['msg'])}")
         where = ".".join(str(p) for p in error["loc"] if p != "body" and not _union_member(p)) or "body"
         problems.setdefault(f"{where}: {error['msg']}", where)
     listed = list(problems)[:MAX_PROBLEMS_LISTED]
     more = len(problems) - len(listed)
     message = "; ".join(listed) + (f"; and {more} more" if more else "")
-    return await _gateway_error(request, BadRequest(message, param=next(iter(problems.values()), None)))
+    return BadRequest(message, param=next(iter(problems.values()), None))
 
 
 MAX_PROBLEMS_LISTED = 20  # a 400 names the first problems; a body with thousands says how many more
