@@ -20,6 +20,7 @@ from serving.sliding_count import SlidingCount
 log = logging.getLogger(__name__)
 _new_candidate = Candidate._make
 STATS_TIMEOUT_S = 1.0
+LATE_POLLS_UNHEALTHY = 2  # Stats polls in a row past their deadline that make a backend unhealthy
 # Statuses that say the request never ran or the worker is gone: try another backend.
 RETRYABLE = {
     grpc.StatusCode.UNAVAILABLE,
@@ -60,6 +61,7 @@ class WorkerBackend:
         # The gauge reads the count when scraped: no second counter to keep in step on every request.
         metrics.BACKEND_INFLIGHT.labels(endpoint).set_function(lambda: self.inflight)
         self._sent = SlidingCount(RECENT_WINDOW_S)  # requests this gateway sent it lately
+        self._late_polls = 0  # Stats polls in a row that ran past their deadline
 
     @property
     def stats(self) -> worker_pb2.StatsReply | None:
@@ -110,8 +112,16 @@ class WorkerBackend:
         try:
             self.stats = await self._fetch_stats()
         except BackendError as exc:
+            late = exc.code == grpc.StatusCode.DEADLINE_EXCEEDED
+            self._late_polls = self._late_polls + 1 if late else 0
+            if late and self._late_polls < LATE_POLLS_UNHEALTHY and self.problem is None:
+                # One late answer is no verdict: a gateway whose event loop was held a second (a large body, a
+                # compile) misses every backend's deadline at once, and marking them all unhealthy made 503s for
+                # everyone. A hung worker misses the next one too.
+                return
             self._set_problem(f"{exc.code.name}: {exc.details}")
             return
+        self._late_polls = 0
         if self.stats.model_id != self.model_id:
             # Its tokenizer may differ from ours: the token ids we send would mean other text.
             self._set_problem(f"serves model {self.stats.model_id!r}, this gateway serves {self.model_id!r}")
