@@ -84,6 +84,42 @@ class SchemaCheck:
         return matcher.try_consume_tokens(ids) == len(ids) and matcher.is_accepting() and not matcher.is_error()
 
 
+# (id of llguidance's tokenizer, the schema's SHA-256) -> its SchemaCheck, or why it cannot be compiled: a client
+# sends the same tools request after request, and each strict schema compiled anew cost it seconds (a review).
+_SCHEMAS: OrderedDict[tuple[int, bytes], SchemaCheck | str] = OrderedDict()
+MAX_SCHEMAS = 256
+
+
+def schema_check(schema: dict, tokenizer: llguidance.LLTokenizer) -> SchemaCheck:
+    """The SchemaCheck for this schema, compiled once a process; GrammarError (remembered too) when it cannot be."""
+    key = (id(tokenizer), hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).digest())
+    with _CHECKED_LOCK:
+        known = _SCHEMAS.get(key)
+        if known is not None:
+            _SCHEMAS.move_to_end(key)
+    if known is None:
+        try:
+            known = SchemaCheck(schema, tokenizer)
+        except (GrammarError, ValueError, RuntimeError) as exc:
+            known = _short(str(exc))
+        with _CHECKED_LOCK:
+            _SCHEMAS[key] = known
+            while len(_SCHEMAS) > MAX_SCHEMAS:
+                _SCHEMAS.popitem(last=False)
+    if isinstance(known, str):
+        raise GrammarError(known)
+    return known
+
+
+def _short(problem: str) -> str:
+    """llguidance's message, cut: a compile error can quote the whole schema, or a Rust panic's backtrace."""
+    first = problem.split("\nstack backtrace:", 1)[0]
+    return first if len(first) <= MAX_PROBLEM_CHARS else first[:MAX_PROBLEM_CHARS] + "…"
+
+
+MAX_PROBLEM_CHARS = 500
+
+
 # (id of llguidance's tokenizer, the grammar's SHA-256) -> why it will not serve, or None: what check_grammar found.
 # A client sends the same response_format request after request, and compiling a nested one costs a second of CPU
 # and ~100 MB in the thread that does it: each grammar is compiled once (a refused one too, so repeating it is cheap).
@@ -107,7 +143,7 @@ def check_grammar(grammar: str, tokenizer: llguidance.LLTokenizer) -> None:
             _compiled(grammar, tokenizer)
             problem = None
         except GrammarError as exc:
-            problem = str(exc)
+            problem = _short(str(exc))
         with _CHECKED_LOCK:
             _CHECKED[key] = problem
             while len(_CHECKED) > MAX_CHECKED:

@@ -5,11 +5,20 @@ The gateway (gateway/api/prepare.py) and the engines' own HTTP
 reason, with the same field named, wherever it arrives.
 """
 
+import time
 from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from serving.grammar import GrammarError, SchemaCheck, check_grammar, llg_tokenizer, schema_for, schema_grammar
+from serving.grammar import (
+    GrammarError,
+    SchemaCheck,
+    check_grammar,
+    llg_tokenizer,
+    schema_check,
+    schema_for,
+    schema_grammar,
+)
 from serving.openai import tools
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.errors import BadRequest
@@ -59,20 +68,32 @@ def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | No
     except (tools.ToolError, ValueError, RuntimeError) as exc:
         param = "tool_choice" if "tool_choice" in str(exc) else "tools"
         raise BadRequest(f"{param}: {exc}", param=param) from None
-    return ToolPlan(fmt, names, grammar, body.parallel_tool_calls is False, _strict_checks(body.tools, chat))
+    # A forced call follows its schema by grammar: nothing to check after
+    strict = {} if forced else _strict_checks(body.tools, chat)
+    return ToolPlan(fmt, names, grammar, body.parallel_tool_calls is False, strict)
+
+
+STRICT_COMPILE_BUDGET_S = 2.0  # a request's strict schemas compiled for longer than this are refused
 
 
 def _strict_checks(listed: list[dict], chat: ChatTokenizer) -> dict[str, SchemaCheck]:
-    """Each `strict: true` function's parameters, compiled once. One that cannot be compiled is the request's fault:
-    strict promises calls that follow it, which nothing here could check (it was loosened to any object, and each
-    call's check compiled it again, on the event loop)."""
+    """Each `strict: true` function's parameters, compiled (once a process: serving.grammar.schema_check). One that
+    cannot be compiled is the request's fault: strict promises calls that follow it, which nothing here could check
+    (it was loosened to any object, and each call's check compiled it again, on the event loop). So is a set whose
+    compiling runs past STRICT_COMPILE_BUDGET_S: 40 nested schemas took a review's gateway 107 s of CPU."""
     strict, tokenizer = tools.strict_schemas(listed), llg_tokenizer(chat.tokenizer, ())
-    checks = {}
+    checks, started = {}, time.monotonic()
     for i, tool in enumerate(listed):
         name = tool["function"]["name"]
         if name in strict and name not in checks:
+            if time.monotonic() - started > STRICT_COMPILE_BUDGET_S:
+                raise BadRequest(
+                    f"tools[{i}]: the strict functions' schemas took over {STRICT_COMPILE_BUDGET_S:g} s to compile; "
+                    "send fewer or simpler ones, or drop `strict`",
+                    param="tools",
+                )
             try:
-                checks[name] = SchemaCheck(strict[name], tokenizer)
+                checks[name] = schema_check(strict[name], tokenizer)
             except (GrammarError, ValueError, RuntimeError) as exc:
                 raise BadRequest(
                     f"tools[{i}].function.parameters: a strict function's schema must compile: {exc}", param="tools"

@@ -363,3 +363,39 @@ def test_a_strict_schema_is_compiled_once_a_request_and_one_that_cannot_be_is_re
     with pytest.raises(BadRequest) as err:
         tool_plan(body, chat)
     assert err.value.param == "tools" and err.value.message.startswith("tools[1].function.parameters: ")
+
+
+def test_strict_schemas_are_remembered_across_requests_and_their_compiling_is_bounded(demo_checkpoint, monkeypatch):
+    """A review sent 40 nested strict schemas a request: 107 s of the gateway's CPU, each request anew. A schema
+    is compiled once a process; a forced call (held to its schema by grammar) compiles none; and a request whose
+    strict schemas take over the budget is refused."""
+    import llguidance
+
+    from serving.openai import answer
+    from serving.openai.chat_tokenizer import ChatTokenizer
+    from serving.openai.errors import BadRequest
+    from serving.openai.schemas import ChatCompletionRequest
+
+    chat = ChatTokenizer(demo_checkpoint)
+    schema = {"type": "object", "properties": {"remembered": {"type": "integer"}}}
+    strict = {"type": "function", "function": {"name": "g", "parameters": schema, "strict": True}}
+    ask = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": [TIME, strict]}
+    answer.tool_plan(ChatCompletionRequest(**ask), chat)
+    real, made = llguidance.LLMatcher, []
+
+    class Counting:
+        grammar_from_json_schema = staticmethod(real.grammar_from_json_schema)
+        grammar_from_lark = staticmethod(real.grammar_from_lark)
+        validate_grammar = staticmethod(real.validate_grammar)
+
+        def __new__(cls, *args):
+            made.append(1)
+            return real(*args)
+
+    monkeypatch.setattr(llguidance, "LLMatcher", Counting)
+    again = answer.tool_plan(ChatCompletionRequest(**ask), chat)
+    forced = answer.tool_plan(ChatCompletionRequest(**ask, tool_choice="required"), chat)
+    assert "g" in again.strict and not forced.strict and made == []  # remembered; forced: by grammar
+    monkeypatch.setattr(answer, "STRICT_COMPILE_BUDGET_S", -1.0)
+    with pytest.raises(BadRequest, match=r"tools\[1\]: the strict functions' schemas took over"):
+        answer.tool_plan(ChatCompletionRequest(**ask), chat)
