@@ -27,6 +27,7 @@ gRPC's (goal at least 0.5).
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -156,9 +157,29 @@ def main() -> None:
     logs = Path(tempfile.mkdtemp(prefix="gateway-overhead-"))
     grpc_port, http_port, edge_port = free_port(), free_port(), free_port()
     sim = ["--prefill-us-per-token", "0", "--decode-us-per-token", "0"]
-    worker = _start(["sim-worker", "--model", str(model), "--port", str(grpc_port), "--http-port", str(http_port),
-                     *sim], {}, logs / "worker.log", "ready")  # fmt: skip
-    edge = _start(["sim-worker", "--model", str(model), "--port", str(edge_port)], {}, logs / "edge.log", "ready")
+    # Whatever fails (sglang-router not installed, a port taken), what was started is stopped: a failed run left
+    # its sim-workers running.
+    with contextlib.ExitStack() as started:
+        _run(args, n, seconds, model, logs, grpc_port, http_port, edge_port, sim, started)
+
+
+def _stopping(started: contextlib.ExitStack, process):
+    """`process` (a Popen), terminated when `started` closes; returned."""
+
+    def stop():
+        process.terminate()
+        process.wait(timeout=10)
+
+    started.callback(stop)
+    return process
+
+
+def _run(args, n, seconds, model, logs, grpc_port, http_port, edge_port, sim, started) -> None:
+    _stopping(started, _start(["sim-worker", "--model", str(model), "--port", str(grpc_port), "--http-port",
+                                        str(http_port), *sim], {}, logs / "worker.log", "ready"))  # fmt: skip
+    _stopping(
+        started, _start(["sim-worker", "--model", str(model), "--port", str(edge_port)], {}, logs / "edge.log", "ready")
+    )
     policy = {
         "version": 1,
         "pools": {
@@ -172,23 +193,28 @@ def main() -> None:
     }
     (logs / "policy.yaml").write_text(yaml.safe_dump(policy))
     env = {**os.environ, "TANDEM_WATCH_POLICY": "false", "REDIS_URL": ""}
-    sink = None
+
     if args.tracing == "on":
         sink_port = free_port()
-        sink = _start_script(["otlp_sink.py", str(sink_port)], logs / "sink.log")
+        _stopping(started, _start_script(["otlp_sink.py", str(sink_port)], logs / "sink.log"))
         env |= {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{sink_port}", "OTEL_EXPORTER_OTLP_INSECURE": "true"}
     else:
         env["OTEL_SDK_DISABLED"] = "true"
     gateway = start_gateway(model, logs / "policy.yaml", free_port(), env, logs)
+    started.callback(gateway.stop)
     pool = Pool(model, "", logs, grpc_ports=[grpc_port], http_ports=[http_port])
     router = SglangRouter(pool, "cache_aware")
+    started.callback(router.stop)
     from tokenizers import Tokenizer
 
     token_ids = Tokenizer.from_file(str(model / "tokenizer.json")).encode(PROMPT).ids
     floor_port = free_port()
-    floor = _start_script(
-        ["python_floor.py", str(floor_port), f"127.0.0.1:{grpc_port}", str(model / "tokenizer.json")],
-        logs / "floor.log",
+    floor = _stopping(
+        started,
+        _start_script(
+            ["python_floor.py", str(floor_port), f"127.0.0.1:{grpc_port}", str(model / "tokenizer.json")],
+            logs / "floor.log",
+        ),
     )
     paths = Paths(grpc_port, http_port, gateway.url, f"http://127.0.0.1:{floor_port}", router.url, token_ids)
     # Each router's own CPU time per request (all its threads), over the sequential calls.
@@ -206,14 +232,8 @@ def main() -> None:
         finally:
             await paths.close()
 
-    try:
-        lat, cpu_ms, rate = asyncio.run(measure())
-    finally:
-        router.stop()
-        gateway.stop()
-        for process in (worker, edge, floor, *([sink] if sink else [])):
-            process.terminate()
-            process.wait(timeout=10)
+    lat, cpu_ms, rate = asyncio.run(measure())
+    started.close()  # stopped before the figures are printed, as before
     result = {
         "tandem_added_p50_ms": round(statistics.median(lat["tandem"]) - statistics.median(lat["direct_grpc"]), 2),
         "tandem_added_p99_ms": round(p(lat["tandem"], 0.99) - p(lat["direct_grpc"], 0.99), 2),
