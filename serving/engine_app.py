@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from serving.checkpoint import GenerationDefaults
 from serving.engine_api import Engine, GenerationRequest, RequestRejected, SamplingParams
 from serving.openai import tools
-from serving.openai.answer import answer_grammar, check_token_ids, tool_plan
+from serving.openai.answer import answer_grammar, answer_logprobs, check_token_ids, tool_plan
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.errors import BadRequest, GatewayError, ModelNotFound, PromptTooLong
 from serving.openai.format import SSE_DONE, Logprobs, ResponseShape, sse
@@ -140,10 +140,10 @@ def add_openai_routes(
         except Exception:  # noqa: BLE001 - never a bare stack trace to the client
             log.exception("the engine failed")
             return error_response(500, "the engine failed; see this process's log", "server_error")
-        calls, answered = [], logprobs.whole() if logprobs else None
+        raw, calls = text, []
         if plan is not None:
-            raw, (text, calls) = text, plan.parse(text, last.finish_reason)
-            answered = plan.answer_logprobs(logprobs, raw, calls) if logprobs else None
+            text, calls = plan.parse(raw, last.finish_reason)
+        answered = answer_logprobs(logprobs, plan, raw, calls) if logprobs else None
         return shape.whole(text, last.finish_reason, last.usage, answered, calls)
 
 

@@ -84,31 +84,33 @@ class SchemaCheck:
         return matcher.try_consume_tokens(ids) == len(ids) and matcher.is_accepting() and not matcher.is_error()
 
 
-# (id of llguidance's tokenizer, the schema's SHA-256) -> its SchemaCheck, or why it cannot be compiled: a client
-# sends the same tools request after request, and each strict schema compiled anew cost it seconds (a review).
-_SCHEMAS: OrderedDict[tuple[int, bytes], SchemaCheck | str] = OrderedDict()
-MAX_SCHEMAS = 256
+class _Remembered:
+    """What compiling gave (its result, or why it failed), by key, for the last `size` keys: a client sends the same
+    response_format or tools request after request, and compiling a nested schema costs a second of CPU and ~100 MB
+    in the thread that does it. A refusal is remembered too, so repeating it is cheap."""
 
+    def __init__(self, size: int) -> None:
+        self._size, self._outcomes, self._lock = size, OrderedDict(), threading.Lock()
 
-def schema_check(schema: dict, tokenizer: llguidance.LLTokenizer) -> SchemaCheck:
-    """The SchemaCheck for this schema, compiled once a process; GrammarError (remembered too) when it cannot be."""
-    key = (id(tokenizer), hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).digest())
-    with _CHECKED_LOCK:
-        known = _SCHEMAS.get(key)
-        if known is not None:
-            _SCHEMAS.move_to_end(key)
-    if known is None:
-        try:
-            known = SchemaCheck(schema, tokenizer)
-        except (GrammarError, ValueError, RuntimeError) as exc:
-            known = _short(str(exc))
-        with _CHECKED_LOCK:
-            _SCHEMAS[key] = known
-            while len(_SCHEMAS) > MAX_SCHEMAS:
-                _SCHEMAS.popitem(last=False)
-    if isinstance(known, str):
-        raise GrammarError(known)
-    return known
+    def get(self, key: tuple, make):
+        """make()'s result, remembered; GrammarError (llguidance's message, cut) when it cannot be made."""
+        with self._lock:
+            outcome = self._outcomes.get(key)
+            if outcome is not None:
+                self._outcomes.move_to_end(key)
+        if outcome is None:
+            try:
+                outcome = (make(), None)
+            except (GrammarError, ValueError, RuntimeError) as exc:
+                outcome = (None, _short(str(exc)))
+            with self._lock:
+                self._outcomes[key] = outcome
+                while len(self._outcomes) > self._size:
+                    self._outcomes.popitem(last=False)
+        result, problem = outcome
+        if problem is not None:
+            raise GrammarError(problem)
+        return result
 
 
 def _short(problem: str) -> str:
@@ -118,14 +120,14 @@ def _short(problem: str) -> str:
 
 
 MAX_PROBLEM_CHARS = 500
+_SCHEMAS = _Remembered(256)  # (id of llguidance's tokenizer, the schema's SHA-256) -> its SchemaCheck
+_GRAMMARS = _Remembered(1024)  # (id of llguidance's tokenizer, the grammar's SHA-256) -> None: it serves
 
 
-# (id of llguidance's tokenizer, the grammar's SHA-256) -> why it will not serve, or None: what check_grammar found.
-# A client sends the same response_format request after request, and compiling a nested one costs a second of CPU
-# and ~100 MB in the thread that does it: each grammar is compiled once (a refused one too, so repeating it is cheap).
-_CHECKED: OrderedDict[tuple[int, bytes], str | None] = OrderedDict()
-_CHECKED_LOCK = threading.Lock()
-MAX_CHECKED = 1024
+def schema_check(schema: dict, tokenizer: llguidance.LLTokenizer) -> SchemaCheck:
+    """The SchemaCheck for this schema, compiled once a process; GrammarError (remembered too) when it cannot be."""
+    key = (id(tokenizer), hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).digest())
+    return _SCHEMAS.get(key, lambda: SchemaCheck(schema, tokenizer))
 
 
 def check_grammar(grammar: str, tokenizer: llguidance.LLTokenizer) -> None:
@@ -133,23 +135,11 @@ def check_grammar(grammar: str, tokenizer: llguidance.LLTokenizer) -> None:
     parser (ParserTooComplex shows at the first mask), or one that allows only an empty answer. Seconds of CPU for
     a large schema the first time: call it off the event loop."""
     key = (id(tokenizer), hashlib.sha256(grammar.encode()).digest())
-    with _CHECKED_LOCK:
-        known = key in _CHECKED
-        if known:
-            _CHECKED.move_to_end(key)
-            problem = _CHECKED[key]
-    if not known:
-        try:
-            _compiled(grammar, tokenizer)
-            problem = None
-        except GrammarError as exc:
-            problem = _short(str(exc))
-        with _CHECKED_LOCK:
-            _CHECKED[key] = problem
-            while len(_CHECKED) > MAX_CHECKED:
-                _CHECKED.popitem(last=False)
-    if problem is not None:
-        raise GrammarError(problem)
+
+    def compile_only() -> None:  # the matcher is not kept: 1,024 of them would hold their parsers
+        _compiled(grammar, tokenizer)
+
+    _GRAMMARS.get(key, compile_only)
 
 
 def _compiled(grammar: str, tokenizer: llguidance.LLTokenizer) -> llguidance.LLMatcher:

@@ -26,7 +26,7 @@ from gateway.limits.admission import Admission
 from gateway.policy.schema import Policy
 from gateway.state import GatewayState
 from proto.gen import worker_pb2
-from serving.openai.answer import ToolPlan
+from serving.openai.answer import ToolPlan, answer_logprobs
 from serving.openai.errors import BackendFailed, BadRequest, GatewayError
 from serving.openai.format import SSE_DONE, Logprobs, ResponseShape, sse
 from serving.openai.schemas import _GenerationParams
@@ -399,11 +399,11 @@ async def _collect(
             raise BackendFailed(f"{routed.backend.endpoint} ended the stream without a finish reason")
         _end_of_stream(span, last)
     _record(routed, "ok", last.usage, started)
-    text, calls = prefix + "".join(parts), []
-    answered = logprobs.whole() if logprobs else None
+    raw = text = prefix + "".join(parts)
+    calls = []
     if tool_plan is not None:
-        raw, (text, calls) = text, tool_plan.parse(text, last.finish_reason)
-        answered = tool_plan.answer_logprobs(logprobs, raw, calls) if logprobs else None
+        text, calls = tool_plan.parse(raw, last.finish_reason)
+    answered = answer_logprobs(logprobs, tool_plan, raw, calls) if logprobs else None
     return shape.whole(text, last.finish_reason, last.usage, answered, calls)
 
 

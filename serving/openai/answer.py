@@ -41,13 +41,14 @@ class ToolPlan:
         """The answer's text and calls; `reason` the worker's finish reason ("length": cut, maybe mid-call)."""
         return tools.parse(text, self.format, set(self.allowed), self.single, self.follows, reason == "length")
 
-    def answer_logprobs(self, logprobs, text: str, calls: list) -> dict:
-        """The whole answer's log-probabilities: where it made calls, those of the text before them only (a call's
-        tokens are the model's call syntax, which the answer never shows)."""
-        return logprobs.whole(tools.call_start(text, self.format) if calls else None)
-
     def streamed(self) -> "tools.StreamedCalls":
         return tools.StreamedCalls(self.format, set(self.allowed), self.single, self.follows)
+
+
+def answer_logprobs(logprobs, plan: ToolPlan | None, text: str, calls: list) -> dict:
+    """The whole answer's log-probabilities (format.Logprobs): where it made calls, those of the text before them
+    only (a call's tokens are the model's call syntax, which the answer never shows)."""
+    return logprobs.whole(tools.call_start(text, plan.format) if calls else None)
 
 
 def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | None:
