@@ -26,8 +26,8 @@ from serving.engine_api import (
     Usage,
     check_fits_context,
 )
-from serving.grammar import constraint_for, mask_logits
-from serving.logits_processors import apply_penalties, score
+from serving.grammar import constraint_for
+from serving.logits_processors import apply_penalties, mask_logits, score
 from serving.process_memory import memory_bytes, memory_watermark_bytes
 from serving.sampling import request_seed, sample_token
 from serving.sliding_count import SlidingCount

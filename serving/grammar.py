@@ -4,7 +4,7 @@ The gateway turns OpenAI's `response_format` into an llguidance grammar (`gramma
 against the model's tokenizer, and sends it to the worker as a string. Each engine then keeps one
 `Constraint` per sequence: before sampling, `allowed()` is the set of tokens the grammar permits next
 (llguidance computes it in Rust, a few microseconds for a small vocabulary); every other token's logit
-becomes -inf, for a whole batch in one masked fill (`mask_logits`); after sampling, `consume(token)`
+becomes -inf, for a whole batch in one masked fill (`serving.logits_processors.mask_logits`); after sampling, `consume(token)`
 advances the grammar, and a grammar that has ended ends the answer (finish reason "stop").
 End-of-sequence is allowed exactly where the grammar may end, so a constrained answer that stops by
 itself always parses and, for `json_schema`, validates. An answer cut by `max_tokens` is cut (finish
@@ -20,7 +20,6 @@ import threading
 from collections import OrderedDict
 
 import llguidance
-import torch
 from tokenizers import Tokenizer
 
 from serving.engine_api import RequestRejected, SamplingParams
@@ -208,26 +207,3 @@ class Constraint:
     def done(self) -> bool:
         """The grammar has ended: no token may follow."""
         return self._matcher.is_stopped()
-
-
-def mask_logits(logits: torch.Tensor, constraints: list[Constraint | None]) -> torch.Tensor:
-    """logits [S, vocab]: rows with a constraint keep only the tokens it allows, unpacked and applied for all rows at
-    once; ids beyond the tokenizer's vocabulary (a model's padded rows) are never allowed."""
-    rows = [i for i, c in enumerate(constraints) if c is not None]
-    if not rows:
-        return logits
-    vocab = logits.shape[1]
-    words = torch.frombuffer(bytearray(b"".join(constraints[row].bitmask() for row in rows)), dtype=torch.int32)
-    words = words.view(len(rows), -1)
-    refused = ((words[:, :, None] >> torch.arange(32, dtype=torch.int32)) & 1).view(len(rows), -1) == 0
-    width = min(vocab, refused.shape[1])
-    out = logits.clone()
-    if len(rows) == logits.shape[0]:  # every row constrained (the common batch): in place, no gather
-        target = out
-    else:
-        target = out[rows]
-    target[:, width:] = float("-inf")
-    target[:, :width].masked_fill_(refused[:, :width].to(logits.device), float("-inf"))
-    if target is not out:
-        out[rows] = target
-    return out

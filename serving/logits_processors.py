@@ -1,4 +1,5 @@
-"""Penalties and biases on next-token logits, batched, one set of parameters per row; both engines call it.
+"""Penalties, biases and grammar masks on next-token logits, batched, one set of parameters per row; both engines
+call it.
 
 Applied to the raw logits before temperature, top-k, top-p and min-p (and before greedy's argmax), in
 this order:
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 import torch
 
 from serving.engine_api import SamplingParams
+from serving.grammar import Constraint
 
 
 def wants_processing(params: SamplingParams) -> bool:
@@ -101,3 +103,26 @@ def _padded(id_lists: list[list[int]], vocab: int, device) -> tuple[torch.Tensor
 
 def _with_extra_column(t: torch.Tensor) -> torch.Tensor:
     return torch.cat([t, t.new_zeros(t.shape[0], 1)], dim=1)
+
+
+def mask_logits(logits: torch.Tensor, constraints: Sequence[Constraint | None]) -> torch.Tensor:
+    """logits [S, vocab]: rows with a constraint keep only the tokens it allows, unpacked and applied for all rows at
+    once; ids beyond the tokenizer's vocabulary (a model's padded rows) are never allowed."""
+    rows = [i for i, c in enumerate(constraints) if c is not None]
+    if not rows:
+        return logits
+    vocab = logits.shape[1]
+    words = torch.frombuffer(bytearray(b"".join(constraints[row].bitmask() for row in rows)), dtype=torch.int32)
+    words = words.view(len(rows), -1)
+    refused = ((words[:, :, None] >> torch.arange(32, dtype=torch.int32)) & 1).view(len(rows), -1) == 0
+    width = min(vocab, refused.shape[1])
+    out = logits.clone()
+    if len(rows) == logits.shape[0]:  # every row constrained (the common batch): in place, no gather
+        target = out
+    else:
+        target = out[rows]
+    target[:, width:] = float("-inf")
+    target[:, :width].masked_fill_(refused[:, :width].to(logits.device), float("-inf"))
+    if target is not out:
+        out[rows] = target
+    return out

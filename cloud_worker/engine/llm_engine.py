@@ -16,12 +16,12 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tokenizers import Tokenizer
 
 from cloud_worker.engine.block_manager import BlockEvent, BlockManager
 from cloud_worker.engine.config import EngineConfig
-from cloud_worker.engine.model_runner import ModelRunner
 from cloud_worker.engine.scheduler import ScheduledSeq, Scheduler
 from cloud_worker.engine.sequence import Sequence
 from serving.detokenizer import IncrementalDetokenizer
@@ -37,6 +37,9 @@ from serving.engine_api import (
 from serving.grammar import constraint_for
 from serving.process_memory import memory_bytes, memory_watermark_bytes
 from serving.sliding_count import SlidingCount
+
+if TYPE_CHECKING:  # the model's runner needs torch; the simulated worker (bench/) runs this engine without
+    from cloud_worker.engine.model_runner import ModelRunner
 
 log = logging.getLogger(__name__)
 TOKEN_RATE_WINDOW_S = 10.0
@@ -60,7 +63,7 @@ class PagedEngine:
 
     def __init__(
         self,
-        runner: ModelRunner,
+        runner: "ModelRunner",
         block_manager: BlockManager,
         config: EngineConfig,
         tokenizer: Tokenizer,

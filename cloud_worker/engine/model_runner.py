@@ -19,8 +19,7 @@ from cloud_worker.engine.scheduler import ScheduledSeq
 from cloud_worker.engine.sequence import Sequence
 from kernels.paged_attention import PagedAttentionMetadata
 from modeling.llama import KVCache, LlamaForCausalLM, PagedKV
-from serving.grammar import mask_logits
-from serving.logits_processors import apply_penalties, score
+from serving.logits_processors import apply_penalties, mask_logits, score
 
 if TYPE_CHECKING:
     from cloud_worker.parallel.ranks import TensorParallelPeers

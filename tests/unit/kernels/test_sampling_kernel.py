@@ -64,13 +64,20 @@ def test_mixed_parameters_per_row():
 
 
 def test_the_sampled_distribution_is_the_masked_one():
-    """8 tokens, min-p 0.15 keeps 4 (a mask without the bisection passes, which the interpreter runs slowly; the
-    cut-offs are checked exactly above): 400 draws, one per step, against the renormalised kept mass."""
-    vocab, draws = 8, 400
+    """8 tokens, min-p 0.15 keeps 4 (a mask without the bisection passes; the cut-offs are checked exactly above):
+    400 draws, one per step, against the renormalised kept mass. The interpreter runs a program a row, slowly, so
+    the kernel draws the first 50 steps and must draw what the reference draws there, and the reference (the
+    same counter hash) draws all 400."""
+    vocab, draws, by_kernel = 8, 400, 50
     row = torch.tensor([[2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, -3.0]])
     p = params(draws, min_p=0.15)
     p["seed"] = torch.full((draws,), 12345, dtype=torch.int64)  # one request, successive steps
-    tokens = sample_triton(row.expand(draws, vocab).contiguous(), **p, block=8)
+    tokens = sample_ref(row.expand(draws, vocab).contiguous(), **p)
+    first = {k: v[:by_kernel] for k, v in p.items()}
+    assert (
+        sample_triton(row.expand(by_kernel, vocab).contiguous(), **first, block=8).tolist()
+        == tokens[:by_kernel].tolist()
+    )
     probs = masked_probs_ref(row, p["temperature"][:1], p["top_k"][:1], p["top_p"][:1], p["min_p"][:1])[0]
     counts = torch.bincount(tokens, minlength=vocab).double()
     kept = probs > 0
