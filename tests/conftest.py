@@ -119,3 +119,18 @@ def collector():
     c = OtlpCollector()
     yield c
     c.stop()
+
+
+# Files that start processes or run Triton's interpreter take most of make test's time. pytest-xdist hands files
+# to its workers in collection order, so these go first: alphabetical order left the kernel and launcher tests
+# (tests/unit/kernels, tests/unit/tandem) for the end, where one worker ran them for minutes while the other idled.
+SLOW_FIRST = ("tests/integration/", "tests/unit/kernels/", "tests/unit/tandem/")
+
+
+def pytest_collection_modifyitems(config, items):
+    root = Path(str(config.rootpath))
+
+    def slow(item) -> bool:
+        return Path(str(item.path)).relative_to(root).as_posix().startswith(SLOW_FIRST)
+
+    items.sort(key=lambda item: not slow(item))  # stable: files and tests keep their order within each group

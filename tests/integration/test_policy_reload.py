@@ -16,11 +16,26 @@ from tests.stack import start_gateway, start_stack
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def stack(demo_checkpoint, tmp_path):
-    s = start_stack(demo_checkpoint, tmp_path)
-    yield s, tmp_path / "policy.yaml"
+@pytest.fixture(scope="module")
+def served(demo_checkpoint, tmp_path_factory):
+    work = tmp_path_factory.mktemp("reload")
+    s = start_stack(demo_checkpoint, work)
+    yield s, work / "policy.yaml"
     s.stop()
+
+
+@pytest.fixture
+def stack(served):
+    """The module's stack; each test edits its policy, and the file it started with serves again after."""
+    s, policy_path = served
+    original = policy_path.read_bytes()
+    yield served
+    write_atomically(policy_path, original.decode())
+    wait_for(
+        lambda: serving_sha(s.url) == hashlib.sha256(original).hexdigest()
+        and httpx.get(f"{s.url}/readyz").json()["policy"]["last_error"] is None,
+        "the original policy did not serve again",
+    )
 
 
 def route_of(client) -> str:
