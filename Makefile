@@ -30,7 +30,7 @@ test: $(STAMP) kernels
 	$(BIN)/python -m gateway.api.fields --check
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+	$(BIN)/python -m pytest $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 install: $(STAMP) kernels
 
@@ -43,10 +43,8 @@ $(STAMP): pyproject.toml sdk/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 		{ echo "Tandem needs Python >= 3.11; found $$($(PYTHON) --version 2>&1). Set PYTHON=python3.11"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	# --no-compile: Python compiles a module the first time it is imported; pip compiling all ~20,000 files of
-	# the environment up front was about 75 s of a first `make test` on two cores, mostly for modules never run.
-	$(BIN)/pip install --quiet --no-compile $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
-	$(BIN)/pip install --quiet --no-compile -e ./sdk -e '.[dev]'
+	$(BIN)/pip install --quiet $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
+	$(BIN)/pip install --quiet -e ./sdk -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -15,7 +15,8 @@ per-round ratios. Top-1 agreement with the fp32 model is measured on the same
 teacher-forced sequence for both. Prints the CPU and its instruction sets, the
 machine's copy bandwidth, and what each run achieves in weight bandwidth
 (bytes of weights read per token x tokens/s), so figures can be checked
-against the machine. Last line: one JSON object.
+against the machine. With --profile, onnxruntime's profiler says where an INT4 decode
+step's time goes, per op type. Last line: one JSON object.
 
     python bench/edge_decode.py --quick
 """
@@ -28,11 +29,13 @@ import statistics
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 from safetensors import safe_open
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -75,6 +78,30 @@ def prefill_tok_s(step_model, prompt: list[int], keep: int, repeats: int) -> flo
         step_model._run(prompt, 0, keep)
         times.append(time.perf_counter() - started)
     return len(prompt) / statistics.median(times)
+
+
+def decode_profile(export_dir: Path, prompt: list[int], steps: int = 64) -> dict[str, dict]:
+    """Where a decode step's time goes: per op type, its share of onnxruntime's kernel time over `steps` decode
+    steps, the mean time of one call and the calls a step makes, from onnxruntime's own profiler."""
+    with tempfile.TemporaryDirectory() as scratch:
+        options = ort.SessionOptions()
+        options.enable_profiling = True
+        options.profile_file_prefix = str(Path(scratch) / "decode")
+        step = OnnxStepModel(export_dir, options=options)
+        decode_tok_s(step, prompt, 4)  # warm-up
+        decode_tok_s(step, prompt, steps)
+        events = json.loads(Path(step.session.end_profiling()).read_text())
+    runs = sorted(e["ts"] for e in events if e.get("name") == "model_run")
+    first_step = runs[-steps]  # the last `steps` runs are the decode steps; the prefills and warm-up come before
+    spent: dict[str, list[float]] = {}
+    for event in events:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time") and event["ts"] >= first_step:
+            spent.setdefault(event["args"]["op_name"], []).append(event["dur"])
+    total = sum(sum(d) for d in spent.values())
+    return {
+        op: {"share": round(sum(d) / total, 3), "mean_us": round(sum(d) / len(d), 1), "calls": len(d) // steps}
+        for op, d in sorted(spent.items(), key=lambda kv: -sum(kv[1]))
+    }
 
 
 def ortgenai_tok_s(path: Path, prompt: list[int], num_tokens: int) -> tuple[float | None, str | None]:
@@ -280,6 +307,9 @@ def main() -> None:
     )
     parser.add_argument("--no-llamacpp", action="store_true", help="skip the llama.cpp columns")
     parser.add_argument(
+        "--profile", action="store_true", help="also profile 64 INT4 decode steps per op type (onnxruntime's profiler)"
+    )
+    parser.add_argument(
         "--block-size",
         type=int,
         default=INT4.block_size,
@@ -345,6 +375,11 @@ def main() -> None:
     }
     if og_skipped:
         result["ortgenai_skipped"] = og_skipped
+    if args.profile:
+        result["int4_decode_profile"] = decode_profile(exports["int4"], prompt)
+        print("INT4 decode, share of kernel time per op (mean per call, calls per step):")
+        for op, row in result["int4_decode_profile"].items():
+            print(f"  {op}: {row['share']:.1%} ({row['mean_us']} us x {row['calls']})")
     print(f"{result['params_m']} M parameters, {num_tokens} decode tokens after a 32-token prompt")
     for name in ("fp32", "int4"):
         print(

@@ -40,12 +40,19 @@ def choose_providers(priority: tuple[str, ...], available: list[str]) -> Provide
     return ProviderChoice(requested, skipped)
 
 
-def create_session(model_path: str, priority: tuple[str, ...] = DEFAULT_PRIORITY, require_npu: bool = False):
-    """An InferenceSession on the best provider there is, and the provider that really runs it."""
+def create_session(
+    model_path: str,
+    priority: tuple[str, ...] = DEFAULT_PRIORITY,
+    require_npu: bool = False,
+    options: ort.SessionOptions | None = None,
+):
+    """An InferenceSession on the best provider there is, and the provider that really runs it. `options`: the
+    session's own (bench/edge_decode.py --profile turns on onnxruntime's profiler); onnxruntime's defaults when
+    None."""
     choice = choose_providers(priority, ort.get_available_providers())
     for provider, reason in choice.skipped.items():
         log.info("execution provider %s skipped: %s", provider, reason)
-    options = ort.SessionOptions()
+    options = options or ort.SessionOptions()
     if require_npu:
         choice = ProviderChoice(tuple(p for p in choice.requested if p in NPU_PROVIDERS), choice.skipped)
         if not choice.requested:

@@ -44,13 +44,14 @@ class OnnxStepModel:
         priority=DEFAULT_PRIORITY,
         require_npu: bool = False,
         capacity: int = DEFAULT_CAPACITY,
+        options: ort.SessionOptions | None = None,
     ) -> None:
         manifest = verify_export(export_dir)
         self.max_context_tokens: int = min(manifest["max_context_tokens"], capacity)
         self.eos_token_ids: tuple[int, ...] = tuple(manifest["eos_token_ids"])
         self.quantization: str = _variant(manifest)
         self.session, self.execution_provider = create_session(
-            str(Path(export_dir) / MODEL_NAME), priority, require_npu
+            str(Path(export_dir) / MODEL_NAME), priority, require_npu, options
         )
         inputs = {i.name: i for i in self.session.get_inputs()}
         self._past_names = [name for name in inputs if name.startswith("past_key_values.")]

@@ -121,9 +121,10 @@ def collector():
     c.stop()
 
 
-# Files that start processes or run Triton's interpreter take most of make test's time. pytest-xdist hands files
-# to its workers in collection order, so these go first: alphabetical order left the kernel and launcher tests
-# (tests/unit/kernels, tests/unit/tandem) for the end, where one worker ran them for minutes while the other idled.
+# Files that start processes or run Triton's interpreter take most of make test's time, so they go first:
+# make test has pytest-xdist hand files to its workers in collection order (--no-loadscope-reorder; by default it
+# sorts them by test count, which left these few-test files for the end, one worker running them for minutes while
+# the other idled).
 SLOW_FIRST = ("tests/integration/", "tests/unit/kernels/", "tests/unit/tandem/")
 
 

@@ -32,8 +32,10 @@ def stack(served):
     yield served
     write_atomically(policy_path, original.decode())
     wait_for(
-        lambda: serving_sha(s.url) == hashlib.sha256(original).hexdigest()
-        and httpx.get(f"{s.url}/readyz").json()["policy"]["last_error"] is None,
+        lambda: (
+            serving_sha(s.url) == hashlib.sha256(original).hexdigest()
+            and httpx.get(f"{s.url}/readyz").json()["policy"]["last_error"] is None
+        ),
         "the original policy did not serve again",
     )
 
