@@ -28,6 +28,7 @@ from gateway.policy.schema import is_loopback
 from serving.atomic_dir import ForeignFolder, proc_stat
 from serving.checkpoint import model_id_for
 from tandem.demo_model import write_demo_checkpoint
+from tandem.parent import STOP_WITH_PARENT
 
 console = Console()
 READY_TIMEOUT_S = 180.0
@@ -125,24 +126,6 @@ class LocalStack:
             self.children[self.children.index(old)] = new
             fresh.append(new)
         return fresh
-
-
-STOP_WITH_PARENT = "TANDEM_STOP_WITH_PARENT"  # a spawned process's parent pid: it stops when that process is gone
-
-
-def stop_with_parent() -> None:
-    """In a process `spawn` started: SIGTERM when the parent dies, even by SIGKILL, so a killed `tandem up` leaves
-    no worker holding its port for the next start (Linux: PR_SET_PDEATHSIG; elsewhere the next start names the
-    ports in use). Set by the child itself, after exec: no preexec_fn in a parent that may run threads."""
-    parent = os.environ.pop(STOP_WITH_PARENT, None)
-    if parent is None or not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-    if os.getppid() != int(parent):  # the parent died before the call above: nothing would signal us
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _listeners(ports: list[int]) -> dict[int, tuple[int, str]]:

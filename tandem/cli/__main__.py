@@ -1,7 +1,7 @@
 import os
 
 if "TANDEM_STOP_WITH_PARENT" in os.environ:  # started by `tandem up` (tandem/stack.py): stop when it is gone
-    from tandem.stack import stop_with_parent
+    from tandem.parent import stop_with_parent
 
     stop_with_parent()
 
