@@ -5,7 +5,9 @@ under ~/.cache/tandem/bench), exports it fp32 and INT4 with `tandem edge
 export`'s code, and times greedy decoding of the same prompt on both in the
 same run. If onnxruntime-genai is installed (`pip install -e '.[bench]'`),
 its model builder makes an INT4 CPU model from the same checkpoint, which is
-timed the same way. If llama-cpp-python is installed (the bench extra builds
+timed the same way. The three decode in rounds, each round starting with a
+different one, and INT4's speedup and its ratio to onnxruntime-genai are the
+medians of the per-round ratios. If llama-cpp-python is installed (the bench extra builds
 it from source), the checkpoint is converted with llama.cpp's own
 convert_hf_to_gguf.py (from its source distribution, fetched once with pip
 download) and quantized to Q4_0 with its quantizer; Tandem INT4 and llama.cpp
@@ -23,6 +25,7 @@ step's time goes, per op type. Last line: one JSON object.
 
 import argparse
 import ctypes
+import functools
 import json
 import os
 import statistics
@@ -104,32 +107,60 @@ def decode_profile(export_dir: Path, prompt: list[int], steps: int = 64) -> dict
     }
 
 
-def ortgenai_tok_s(path: Path, prompt: list[int], num_tokens: int) -> tuple[float | None, str | None]:
-    try:
+class OrtGenai:
+    """onnxruntime-genai's own INT4 CPU model of the checkpoint, built once by its model builder."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+
+    @classmethod
+    def load(cls, path: Path) -> tuple["OrtGenai | None", str | None]:
+        try:
+            import onnxruntime_genai as og
+        except ImportError:
+            return None, "onnxruntime-genai is not installed (pip install -e '.[bench]')"
+        out = CACHE / "ortgenai-int4-cpu"
+        if not (out / "genai_config.json").is_file():
+            print("building the onnxruntime-genai INT4 model (once)", file=sys.stderr)
+            command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(path), "-o", str(out),
+                       "-p", "int4", "-e", "cpu", "-c", str(CACHE / "ortgenai-cache")]  # fmt: skip
+            result = subprocess.run(command, capture_output=True, text=True)
+            if result.returncode != 0:
+                why = result.stderr.strip().splitlines()[-1] if result.stderr else result.returncode
+                return None, f"its model builder failed: {why}"
+        return cls(og.Model(str(out))), None
+
+    def decode_tok_s(self, prompt: list[int], num_tokens: int) -> float:
         import onnxruntime_genai as og
-    except ImportError:
-        return None, "onnxruntime-genai is not installed (pip install -e '.[bench]')"
-    out = CACHE / "ortgenai-int4-cpu"
-    if not (out / "genai_config.json").is_file():
-        print("building the onnxruntime-genai INT4 model (once)", file=sys.stderr)
-        command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(path), "-o", str(out),
-                   "-p", "int4", "-e", "cpu", "-c", str(CACHE / "ortgenai-cache")]  # fmt: skip
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode != 0:
-            return (
-                None,
-                f"its model builder failed: {result.stderr.strip().splitlines()[-1] if result.stderr else result.returncode}",
-            )
-    model = og.Model(str(out))
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(prompt) + num_tokens, min_length=len(prompt) + num_tokens, do_sample=False)
-    generator = og.Generator(model, params)
-    generator.append_tokens(prompt)  # the prefill
-    started, count = time.perf_counter(), 0
-    while not generator.is_done():
-        generator.generate_next_token()
-        count += 1
-    return count / (time.perf_counter() - started), None
+
+        params = og.GeneratorParams(self.model)
+        total = len(prompt) + num_tokens
+        params.set_search_options(max_length=total, min_length=total, do_sample=False)
+        generator = og.Generator(self.model, params)
+        generator.append_tokens(prompt)  # the prefill
+        started, count = time.perf_counter(), 0
+        while not generator.is_done():
+            generator.generate_next_token()
+            count += 1
+        return count / (time.perf_counter() - started)
+
+
+def decode_rounds(decoders: dict, prompt: list[int], num_tokens: int, rounds: int) -> dict[str, list[float]]:
+    """Each decoder's tok/s per round; every round runs them all, starting with a different one each time, so a
+    machine's drift (this kind of VM drifts by a third within a minute) hits them alike and the per-round ratios
+    stay meaningful."""
+    names = list(decoders)
+    for name in names:  # warm-up
+        decoders[name](prompt, 4)
+    out: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            out[name].append(decoders[name](prompt, num_tokens))
+    return out
+
+
+def per_round_ratio(runs: dict[str, list[float]], a: str, b: str) -> float:
+    return statistics.median(x / y for x, y in zip(runs[a], runs[b], strict=True))
 
 
 def copy_gb_s(megabytes: int = 256) -> float:
@@ -327,12 +358,11 @@ def main() -> None:
     prompt = list(range(10, 42))  # 32 prompt tokens; the weights are random, so any ids will do
     int4 = replace(INT4, block_size=args.block_size)
     exports = {name: cached_export(path, CACHE / "exports", q) for name, q in (("fp32", FP32), ("int4", int4))}
-    speeds, weight_bytes, prefill = {}, {}, {}
+    steps = {name: OnnxStepModel(export_dir) for name, export_dir in exports.items()}
+    weight_bytes, prefill = {}, {}
     long_prompt = [10 + i % 30000 for i in range(512)]
     for name, export_dir in exports.items():
-        step = OnnxStepModel(export_dir)
-        decode_tok_s(step, prompt, 4)  # warm-up
-        speeds[name] = statistics.median(decode_tok_s(step, prompt, num_tokens) for _ in range(repeats))
+        step = steps[name]
         prefill_tok_s(step, long_prompt, 1, 1)  # warm-up
         # alternating, so drift hits both alike
         last, every = [], []
@@ -342,9 +372,16 @@ def main() -> None:
         prefill[name] = (statistics.median(last), statistics.median(every))
         sizes = json.loads((export_dir / MANIFEST_NAME).read_text())["sizes"]
         weight_bytes[name] = sizes["model_bytes"]
-    og_tok_s, og_skipped = ortgenai_tok_s(path, prompt, num_tokens)
+    genai, og_skipped = OrtGenai.load(path)
+    decoders = {name: functools.partial(decode_tok_s, step) for name, step in steps.items()}
+    if genai is not None:
+        decoders["ortgenai"] = genai.decode_tok_s
+    runs = decode_rounds(decoders, prompt, num_tokens, repeats)
+    speeds = {name: statistics.median(values) for name, values in runs.items()}
+    og_tok_s = speeds.get("ortgenai")
     int4_sizes = json.loads((exports["int4"] / MANIFEST_NAME).read_text())["sizes"]
     fp32_sizes = json.loads((exports["fp32"] / MANIFEST_NAME).read_text())["sizes"]
+    del steps, decoders, genai
     versus = {}
     if args.no_llamacpp:
         versus["llamacpp_skipped"] = "--no-llamacpp"
@@ -360,7 +397,7 @@ def main() -> None:
         "decode_tokens": num_tokens,
         "fp32_tok_s": round(speeds["fp32"], 2),
         "int4_tok_s": round(speeds["int4"], 2),
-        "int4_speedup": round(speeds["int4"] / speeds["fp32"], 3),
+        "int4_speedup": round(per_round_ratio(runs, "int4", "fp32"), 3),
         "size_ratio": round(int4_sizes["linear_weight_bytes"] / int4_sizes["fp32_linear_weight_bytes"], 3),
         "fp32_weight_gb_s": round(weight_bytes["fp32"] * speeds["fp32"] / 1e9, 2),
         "int4_weight_gb_s": round(weight_bytes["int4"] * speeds["int4"] / 1e9, 2),
@@ -369,7 +406,7 @@ def main() -> None:
         "int4_prefill_lm_head_last_vs_all": round(prefill["int4"][0] / prefill["int4"][1], 3),
         "fp32_prefill_lm_head_last_vs_all": round(prefill["fp32"][0] / prefill["fp32"][1], 3),
         "ortgenai_tok_s": None if og_tok_s is None else round(og_tok_s, 2),
-        "ratio_vs_ortgenai": None if og_tok_s is None else round(speeds["int4"] / og_tok_s, 3),
+        "ratio_vs_ortgenai": None if og_tok_s is None else round(per_round_ratio(runs, "int4", "ortgenai"), 3),
         "int4_file_vs_fp32": round(int4_sizes["model_bytes"] / fp32_sizes["model_bytes"], 3),
         **versus,
     }
