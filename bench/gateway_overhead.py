@@ -20,7 +20,10 @@ measures it without. On the 2-core development machine the client, the router
 and the worker share the cores, which is the same handicap for both. Last
 line: one JSON object, with the goals' ratios: Tandem's added latency over
 sglang-router's (p50, p99; goal at most 2) and Tandem's max rate over direct
-gRPC's (goal at least 0.5).
+gRPC's (goal at least 0.5). The paths are measured in rounds (--rounds, 3 by
+default), each round starting with a different path, and every figure is the
+median of its per-round values: one long block per path made the ratios
+follow the machine's drift.
 
     python bench/gateway_overhead.py --quick
 """
@@ -147,10 +150,43 @@ def p(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
+def figures(lat: dict, cpu_ms: dict, rate: dict) -> dict:
+    """One round's figures: what each router adds over its direct path, rates, CPU per request, and the ratios."""
+    result = {
+        "tandem_added_p50_ms": round(statistics.median(lat["tandem"]) - statistics.median(lat["direct_grpc"]), 2),
+        "tandem_added_p99_ms": round(p(lat["tandem"], 0.99) - p(lat["direct_grpc"], 0.99), 2),
+        "sglang_added_p50_ms": round(
+            statistics.median(lat["sglang_router"]) - statistics.median(lat["direct_http"]), 2
+        ),
+        "sglang_added_p99_ms": round(p(lat["sglang_router"], 0.99) - p(lat["direct_http"], 0.99), 2),
+        "tandem_max_rps": round(rate["tandem"], 1),
+        "sglang_max_rps": round(rate["sglang_router"], 1),
+        "direct_grpc_max_rps": round(rate["direct_grpc"], 1),
+        "direct_http_max_rps": round(rate["direct_http"], 1),
+    }
+    return result | {
+        "added_p50_vs_sglang": round(result["tandem_added_p50_ms"] / max(result["sglang_added_p50_ms"], 0.01), 2),
+        "added_p99_vs_sglang": round(result["tandem_added_p99_ms"] / max(result["sglang_added_p99_ms"], 0.01), 2),
+        "max_rps_vs_direct": round(rate["tandem"] / rate["direct_grpc"], 3),
+        "tandem_cpu_ms_per_request": round(cpu_ms["tandem"], 3),
+        "sglang_cpu_ms_per_request": round(cpu_ms["sglang_router"], 3),
+        # The Python floor (bench/python_floor.py): what FastAPI, uvicorn, a tokenizer and grpc.aio cost alone.
+        "floor_added_p50_ms": round(statistics.median(lat["python_floor"]) - statistics.median(lat["direct_grpc"]), 2),
+        "floor_added_p99_ms": round(p(lat["python_floor"], 0.99) - p(lat["direct_grpc"], 0.99), 2),
+        "floor_max_rps": round(rate["python_floor"], 1),
+        "floor_cpu_ms_per_request": round(cpu_ms["python_floor"], 3),
+        # Within-run ratios of CPU time per request: steadier than latency on a machine whose speed drifts.
+        "tandem_cpu_vs_floor": round(cpu_ms["tandem"] / max(cpu_ms["python_floor"], 1e-3), 2),
+        "tandem_cpu_vs_sglang": round(cpu_ms["tandem"] / max(cpu_ms["sglang_router"], 1e-3), 2),
+        "floor_cpu_vs_sglang": round(cpu_ms["python_floor"] / max(cpu_ms["sglang_router"], 1e-3), 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="200 requests and 3 s of load per path (else 1000, 10 s)")
     parser.add_argument("--tracing", choices=("on", "off"), default="on", help="the gateway's tracing (default on)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, each over every path (default 3)")
     args = parser.parse_args()
     n, seconds = (200, 3.0) if args.quick else (1000, 10.0)
     model = checkpoint()
@@ -223,48 +259,28 @@ def _run(args, n, seconds, model, logs, grpc_port, http_port, edge_port, sim, st
     async def measure():
         await paths.open()
         try:
-            names = ("direct_grpc", "tandem", "python_floor", "direct_http", "sglang_router")
-            lat, cpu = {}, {}
-            for name in names:
-                lat[name], cpu[name] = await latencies_ms(getattr(paths, name), n, pids.get(name))
-            rate = {name: await max_rate(getattr(paths, name), seconds) for name in names}
-            return lat, cpu, rate
+            names = ["direct_grpc", "tandem", "python_floor", "direct_http", "sglang_router"]
+            rounds = []
+            for r in range(args.rounds):  # each round starts with another path: drift hits them all alike
+                order = names[r % len(names) :] + names[: r % len(names)]
+                lat, cpu = {}, {}
+                for name in order:
+                    lat[name], cpu[name] = await latencies_ms(getattr(paths, name), n, pids.get(name))
+                rate = {name: await max_rate(getattr(paths, name), seconds) for name in order}
+                rounds.append((lat, cpu, rate))
+            return rounds
         finally:
             await paths.close()
 
-    lat, cpu_ms, rate = asyncio.run(measure())
+    rounds = asyncio.run(measure())
     started.close()  # stopped before the figures are printed, as before
-    result = {
-        "tandem_added_p50_ms": round(statistics.median(lat["tandem"]) - statistics.median(lat["direct_grpc"]), 2),
-        "tandem_added_p99_ms": round(p(lat["tandem"], 0.99) - p(lat["direct_grpc"], 0.99), 2),
-        "sglang_added_p50_ms": round(
-            statistics.median(lat["sglang_router"]) - statistics.median(lat["direct_http"]), 2
-        ),
-        "sglang_added_p99_ms": round(p(lat["sglang_router"], 0.99) - p(lat["direct_http"], 0.99), 2),
-        "tandem_max_rps": round(rate["tandem"], 1),
-        "sglang_max_rps": round(rate["sglang_router"], 1),
-        "direct_grpc_max_rps": round(rate["direct_grpc"], 1),
-        "direct_http_max_rps": round(rate["direct_http"], 1),
-    }
-    result |= {
-        "added_p50_vs_sglang": round(result["tandem_added_p50_ms"] / max(result["sglang_added_p50_ms"], 0.01), 2),
-        "added_p99_vs_sglang": round(result["tandem_added_p99_ms"] / max(result["sglang_added_p99_ms"], 0.01), 2),
-        "max_rps_vs_direct": round(rate["tandem"] / rate["direct_grpc"], 3),
-        "tandem_cpu_ms_per_request": round(cpu_ms["tandem"], 3),
-        "sglang_cpu_ms_per_request": round(cpu_ms["sglang_router"], 3),
-        # The Python floor (bench/python_floor.py): what FastAPI, uvicorn, a tokenizer and grpc.aio cost alone.
-        "floor_added_p50_ms": round(statistics.median(lat["python_floor"]) - statistics.median(lat["direct_grpc"]), 2),
-        "floor_added_p99_ms": round(p(lat["python_floor"], 0.99) - p(lat["direct_grpc"], 0.99), 2),
-        "floor_max_rps": round(rate["python_floor"], 1),
-        "floor_cpu_ms_per_request": round(cpu_ms["python_floor"], 3),
-        # Within-run ratios of CPU time per request: steadier than latency on a machine whose speed drifts.
-        "tandem_cpu_vs_floor": round(cpu_ms["tandem"] / max(cpu_ms["python_floor"], 1e-3), 2),
-        "tandem_cpu_vs_sglang": round(cpu_ms["tandem"] / max(cpu_ms["sglang_router"], 1e-3), 2),
-        "floor_cpu_vs_sglang": round(cpu_ms["python_floor"] / max(cpu_ms["sglang_router"], 1e-3), 2),
-        "tracing": args.tracing,
-        "cpu": cpu_info()[0],
-        "isa": cpu_info()[1],
-    }
+    per_round = [figures(*one) for one in rounds]
+    # Each figure (the ratios included) is the median of its per-round values: a ratio within a round holds
+    # on a VM that drifts by a third within a minute; one long block per path did not.
+    result = {key: round(statistics.median(r[key] for r in per_round), 3) for key in per_round[0]}
+    result |= {"rounds": args.rounds, "tracing": args.tracing, "cpu": cpu_info()[0], "isa": cpu_info()[1]}
+    lat = {name: sorted(x for one in rounds for x in one[0][name]) for name in rounds[0][0]}
+    rate = {name: statistics.median(one[2][name] for one in rounds) for name in rounds[0][2]}
     for name in lat:
         print(f"  {name:14s} p50 {statistics.median(lat[name]):7.2f} ms  p99 {p(lat[name], 0.99):7.2f} ms  "
               f"max {rate[name]:7.1f} req/s")  # fmt: skip
