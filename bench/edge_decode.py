@@ -7,8 +7,8 @@ same run. If onnxruntime-genai is installed (`pip install -e '.[bench]'`),
 its model builder makes an INT4 CPU model from the same checkpoint, which is
 timed the same way. The three decode in rounds, each round starting with a
 different one, and INT4's speedup and its ratio to onnxruntime-genai are the
-medians of the per-round ratios. If llama-cpp-python is installed (the bench extra builds
-it from source), the checkpoint is converted with llama.cpp's own
+medians of the per-round ratios. If llama-cpp-python is installed (the bench
+extra builds it from source), the checkpoint is converted with llama.cpp's own
 convert_hf_to_gguf.py (from its source distribution, fetched once with pip
 download) and quantized to Q4_0 with its quantizer; Tandem INT4 and llama.cpp
 Q4_0 then run in alternating rounds in this process, with the same threads
@@ -17,8 +17,8 @@ per-round ratios. Top-1 agreement with the fp32 model is measured on the same
 teacher-forced sequence for both. Prints the CPU and its instruction sets, the
 machine's copy bandwidth, and what each run achieves in weight bandwidth
 (bytes of weights read per token x tokens/s), so figures can be checked
-against the machine. With --profile, onnxruntime's profiler says where an INT4 decode
-step's time goes, per op type. Last line: one JSON object.
+against the machine. With --profile, onnxruntime's profiler says where an
+INT4 decode step's time goes, per op type. Last line: one JSON object.
 
     python bench/edge_decode.py --quick
 """

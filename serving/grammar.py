@@ -4,8 +4,8 @@ The gateway turns OpenAI's `response_format` into an llguidance grammar (`gramma
 against the model's tokenizer, and sends it to the worker as a string. Each engine then keeps one
 `Constraint` per sequence: before sampling, `allowed()` is the set of tokens the grammar permits next
 (llguidance computes it in Rust, a few microseconds for a small vocabulary); every other token's logit
-becomes -inf, for a whole batch in one masked fill (`serving.logits_processors.mask_logits`); after sampling, `consume(token)`
-advances the grammar, and a grammar that has ended ends the answer (finish reason "stop").
+becomes -inf, for a whole batch in one masked fill (`serving.logits_processors.mask_logits`); after
+sampling, `consume(token)` advances the grammar, and a grammar that has ended ends the answer (finish reason "stop").
 End-of-sequence is allowed exactly where the grammar may end, so a constrained answer that stops by
 itself always parses and, for `json_schema`, validates. An answer cut by `max_tokens` is cut (finish
 reason "length"), as OpenAI's is.

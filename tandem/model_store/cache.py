@@ -102,6 +102,8 @@ class ModelStore:
 
     def _demo(self, reference: str) -> Path:
         """The demo checkpoint (the same bytes everywhere: its weights are seeded), built under a lock."""
+        from tandem.demo_model import cached_demo_checkpoint
+
         name = reference.removeprefix("demo://")
         if name != "tandem-demo":
             raise StoreError(f"{reference!r}: the only demo model is demo://tandem-demo")
@@ -109,11 +111,6 @@ class ModelStore:
         directory.mkdir(parents=True, exist_ok=True)
         with open(directory / f"{name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if (directory / name / "model.safetensors").is_file():  # built (whole: it is renamed into place)
-                return directory / name
-            # Building it takes torch; a gateway resolving a built demo:// reference never loads it (~190 MB).
-            from tandem.demo_model import cached_demo_checkpoint
-
             return cached_demo_checkpoint(directory / name)
 
     def release(self) -> None:
