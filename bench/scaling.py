@@ -28,12 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from routing import MODEL_ID, PROFILE, _start, checkpoint, free_port  # noqa: E402
 
 from bench.privacy import cpu_info  # noqa: E402
+from gateway.backends.registry import BackendRegistry  # noqa: E402
 from gateway.backends.worker_backend import WorkerBackend  # noqa: E402
-from gateway.gather import PromptKey, gather_candidates  # noqa: E402
+from gateway.classify.features import RequestFeatures  # noqa: E402
+from gateway.gather import PromptKey, gather_pools  # noqa: E402
 from gateway.hints.prefix_hints import PrefixHints  # noqa: E402
-from gateway.policy.schema import Profile  # noqa: E402
+from gateway.policy.decide import decide  # noqa: E402
+from gateway.policy.route_plan import plan_route  # noqa: E402
+from gateway.policy.schema import Policy  # noqa: E402
 from gateway.redis_client import connect  # noqa: E402
-from gateway.routing.profile import run_profile  # noqa: E402
 from proto.gen import worker_pb2  # noqa: E402
 from proto.prefix_hash import prefix_hashes  # noqa: E402
 from proto.prefix_hints import HOLD_SCRIPT, block_key, worker_id_for  # noqa: E402
@@ -45,11 +48,35 @@ WORKER_COUNTS = (8, 64, 256)
 PROMPT_TOKENS = (1024, 8192, 32768)
 
 
-def _backend(i: int) -> WorkerBackend:
-    """A backend as the gateway holds it, with the Stats a worker would have reported (nothing is dialled)."""
-    backend = WorkerBackend(f"grpc://10.0.{i // 250}.{i % 250 + 1}:50051", MODEL_ID, "cloud")
+def _endpoint(i: int) -> str:
+    return f"grpc://10.0.{i // 250}.{i % 250 + 1}:50051"
+
+
+class _Answering(WorkerBackend):
+    """A backend that answers at once, with nothing dialled: a request sent to it passes through the gateway's own
+    bookkeeping (requests open, requests sent lately, the circuit breaker) as a real one does."""
+
+    async def _stream(self, request, timeout_s):
+        yield worker_pb2.GenerateChunk()
+
+
+def _backend(endpoint: str, *_) -> WorkerBackend:
+    """A backend as the gateway holds it, with the Stats a worker would have reported."""
+    backend = _Answering(endpoint, MODEL_ID, "cloud")
+    i = int(endpoint.split(".")[-1].split(":")[0])
     backend.stats = worker_pb2.StatsReply(model_id=MODEL_ID, kind="cloud", queue_depth=i % 3, block_size_tokens=BLOCK)
     return backend
+
+
+def _pool_policy(workers: int) -> Policy:
+    """One cloud pool of `workers` endpoints, routed on BENCH's profile; an edge pool for private requests."""
+    return Policy.model_validate({
+        "version": 1,
+        "pools": {"cloud": {"kind": "cloud", "endpoints": [_endpoint(i) for i in range(workers)], "profile": PROFILE},
+                  "edge": {"kind": "edge", "endpoints": ["grpc://10.1.0.1:50051"]}},
+        "rules": [{"name": "private", "match": {"privacy": ["private", "pii", "confidential"]}, "route": "edge"},
+                  {"name": "all", "route": "cloud"}],
+    })  # fmt: skip
 
 
 def _prompt(rng: random.Random, tokens: int) -> tuple[int, ...]:
@@ -73,11 +100,13 @@ def _p(times: list[float], q: float) -> float:
 
 
 async def decision_us(redis_url: str, workers: int, prompt_tokens: int, mode: str, iterations: int) -> dict:
-    """p50/p99 of one routing decision in µs, in `mode` (redis or approximate)."""
+    """p50/p99 of one routing decision in µs, in `mode` (redis or approximate): what dispatch times as
+    tandem_gateway_routing_decision_seconds (the rule, the pool's backends, the hint lookup, the plan)."""
     rng = random.Random(workers * 7 + prompt_tokens)
-    backends = [_backend(i) for i in range(workers)]
+    policy = _pool_policy(workers)
+    registry = BackendRegistry(policy, MODEL_ID, backend_factory=_backend)
+    backends = registry.backends(policy, "cloud")
     prompt = _prompt(rng, prompt_tokens)
-    profile = Profile.model_validate(PROFILE)
     client = connect(redis_url)  # the gateway's own client
     await client.flushdb()
     hints = PrefixHints(MODEL_ID, client if mode == "redis" else None)
@@ -89,19 +118,25 @@ async def decision_us(redis_url: str, workers: int, prompt_tokens: int, mode: st
         for backend in backends:
             other = hints.hashes(SALT, _prompt(rng, 512), BLOCK)
             hints.approximate.record(worker_id_for(backend.endpoint), other)
+    features = RequestFeatures(prompt_tokens, 16, frozenset(), None, SALT)
     key = PromptKey(SALT, prompt)
-    decide, lookup = [], []
+    decide_s, lookup_s, picks = [], [], []
     for i in range(iterations):
         started = time.perf_counter()
-        candidates, _ = await gather_candidates(backends, profile, key, hints)
+        decision = decide(policy, features)
+        gathered = await gather_pools(registry, policy, decision.pools, key, hints)
         looked = time.perf_counter()
-        ranked = run_profile(profile, candidates, False, i).ranked
-        decide.append(time.perf_counter() - started)
-        lookup.append(looked - started)
-    assert ranked[0].prefix_match_blocks > 0, "the pick should be a worker holding the prompt"
+        plan = plan_route(policy, features, gathered.candidates, i, decision)
+        decide_s.append(time.perf_counter() - started)
+        lookup_s.append(looked - started)
+        picks.append(plan.pick[1])
+        # Sent, as dispatch sends it: the pick's own view changes, and the next decision sees that.
+        async for _ in gathered.backends["cloud"][plan.pick[1].endpoint].generate(worker_pb2.GenerateRequest(), 1.0):
+            pass
+    assert picks[0].prefix_match_blocks > 0, "the first pick should be a worker holding the prompt"
     await client.aclose()
-    return {"p50": round(_p(decide, 0.5), 1), "p99": round(_p(decide, 0.99), 1),
-            "lookup_p50": round(_p(lookup, 0.5), 1), "lookup_p99": round(_p(lookup, 0.99), 1)}  # fmt: skip
+    return {"p50": round(_p(decide_s, 0.5), 1), "p99": round(_p(decide_s, 0.99), 1),
+            "lookup_p50": round(_p(lookup_s, 0.5), 1), "lookup_p99": round(_p(lookup_s, 0.99), 1)}  # fmt: skip
 
 
 def _rss_mb(pid: int) -> float:

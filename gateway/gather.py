@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 
+from gateway.backends.registry import BackendRegistry, PoolBackends
 from gateway.backends.worker_backend import WorkerBackend
 from gateway.hints.prefix_hints import PrefixHints
 from gateway.routing.candidate import Candidate
 
 if TYPE_CHECKING:
-    from gateway.backends.registry import BackendRegistry
     from gateway.policy.schema import Policy, Profile
 
 tracer = trace.get_tracer(__name__)
@@ -29,22 +29,28 @@ class PromptKey:
 
 
 async def gather_candidates(
-    backends: list[WorkerBackend], profile: "Profile", prompt: PromptKey | None, hints: PrefixHints | None
+    pool: PoolBackends, profile: "Profile", prompt: PromptKey | None, hints: PrefixHints | None
 ) -> tuple[list[Candidate], list[bytes]]:
     """Candidates for the profile, and the prompt's block hashes (empty when hints are not used)."""
+    backends = pool.backends
     if hints is None or prompt is None or not profile.uses_prefix_hints or not backends:
         now = time.monotonic()
-        return [b.candidate(now=now) for b in backends], []
+        return [b.candidate(now) for b in backends], []
     block_size = next((size for b in backends if (size := b.block_size_tokens)), 0)
     with tracer.start_as_current_span("gateway.hint_lookup") as span:
         hashes = hints.hashes(prompt.salt, prompt.token_ids, block_size)
-        matched = await hints.match_workers(hashes, [b.worker_id for b in backends])
+        matched = await hints.match_workers(hashes, pool.worker_ids)
         flow = hints.flow(hashes)
         span.set_attribute("tandem.prefix_hint_mode", hints.mode)
         span.set_attribute("tandem.prompt_blocks", len(hashes))
         span.set_attribute("tandem.best_match_blocks", max(matched.values(), default=0))
-    blocks, now = len(hashes), time.monotonic()
-    return [b.candidate(blocks, matched.get(b.worker_id, 0), flow, now) for b in backends], hashes
+    now = time.monotonic()
+    candidates = [b.candidate(now) for b in backends]
+    blocks, with_prefix, positions = len(hashes), WorkerBackend.with_prefix, pool.positions
+    for worker, held in matched.items():  # the few holding part of the prompt
+        for i in positions.get(worker, ()):
+            candidates[i] = with_prefix(candidates[i], blocks, held, flow)
+    return candidates, hashes
 
 
 @dataclass
@@ -58,7 +64,7 @@ class Gathered:
 
 
 async def gather_pools(
-    registry: "BackendRegistry",
+    registry: BackendRegistry,
     policy: "Policy",
     pools: Iterable[str],
     prompt: PromptKey | None,
@@ -67,9 +73,9 @@ async def gather_pools(
     """Snapshot the named pools' backends (the I/O before a plan: at most one hint lookup per pool)."""
     out = Gathered({}, {}, {})
     for name in pools:
-        backends = registry.backends(policy, name)
-        out.backends[name] = {b.endpoint: b for b in backends}
+        pool = registry.pool(policy, name)
+        out.backends[name] = pool.by_endpoint
         out.candidates[name], out.hashes[name] = await gather_candidates(
-            backends, policy.pools[name].profile, prompt, hints
+            pool, policy.pools[name].profile, prompt, hints
         )
     return out

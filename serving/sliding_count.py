@@ -22,6 +22,10 @@ class SlidingCount:
             self._prune(time.monotonic() if now is None else now)
         return len(times)
 
+    def next_change(self) -> float:
+        """When (time.monotonic()) the count next drops with no new event: the oldest one leaving the window."""
+        return self._times[0] + self.window_s if self._times else float("inf")
+
     def per_second(self) -> float:
         return self.count() / self.window_s
 

@@ -15,6 +15,7 @@ import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 from gateway.backends.grpc_backend import GrpcWorkerBackend
@@ -27,6 +28,25 @@ Key = tuple[str, str, str]  # (endpoint, pool kind, model id)
 Resolver = Callable[[str, int], Awaitable[list[str]]]  # (host, port) -> addresses
 RETIRE_GRACE_S = 60.0
 DNS_REFRESH_S = 5.0
+
+
+@dataclass(frozen=True)
+class PoolBackends:
+    """A pool's clients as its requests see them, built once per policy and pool until the backends change
+    (listing 256 of them per request, with their endpoint map, was ~60 µs of a routing decision). Read-only."""
+
+    backends: tuple[WorkerBackend, ...]
+    by_endpoint: dict[str, WorkerBackend] = field(init=False)
+    worker_ids: list[str] = field(init=False)  # each backend's, in order: what a prefix-hint lookup asks about
+    positions: dict[str, list[int]] = field(init=False)  # worker id -> its backends' places in `backends`
+
+    def __post_init__(self) -> None:
+        positions: dict[str, list[int]] = {}
+        for i, b in enumerate(self.backends):
+            positions.setdefault(b.worker_id, []).append(i)
+        object.__setattr__(self, "by_endpoint", {b.endpoint: b for b in self.backends})
+        object.__setattr__(self, "worker_ids", [b.worker_id for b in self.backends])
+        object.__setattr__(self, "positions", positions)
 
 
 async def resolve_addresses(host: str, port: int) -> list[str]:
@@ -52,6 +72,7 @@ class BackendRegistry:
         self._resolved_at = float("-inf")
         self._live: dict[Key, WorkerBackend] = {}
         self._retiring: dict[Key, WorkerBackend] = {}
+        self._pools: dict[str, tuple[Policy, PoolBackends]] = {}  # pool name -> (its policy, its clients)
         self._live = {key: self._new(key, pool) for key, pool in self._keys(policy).items()}
 
     def _new(self, key: Key, pool: Pool) -> WorkerBackend:
@@ -66,6 +87,7 @@ class BackendRegistry:
         await asyncio.gather(*(b.refresh() for b in fresh.values()))
         dropped = {key: b for key, b in self._live.items() if key not in wanted}
         self._live = {key: self._live.get(key) or fresh[key] for key in wanted}
+        self._pools.clear()
         for key, backend in dropped.items():
             self._retiring[key] = backend
             asyncio.get_running_loop().create_task(self._close_when_idle(key, backend))
@@ -76,13 +98,26 @@ class BackendRegistry:
         while backend.inflight and loop.time() < deadline:
             await asyncio.sleep(0.5)
         self._retiring.pop(key, None)
+        self._pools.clear()
         await backend.close()
 
     def backends(self, policy: Policy, pool_name: str) -> list[WorkerBackend]:
         """The clients for a pool of the policy a request started with."""
+        return list(self.pool(policy, pool_name).backends)
+
+    def pool(self, policy: Policy, pool_name: str) -> PoolBackends:
+        """The clients for a pool of the policy a request started with, as routing reads them (kept between
+        requests: a reload, a DNS answer or a retired client builds them again)."""
+        kept = self._pools.get(pool_name)
+        if kept is not None and kept[0] is policy:
+            return kept[1]
         pool, model = policy.pools[pool_name], policy.model_of(pool_name, self._default_model)
         keys = [(url, pool.kind, model) for url in self._expand(pool)]
-        return [b for key in keys if (b := self._live.get(key) or self._retiring.get(key)) is not None]
+        built = PoolBackends(
+            tuple(b for key in keys if (b := self._live.get(key) or self._retiring.get(key)) is not None)
+        )
+        self._pools[pool_name] = (policy, built)
+        return built
 
     def all(self) -> list[WorkerBackend]:
         return list(self._live.values())
@@ -112,6 +147,7 @@ class BackendRegistry:
             if found != self._resolved.get(url):
                 log.info("%s resolves to %s", url, found or "nothing")
             self._resolved[url] = found
+        self._pools.clear()
         self._resolved_at = time.monotonic()
 
     def _expand(self, pool: Pool) -> list[str]:

@@ -19,6 +19,7 @@ from serving.sliding_count import SlidingCount
 
 log = logging.getLogger(__name__)
 _new_candidate = Candidate._make
+_OWN_FIELDS = Candidate._fields.index("prompt_blocks")  # the backend's own; the rest are the request's prompt
 STATS_TIMEOUT_S = 1.0
 LATE_POLLS_UNHEALTHY = 2  # Stats polls in a row past their deadline that make a backend unhealthy
 # Statuses that say the request never ran or the worker is gone: try another backend.
@@ -55,6 +56,9 @@ class WorkerBackend:
         self.endpoint, self.model_id, self.pool_kind = endpoint, model_id, pool_kind
         self.worker_id = worker_id_for(endpoint)  # what its prefix hints are published under (host:port)
         self.breaker = breaker or CircuitBreaker()
+        # Routing's view of it, kept between requests until something in it changes (see `candidate`).
+        self._snapshot: Candidate | None = None
+        self._snapshot_until = float("-inf")  # when it stops being current: -inf once something in it changed
         self.problem: str | None = None  # why it is unhealthy; None (optimistic) until a poll or call says otherwise
         self.stats = None
         self.inflight = 0
@@ -62,6 +66,26 @@ class WorkerBackend:
         metrics.BACKEND_INFLIGHT.labels(endpoint).set_function(lambda: self.inflight)
         self._sent = SlidingCount(RECENT_WINDOW_S)  # requests this gateway sent it lately
         self._late_polls = 0  # Stats polls in a row that ran past their deadline
+
+    @property
+    def problem(self) -> str | None:
+        """Why it is unhealthy; None while healthy."""
+        return self._problem
+
+    @problem.setter
+    def problem(self, problem: str | None) -> None:
+        self._problem = problem
+        self._snapshot_until = float("-inf")
+
+    @property
+    def inflight(self) -> int:
+        """Requests this gateway has open on it."""
+        return self._inflight
+
+    @inflight.setter
+    def inflight(self, count: int) -> None:
+        self._inflight = count
+        self._snapshot_until = float("-inf")
 
     @property
     def stats(self) -> worker_pb2.StatsReply | None:
@@ -78,6 +102,7 @@ class WorkerBackend:
              reply.block_size_tokens)
             if reply is not None else (None, 0, 0, 0, 0, 0)
         )  # fmt: skip
+        self._snapshot_until = float("-inf")
 
     @property
     def is_healthy(self) -> bool:
@@ -93,20 +118,29 @@ class WorkerBackend:
         """Its KV block size as it reports it (Stats); 0 until heard from."""
         return self._reported[5]
 
-    def candidate(
-        self, prompt_blocks: int = 0, prefix_match_blocks: int = 0, prefix_recent: int = 0, now: float | None = None
-    ) -> Candidate:
-        """A snapshot for routing, with this request's prefix match when the caller looked it up (built with it,
-        not copied after: a copy per candidate was ~1 µs each at 256 workers). `now` (time.monotonic()), given
-        once for a pool, spares a clock read per backend."""
+    def candidate(self, now: float) -> Candidate:
+        """This backend as routing sees it at `now` (time.monotonic(), read once for a pool), holding none of the
+        request's prompt: `gather` adds the match to the few that hold some (`with_prefix`).
+
+        Kept between requests and built again only when something in it changed (health, Stats, requests open,
+        a request sent or leaving the 5 s window) or while the circuit breaker is not closed (its state moves
+        with time): building 256 per request was ~200 µs of a routing decision (bench/scaling.py)."""
+        if now < self._snapshot_until and self.breaker.state == CLOSED:
+            return self._snapshot
         breaker = self.breaker
-        healthy = self.problem is None and (breaker.state == CLOSED or breaker.can_send())
-        recent = self._sent.count(now)
+        closed = breaker.state == CLOSED
+        healthy = self._problem is None and (closed or breaker.can_send())
+        sent = self._sent
         # Positionally, in Candidate's field order (gateway/routing/candidate.py): keywords cost ~0.5 µs a call.
-        return _new_candidate(
-            (self.endpoint, healthy, *self._reported, self.inflight, prompt_blocks, prefix_match_blocks, recent,
-             prefix_recent)
-        )  # fmt: skip
+        snapshot = _new_candidate((self.endpoint, healthy, *self._reported, self._inflight, sent.count(now), 0, 0, 0))
+        if closed:
+            self._snapshot, self._snapshot_until = snapshot, sent.next_change()
+        return snapshot
+
+    @staticmethod
+    def with_prefix(snapshot: Candidate, prompt_blocks: int, prefix_match_blocks: int, prefix_recent: int) -> Candidate:
+        """A backend's snapshot with how much of this request's prompt it holds."""
+        return _new_candidate((*snapshot[:_OWN_FIELDS], prompt_blocks, prefix_match_blocks, prefix_recent))
 
     async def refresh(self) -> None:
         try:
@@ -149,7 +183,7 @@ class WorkerBackend:
                 self.endpoint, grpc.StatusCode.UNAVAILABLE, "circuit breaker open after repeated failures"
             )
         self.inflight += 1
-        self._sent.add()
+        self._sent.add()  # (the line above has already marked the snapshot stale)
         answered = failed = False
         try:
             async for chunk in self._stream(request, timeout_s):

@@ -10,6 +10,7 @@ class RedisHintIndex:
         self._model_id, self._client = model_id, client
         self._match = client.register_script(MATCH_SCRIPT)
         self._hold = client.register_script(HOLD_SCRIPT)
+        self._args: tuple[list[str] | None, list] = (None, [])  # the last candidates and their ARGV
 
     async def match(self, hashes: list[bytes], worker_ids: list[str]) -> dict[str, int]:
         """Per candidate holding the first hash, how many leading hashes it holds; one left out holds none.
@@ -19,7 +20,10 @@ class RedisHintIndex:
         candidates holding it, not with who else holds it or the pool (docs/benchmarks.md)."""
         if not hashes or not worker_ids:
             return {}
-        reply = await self._match(keys=[block_key(self._model_id, h) for h in hashes], args=match_args(worker_ids))
+        listed, args = self._args
+        if worker_ids is not listed:  # a pool's list is kept between its requests (BackendRegistry.pool): reuse
+            self._args = worker_ids, (args := match_args(worker_ids))  # its ARGV (~20 µs to join at 256)
+        reply = await self._match(keys=[block_key(self._model_id, h) for h in hashes], args=args)
         return {  # only candidates: the script's ARGV
             (worker.decode() if isinstance(worker, bytes) else worker): int(held)
             for worker, held in zip(reply[::2], reply[1::2], strict=True)

@@ -82,11 +82,11 @@ def plan_route(
             ranking = run_profile(policy.pools[name].profile, list(candidates.get(name, ())), decision.is_private, turn)
             pools.append(PoolPlan(name, ranking))
         plan = RoutePlan(features, decision.rules, decision, tuple(pools))
-        _describe(span, plan)
+        _describe(span, plan, policy)
         return plan
 
 
-def _describe(span: trace.Span, plan: RoutePlan) -> None:
+def _describe(span: trace.Span, plan: RoutePlan, policy: Policy) -> None:
     if not span.is_recording():
         return
     decision = plan.decision
@@ -102,7 +102,7 @@ def _describe(span: trace.Span, plan: RoutePlan) -> None:
     span.set_attribute("tandem.backend", best.endpoint)
     first = next(p for p in plan.pools if p.pool == pool)
     span.set_attribute("tandem.candidates", [c.endpoint for c in first.ranked[:_SPAN_CANDIDATES]])
-    if best.prompt_blocks:
+    if policy.pools[pool].profile.uses_prefix_hints:  # (0 where the pick holds none of the prompt)
         span.set_attribute("tandem.predicted_prefix_blocks", best.prefix_match_blocks)
     for label, seconds in first.plugin_seconds.items():
         span.set_attribute(f"tandem.plugin_us.{label}", round(seconds * 1e6, 1))

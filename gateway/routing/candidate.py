@@ -11,10 +11,10 @@ RECENT_WINDOW_S = 5.0  # the window of `recent_requests` and `prefix_recent_requ
 
 
 class Candidate(NamedTuple):
-    """Immutable, and a tuple rather than a frozen dataclass: a gateway builds one per backend per request, and a
+    """Immutable, and a tuple rather than a frozen dataclass: a gateway reads one per backend per request, and a
     frozen dataclass's constructor (a checked set per field) took 1.4 µs of a 2.7 µs snapshot (256 workers: 0.7 ms
-    a decision, bench/scaling.py). Fields after `kind` are built positionally by WorkerBackend.candidate: keep
-    their order in step with it."""
+    a decision, bench/scaling.py). Fields after `kind` are built positionally by WorkerBackend.candidate and
+    with_prefix: keep their order in step with them."""
 
     endpoint: str
     is_healthy: bool
@@ -26,10 +26,12 @@ class Candidate(NamedTuple):
     kv_blocks_total: int = 0  # 0: not reported
     block_size_tokens: int = 0  # 0: not reported
     inflight: int = 0  # requests this gateway has open on it
+    recent_requests: int = 0  # requests this gateway sent it in the last RECENT_WINDOW_S: its share of the flow
+    # This request's prompt, filled in only where the backend holds some of it (0 elsewhere: what a plugin reads
+    # them for is the part held, and leaving them out lets a backend's snapshot be kept between requests).
     prompt_blocks: int = 0  # full blocks in this request's prompt
     prefix_match_blocks: int = 0  # of those, how many leading ones the hint index says this backend holds
-    recent_requests: int = 0  # requests this gateway sent it in the last RECENT_WINDOW_S: its share of the flow
-    prefix_recent_requests: int = 0  # requests with this prompt's first block, same window (same for all candidates)
+    prefix_recent_requests: int = 0  # requests with this prompt's first block, same window
 
     @property
     def load(self) -> int:
