@@ -1,12 +1,16 @@
 """What routing costs as the work grows: workers in a pool, prompt length, open streams.
 
-1. The routing decision (hash the prompt, look the hints up, score, pick: what the gateway does per pool) with 8,
-   64 and 256 workers, in both hint modes: Redis (a redis-server of its own, every worker holding hints for other
-   prompts and two holding this one) and the gateway's own history. Goal: p99 under 1 ms at 256 workers.
+1. The routing decision (what dispatch times as tandem_gateway_routing_decision_seconds: the rule, the pool's
+   backends, hashing the prompt and looking its hints up, scoring, picking), each pick then sent through the
+   backend's own bookkeeping, with 8, 64 and 256 workers, in both hint modes: Redis (a redis-server of its own,
+   every worker holding hints for other prompts and two holding this one) and the gateway's own history. Goal: p99
+   under 1 ms at 256 workers.
 2. The hint lookup against prompt length (1k, 8k and 32k tokens) with 8 workers.
 3. The gateway's memory per open stream: RSS with 0 to 200 streams held open against a slow sim-worker.
 
-Prints one line per measurement, writes docs/scaling.png, and ends with one JSON object.
+1 and 2 are measured in rounds (--rounds, 3 by default), each over every point and starting at another, and each
+figure is the median of its per-round values: these VMs drift by a third within a minute. Prints one line per
+measurement, writes docs/scaling.png, and ends with one JSON object.
 
     python bench/scaling.py            # --quick: fewer iterations and streams
 """
@@ -15,6 +19,7 @@ import argparse
 import asyncio
 import json
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -45,6 +50,7 @@ from tests.stack import start_gateway  # noqa: E402
 
 SALT, BLOCK = "t", 16
 WORKER_COUNTS = (8, 64, 256)
+MODES = ("redis", "approximate")
 PROMPT_TOKENS = (1024, 8192, 32768)
 
 
@@ -220,7 +226,7 @@ def plot(decisions: dict, lookups: dict, memory: dict, path: Path) -> None:
     axes[1].legend()
     counts = sorted(memory)
     axes[2].plot(counts, [memory[n] for n in counts], marker="o")
-    axes[2].set(xlabel="open streams", ylabel="gateway RSS (MB)", title="memory with open streams")
+    axes[2].set(xlabel="open streams", ylabel="gateway RSS (MB)", title="memory with open streams", ylim=(0, None))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -228,23 +234,32 @@ def plot(decisions: dict, lookups: dict, memory: dict, path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="300 decisions per point, up to 100 streams")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, each over every point (default 3)")
     parser.add_argument("--plot", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "scaling.png")
     args = parser.parse_args()
     iterations = 300 if args.quick else 1000
     counts = (25, 50, 100) if args.quick else (50, 100, 200)
     redis_url, redis_process = start_redis_server(Path(tempfile.mkdtemp(prefix="scaling-redis-")))
+    points = [("decision", mode, w) for mode in MODES for w in WORKER_COUNTS]
+    points += [("lookup", mode, t) for mode in MODES for t in PROMPT_TOKENS]
+    measured: dict[tuple, list[dict]] = {point: [] for point in points}
     try:
-        decisions = {mode: {} for mode in ("redis", "approximate")}
-        lookups = {mode: {} for mode in ("redis", "approximate")}
-        for mode in decisions:
-            for workers in WORKER_COUNTS:
-                decisions[mode][workers] = asyncio.run(decision_us(redis_url, workers, 750, mode, iterations))
-                print(f"  decision, {mode:11s} {workers:3d} workers: {decisions[mode][workers]}", flush=True)
-            for tokens in PROMPT_TOKENS:
-                lookups[mode][tokens] = asyncio.run(decision_us(redis_url, 8, tokens, mode, iterations))
-                print(f"  lookup,   {mode:11s} {tokens:5d} tokens: {lookups[mode][tokens]}", flush=True)
+        for r in range(args.rounds):  # each round over every point, starting at another: drift hits them all alike
+            for kind, mode, n in points[r % len(points) :] + points[: r % len(points)]:
+                workers, tokens = (n, 750) if kind == "decision" else (8, n)
+                one = asyncio.run(decision_us(redis_url, workers, tokens, mode, iterations))
+                measured[kind, mode, n].append(one)
+                print(f"  round {r + 1}, {kind}, {mode:11s} {n:5d} {'workers' if kind == 'decision' else 'tokens'}: "
+                      f"{one}", flush=True)  # fmt: skip
     finally:
         redis_process.terminate()
+    # Each figure: the median of its per-round values.
+    median = {point: {key: round(statistics.median(one[key] for one in runs), 1) for key in runs[0]}
+              for point, runs in measured.items()}  # fmt: skip
+    decisions = {mode: {w: median["decision", mode, w] for w in WORKER_COUNTS} for mode in MODES}
+    lookups = {mode: {t: median["lookup", mode, t] for t in PROMPT_TOKENS} for mode in MODES}
+    for kind, mode, n in points:
+        print(f"  median of {args.rounds} rounds, {kind}, {mode:11s} {n:5d}: {median[kind, mode, n]}", flush=True)
     memory = asyncio.run(memory_per_stream(counts))
     per_stream_kb = (memory[max(counts)] - memory[0]) * 1024 / max(counts)
     plot(decisions, lookups, memory, args.plot)
@@ -255,7 +270,7 @@ def main() -> None:
         "lookup_p50_us_by_prompt_tokens": {m: {t: lookups[m][t]["lookup_p50"] for t in PROMPT_TOKENS} for m in lookups},
         "gateway_rss_mb_by_open_streams": {n: round(v, 1) for n, v in memory.items()},
         "gateway_kb_per_open_stream": round(per_stream_kb, 1),
-        "cpu": model, "isa": isa,
+        "rounds": args.rounds, "cpu": model, "isa": isa,
     }))  # fmt: skip
 
 
