@@ -171,7 +171,8 @@ class SerialEngine:
                 elif constraint is not None and constraint.done:
                     finish, text = "stop", text + detok.flush()
                 elif num_out >= params.max_tokens:
-                    finish, text = "length", text + detok.flush()
+                    text += detok.flush()  # (which may end in a stop string: bytes of no character become U+FFFD)
+                    finish = "stop" if detok.is_stopped else "length"
             ids, logprobs, tops = detok.take()  # tokens leave with their text; a stop string's never do
             if finish is None:
                 job.emit(GenerationChunk(ids, text, logprobs=logprobs, top_logprobs=tops))

@@ -54,14 +54,20 @@ class IncrementalDetokenizer:
         if len(window) <= len(seen):
             return ""  # no text yet
         self._accept(end, seen, window)
+        if self._stopped_at_stop_string():
+            return self._release(len(self._text))
+        return self._release(len(self._text) - self._holdback)
+
+    def _stopped_at_stop_string(self) -> bool:
+        """Whether a stop string is in the text now; if so, the text ends where it begins."""
         for stop in self._stop_strings:
             # A stop can only newly appear in the unreleased tail plus what was held back.
             at = self._text.find(stop, max(0, self._released - len(stop)))
             if at != -1:
                 self.is_stopped = True
                 self._text = self._text[:at]
-                return self._release(len(self._text))
-        return self._release(len(self._text) - self._holdback)
+                return True
+        return False
 
     def _decode(self, ids: list[int]) -> str:
         return self._tokenizer.decode(ids, skip_special_tokens=True)
@@ -89,6 +95,8 @@ class IncrementalDetokenizer:
             window = self._decode(ids[self._prefix_offset :])
             if len(window) > len(seen):
                 self._accept(len(ids), seen, window)
+                # The bytes that never finished a character are U+FFFD now: a stop string may end in one.
+                self._stopped_at_stop_string()
         self._flushed = not self.is_stopped
         return self._release(len(self._text))
 

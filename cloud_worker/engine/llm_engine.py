@@ -232,7 +232,8 @@ class PagedEngine:
         elif detok.is_stopped:
             reason = "stop"
         elif seq.num_output_tokens >= params.max_tokens:
-            text, reason = text + detok.flush(), "length"
+            text += detok.flush()  # (which may end in a stop string: bytes of no character become U+FFFD)
+            reason = "stop" if detok.is_stopped else "length"
         else:
             reason = None
         # Tokens leave with their text: those of a stop string, scored before it matched, never do.

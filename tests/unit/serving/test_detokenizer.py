@@ -113,3 +113,14 @@ def test_bytes_that_never_finish_a_character_are_text_and_the_window_stays_short
     ids = tokenizer.encode("東京").ids  # a real character split over tokens still waits for its last piece
     detok = IncrementalDetokenizer(tokenizer)
     assert "".join(detok.push(t) for t in [97, 97, 97, 97, *ids]) + detok.flush() == "\ufffd" * 4 + "東京"
+
+
+def test_a_stop_string_that_only_the_flush_completes_still_stops(tokenizer):
+    """Bytes that never finish a character become U+FFFD only when the sequence ends: a stop string ending in one
+    must cut there too, not come out in the answer (and its tokens must not leave)."""
+    ok = tokenizer.encode("ok").ids
+    detok = IncrementalDetokenizer(tokenizer, ("\ufffd",))
+    text = "".join(detok.push(t) for t in [*ok, 97])  # "ok", then one byte that is no character
+    text += detok.flush()
+    assert (text, detok.is_stopped) == ("ok", True)
+    assert list(detok.take()[0]) == ok  # the byte's token is the stop's: it never leaves

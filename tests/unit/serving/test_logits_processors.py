@@ -120,3 +120,17 @@ def test_a_banned_token_never_appears_and_logprobs_are_the_raw_models(engine, de
     chosen = [lp for c in chunks for lp in c.logprobs]
     assert len(chosen) == num_out and all(lp <= 0 for lp in chosen)
     assert all(abs(lp - dict(top).get(t, lp)) < 1e-5 for t, lp, top in zip(got, chosen, tops, strict=True))
+
+
+def test_a_stop_string_the_last_tokens_complete_ends_with_stop_on_both_engines(engine):
+    """Byte tokens that are no character (logit_bias forces them) become U+FFFD only when max_tokens ends the
+    answer: a stop string of that character still cuts the text and makes finish_reason "stop", not "length"."""
+    params = SamplingParams(max_tokens=2, ignore_eos=True, logit_bias=((97, 100.0),), stop_strings=("\ufffd",))
+
+    async def run():
+        return [c async for c in engine.generate(GenerationRequest("r", tuple(PROMPT), params))]
+
+    chunks = asyncio.run(run())
+    assert "".join(c.text for c in chunks) == ""
+    assert chunks[-1].finish_reason == "stop"
+    assert [t for c in chunks for t in c.token_ids] == []  # the stop's tokens never leave
