@@ -55,6 +55,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gateway.backends.registry import PoolBackends  # noqa: E402
 from gateway.backends.worker_backend import WorkerBackend  # noqa: E402
 from gateway.gather import PromptKey, gather_candidates  # noqa: E402
 from gateway.hints.approximate_index import ApproximateIndex  # noqa: E402
@@ -350,6 +351,7 @@ def decision_times_us(redis_url: str, model: Path, iterations: int = 2000) -> tu
         backend = WorkerBackend(f"grpc://127.0.0.1:{7000 + i}", MODEL_ID, "cloud")
         backend.stats = worker_pb2.StatsReply(model_id=MODEL_ID, kind="cloud", queue_depth=i % 3, block_size_tokens=16)
         backends.append(backend)
+    pool = PoolBackends(tuple(backends))  # as the gateway's registry keeps them between requests
 
     async def measure():
         client = connect(redis_url)
@@ -357,7 +359,7 @@ def decision_times_us(redis_url: str, model: Path, iterations: int = 2000) -> tu
         times = []
         for i in range(iterations):
             started = time.perf_counter()
-            candidates, _ = await gather_candidates(backends, profile, PromptKey("t", ids), hints)
+            candidates, _ = await gather_candidates(pool, profile, PromptKey("t", ids), hints)
             run_profile(profile, candidates, False, i)
             times.append(time.perf_counter() - started)
         await client.aclose()

@@ -92,7 +92,8 @@ async def dispatch(
     gathered = await gather_pools(
         registry, policy, decision.pools, prompt, privacy.hints_for(decision.is_private, hints)
     )
-    plan = plan_route(policy, features, gathered.candidates, next(_turns), decision)
+    hinted = [pool for pool, hashes in gathered.hashes.items() if hashes]
+    plan = plan_route(policy, features, gathered.candidates, next(_turns), decision, hinted)
     metrics.ROUTING_DECISION.observe(time.perf_counter() - started)
     metrics.observe_plugins(plan)
     loop = asyncio.get_running_loop()

@@ -5,7 +5,7 @@ Scorers stay pure; the one lookup (Redis or the gateway's history) happens here.
 """
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -59,7 +59,7 @@ class Gathered:
     block hashes per pool (empty where the pool does not score prefix hits)."""
 
     candidates: dict[str, list[Candidate]]
-    backends: dict[str, dict[str, WorkerBackend]]  # pool -> endpoint -> client
+    backends: dict[str, Mapping[str, WorkerBackend]]  # pool -> endpoint -> client
     hashes: dict[str, list[bytes]]
 
 

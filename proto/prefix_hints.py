@@ -13,6 +13,7 @@ The scripts run with Redis's own clock (TIME), so the hosts' clocks need not agr
 """
 
 import functools
+from collections.abc import Sequence
 from urllib.parse import urlparse
 
 KEY_PREFIX = "tandem:kvb"  # `tandem:kv` held one key per (worker, block) before: a gateway does not read those
@@ -114,7 +115,7 @@ return out
 )
 
 
-def match_args(worker_ids: list[str]) -> list:
+def match_args(worker_ids: Sequence[str]) -> list:
     """MATCH_SCRIPT's ARGV for these candidates."""
     return ["".join(f"{w}," for w in worker_ids), len(worker_ids)]
 

@@ -14,8 +14,9 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from urllib.parse import urlparse
 
 from gateway.backends.grpc_backend import GrpcWorkerBackend
@@ -36,17 +37,17 @@ class PoolBackends:
     (listing 256 of them per request, with their endpoint map, was ~60 µs of a routing decision). Read-only."""
 
     backends: tuple[WorkerBackend, ...]
-    by_endpoint: dict[str, WorkerBackend] = field(init=False)
-    worker_ids: list[str] = field(init=False)  # each backend's, in order: what a prefix-hint lookup asks about
-    positions: dict[str, list[int]] = field(init=False)  # worker id -> its backends' places in `backends`
+    by_endpoint: Mapping[str, WorkerBackend] = field(init=False)
+    worker_ids: tuple[str, ...] = field(init=False)  # each backend's, in order: what a prefix-hint lookup asks about
+    positions: Mapping[str, tuple[int, ...]] = field(init=False)  # worker id -> its backends' places in `backends`
 
     def __post_init__(self) -> None:
-        positions: dict[str, list[int]] = {}
+        positions: dict[str, tuple[int, ...]] = {}
         for i, b in enumerate(self.backends):
-            positions.setdefault(b.worker_id, []).append(i)
-        object.__setattr__(self, "by_endpoint", {b.endpoint: b for b in self.backends})
-        object.__setattr__(self, "worker_ids", [b.worker_id for b in self.backends])
-        object.__setattr__(self, "positions", positions)
+            positions[b.worker_id] = (*positions.get(b.worker_id, ()), i)
+        object.__setattr__(self, "by_endpoint", MappingProxyType({b.endpoint: b for b in self.backends}))
+        object.__setattr__(self, "worker_ids", tuple(b.worker_id for b in self.backends))
+        object.__setattr__(self, "positions", MappingProxyType(positions))
 
 
 async def resolve_addresses(host: str, port: int) -> list[str]:
@@ -73,13 +74,20 @@ class BackendRegistry:
         self._live: dict[Key, WorkerBackend] = {}
         self._retiring: dict[Key, WorkerBackend] = {}
         self._pools: dict[str, tuple[Policy, PoolBackends]] = {}  # pool name -> (its policy, its clients)
+        self._applying = asyncio.Lock()
         self._live = {key: self._new(key, pool) for key, pool in self._keys(policy).items()}
 
     def _new(self, key: Key, pool: Pool) -> WorkerBackend:
         return self._backend_factory(key[0], key[2], pool)
 
-    async def apply(self, policy: Policy) -> None:
-        """Follow a new policy: new backends are polled once before any request can see them."""
+    async def apply(self, policy: Policy | None = None) -> None:
+        """Follow a new policy (None: the current one, with fresh DNS answers): new backends are polled once before
+        any request can see them. One at a time, the current policy read inside: a DNS refresh that overlapped a
+        reload raised KeyError (and its poller died with it), or put the reloaded policy's backends back."""
+        async with self._applying:
+            await self._apply(policy or self._policy)
+
+    async def _apply(self, policy: Policy) -> None:
         self._policy = policy
         await self._resolve(policy)
         wanted = self._keys(policy)
@@ -97,8 +105,9 @@ class BackendRegistry:
         deadline = loop.time() + RETIRE_GRACE_S
         while backend.inflight and loop.time() < deadline:
             await asyncio.sleep(0.5)
-        self._retiring.pop(key, None)
-        self._pools.clear()
+        if self._retiring.get(key) is backend:  # (not a later client of the same key, retired since)
+            del self._retiring[key]
+            self._pools.clear()
         await backend.close()
 
     def backends(self, policy: Policy, pool_name: str) -> list[WorkerBackend]:
@@ -113,9 +122,8 @@ class BackendRegistry:
             return kept[1]
         pool, model = policy.pools[pool_name], policy.model_of(pool_name, self._default_model)
         keys = [(url, pool.kind, model) for url in self._expand(pool)]
-        built = PoolBackends(
-            tuple(b for key in keys if (b := self._live.get(key) or self._retiring.get(key)) is not None)
-        )
+        found = (b for key in keys if (b := self._live.get(key) or self._retiring.get(key)) is not None)
+        built = PoolBackends(tuple(dict.fromkeys(found)))  # once each: an address listed and also resolved by DNS
         self._pools[pool_name] = (policy, built)
         return built
 
@@ -125,7 +133,7 @@ class BackendRegistry:
     async def refresh_all(self) -> None:
         """Poll every backend's health; first re-resolve dns:// endpoints when they are due."""
         if self._has_dns(self._policy) and time.monotonic() - self._resolved_at >= DNS_REFRESH_S:
-            await self.apply(self._policy)
+            await self.apply()
         await asyncio.gather(*(b.refresh() for b in self.all()))
 
     @staticmethod
@@ -167,7 +175,10 @@ class BackendRegistry:
     async def poll_forever(self, interval_s: float) -> None:
         while True:
             await asyncio.sleep(interval_s)
-            await self.refresh_all()
+            try:
+                await self.refresh_all()
+            except Exception:  # noqa: BLE001 - one bad round must not end health polling for the gateway's life
+                log.exception("backend health poll failed; polling again in %g s", interval_s)
 
     async def close(self) -> None:
         await asyncio.gather(*(b.close() for b in [*self._live.values(), *self._retiring.values()]))

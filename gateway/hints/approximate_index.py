@@ -14,6 +14,7 @@ Memory is bounded: at most `capacity` hashes, least recently recorded dropped fi
 
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 
 
 class ApproximateIndex:
@@ -37,7 +38,7 @@ class ApproximateIndex:
         while len(self._holders) > self.capacity:
             self._holders.popitem(last=False)
 
-    def match(self, hashes: list[bytes], worker_ids: list[str], max_age_s: float | None = None) -> dict[str, int]:
+    def match(self, hashes: list[bytes], worker_ids: Sequence[str], max_age_s: float | None = None) -> dict[str, int]:
         """Per worker holding the first hash, how many leading hashes it is believed to hold (recorded within
         max_age_s, if given); a worker left out holds none. Only the holders are touched: at 256 candidates, a
         dict of every one was a measurable part of a routing decision (bench/scaling.py)."""

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from gateway import metrics
 from gateway.hints.approximate_index import ApproximateIndex
@@ -56,7 +57,7 @@ class PrefixHints:
         by_worker = await self.match_workers(hashes, workers)
         return {e: by_worker.get(w, 0) for e, w in zip(endpoints, workers, strict=True)}
 
-    async def match_workers(self, hashes: list[bytes], workers: list[str]) -> dict[str, int]:
+    async def match_workers(self, hashes: list[bytes], workers: Sequence[str]) -> dict[str, int]:
         """Per worker id holding the first block, how many leading blocks it holds; one left out holds none (at
         256 candidates, a dict of every one was a measurable part of a decision: bench/scaling.py)."""
         if self._redis is not None and time.monotonic() >= self._redis_down_until:

@@ -1,5 +1,7 @@
 """Prefix hints as the workers publish them (proto/prefix_hints.py): one script call per lookup."""
 
+from collections.abc import Sequence
+
 import redis
 
 from proto.prefix_hints import HOLD_SCRIPT, MATCH_SCRIPT, block_key, match_args, too_old
@@ -10,9 +12,9 @@ class RedisHintIndex:
         self._model_id, self._client = model_id, client
         self._match = client.register_script(MATCH_SCRIPT)
         self._hold = client.register_script(HOLD_SCRIPT)
-        self._args: tuple[list[str] | None, list] = (None, [])  # the last candidates and their ARGV
+        self._args: tuple[Sequence[str] | None, list] = (None, [])  # the last candidates and their ARGV
 
-    async def match(self, hashes: list[bytes], worker_ids: list[str]) -> dict[str, int]:
+    async def match(self, hashes: list[bytes], worker_ids: Sequence[str]) -> dict[str, int]:
         """Per candidate holding the first hash, how many leading hashes it holds; one left out holds none.
 
         One round trip over the prompt's block keys: Redis takes the candidates holding the first block and bisects

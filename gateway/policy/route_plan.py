@@ -11,7 +11,7 @@ backends in the plan's order; explain, replay and `tandem policy explain`
 print the same plan.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from opentelemetry import trace
@@ -67,9 +67,12 @@ def plan_route(
     candidates: Mapping[str, Sequence[Candidate]],
     turn: int = 0,
     decision: Decision | None = None,
+    hinted: Collection[str] = (),
 ) -> RoutePlan:
     """The route plan. A pool missing from `candidates` has none; `turn` rotates ties; `decision` is the
-    caller's own `decide(policy, features)` when it already made it to know which pools to gather."""
+    caller's own `decide(policy, features)` when it already made it to know which pools to gather; `hinted` names
+    the pools whose candidates this prompt's prefix hints were looked up for (the span then says what the pick
+    holds, 0 included)."""
     with tracer.start_as_current_span("gateway.route_plan") as span:
         if decision is None:
             try:
@@ -82,11 +85,11 @@ def plan_route(
             ranking = run_profile(policy.pools[name].profile, list(candidates.get(name, ())), decision.is_private, turn)
             pools.append(PoolPlan(name, ranking))
         plan = RoutePlan(features, decision.rules, decision, tuple(pools))
-        _describe(span, plan, policy)
+        _describe(span, plan, hinted)
         return plan
 
 
-def _describe(span: trace.Span, plan: RoutePlan, policy: Policy) -> None:
+def _describe(span: trace.Span, plan: RoutePlan, hinted: Collection[str]) -> None:
     if not span.is_recording():
         return
     decision = plan.decision
@@ -102,7 +105,7 @@ def _describe(span: trace.Span, plan: RoutePlan, policy: Policy) -> None:
     span.set_attribute("tandem.backend", best.endpoint)
     first = next(p for p in plan.pools if p.pool == pool)
     span.set_attribute("tandem.candidates", [c.endpoint for c in first.ranked[:_SPAN_CANDIDATES]])
-    if policy.pools[pool].profile.uses_prefix_hints:  # (0 where the pick holds none of the prompt)
+    if pool in hinted:
         span.set_attribute("tandem.predicted_prefix_blocks", best.prefix_match_blocks)
     for label, seconds in first.plugin_seconds.items():
         span.set_attribute(f"tandem.plugin_us.{label}", round(seconds * 1e6, 1))

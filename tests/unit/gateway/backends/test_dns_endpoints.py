@@ -1,5 +1,7 @@
 """dns://name:port endpoints: one backend per address the name resolves to, followed as it changes."""
 
+import asyncio
+
 import pytest
 
 from gateway.backends import registry as registry_module
@@ -74,6 +76,45 @@ async def test_resolution_waits_for_its_interval():
     dns.addresses = ["10.0.0.6"]
     await registry.refresh_all()  # within DNS_REFRESH_S of the last resolution: not asked again
     assert endpoints(registry, policy, "cloud") == ["grpc://10.0.0.5:50051"]
+    await registry.close()
+
+
+async def test_a_dns_refresh_overlapping_a_reload_neither_fails_nor_undoes_it(monkeypatch):
+    """The health poller re-resolves dns:// names while the policy watcher may be applying a reload: the two ran
+    interleaved, and the refresh raised KeyError (which ended the poller) or put the old policy's backends back."""
+    monkeypatch.setattr(registry_module, "DNS_REFRESH_S", 0.0)
+
+    class SlowDns(Dns):
+        async def __call__(self, host: str, port: int) -> list[str]:
+            await asyncio.sleep(0.05)
+            return await super().__call__(host, port)
+
+    registry, _ = make(SlowDns("10.0.0.7"))
+    refresh = asyncio.create_task(registry.refresh_all())  # as the poller does, every interval
+    await asyncio.sleep(0.01)  # it is waiting for DNS now
+    reloaded = parse_policy(POLICY.replace("dns://workers.tandem.svc:50051", "grpc://10.0.0.2:50051"), "test")
+    await registry.apply(reloaded)
+    await refresh
+    assert endpoints(registry, reloaded, "cloud") == ["grpc://10.0.0.2:50051"]
+    assert sorted(b.endpoint for b in registry.all()) == ["grpc://10.0.0.2:50051", "grpc://127.0.0.1:50061"]
+    await registry.close()
+
+
+async def test_a_failed_poll_round_does_not_end_polling(monkeypatch):
+    registry, _ = make(Dns("10.0.0.7"))
+    rounds = []
+
+    async def refresh_all():
+        rounds.append(1)
+        if len(rounds) == 1:
+            raise RuntimeError("a bug in one round")
+
+    monkeypatch.setattr(registry, "refresh_all", refresh_all)
+    poller = asyncio.create_task(registry.poll_forever(0.005))
+    async with asyncio.timeout(5):  # (a poller that died never gets there)
+        while len(rounds) < 3:
+            await asyncio.sleep(0.005)
+    poller.cancel()
     await registry.close()
 
 

@@ -146,3 +146,14 @@ async def test_a_pool_follows_a_reload_and_a_request_keeps_the_policy_it_started
     assert "grpc://10.0.0.1:1" in registry.pool(old, "cloud").by_endpoint
     assert [b.endpoint for b in registry.pool(new, "cloud").backends] == ["grpc://10.0.0.2:1", "grpc://10.0.0.3:1"]
     await registry.close()
+
+
+async def test_a_backend_listed_twice_is_one_candidate():
+    """An address listed twice (or listed and also resolved from a dns:// name) is one backend: one candidate, one
+    line in explain, and dispatch does not try it twice."""
+    policy = policy_of("grpc://10.0.0.1:1", "grpc://10.0.0.2:1", "grpc://10.0.0.1:1")
+    registry = BackendRegistry(policy, "m", lambda url, model, pool: Answering(url))
+    await registry.refresh_all()
+    gathered = await gather_pools(registry, policy, ["cloud"], None, None)
+    assert [c.endpoint for c in gathered.candidates["cloud"]] == ["grpc://10.0.0.1:1", "grpc://10.0.0.2:1"]
+    await registry.close()
