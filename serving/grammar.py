@@ -18,6 +18,7 @@ import json
 import logging
 import threading
 from collections import OrderedDict
+from contextvars import ContextVar
 
 import llguidance
 from tokenizers import Tokenizer
@@ -119,13 +120,18 @@ def _short(problem: str) -> str:
 
 
 MAX_PROBLEM_CHARS = 500
-_SCHEMAS = _Remembered(256)  # (id of llguidance's tokenizer, the schema's SHA-256) -> its SchemaCheck
-_GRAMMARS = _Remembered(1024)  # (id of llguidance's tokenizer, the grammar's SHA-256) -> None: it serves
+# Whose request a check is for (the gateway sets its tenant): what was compiled is remembered per tenant, so that
+# no tenant can time whether another sent a schema (a remembered one answers in microseconds, a compile takes up to
+# seconds). Contexts reach the compiling threads (gateway/api/prepare.py's `_compiling` copies them).
+CACHE_SCOPE: ContextVar[str] = ContextVar("grammar_cache_scope", default="")
+_SCHEMAS = _Remembered(256)  # (scope, id of llguidance's tokenizer, the schema's SHA-256) -> its SchemaCheck
+_GRAMMARS = _Remembered(1024)  # (scope, id of llguidance's tokenizer, the grammar's SHA-256) -> None: it serves
 
 
 def schema_check(schema: dict, tokenizer: llguidance.LLTokenizer) -> SchemaCheck:
-    """The SchemaCheck for this schema, compiled once a process; GrammarError (remembered too) when it cannot be."""
-    key = (id(tokenizer), hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).digest())
+    """The SchemaCheck for this schema, compiled once a process (per CACHE_SCOPE); GrammarError (remembered too)
+    when it cannot be."""
+    key = (CACHE_SCOPE.get(), id(tokenizer), hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).digest())
     return _SCHEMAS.get(key, lambda: SchemaCheck(schema, tokenizer))
 
 
@@ -133,7 +139,7 @@ def check_grammar(grammar: str, tokenizer: llguidance.LLTokenizer) -> None:
     """Refuse, before any worker sees it, a grammar that will not serve: too large, invalid, too complex for the
     parser (ParserTooComplex shows at the first mask), or one that allows only an empty answer. Seconds of CPU for
     a large schema the first time: call it off the event loop."""
-    key = (id(tokenizer), hashlib.sha256(grammar.encode()).digest())
+    key = (CACHE_SCOPE.get(), id(tokenizer), hashlib.sha256(grammar.encode()).digest())
 
     def compile_only() -> None:  # the matcher is not kept: 1,024 of them would hold their parsers
         _compiled(grammar, tokenizer)

@@ -23,6 +23,7 @@ from gateway.classify.classify import classify
 from gateway.classify.features import RequestFeatures
 from gateway.policy.schema import Policy
 from gateway.state import GatewayState, ServedModel
+from serving.grammar import CACHE_SCOPE
 from serving.openai.answer import ToolPlan, answer_grammar, check_token_ids, shaped, tool_plan
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.errors import BadRequest, PromptTooLong
@@ -63,6 +64,7 @@ class Prepared:
 
 async def prepare_chat(body: ChatCompletionRequest, request: Request, state: GatewayState, policy: Policy) -> Prepared:
     model = _check(body, state, policy)
+    CACHE_SCOPE.set(request.state.tenant)  # (this request's task only) compiles remembered for its tenant alone
     try:
         messages = [m.for_template() for m in body.messages]
     except ValueError as exc:
@@ -81,6 +83,7 @@ async def prepare_completion(
     body: CompletionRequest, request: Request, state: GatewayState, policy: Policy
 ) -> Prepared:
     model = _check(body, state, policy)
+    CACHE_SCOPE.set(request.state.tenant)
     if not isinstance(body.prompt, str):
         vocab = model.tokenizer.tokenizer.get_vocab_size()
         bad = [t for t in body.prompt if not 0 <= t < vocab]

@@ -71,21 +71,13 @@ def test_a_grammar_that_will_not_compile_is_the_requests_fault(engine):
         asyncio.run(answer(engine, SamplingParams(max_tokens=4, grammar="{not a grammar")))
 
 
-def test_a_grammar_is_compiled_once_whether_it_serves_or_not(demo_checkpoint, monkeypatch):
-    """Clients send the same response_format request after request, and a nested schema costs the gateway a second
-    of CPU to compile (a refused one too): each is compiled once, and its answer, refusal included, remembered."""
+def counting_compiles(monkeypatch) -> list:
+    """llguidance's matcher, counting how many grammars are looked at (one entry each) in the list returned."""
     import llguidance
 
-    from serving.checkpoint import load_tokenizer
-    from serving.grammar import check_grammar, llg_tokenizer
-
-    tokenizer = llg_tokenizer(load_tokenizer(demo_checkpoint), ())
-    good = grammar_for({"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {
-        "once": {"type": "integer"}}}}})  # fmt: skip
-    broken = grammar_for({"type": "json_schema", "json_schema": {"schema": {"$ref": "#/$defs/once"}}})
     real, made = llguidance.LLMatcher, []
 
-    class Counting:  # llguidance's matcher, counting how many grammars are looked at
+    class Counting:
         @staticmethod
         def validate_grammar(*args):
             made.append(1)
@@ -95,6 +87,21 @@ def test_a_grammar_is_compiled_once_whether_it_serves_or_not(demo_checkpoint, mo
             return real(*args)
 
     monkeypatch.setattr(llguidance, "LLMatcher", Counting)
+    return made
+
+
+def test_a_grammar_is_compiled_once_whether_it_serves_or_not(demo_checkpoint, monkeypatch):
+    """Clients send the same response_format request after request, and a nested schema costs the gateway a second
+    of CPU to compile (a refused one too): each is compiled once, and its answer, refusal included, remembered."""
+
+    from serving.checkpoint import load_tokenizer
+    from serving.grammar import check_grammar, llg_tokenizer
+
+    tokenizer = llg_tokenizer(load_tokenizer(demo_checkpoint), ())
+    good = grammar_for({"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {
+        "once": {"type": "integer"}}}}})  # fmt: skip
+    broken = grammar_for({"type": "json_schema", "json_schema": {"schema": {"$ref": "#/$defs/once"}}})
+    made = counting_compiles(monkeypatch)
     for grammar in (good, broken):
         outcomes = []
         for _ in range(3):
@@ -105,3 +112,29 @@ def test_a_grammar_is_compiled_once_whether_it_serves_or_not(demo_checkpoint, mo
                 outcomes.append(str(exc))
         assert len(set(outcomes)) == 1 and (outcomes[0] is None) == (grammar is good), outcomes
     assert len(made) == 2  # once each
+
+
+def test_what_one_tenant_compiled_is_not_remembered_for_another(demo_checkpoint, monkeypatch):
+    """A remembered check answers in microseconds, a compile takes up to seconds: shared between tenants, one could
+    time whether another had sent a schema. The gateway sets each request's tenant as the scope (prepare.py)."""
+    import contextvars
+
+    from serving.checkpoint import load_tokenizer
+    from serving.grammar import CACHE_SCOPE, check_grammar, llg_tokenizer
+
+    tokenizer = llg_tokenizer(load_tokenizer(demo_checkpoint), ())
+    grammar = grammar_for({"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {
+        "tenant_scoped": {"type": "integer"}}}}})  # fmt: skip
+    made = counting_compiles(monkeypatch)
+
+    def check_for(tenant: str) -> int:
+        before = len(made)
+
+        def check():  # in a context of its own, as each request's task has
+            CACHE_SCOPE.set(tenant)
+            check_grammar(grammar, tokenizer)
+
+        contextvars.copy_context().run(check)
+        return len(made) - before
+
+    assert [check_for("acme"), check_for("acme"), check_for("globex"), check_for("acme")] == [1, 0, 1, 0]
