@@ -118,14 +118,14 @@ def add_openai_routes(
             return error_response(400, str(exc))
         except (ValueError, RecursionError) as exc:  # JSON that does not parse, a content part that is not text
             return error_response(400, f"bad request: {str(exc)[:200]}")
-        shape = ResponseShape.new(True, f"chatcmpl-{uuid.uuid4().hex}", model_id)
+        include_usage = bool(body.stream and body.stream_options and body.stream_options.include_usage)
+        shape = ResponseShape.new(True, f"chatcmpl-{uuid.uuid4().hex}", model_id, include_usage)
         logprobs = None
         if body.wanted_top_logprobs() is not None:
             logprobs = Logprobs(True, chat.token_text, chat.token_bytes, keep=not body.stream)
         stream = _as_worker_chunks(engine.generate(gen))
         held = plan.streamed() if plan else None
         if body.stream:
-            include_usage = bool(body.stream_options and body.stream_options.include_usage)
             events = _sse(shape, stream, logprobs, held, include_usage)
             return StreamingResponse(events, media_type="text/event-stream")
         text, last = "", None

@@ -49,7 +49,8 @@ async def serve(
         await admission.release(0)
         raise
     prefix = "chatcmpl" if chat else "cmpl"
-    shape = ResponseShape.new(chat, f"{prefix}-{uuid.uuid4().hex}", prepared.model.id)
+    include_usage = bool(body.stream and body.stream_options and body.stream_options.include_usage)
+    shape = ResponseShape.new(chat, f"{prefix}-{uuid.uuid4().hex}", prepared.model.id, include_usage)
     return await _serve(body, prepared, shape, state, policy, admission, request)
 
 
@@ -154,7 +155,7 @@ async def _serve(
             keep=not body.stream,  # a streamed answer sends each entry once, and keeps none
         )
 
-    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+    include_usage = shape.streams_usage
     logprobs_wanted = body.wanted_top_logprobs() is not None
     if len(routed_all) == 1:
         if body.stream:

@@ -135,6 +135,8 @@ def _max_tokens(
 ) -> int:
     context = model.tokenizer.max_context_tokens
     room = context - num_prompt
+    if room < 1 and not requested:
+        raise PromptTooLong.of(context, num_prompt, None, prompt_field)
     max_tokens = requested or min(state.settings.default_max_tokens, room)
     if room < 1 or max_tokens > room:
         raise PromptTooLong.of(context, num_prompt, max_tokens, prompt_field)

@@ -39,8 +39,15 @@ class PromptTooLong(GatewayError):
     status_code, error_type, code = 400, "invalid_request_error", "context_length_exceeded"  # as OpenAI answers
 
     @classmethod
-    def of(cls, context: int, num_prompt: int, max_tokens: int, prompt_field: str) -> "PromptTooLong":
-        """OpenAI's words; `param` is the prompt's field, as OpenAI names it even when max_tokens alone is too large."""
+    def of(cls, context: int, num_prompt: int, max_tokens: int | None, prompt_field: str) -> "PromptTooLong":
+        """OpenAI's words; `param` is the prompt's field, as OpenAI names it even when max_tokens alone is too large.
+        `max_tokens` None: the request asked for none, and the prompt alone leaves no room for one."""
+        if max_tokens is None:
+            return cls(
+                f"This model's maximum context length is {context} tokens. However, your {prompt_field} resulted in "
+                f"{num_prompt} tokens. Please reduce the length of the {prompt_field}.",
+                param=prompt_field,
+            )
         return cls(
             f"This model's maximum context length is {context} tokens. However, you requested "
             f"{num_prompt + max_tokens} tokens ({num_prompt} in the {prompt_field}, {max_tokens} in the completion). "

@@ -29,14 +29,20 @@ class ResponseShape:
     model: str
     created: int
     index: int = 0  # the choice this shape writes (n > 1: one shape per choice)
+    # A stream whose last chunk carries the usage (stream_options.include_usage): every other chunk says
+    # "usage": null, as OpenAI's do (a client reading chunk["usage"] found no key).
+    streams_usage: bool = False
 
     @classmethod
-    def new(cls, is_chat: bool, response_id: str, model: str) -> "ResponseShape":
-        return cls(is_chat, response_id, model, int(time.time()))
+    def new(cls, is_chat: bool, response_id: str, model: str, streams_usage: bool = False) -> "ResponseShape":
+        return cls(is_chat, response_id, model, int(time.time()), streams_usage=streams_usage)
 
     def _envelope(self, streamed: bool) -> dict:
         kind = ("chat.completion.chunk" if streamed else "chat.completion") if self.is_chat else "text_completion"
-        return {"id": self.response_id, "object": kind, "created": self.created, "model": self.model}
+        envelope = {"id": self.response_id, "object": kind, "created": self.created, "model": self.model}
+        if streamed and self.streams_usage:
+            envelope["usage"] = None
+        return envelope
 
     def whole(
         self, text: str | None, reason: str, usage: worker_pb2.Usage, logprobs: dict | None = None, tool_calls=()

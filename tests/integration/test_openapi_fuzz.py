@@ -149,3 +149,7 @@ def test_the_local_agent_refuses_an_overflow_as_the_gateway_does_and_never_cuts_
     with httpx.stream("POST", f"{agent}/v1/chat/completions", json=quiet, headers=headers, timeout=30) as reply:
         lines = [line for line in reply.iter_lines() if line.startswith("data: ")]
     assert lines[-1] == "data: [DONE]" and not any('"usage"' in line for line in lines)  # no include_usage: none
+    counted = quiet | {"stream_options": {"include_usage": True}}
+    with httpx.stream("POST", f"{agent}/v1/chat/completions", json=counted, headers=headers, timeout=30) as reply:
+        events = [json.loads(line[6:]) for line in reply.iter_lines() if line.startswith("data: {")]
+    assert [e["usage"] is None for e in events] == [True] * (len(events) - 1) + [False]  # null until the last

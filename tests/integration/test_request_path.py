@@ -98,6 +98,17 @@ def test_streaming_and_non_streaming_agree(client, privacy):
     assert chunks[-1].usage.prompt_tokens == whole.usage.prompt_tokens
 
 
+@pytest.mark.parametrize("path", ["chat/completions", "completions"])
+def test_with_include_usage_every_chunk_has_a_usage_key_null_until_the_last(stack, path):
+    """OpenAI's: all chunks but the usage one carry "usage": null (a client reading chunk["usage"] found no key)."""
+    body = {"model": MODEL, "max_tokens": 6, "stream": True, "stream_options": {"include_usage": True}, "n": 2}
+    body |= {"messages": [{"role": "user", "content": "hi"}]} if path.startswith("chat") else {"prompt": "hi"}
+    with httpx.stream("POST", f"{stack.url}/v1/{path}", json=body, timeout=30) as reply:
+        events = [json.loads(line[6:]) for line in reply.iter_lines() if line.startswith("data: {")]
+    assert [e["usage"] is None for e in events] == [True] * (len(events) - 1) + [False]
+    assert events[-1]["choices"] == [] and events[-1]["usage"]["completion_tokens"] == 12
+
+
 def test_text_completions_stream_and_whole_agree(client):
     whole = client.completions.create(model=MODEL, prompt="The quick brown fox", max_tokens=12, temperature=0)
     streamed = "".join(
