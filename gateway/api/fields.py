@@ -25,7 +25,9 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "text content or `text` parts; `name`, `tool_calls`, `tool_call_id`, `refusal` and `refusal` parts (read "
         "as the turn's text); `developer` is the system role unless the chat template names it; what "
         "`message.model_dump()` and `parse()` send back (`audio`/`function_call` null, no `annotations`, `parsed`, "
-        "`parsed_arguments`: `content` and `arguments` again); any other key in a message is a 400",
+        "`parsed_arguments`: `content` and `arguments` again); any other key in a message is a 400; as OpenAI's, a "
+        "`tool` message needs the `tool_call_id` of a call in the assistant's message before it, and each such call "
+        "needs its `tool` message before the next turn (else a 400 naming the turn)",
     ),  # fmt: skip
     "prompt": (
         COMPLETIONS,

@@ -340,6 +340,15 @@ class _GenerationParams(BaseModel):
         return None
 
 
+def _all_answered(calls: set[str] | None, answered: set[str], before: str) -> None:
+    """Every call of the assistant's message before `before` has its tool message."""
+    if missing := (calls or set()) - answered:
+        raise ValueError(
+            f"an assistant's message with tool_calls must be followed by a tool message for each call, before "
+            f"{before}; none answers {', '.join(sorted(missing))[:200]}"
+        )
+
+
 class ChatCompletionRequest(_GenerationParams):
     messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_completion_tokens: int | None = Field(default=None, ge=1)
@@ -354,6 +363,40 @@ class ChatCompletionRequest(_GenerationParams):
     top_logprobs: int | None = Field(
         default=None, ge=0, le=MAX_TOP_LOGPROBS, description="with logprobs: this many alternatives per token"
     )
+
+    @field_validator("messages")
+    @classmethod
+    def _tool_messages_answer_calls(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """OpenAI's rules for a history with calls: a tool message names the call it answers (`tool_call_id`), one
+        of the assistant's message before it; an assistant's calls are each answered before the next turn. A broken
+        history reached the prompt as it was, and code written against Tandem then failed on OpenAI."""
+        calls: set[str] | None = None  # the ids of the calls open (None: no assistant's calls before)
+        answered: set[str] = set()
+        for i, message in enumerate(messages):
+            if message.role == "tool":
+                if message.tool_call_id is None:
+                    raise ValueError(f"messages[{i}]: a tool message needs tool_call_id, the id of the call it answers")
+                if calls is None:
+                    raise ValueError(
+                        f"messages[{i}]: a tool message must answer a call of an assistant's message (one with "
+                        "tool_calls) before it"
+                    )
+                if calls and message.tool_call_id not in calls:
+                    raise ValueError(
+                        f"messages[{i}]: tool_call_id {message.tool_call_id[:64]!r} is none of the calls before it "
+                        f"({', '.join(sorted(calls))[:200]})"
+                    )
+                answered.add(message.tool_call_id)
+                continue
+            _all_answered(calls, answered, f"messages[{i}]")
+            calls = (
+                {c.id for c in message.tool_calls if c.id}
+                if message.role == "assistant" and message.tool_calls
+                else None
+            )
+            answered = set()
+        _all_answered(calls, answered, "the end")
+        return messages
 
     @field_validator("top_logprobs")
     @classmethod

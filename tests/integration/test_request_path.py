@@ -172,6 +172,13 @@ def test_max_tokens_and_stop_are_honoured(client):
             "X-Tandem-Device",
         ),
         (dict(extra_body={"no_such_field": 1}), openai.BadRequestError, 400, "invalid_request", "no_such_field"),
+        (
+            dict(messages=[{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "c1", "content": "x"}]),
+            openai.BadRequestError,
+            400,
+            "invalid_request",
+            "messages",
+        ),
     ],
     ids=[
         "unknown-model",
@@ -184,6 +191,7 @@ def test_max_tokens_and_stop_are_honoured(client):
         "prompt-fills-context",
         "bad-device-header",
         "unknown-field",
+        "tool-answer-without-a-call",
     ],
 )
 def test_bad_input_gets_an_openai_shaped_error(client, kwargs, error, status, code, param):
