@@ -39,7 +39,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "temperature": (
         BOTH,
         HONOURED,
-        "0 (greedy), or 0.01 to 2; default: the model's generation_config.json (`do_sample: false` is 0), else 1",
+        "0 (greedy) to 2, as OpenAI's (above 0 and under 0.01: served as 0.01, as vLLM does: logits divided by less "
+        "overflow); default: the model's generation_config.json (`do_sample: false` is 0), else 1",
     ),  # fmt: skip
     "top_p": (BOTH, HONOURED, "[0, 1] (0: the most likely token, greedy); default: generation_config.json, else 1"),
     "seed": (BOTH, HONOURED, "the same seed gives the same tokens on either tier, in any batch; int64, modulo 2^63"),

@@ -185,7 +185,11 @@ class _GenerationParams(BaseModel):
     model: str
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float = Field(
-        default=1.0, ge=0, le=2, allow_inf_nan=False, description=f"0 (greedy), or {MIN_TEMPERATURE} to 2"
+        default=1.0,
+        ge=0,
+        le=2,
+        allow_inf_nan=False,
+        description=f"0 (greedy) to 2 (under {MIN_TEMPERATURE}: served as {MIN_TEMPERATURE})",
     )
     top_p: float = Field(
         default=1.0, ge=0, le=1, allow_inf_nan=False, description="0 keeps only the most likely token: greedy"
@@ -314,9 +318,10 @@ class _GenerationParams(BaseModel):
     @field_validator("temperature")
     @classmethod
     def _temperature_floor(cls, value: float) -> float:
-        if 0 < value < MIN_TEMPERATURE:
-            raise ValueError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}")
-        return value
+        """OpenAI takes any value in [0, 2]; between 0 and MIN_TEMPERATURE it is served as MIN_TEMPERATURE, as vLLM
+        does (below it, logits divided by the temperature overflow). Evaluation harnesses send 1e-3 or 1e-5 to mean
+        "all but greedy", and were refused."""
+        return MIN_TEMPERATURE if 0 < value < MIN_TEMPERATURE else value
 
     def stop_strings(self) -> tuple[str, ...]:
         if self.stop is None:

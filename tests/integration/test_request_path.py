@@ -131,6 +131,16 @@ def test_same_seed_same_answer_on_both_kinds(client):
         assert len(answers) == 1
 
 
+def test_a_temperature_under_the_floor_is_served_as_the_floor(client):
+    """OpenAI takes any temperature in [0, 2], and harnesses send 1e-5 for "all but greedy": served as 0.01 (as vLLM
+    does), so with one seed the same answer as 0.01 itself."""
+    answers = {
+        chat(client, "Pick a word.", max_tokens=8, temperature=t, seed=7)[1].choices[0].message.content
+        for t in (1e-5, 0.001, 0.01)
+    }
+    assert len(answers) == 1
+
+
 def test_max_tokens_and_stop_are_honoured(client):
     _, whole = chat(client, "Go on.", max_tokens=10, temperature=0)
     assert whole.usage.completion_tokens == 10 and whole.choices[0].finish_reason == "length"
