@@ -1,4 +1,6 @@
-"""Refuse a request body over the limit before anything parses it (413, OpenAI's error shape).
+"""Refuse a request body over the limit before anything parses it (413, OpenAI's error shape), and one sent
+compressed (415 naming Content-Encoding: nothing here decompresses, and a gzip body was a 400 about JSON encodings
+while a `Content-Encoding: br` on a plain one was ignored).
 
 A pure ASGI middleware: it reads the body as it arrives (Content-Length, when
 given, is checked first), stops at the limit, and hands the buffered body on.
@@ -29,7 +31,14 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         max_bytes = self.max_bytes
-        declared = dict(scope["headers"]).get(b"content-length")
+        headers = dict(scope["headers"])
+        encoding = headers.get(b"content-encoding", b"identity").strip().lower()
+        if encoding not in (b"identity", b""):
+            shown = encoding.decode("latin-1")[:32]
+            message = f"Content-Encoding {shown!r} is not supported: send the request body uncompressed"
+            await _refuse(send, 415, message, "Content-Encoding", "unsupported_content_encoding")
+            return
+        declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
             await self._too_large(send, declared.decode(errors="replace"), max_bytes)
             return
@@ -48,13 +57,17 @@ class BodyLimit:
         await self.app(scope, replayed(b"".join(chunks), receive), send)
 
     async def _too_large(self, send: Send, size: str, max_bytes: int) -> None:
-        body = json.dumps({"error": {
-            "message": f"request body is {size} bytes; this server takes at most {max_bytes} ({self.setting})",
-            "type": "invalid_request_error", "param": None, "code": "request_too_large",
-        }}).encode()  # fmt: skip
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        message = f"request body is {size} bytes; this server takes at most {max_bytes} ({self.setting})"
+        await _refuse(send, 413, message, None, "request_too_large")
+
+
+async def _refuse(send: Send, status: int, message: str, param: str | None, code: str) -> None:
+    body = json.dumps(
+        {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}
+    ).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def replayed(body: bytes, receive: Receive) -> Receive:

@@ -4,6 +4,9 @@ The gateway runs in-process (FastAPI's TestClient runs its lifespan); its
 backends do not exist, which these requests never need.
 """
 
+import gzip
+import json
+
 import pytest
 import yaml
 from fastapi.testclient import TestClient
@@ -152,6 +155,20 @@ def test_a_body_over_the_limit_is_refused_before_it_is_parsed(gateway, headers):
             yield b"x" * 8192
 
     assert gateway.post("/v1/chat/completions", content=chunks(), headers=headers).status_code == 413
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "br", "deflate, gzip"])
+def test_a_compressed_body_is_refused_naming_content_encoding(gateway, encoding):
+    """Nothing decompresses a body: gzip was a 400 about JSON text encodings, and `br` on a plain body was ignored."""
+    body = json.dumps(ASK).encode()
+    sent = gzip.compress(body) if encoding == "gzip" else body
+    headers = bearer(KEY) | {"Content-Type": "application/json"}
+    reply = gateway.post("/v1/chat/completions", content=sent, headers=headers | {"Content-Encoding": encoding})
+    assert reply.status_code == 415
+    error = reply.json()["error"]
+    assert error["param"] == "Content-Encoding" and "uncompressed" in error["message"]
+    plain = gateway.post("/v1/chat/completions", content=body, headers=headers | {"Content-Encoding": "identity"})
+    assert plain.status_code != 415  # (no worker runs here: what it gets is routing's answer)
 
 
 def test_the_cache_salt_is_an_hmac_the_tenant_name_does_not_open():
