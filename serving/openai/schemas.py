@@ -80,14 +80,14 @@ MAX_METADATA_KEYS, MAX_METADATA_KEY_CHARS = 16, 64
 
 
 class ContentPart(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     type: str
     text: Text | None = None
     refusal: Text | None = Field(default=None, description="a `refusal` part of an assistant's earlier turn")
 
 
 class FunctionCall(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: Text
     arguments: Text | JsonObject = Field(description="JSON text (OpenAI's) or an object")
     # The openai package's parse() adds this beside `arguments` (the same call, parsed); a history that appends a
@@ -98,25 +98,25 @@ class FunctionCall(BaseModel):
 class ToolCall(BaseModel):
     """An assistant's earlier call, sent back in the history."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     id: Text | None = None
     type: Literal["function"] = "function"
     function: FunctionCall
 
 
 class NamedFunction(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     name: Text
 
 
 class ToolChoice(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     type: Literal["function"]
     function: NamedFunction
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: Text | list[ContentPart] | None = None
     name: Text | None = None
@@ -174,13 +174,13 @@ class ChatMessage(BaseModel):
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     include_usage: bool = False
     include_obfuscation: Literal[False] | None = Field(default=None, description="chunks are never padded")
 
 
 class _GenerationParams(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     model: str
     max_tokens: int | None = Field(default=None, ge=1)
