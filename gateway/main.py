@@ -252,7 +252,8 @@ def _refusal(errors) -> BadRequest:
         if error["type"] == "json_invalid":
             return BadRequest(f"request body is not valid JSON: {error.get('ctx', {}).get('error', error['msg'])}")
         where = ".".join(str(p) for p in error["loc"] if p != "body" and not _union_member(p)) or "body"
-        problems.setdefault(f"{where}: {error['msg']}", where)
+        said = error["msg"].removeprefix("Value error, ")  # pydantic's label for our own validators' words
+        problems.setdefault(f"{where}: {said}", where)
     listed = list(problems)[:MAX_PROBLEMS_LISTED]
     more = len(problems) - len(listed)
     message = "; ".join(listed) + (f"; and {more} more" if more else "")

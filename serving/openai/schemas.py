@@ -33,6 +33,7 @@ MAX_TOOLS = 128
 MAX_N = 128  # the schema's bound; the gateway's own cap (TANDEM_MAX_N) is checked against its settings
 MAX_STOP_TOKEN_IDS = 64
 MAX_STOP_CHARS = 256
+MAX_STOP_SEQUENCES = 4
 MAX_MESSAGES = 2048
 
 
@@ -130,6 +131,26 @@ class ChatMessage(BaseModel):
     annotations: Annotated[list, Field(max_length=0)] | None = None
     parsed: JsonObject | None = None
 
+    @field_validator("content", mode="before")
+    @classmethod
+    def _parts_are_text(cls, value):
+        """Text parts (and an assistant's refusal parts) only, said so: an image part's 400 was pydantic's words for
+        both shapes content may take ("Input should be a valid string; …image_url: Extra inputs are not permitted")."""
+        if not isinstance(value, list):
+            return value
+        for j, part in enumerate(value):
+            if not isinstance(part, dict):
+                raise ValueError(f"content[{j}]: a part is an object with a `type` (`text`, with its `text`)")
+            kind = part.get("type")
+            if kind not in ("text", "refusal"):
+                raise ValueError(
+                    f"content[{j}]: parts of type {str(kind)[:32]!r} are not supported: Tandem serves text (`text` "
+                    "parts, and `refusal` parts in an assistant's turn)"
+                )
+            if not isinstance(part.get(kind), str):
+                raise ValueError(f"content[{j}]: a {kind} part needs `{kind}`, a string")
+        return value
+
     @model_validator(mode="after")
     def _answers_fields_on_an_answer(self):
         """What an answer's message carries (`parsed`, `annotations`, a refusal) belongs to an assistant's turn."""
@@ -201,8 +222,8 @@ class _GenerationParams(BaseModel):
     seed: int | None = Field(
         default=None, ge=-(2**63), lt=2**63, description="OpenAI's int64; a negative one is read modulo 2^63"
     )
-    stop: StopString | Annotated[list[StopString], Field(max_length=4)] | None = Field(
-        default=None, description=f"up to 4 sequences of at most {MAX_STOP_CHARS} characters"
+    stop: StopString | Annotated[list[StopString], Field(max_length=MAX_STOP_SEQUENCES)] | None = Field(
+        default=None, description=f"up to {MAX_STOP_SEQUENCES} sequences of at most {MAX_STOP_CHARS} characters"
     )
     n: int = Field(default=1, ge=1, le=MAX_N, description="choices, up to the gateway's TANDEM_MAX_N (default 8)")
     stream: bool = False
@@ -265,6 +286,18 @@ class _GenerationParams(BaseModel):
     def _stream_options_need_stream(cls, value, info: ValidationInfo):
         if value is not None and not info.data.get("stream"):
             raise ValueError("stream_options is only allowed with stream: true")
+        return value
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _stop_sizes(cls, value):
+        """The limits in words ("at most 256 items", and a second error for the shape not sent, were pydantic's)."""
+        listed = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        if len(listed) > MAX_STOP_SEQUENCES:
+            raise ValueError(f"at most {MAX_STOP_SEQUENCES} stop sequences, as OpenAI's; got {len(listed)}")
+        for sequence in listed:
+            if isinstance(sequence, str) and len(sequence) > MAX_STOP_CHARS:
+                raise ValueError(f"a stop sequence is at most {MAX_STOP_CHARS} characters; one has {len(sequence)}")
         return value
 
     @field_validator("metadata")
