@@ -61,6 +61,11 @@ class Settings(BaseSettings):
         default_factory=list, description="comma-separated `[tenant:]key` (plaintext; use a tenants file in production)"
     )
     tenants_file: Path | None = Field(default=None, description="tenants, hashed keys and limits (YAML)")
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="comma-separated origins whose pages may call the API from a browser (CORS), `*` for any; none "
+        "by default",
+    )
     redis_url: str | None = Field(
         default=None,
         validation_alias=AliasChoices("TANDEM_REDIS_URL", "REDIS_URL"),
@@ -132,7 +137,7 @@ class Settings(BaseSettings):
             raise ValueError("must be printable ASCII without spaces: it is sent as an HTTP header")
         return value
 
-    @field_validator("api_keys", "model_dirs", mode="before")
+    @field_validator("api_keys", "model_dirs", "cors_origins", mode="before")
     @classmethod
     def _split_keys(cls, value):
         if isinstance(value, str):

@@ -17,6 +17,7 @@ from gateway import deps
 from gateway.api import edge_routes, explain_routes, health_routes, openai_routes
 from gateway.auth import require_api_key
 from gateway.config import Settings
+from gateway.cors import CorsForConfiguredOrigins
 from gateway.lifespan import app_settings, lifespan
 from gateway.request_span import RequestSpan
 from serving.body_limit import BodyLimit, replayed
@@ -50,6 +51,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(CloseWhileDraining)
     # The last added runs first: every response, a 413 included, carries the ids, and is inside the request's span.
     app.add_middleware(RequestSpan)
+    app.add_middleware(CorsForConfiguredOrigins, origins=lambda: _settings(app).cors_origins)  # preflights first
     app.include_router(health_routes.router)
     app.include_router(openai_routes.router)  # its routes check the API key themselves
     app.include_router(explain_routes.router, dependencies=[Depends(require_api_key)])

@@ -180,6 +180,35 @@ def test_a_compressed_body_is_refused_naming_content_encoding(gateway, encoding)
     assert plain.status_code != 415  # (no worker runs here: what it gets is routing's answer)
 
 
+PREFLIGHT = {"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST",
+             "Access-Control-Request-Headers": "authorization, content-type, x-stainless-os"}  # fmt: skip
+
+
+def test_no_origin_may_call_from_a_browser_unless_configured(gateway):
+    reply = gateway.options("/v1/chat/completions", headers=PREFLIGHT)
+    assert "access-control-allow-origin" not in reply.headers
+    answer = gateway.post("/v1/route/explain", json=ASK, headers=bearer(KEY) | {"Origin": "https://app.example.com"})
+    assert answer.status_code == 200 and "access-control-allow-origin" not in answer.headers
+
+
+def test_configured_origins_get_cors_and_still_need_a_key(demo_checkpoint, tmp_path):
+    app = create_app()
+    opened = settings(demo_checkpoint, tmp_path, cors_origins="https://app.example.com, https://lab.example.com")
+    app.dependency_overrides[get_settings] = lambda: opened
+    with TestClient(app) as client:
+        reply = client.options("/v1/chat/completions", headers=PREFLIGHT)  # no key: browsers send none on a preflight
+        assert reply.status_code == 200
+        assert reply.headers["access-control-allow-origin"] == "https://app.example.com"
+        assert "x-stainless-os" in reply.headers["access-control-allow-headers"].lower()
+        other = client.options("/v1/chat/completions", headers=PREFLIGHT | {"Origin": "https://evil.example"})
+        assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
+        origin = {"Origin": "https://lab.example.com"}
+        answer = client.post("/v1/route/explain", json=ASK, headers=bearer(KEY) | origin)
+        assert answer.status_code == 200 and answer.headers["access-control-allow-origin"] == "https://lab.example.com"
+        assert "x-request-id" in answer.headers["access-control-expose-headers"].lower()
+        assert client.post("/v1/route/explain", json=ASK, headers=origin).status_code == 401
+
+
 def test_the_cache_salt_is_an_hmac_the_tenant_name_does_not_open():
     secret = b"k8s-secret"
     one, replica, other_secret = Tenants(TenantsFile(), secret), Tenants(TenantsFile(), secret), Tenants(TenantsFile())
