@@ -152,6 +152,17 @@ class ChatMessage(BaseModel):
         return value
 
     @model_validator(mode="after")
+    def _says_something(self):
+        """As OpenAI's: a turn without content is a 400, but for an assistant's that made calls or refused (a null
+        user message reached the template as an empty turn)."""
+        empty = self.content is None or self.content == []
+        if empty and not (self.role == "assistant" and (self.tool_calls or self.refusal)):
+            what = "tool_calls or a refusal" if self.role == "assistant" else "content"
+            article = "an" if self.role == "assistant" else "a"
+            raise ValueError(f"{article} {self.role}'s message needs {what}: content is {self.content!r}")
+        return self
+
+    @model_validator(mode="after")
     def _answers_fields_on_an_answer(self):
         """What an answer's message carries (`parsed`, `annotations`, a refusal) belongs to an assistant's turn."""
         if self.role != "assistant":

@@ -582,7 +582,7 @@ def test_the_openai_clients_own_messages_go_back_as_history(client):
 
     as_field = prompt_tokens({"role": "assistant", "content": None, "refusal": "I will not."})
     as_part = prompt_tokens({"role": "assistant", "content": [{"type": "refusal", "refusal": "I will not."}]})
-    assert as_part == as_field > prompt_tokens({"role": "assistant", "content": None})
+    assert as_part == as_field > prompt_tokens({"role": "assistant", "content": ""})
     with pytest.raises(openai.BadRequestError) as err:  # not a user's: refused by name
         prompt_tokens({"role": "user", "content": [{"type": "refusal", "refusal": "no"}]})
     assert "refusal" in err.value.response.json()["error"]["message"]

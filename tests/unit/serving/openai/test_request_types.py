@@ -43,3 +43,31 @@ def test_a_value_of_the_wrong_type_is_refused_naming_its_field(model, body, fiel
 )
 def test_values_of_the_right_type_are_served(model, body):
     model.model_validate_json(json.dumps(body))
+
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize(
+    ("message", "served"),
+    [
+        ({"role": "user", "content": None}, False),
+        ({"role": "user", "content": []}, False),
+        ({"role": "system", "content": None}, False),
+        ({"role": "assistant", "content": None}, False),
+        ({"role": "user", "content": ""}, True),  # empty text is text, as OpenAI takes it
+        ({"role": "assistant", "content": None, "tool_calls": [CALL]}, True),
+        ({"role": "assistant", "content": None, "refusal": "I cannot help with that."}, True),
+    ],
+)
+def test_a_turn_without_content_is_refused_but_an_assistants_call_or_refusal(message, served):
+    history = [{"role": "user", "content": "hi"}, message]
+    if message.get("tool_calls"):
+        history.append({"role": "tool", "tool_call_id": "c1", "content": "ok"})
+    body = CHAT | {"messages": history}
+    if served:
+        ChatCompletionRequest.model_validate_json(json.dumps(body))
+        return
+    with pytest.raises(ValidationError) as err:
+        ChatCompletionRequest.model_validate_json(json.dumps(body))
+    assert err.value.errors()[0]["loc"][:2] == ("messages", 1) and "needs" in err.value.errors()[0]["msg"]
