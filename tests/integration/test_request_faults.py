@@ -307,7 +307,7 @@ def test_an_assistants_earlier_refusal_is_part_of_the_prompt(stack):
         assert reply.status_code == 200, reply.text
         return reply.json()["usage"]["prompt_tokens"]
 
-    plain = prompt_tokens({"role": "assistant", "content": None})
+    plain = prompt_tokens({"role": "assistant", "content": ""})
     refused = prompt_tokens({"role": "assistant", "content": None, "refusal": "I will not help with that."})
     assert refused > plain  # it was dropped: the same count
 
