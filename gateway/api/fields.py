@@ -27,8 +27,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "`message.model_dump()` and `parse()` send back (`audio`/`function_call` null, no `annotations`, `parsed`, "
         "`parsed_arguments`: `content` and `arguments` again); any other key in a message is a 400; as OpenAI's, a "
         "`tool` message needs the `tool_call_id` of a call in the assistant's message before it, and each such call "
-        "needs its `tool` message before the next turn (else a 400 naming the turn); a turn without content (null or "
-        "`[]`) is a 400, but for an assistant's with `tool_calls` or a `refusal`",
+        "needs its `tool` message before the next turn (else a 400 naming the turn); a user's, system's or developer's "
+        "turn without content (null, or `[]`) is a 400",
     ),  # fmt: skip
     "prompt": (
         COMPLETIONS,

@@ -153,13 +153,11 @@ class ChatMessage(BaseModel):
 
     @model_validator(mode="after")
     def _says_something(self):
-        """As OpenAI's: a turn without content is a 400, but for an assistant's that made calls or refused (a null
-        user message reached the template as an empty turn)."""
-        empty = self.content is None or self.content == []
-        if empty and not (self.role == "assistant" and (self.tool_calls or self.refusal)):
-            what = "tool_calls or a refusal" if self.role == "assistant" else "content"
-            article = "an" if self.role == "assistant" else "a"
-            raise ValueError(f"{article} {self.role}'s message needs {what}: content is {self.content!r}")
+        """A user's, system's or developer's turn without content (null, or no parts) is a 400, as OpenAI's: it
+        reached the template as an empty turn. An assistant's may be null (an answer with no text sent back, from
+        any backend), and a tool's may have no parts (LangChain sends a tool that returned an empty list so)."""
+        if self.role != "assistant" and (self.content is None or (self.content == [] and self.role != "tool")):
+            raise ValueError(f"a {self.role}'s message needs content: it is {self.content!r}")
         return self
 
     @model_validator(mode="after")

@@ -250,7 +250,8 @@ def parse(
     follows: Callable[[str, str], bool] | None = None,
     cut: bool = False,
 ) -> tuple[str | None, list[ToolCall]]:
-    """(the text outside calls, or None when there is none; the calls: only the first with `single`, as
+    """(the text outside calls, or None when there is none beside calls ("" for an empty answer without any, as
+    OpenAI's); the calls: only the first with `single`, as
     parallel_tool_calls false asks). Text that is not a well-formed call to one of the tools, or (with `follows`,
     for strict functions) whose arguments do not follow its schema, stays text; but in an answer `cut` by
     max_tokens inside a call, the calls made so far are calls, as OpenAI returns them (cut_calls)."""
@@ -261,7 +262,7 @@ def parse(
         kept = max(_partial_suffix(content, marker) for marker in (_HERMES_CLOSE, _HERMES_OPEN))
         content = content[: len(content) - kept].strip() if kept >= 2 else content
     calls = calls[:1] if single else calls
-    return (content or None) if calls or (cut and content != text) else (text or None), calls
+    return (content or None) if calls or (cut and content != text) else text, calls
 
 
 def _parse(

@@ -46,6 +46,7 @@ def test_values_of_the_right_type_are_served(model, body):
 
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+CALL_TURN = {"role": "assistant", "content": "", "tool_calls": [CALL]}
 
 
 @pytest.mark.parametrize(
@@ -54,13 +55,15 @@ CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "
         ({"role": "user", "content": None}, False),
         ({"role": "user", "content": []}, False),
         ({"role": "system", "content": None}, False),
-        ({"role": "assistant", "content": None}, False),
+        ({"role": "developer", "content": []}, False),
         ({"role": "user", "content": ""}, True),  # empty text is text, as OpenAI takes it
+        ({"role": "assistant", "content": None}, True),  # an answer with no text, sent back (model_dump())
         ({"role": "assistant", "content": None, "tool_calls": [CALL]}, True),
         ({"role": "assistant", "content": None, "refusal": "I cannot help with that."}, True),
+        ({"role": "assistant", "content": []}, True),  # LangChain's AIMessage(content=[])
     ],
 )
-def test_a_turn_without_content_is_refused_but_an_assistants_call_or_refusal(message, served):
+def test_a_users_or_systems_turn_without_content_is_refused(message, served):
     history = [{"role": "user", "content": "hi"}, message]
     if message.get("tool_calls"):
         history.append({"role": "tool", "tool_call_id": "c1", "content": "ok"})
@@ -70,4 +73,14 @@ def test_a_turn_without_content_is_refused_but_an_assistants_call_or_refusal(mes
         return
     with pytest.raises(ValidationError) as err:
         ChatCompletionRequest.model_validate_json(json.dumps(body))
-    assert err.value.errors()[0]["loc"][:2] == ("messages", 1) and "needs" in err.value.errors()[0]["msg"]
+    assert err.value.errors()[0]["loc"][:2] == ("messages", 1) and "needs content" in err.value.errors()[0]["msg"]
+
+
+def test_an_empty_answer_sent_back_as_history_is_served():
+    """Tandem's own answer with tools and no text or call, appended as `message.model_dump()`, then a tool that
+    returned an empty list (LangChain's ToolMessage(content=[]))."""
+    answer = {"role": "assistant", "content": None, "refusal": None, "annotations": None, "audio": None,
+              "function_call": None, "tool_calls": None}  # fmt: skip
+    history = [{"role": "user", "content": "hi"}, answer, {"role": "user", "content": "again"}, CALL_TURN,
+               {"role": "tool", "tool_call_id": "c1", "content": []}]  # fmt: skip
+    ChatCompletionRequest.model_validate_json(json.dumps(CHAT | {"messages": history}))
