@@ -44,6 +44,7 @@ from safetensors import safe_open
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.privacy import cpu_info  # noqa: E402
+from bench.rounds import round_order  # noqa: E402
 from edge_agent.export import MANIFEST_NAME, cached_export  # noqa: E402
 from edge_agent.quantize import FP32, INT4, Quantization  # noqa: E402
 from edge_agent.runner import OnnxStepModel  # noqa: E402
@@ -154,7 +155,7 @@ def decode_rounds(decoders: dict, prompt: list[int], num_tokens: int, rounds: in
         decoders[name](prompt, 4)
     out: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
+        for name in round_order(names, r):
             out[name].append(decoders[name](prompt, num_tokens))
     return out
 

@@ -48,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from routing import MODEL_ID, Pool, SglangRouter, _start, checkpoint, free_port, start_gateway  # noqa: E402
 
 from bench.privacy import cpu_info  # noqa: E402
+from bench.rounds import round_order  # noqa: E402
 from proto.gen import worker_pb2, worker_pb2_grpc  # noqa: E402
 
 PROMPT = "Tell me about the gateway and how it routes requests to workers. " * 3
@@ -262,8 +263,8 @@ def _run(args, n, seconds, model, logs, grpc_port, http_port, edge_port, sim, st
             names = ["direct_grpc", "tandem", "python_floor", "direct_http", "sglang_router"]
             rounds = []
             for r in range(args.rounds):  # each round starts with another path: drift hits them all alike
-                order = names[r % len(names) :] + names[: r % len(names)]
                 lat, cpu = {}, {}
+                order = round_order(names, r)
                 for name in order:
                     lat[name], cpu[name] = await latencies_ms(getattr(paths, name), n, pids.get(name))
                 rate = {name: await max_rate(getattr(paths, name), seconds) for name in order}

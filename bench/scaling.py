@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from routing import MODEL_ID, PROFILE, _start, checkpoint, free_port  # noqa: E402
 
 from bench.privacy import cpu_info  # noqa: E402
+from bench.rounds import round_order  # noqa: E402
 from gateway.backends.registry import BackendRegistry  # noqa: E402
 from gateway.backends.worker_backend import WorkerBackend  # noqa: E402
 from gateway.classify.features import RequestFeatures  # noqa: E402
@@ -245,7 +246,7 @@ def main() -> None:
     measured: dict[tuple, list[dict]] = {point: [] for point in points}
     try:
         for r in range(args.rounds):  # each round over every point, starting at another: drift hits them all alike
-            for kind, mode, n in points[r % len(points) :] + points[: r % len(points)]:
+            for kind, mode, n in round_order(points, r):
                 workers, tokens = (n, 750) if kind == "decision" else (8, n)
                 one = asyncio.run(decision_us(redis_url, workers, tokens, mode, iterations))
                 measured[kind, mode, n].append(one)

@@ -118,7 +118,7 @@ def add_openai_routes(
             return error_response(400, str(exc))
         except (ValueError, RecursionError) as exc:  # JSON that does not parse, a content part that is not text
             return error_response(400, f"bad request: {str(exc)[:200]}")
-        include_usage = bool(body.stream and body.stream_options and body.stream_options.include_usage)
+        include_usage = body.include_usage()
         shape = ResponseShape.new(True, f"chatcmpl-{uuid.uuid4().hex}", model_id, include_usage)
         logprobs = None
         if body.wanted_top_logprobs() is not None:

@@ -49,8 +49,7 @@ async def serve(
         await admission.release(0)
         raise
     prefix = "chatcmpl" if chat else "cmpl"
-    include_usage = bool(body.stream and body.stream_options and body.stream_options.include_usage)
-    shape = ResponseShape.new(chat, f"{prefix}-{uuid.uuid4().hex}", prepared.model.id, include_usage)
+    shape = ResponseShape.new(chat, f"{prefix}-{uuid.uuid4().hex}", prepared.model.id, body.include_usage())
     return await _serve(body, prepared, shape, state, policy, admission, request)
 
 

@@ -155,7 +155,6 @@ class BackendRegistry:
             if found != self._resolved.get(url):
                 log.info("%s resolves to %s", url, found or "nothing")
             self._resolved[url] = found
-        self._pools.clear()
         self._resolved_at = time.monotonic()
 
     def _expand(self, pool: Pool) -> list[str]:

@@ -365,6 +365,10 @@ class _GenerationParams(BaseModel):
         "all but greedy", and were refused."""
         return MIN_TEMPERATURE if 0 < value < MIN_TEMPERATURE else value
 
+    def include_usage(self) -> bool:
+        """A stream that ends with a usage chunk (stream_options.include_usage; stream_options needs stream)."""
+        return bool(self.stream_options and self.stream_options.include_usage)
+
     def stop_strings(self) -> tuple[str, ...]:
         if self.stop is None:
             return ()
