@@ -9,7 +9,8 @@ text). The local stack (gateway, cloud worker, edge agent; the default policy se
 prompts to the cloud worker) answers for Tandem; lm-eval's `hf` model runs the checkpoint in
 transformers for the peer. The cloud engine's greedy and prompt log-probabilities equal HF's, so the two
 accuracies must be equal; the bench prints both, the largest per-choice log-likelihood difference, and
-the time each took. Needs `pip install -e '.[bench]'` (lm-eval). Last line: one JSON object.
+the time each took. Tandem runs twice: one prompt a request, then lm-eval's batches (`--batch-size`, 8: a
+list of prompts a request, as OpenAI's API takes them). Needs `pip install -e '.[bench]'` (lm-eval). Last line: one JSON object.
 
     python bench/clients.py
 """
@@ -68,7 +69,9 @@ def write_task(folder: Path, count: int, seed: int = 0) -> Path:
     return folder
 
 
-def evaluate(model: str, model_args: str, tasks_dir: Path) -> tuple[dict, list[list[float]], float]:
+def evaluate(
+    model: str, model_args: str, tasks_dir: Path, batch_size: int = 1
+) -> tuple[dict, list[list[float]], float]:
     import lm_eval
     from lm_eval.tasks import TaskManager
 
@@ -79,7 +82,7 @@ def evaluate(model: str, model_args: str, tasks_dir: Path) -> tuple[dict, list[l
         tasks=[TASK],
         task_manager=TaskManager(include_path=str(tasks_dir)),
         log_samples=True,
-        batch_size=1,
+        batch_size=batch_size,
     )
     elapsed = time.perf_counter() - started
     samples = out["samples"][TASK]
@@ -90,6 +93,9 @@ def evaluate(model: str, model_args: str, tasks_dir: Path) -> tuple[dict, list[l
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=40)
+    parser.add_argument(
+        "--batch-size", type=int, default=8, help="lm-eval's batch for the second Tandem run (a list of prompts)"
+    )
     args = parser.parse_args()
     cpu, flags = cpu_info()
     checkpoint = cached_demo_checkpoint(CACHE)
@@ -105,14 +111,19 @@ def main() -> None:
                 "tokenized_requests=True,max_retries=1"
             )
             tandem, tandem_ll, tandem_s = evaluate("local-completions", model_args, tasks)
+            batched, batched_ll, batched_s = evaluate("local-completions", model_args, tasks, args.batch_size)
         finally:
             stack.stop()
         hf, hf_ll, hf_s = evaluate("hf", f"pretrained={checkpoint},dtype=float32,device=cpu", tasks)
     diff = max(
         abs(a - b) for row_t, row_h in zip(tandem_ll, hf_ll, strict=True) for a, b in zip(row_t, row_h, strict=True)
     )
+    batched_diff = max(
+        abs(a - b) for row_b, row_h in zip(batched_ll, hf_ll, strict=True) for a, b in zip(row_b, row_h, strict=True)
+    )
     print(f"{cpu} ({', '.join(flags)}): {args.questions} questions, 4 choices each")
     print(f"  tandem (lm-eval local-completions): acc {tandem['acc,none']:.3f} in {tandem_s:.1f} s")
+    print(f"  tandem, batches of {args.batch_size}:           acc {batched['acc,none']:.3f} in {batched_s:.1f} s")
     print(f"  transformers (lm-eval hf):          acc {hf['acc,none']:.3f} in {hf_s:.1f} s")
     result = {
         "cpu": cpu,
@@ -122,6 +133,10 @@ def main() -> None:
         "acc_hf": round(hf["acc,none"], 4),
         "acc_equal": tandem["acc,none"] == hf["acc,none"],
         "max_loglikelihood_diff": round(diff, 6),
+        "batch_size": args.batch_size,
+        "acc_tandem_batched": round(batched["acc,none"], 4),
+        "max_loglikelihood_diff_batched": round(batched_diff, 6),
+        "seconds_tandem_batched": round(batched_s, 1),
         "seconds_tandem": round(tandem_s, 1),
         "seconds_hf": round(hf_s, 1),
     }

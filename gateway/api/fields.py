@@ -33,7 +33,9 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "prompt": (
         COMPLETIONS,
         HONOURED,
-        'text or token ids; a batch of one (`["…"]`, `[[ids]]`) is that prompt, a larger batch a 400',
+        "text or token ids, or a batch of up to `TANDEM_MAX_BATCH` (32): each prompt gets `n` choices, indexed "
+        "prompt × `n` + choice, as OpenAI's; usage counts each prompt once. The batch is scanned as one: personal "
+        "data in one prompt keeps them all private",
     ),  # fmt: skip
     "max_tokens": (BOTH, HONOURED, "default: what fits the context, up to `TANDEM_DEFAULT_MAX_TOKENS`"),
     "max_completion_tokens": (CHAT, HONOURED, "wins over `max_tokens`"),

@@ -28,7 +28,7 @@ from gateway.state import GatewayState
 from proto.gen import worker_pb2
 from serving.openai.answer import ToolPlan, answer_logprobs
 from serving.openai.errors import BackendFailed, BadRequest, GatewayError
-from serving.openai.format import SSE_DONE, Logprobs, ResponseShape, sse
+from serving.openai.format import SSE_DONE, Logprobs, ResponseShape, sse, usage_dict
 from serving.openai.schemas import _GenerationParams
 
 log = logging.getLogger(__name__)
@@ -44,30 +44,47 @@ async def serve(
     admission = await state.admission.admit(request.state.tenant)  # before any work on the prompt
     try:
         prepared = await prepare(body, request, state, policy)
-        await admission.charge(len(prepared.prompt_ids) + prepared.features.max_tokens * body.n)
+        batch = prepared if isinstance(prepared, list) else [prepared]  # completions: one per prompt
+        await admission.charge(sum(len(p.prompt_ids) + p.features.max_tokens * body.n for p in batch))
     except BaseException:
         await admission.release(0)
         raise
     prefix = "chatcmpl" if chat else "cmpl"
-    shape = ResponseShape.new(chat, f"{prefix}-{uuid.uuid4().hex}", prepared.model.id, body.include_usage())
-    return await _serve(body, prepared, shape, state, policy, admission, request)
+    shape = ResponseShape.new(chat, f"{prefix}-{uuid.uuid4().hex}", batch[0].model.id, body.include_usage())
+    return await _serve(body, batch, shape, state, policy, admission, request)
 
 
-async def _serve(
-    body: _GenerationParams,
-    prepared: Prepared,
-    shape: ResponseShape,
-    state: GatewayState,
-    policy: Policy,
-    admission: Admission,
-    request: Request,
-):
+@dataclass(frozen=True)
+class _Choice:
+    """One choice to answer: its prompt (`prepared`), the request sent for it, and its index in the answer (a
+    batch's prompt p with n choices: p * n + j, as OpenAI's)."""
+
+    prepared: Prepared
+    request: worker_pb2.GenerateRequest
+    index: int
+
+
+def _choices(body: _GenerationParams, batch: list[Prepared], response_id: str, cache_salt: str) -> list[_Choice]:
+    """Each prompt's n choices: n requests (seeds seed, seed + 1, ...; so a prompt of a batch gets the tokens it would
+    get alone), each routed on its own, sharing the prompt's cached prefix."""
+    choices = []
+    for p, prepared in enumerate(batch):
+        base = _generate_request(body, prepared, response_id, cache_salt)
+        for j in range(body.n):
+            index = p * body.n + j
+            one = base if len(batch) == body.n == 1 else _nth_choice(base, index, j)
+            choices.append(_Choice(prepared, one, index))
+    return choices
+
+
+def _generate_request(
+    body: _GenerationParams, prepared: Prepared, response_id: str, cache_salt: str
+) -> worker_pb2.GenerateRequest:
     features = prepared.features
-    x_request_id = _x_request_id(request)
-    gen_request = worker_pb2.GenerateRequest(
-        request_id=shape.response_id,
+    return worker_pb2.GenerateRequest(
+        request_id=response_id,
         tenant=features.tenant,
-        cache_salt=state.tenants.cache_salt(features.tenant),
+        cache_salt=cache_salt,
         model=prepared.model.id,
         prompt_token_ids=prepared.prompt_ids,
         sampling=worker_pb2.SamplingParams(
@@ -86,22 +103,34 @@ async def _serve(
         ),
         priority=features.priority,  # clamped to the tenant's allowance
     )
-    # n choices are n requests (seeds seed, seed + 1, ...): routed on their own, sharing the prompt's cached prefix.
-    requests = [gen_request] if body.n == 1 else [_nth_choice(gen_request, i) for i in range(body.n)]
+
+
+async def _serve(
+    body: _GenerationParams,
+    batch: list[Prepared],
+    shape: ResponseShape,
+    state: GatewayState,
+    policy: Policy,
+    admission: Admission,
+    request: Request,
+):
+    features = batch[0].features
+    x_request_id = _x_request_id(request)
+    choices = _choices(body, batch, shape.response_id, state.tenants.cache_salt(features.tenant))
     started = time.perf_counter()
     routed_all: list[RoutedStream] = []
     try:
-        for one in requests:
+        for choice in choices:
             routed_all.append(
                 await dispatch(
                     policy,
                     state.registry,
-                    features,
-                    one,
+                    choice.prepared.features,
+                    choice.request,
                     state.settings.backend_timeout_s,
                     state.settings.first_token_deadline_s,
                     state.settings.attempt_timeout_s,
-                    prepared.model.hints,
+                    choice.prepared.model.hints,
                 )
             )
     except BaseException as exc:
@@ -113,7 +142,8 @@ async def _serve(
             if state.decisions:
                 state.decisions.record(shape.response_id, features, None, None, None, exc.code or "error", x_request_id)
         raise
-    routed, private = routed_all[0], requests[0].private
+    routed = routed_all[0]
+    private = any(choice.request.private for choice in choices)
     if state.decisions:
         state.decisions.record(
             shape.response_id, features, routed.rule, routed.pool, routed.backend.endpoint, "routed",
@@ -128,47 +158,53 @@ async def _serve(
         metrics.TTFT.labels(one.pool).observe(one.ttft_s)
         state.ttft.add(one.pool, one.ttft_s)
     span = trace.get_current_span()
-    genai = _genai_request(shape, gen_request, body.n)
+    genai = _genai_request(shape, choices[0].request, len(choices))
     span.set_attributes(
         genai | {"tandem.rule": routed.rule, "tandem.pool": routed.pool, "tandem.backend": routed.backend.endpoint}
     )
-    traced = _StreamTrace(
-        context.get_current(),
-        prepared.text if privacy.may_trace_content(private, state.settings.trace_content) else None,
-        genai,
-    )
+    trace_content = privacy.may_trace_content(private, state.settings.trace_content)
+    parent = context.get_current()
+
+    def traced(prepared: Prepared) -> _StreamTrace:
+        return _StreamTrace(parent, prepared.text if trace_content else None, genai)
+
     headers = {"X-Tandem-Route": f"{routed.pool}; rule={routed.rule}", "X-Tandem-Backend": routed.backend.endpoint}
 
     echo = body.echoes()  # completions: the prompt before the answer
-    prefix = prepared.text if echo else ""
-    chat_tokenizer = prepared.model.tokenizer
+    tools = batch[0].tools
 
-    def logprobs() -> Logprobs | None:
+    def logprobs(prepared: Prepared) -> Logprobs | None:
         if body.wanted_top_logprobs() is None:
             return None
+        tokenizer = prepared.model.tokenizer
         return Logprobs(
             shape.is_chat,
-            chat_tokenizer.token_text,
-            chat_tokenizer.token_bytes,
+            tokenizer.token_text,
+            tokenizer.token_bytes,
             prepared.prompt_ids if echo else None,
             keep=not body.stream,  # a streamed answer sends each entry once, and keeps none
         )
 
+    def prefix(prepared: Prepared) -> str:
+        return prepared.text if echo else ""
+
     include_usage = shape.streams_usage
     logprobs_wanted = body.wanted_top_logprobs() is not None
     if len(routed_all) == 1:
+        one = batch[0]
         if body.stream:
             events = _stream_events(
-                routed, shape, include_usage, started, admission, traced, logprobs(), prepared.tools, prefix=prefix
+                routed, shape, include_usage, started, admission, traced(one), logprobs(one), tools, prefix=prefix(one)
             )
             return StreamingResponse(events, media_type="text/event-stream", headers=headers)
-        work = _collect(routed, shape, started, admission, traced, logprobs(), prepared.tools, prefix)
+        work = _collect(routed, shape, started, admission, traced(one), logprobs(one), tools, prefix(one))
         answer = await _unless_the_client_leaves(request, work)
         return await _json_response(answer, headers, logprobs_wanted) if answer is not None else _client_gone()
     shared = _SharedAdmission(admission, len(routed_all))
-    shapes = [dataclasses.replace(shape, index=i) for i in range(len(routed_all))]
+    shapes = [dataclasses.replace(shape, index=choice.index) for choice in choices]
+    firsts = {choice.index for choice in choices if choice.index % body.n == 0}  # each prompt's tokens counted once
+    usages: dict[int, worker_pb2.Usage] = {}  # each choice's, by index, as they end
     if body.stream:
-        usages: list = []
         streams = [
             _stream_events(
                 one,
@@ -176,32 +212,50 @@ async def _serve(
                 False,
                 started,
                 shared,
-                traced,
-                logprobs(),
-                prepared.tools,
+                traced(choice.prepared),
+                logprobs(choice.prepared),
+                tools,
                 usages=usages,
                 done=False,
-                prefix=prefix,
+                prefix=prefix(choice.prepared),
             )
-            for one, s in zip(routed_all, shapes, strict=True)
+            for one, s, choice in zip(routed_all, shapes, choices, strict=True)
         ]
-        events = _merged(streams, shape, usages if include_usage else None)
+        events = _merged(streams, shape, usages if include_usage else None, firsts)
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
     answers = await _unless_the_client_leaves(
         request,
         asyncio.gather(
             *(
-                _collect(one, s, started, shared, traced, logprobs(), prepared.tools, prefix)
-                for one, s in zip(routed_all, shapes, strict=True)
+                _collect(
+                    one,
+                    s,
+                    started,
+                    shared,
+                    traced(choice.prepared),
+                    logprobs(choice.prepared),
+                    tools,
+                    prefix(choice.prepared),
+                    usages,
+                )  # fmt: skip
+                for one, s, choice in zip(routed_all, shapes, choices, strict=True)
             )
         ),
     )
     if answers is None:
         return _client_gone()
-    merged = answers[0] | {"choices": [a["choices"][0] for a in answers]}
-    merged["usage"]["completion_tokens"] = sum(a["usage"]["completion_tokens"] for a in answers)
-    merged["usage"]["total_tokens"] = merged["usage"]["prompt_tokens"] + merged["usage"]["completion_tokens"]
+    merged = answers[0] | {"choices": [a["choices"][0] for a in answers], "usage": usage_dict(_summed(usages, firsts))}
     return await _json_response(merged, headers, logprobs_wanted)
+
+
+def _summed(usages: dict[int, worker_pb2.Usage], firsts: set[int]) -> worker_pb2.Usage:
+    """The answer's usage from its choices' (by index): each prompt's tokens once (from its first choice), every
+    choice's completion tokens."""
+    return worker_pb2.Usage(
+        prompt_tokens=sum(u.prompt_tokens for i, u in usages.items() if i in firsts),
+        completion_tokens=sum(u.completion_tokens for u in usages.values()),
+        cached_prompt_tokens=sum(u.cached_prompt_tokens for i, u in usages.items() if i in firsts),
+    )
 
 
 T = TypeVar("T")
@@ -249,12 +303,12 @@ def _x_request_id(request: Request) -> str | None:
     return getattr(request.state, "request_id", None)
 
 
-def _nth_choice(request: worker_pb2.GenerateRequest, index: int) -> worker_pb2.GenerateRequest:
+def _nth_choice(request: worker_pb2.GenerateRequest, index: int, seed_offset: int) -> worker_pb2.GenerateRequest:
     one = worker_pb2.GenerateRequest()
     one.CopyFrom(request)
     one.request_id = f"{request.request_id}-{index}"
     if request.sampling.HasField("seed"):
-        one.sampling.seed = (request.sampling.seed + index) % 2**63
+        one.sampling.seed = (request.sampling.seed + seed_offset) % 2**63
     return one
 
 
@@ -271,7 +325,9 @@ class _SharedAdmission:
             await self._admission.release(self._used)
 
 
-async def _merged(streams: list[AsyncIterator[str]], shape: ResponseShape, usages: list | None) -> AsyncIterator[str]:
+async def _merged(
+    streams: list[AsyncIterator[str]], shape: ResponseShape, usages: dict | None, firsts: set[int]
+) -> AsyncIterator[str]:
     """The choices' events as they come, then the summed usage (when asked for) and [DONE]."""
     queue: asyncio.Queue = asyncio.Queue()
 
@@ -292,12 +348,7 @@ async def _merged(streams: list[AsyncIterator[str]], shape: ResponseShape, usage
             else:
                 yield event
         if usages:
-            total = worker_pb2.Usage(
-                prompt_tokens=usages[0].prompt_tokens,
-                completion_tokens=sum(u.completion_tokens for u in usages),
-                cached_prompt_tokens=usages[0].cached_prompt_tokens,
-            )
-            yield shape.usage_chunk(total)
+            yield shape.usage_chunk(_summed(usages, firsts))
         yield SSE_DONE
     finally:  # the client left, or all ended: every choice's stream closes (and frees its worker sequence)
         for task in tasks:
@@ -377,6 +428,7 @@ async def _collect(
     logprobs: Logprobs | None,
     tool_plan: ToolPlan | None,
     prefix: str = "",
+    usages: dict | None = None,
 ) -> dict:
     parts: list[str] = []
     last = None
@@ -399,6 +451,8 @@ async def _collect(
             raise BackendFailed(f"{routed.backend.endpoint} ended the stream without a finish reason")
         _end_of_stream(span, last)
     _record(routed, "ok", last.usage, started)
+    if usages is not None:
+        usages[shape.index] = last.usage
     raw = text = prefix + "".join(parts)
     calls = []
     if tool_plan is not None:
@@ -416,7 +470,7 @@ async def _stream_events(
     traced: _StreamTrace,
     logprobs: Logprobs | None,
     tool_plan: ToolPlan | None,
-    usages: list | None = None,
+    usages: dict | None = None,
     done: bool = True,
     prefix: str = "",
 ) -> AsyncIterator[str]:
@@ -442,7 +496,7 @@ async def _stream_events(
                     if include_usage:
                         yield shape.usage_chunk(chunk.usage)
                     if usages is not None:
-                        usages.append(chunk.usage)
+                        usages[shape.index] = chunk.usage
                     _record(routed, "ok", chunk.usage, started)
             if last is None or not last.finish_reason:
                 raise BackendError(routed.backend.endpoint, grpc.StatusCode.INTERNAL, "stream ended without a finish")

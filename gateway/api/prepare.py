@@ -75,24 +75,37 @@ async def prepare_chat(body: ChatCompletionRequest, request: Request, state: Gat
     prompt_ids, scan = await _off_loop(request, _tokenize_chat, body, messages, model.tokenizer)
     text = "\n".join(m["content"] for m in messages)
     requested = body.max_completion_tokens or body.max_tokens
-    features = await _classify(body, model, prompt_ids, scan, requested, request, state, policy, "messages")
+    (features,) = await _classify(body, model, [len(prompt_ids)], scan, requested, request, state, policy, "messages")
     return Prepared(prompt_ids, features, text, grammar, calls, model)
 
 
 async def prepare_completion(
     body: CompletionRequest, request: Request, state: GatewayState, policy: Policy
-) -> Prepared:
+) -> list[Prepared]:
+    """One Prepared per prompt of the request, in order. The privacy scan reads the whole request, so a batch is
+    classified as one: a prompt with personal data keeps every prompt of its batch where private requests go."""
     model = _check(body, state, policy)
     CACHE_SCOPE.set(request.state.tenant)
-    if not isinstance(body.prompt, str):
-        vocab = model.tokenizer.tokenizer.get_vocab_size()
-        bad = [t for t in body.prompt if not 0 <= t < vocab]
-        if bad:
-            raise BadRequest(f"prompt token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
-    prompt_ids, text, scan = await _off_loop(request, _tokenize_completion, body, model.tokenizer)
+    prompts = body.prompts()
+    if len(prompts) > state.settings.max_batch:
+        raise BadRequest(
+            f"a batch of {len(prompts)} prompts: at most {state.settings.max_batch} on this gateway (TANDEM_MAX_BATCH)",
+            param="prompt",
+        )
+    vocab = model.tokenizer.tokenizer.get_vocab_size()
+    for i, prompt in enumerate(prompts):
+        if not isinstance(prompt, str) and (bad := [t for t in prompt if not 0 <= t < vocab]):
+            where = "prompt" if len(prompts) == 1 else f"prompt[{i}]"
+            raise BadRequest(f"{where} token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
+    tokenized, scan = await _off_loop(request, _tokenize_completion, body, prompts, model.tokenizer)
     grammar = await _compiling(answer_grammar, body, None, model.tokenizer) if shaped(body, None) else ""
-    features = await _classify(body, model, prompt_ids, scan, body.max_tokens, request, state, policy, "prompt")
-    return Prepared(prompt_ids, features, text, grammar, model=model)
+    lengths = [len(prompt_ids) for prompt_ids, _ in tokenized]
+    features = await _classify(body, model, lengths, scan, body.max_tokens, request, state, policy, "prompt")
+    batch = [
+        Prepared(prompt_ids, each, text, grammar, model=model)
+        for (prompt_ids, text), each in zip(tokenized, features, strict=True)
+    ]
+    return batch
 
 
 def _tokenize_chat(body: ChatCompletionRequest, messages: list[dict], chat: ChatTokenizer) -> tuple[list[int], Scan]:
@@ -102,14 +115,17 @@ def _tokenize_chat(body: ChatCompletionRequest, messages: list[dict], chat: Chat
     return prompt_ids, _scan(body, chat)
 
 
-def _tokenize_completion(body: CompletionRequest, chat: ChatTokenizer) -> tuple[list[int], str, Scan]:
+def _tokenize_completion(
+    body: CompletionRequest, prompts: list[str | list[int]], chat: ChatTokenizer
+) -> tuple[list[tuple[list[int], str]], Scan]:
+    """Each prompt's token ids and text, and the scan of the whole request."""
     with tracer.start_as_current_span("gateway.tokenize") as span:
-        if isinstance(body.prompt, str):
-            text, prompt_ids = body.prompt, chat.encode(body.prompt)
-        else:
-            prompt_ids, text = list(body.prompt), chat.tokenizer.decode(body.prompt)
-        span.set_attribute("tandem.prompt_tokens", len(prompt_ids))
-    return prompt_ids, text, _scan(body, chat)
+        tokenized = [
+            (chat.encode(prompt), prompt) if isinstance(prompt, str) else (list(prompt), chat.tokenizer.decode(prompt))
+            for prompt in prompts
+        ]
+        span.set_attribute("tandem.prompt_tokens", sum(len(ids) for ids, _ in tokenized))
+    return tokenized, _scan(body, chat)
 
 
 def _scan(body: _GenerationParams, chat: ChatTokenizer) -> Scan:
@@ -182,27 +198,29 @@ def tandem_header(request: Request, name: str, repeatable: bool = False) -> str 
 async def _classify(
     body: _GenerationParams,
     model: ServedModel,
-    prompt_ids: list[int],
+    prompt_lengths: list[int],
     scan: Scan,
     requested_max: int | None,
     request: Request,
     state: GatewayState,
     policy: Policy,
     prompt_field: str,
-) -> RequestFeatures:
-    max_tokens = _max_tokens(requested_max, len(prompt_ids), model, state, prompt_field)
+) -> list[RequestFeatures]:
+    """Each prompt's features (a completions batch has several), from one scan of the request: the same privacy
+    tags for all."""
+    fields = (
+        [prompt_field] if len(prompt_lengths) == 1 else [f"{prompt_field}[{i}]" for i in range(len(prompt_lengths))]
+    )
+    max_tokens = [
+        _max_tokens(requested_max, length, model, state, field)
+        for length, field in zip(prompt_lengths, fields, strict=True)
+    ]
     check_tandem_headers(request)
     raw = await request.body()
     if privacy.may_repeat_keys(raw):  # a count on the loop; the rare parse off it when the body is large
         await _off_loop(request, privacy.check_no_repeated_keys, raw)
     with tracer.start_as_current_span("gateway.classify") as span:
-        features = await _off_loop(
-            request,
-            classify,
-            policy,
-            text=scan,
-            prompt_tokens=len(prompt_ids),
-            max_tokens=max_tokens,
+        common = dict(
             metadata_privacy=privacy.metadata_privacy(policy, body.metadata),
             privacy_header=tandem_header(request, "X-Tandem-Privacy", repeatable=True),
             device_header=tandem_header(request, "X-Tandem-Device"),
@@ -211,6 +229,16 @@ async def _classify(
             priority=state.tenants.allowed_priority(request.state.tenant, body.priority),
             model=model.id,
         )
-        span.set_attribute("tandem.privacy_tags", sorted(features.privacy_tags))
-        span.set_attribute("tandem.detected", list(features.detected))
+        features = await _off_loop(request, _classify_each, policy, scan, prompt_lengths, max_tokens, common)
+        span.set_attribute("tandem.privacy_tags", sorted(features[0].privacy_tags))
+        span.set_attribute("tandem.detected", list(features[0].detected))
         return features
+
+
+def _classify_each(
+    policy: Policy, scan: Scan, prompt_lengths: list[int], max_tokens: list[int], common: dict
+) -> list[RequestFeatures]:
+    return [
+        classify(policy, text=scan, prompt_tokens=length, max_tokens=most, **common)
+        for length, most in zip(prompt_lengths, max_tokens, strict=True)
+    ]

@@ -462,7 +462,7 @@ class ChatCompletionRequest(_GenerationParams):
 
 class CompletionRequest(_GenerationParams):
     prompt: Text | list[int] | list[Text] | list[list[int]] = Field(
-        description="text or token ids; OpenAI's batch forms with one prompt (what lm-eval sends) are that prompt"
+        description="text or token ids, or a batch of them: each prompt is answered by `n` choices of its own"
     )
     logprobs: int | None = Field(
         default=None, ge=0, le=MAX_TOP_LOGPROBS, description="each token's log-probability and this many alternatives"
@@ -478,13 +478,21 @@ class CompletionRequest(_GenerationParams):
     def wanted_top_logprobs(self) -> int | None:
         return self.logprobs
 
+    def prompts(self) -> list[str | list[int]]:
+        """The prompts the request carries, in order: one, or each of a batch."""
+        if isinstance(self.prompt, list) and self.prompt and not isinstance(self.prompt[0], int):
+            return list(self.prompt)
+        return [self.prompt]
+
     @field_validator("prompt")
     @classmethod
-    def _one_prompt(cls, value):
+    def _prompts_not_empty(cls, value):
+        """A batch of one (`["…"]`, `[[ids]]`: what lm-eval sends) is that prompt."""
         if isinstance(value, list) and value and not isinstance(value[0], int):
-            if len(value) != 1:
-                raise ValueError(f"one prompt per request (got a batch of {len(value)}): send them as requests")
-            value = value[0]
+            if len(value) == 1:
+                value = value[0]
+            elif empty := [i for i, one in enumerate(value) if len(one) == 0]:
+                raise ValueError(f"prompt[{empty[0]}] is empty: each prompt of a batch needs text or token ids")
         if len(value) == 0:
             raise ValueError("prompt must not be empty")
         return value

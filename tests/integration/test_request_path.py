@@ -803,14 +803,66 @@ def test_echo_with_logprobs_scores_the_prompt_as_lm_eval_reads_it(client, kind, 
     assert echoed.choices[0].text.startswith("The quick brown fox") and echoed.choices[0].logprobs is None
 
 
-def test_a_batch_of_one_prompt_is_that_prompt_and_a_larger_batch_is_named(client):
+def test_a_batch_of_one_prompt_is_that_prompt(client):
     flat = client.completions.create(model=MODEL, prompt=[1, 309, 201], max_tokens=3, temperature=0)
     batched = client.completions.create(model=MODEL, prompt=[[1, 309, 201]], max_tokens=3, temperature=0)
     texts = client.completions.create(model=MODEL, prompt=["The quick brown fox"], max_tokens=3, temperature=0)
     assert batched.choices[0].text == flat.choices[0].text and texts.choices[0].text
+
+
+def test_a_batch_of_prompts_gets_each_prompt_its_own_choices_as_openai_indexes_them(client):
+    """OpenAI's batch: prompt p's choice j is choice p * n + j; each gets what it would get alone (the same seed
+    included); usage counts each prompt once and every choice's tokens. Whole and streamed alike."""
+    prompts = ["The quick brown fox", "Once upon a time", "Tell me about the gateway"]
+    sampling = dict(model=MODEL, max_tokens=5, temperature=1.0, seed=11, n=2)
+    alone = [client.completions.create(prompt=p, **sampling) for p in prompts]
+    batch = client.completions.create(prompt=prompts, **sampling)
+    assert [c.index for c in batch.choices] == list(range(6))
+    assert [c.text for c in batch.choices] == [c.text for a in alone for c in a.choices]
+    assert batch.usage.prompt_tokens == sum(a.usage.prompt_tokens for a in alone)
+    assert batch.usage.completion_tokens == sum(a.usage.completion_tokens for a in alone)
+    assert batch.usage.total_tokens == batch.usage.prompt_tokens + batch.usage.completion_tokens
+    texts, usage = {}, None
+    for chunk in client.completions.create(
+        prompt=prompts, stream=True, stream_options={"include_usage": True}, **sampling
+    ):
+        for choice in chunk.choices:
+            texts[choice.index] = texts.get(choice.index, "") + choice.text
+        usage = chunk.usage or usage
+    assert [texts[i] for i in range(6)] == [c.text for c in batch.choices]
+    assert (usage.prompt_tokens, usage.completion_tokens) == (batch.usage.prompt_tokens, batch.usage.completion_tokens)
+    ids = client.completions.create(model=MODEL, prompt=[[1, 309, 201], [1, 42]], max_tokens=3, temperature=0)
+    assert [c.text for c in ids.choices] == [
+        client.completions.create(model=MODEL, prompt=p, max_tokens=3, temperature=0).choices[0].text
+        for p in ([1, 309, 201], [1, 42])
+    ]
+
+
+def test_a_batch_with_personal_data_in_one_prompt_is_private_as_a_whole(client):
+    """The scan reads the whole batch: the prompt without personal data goes where the private one goes (the first
+    choice's route is the header's)."""
+    raw = client.completions.with_raw_response.create(
+        model=MODEL, prompt=["What is the weather like?", "Mail me at ann.lee@example.com"], max_tokens=2
+    )
+    assert raw.headers["x-tandem-route"] == "edge; rule=private"
+    assert len(raw.parse().choices) == 2
+
+
+@pytest.mark.parametrize(
+    "prompt, message",
+    [
+        (["a"] * 33, "at most 32"),
+        (["a", ""], "prompt[1] is empty"),
+        ([[1, 2], [1, 10**9]], "prompt[1] token ids out of range"),
+        (["a", LONG_TEXT * 8], "in the prompt[1],"),
+    ],
+    ids=["too-many", "empty-member", "bad-ids", "too-long"],
+)
+def test_a_bad_batch_is_a_400_naming_the_prompt(client, prompt, message):
     with pytest.raises(openai.BadRequestError) as err:
-        client.completions.create(model=MODEL, prompt=["a", "b"], max_tokens=3)
-    assert err.value.response.json()["error"]["param"] == "prompt"
+        client.completions.create(model=MODEL, prompt=prompt, max_tokens=3)
+    error = err.value.response.json()["error"]
+    assert error["param"].startswith("prompt") and message in error["message"], error
 
 
 def test_null_is_not_given_as_openai_takes_it(client):
