@@ -123,7 +123,7 @@ def main() -> None:
     )
     print(f"{cpu} ({', '.join(flags)}): {args.questions} questions, 4 choices each")
     print(f"  tandem (lm-eval local-completions): acc {tandem['acc,none']:.3f} in {tandem_s:.1f} s")
-    print(f"  tandem, batches of {args.batch_size}:           acc {batched['acc,none']:.3f} in {batched_s:.1f} s")
+    print(f"  tandem, lm-eval batches of {args.batch_size}:    acc {batched['acc,none']:.3f} in {batched_s:.1f} s")
     print(f"  transformers (lm-eval hf):          acc {hf['acc,none']:.3f} in {hf_s:.1f} s")
     result = {
         "cpu": cpu,
