@@ -21,7 +21,8 @@ from gateway.cors import CorsForConfiguredOrigins
 from gateway.lifespan import app_settings, lifespan
 from gateway.request_span import RequestSpan
 from serving.body_limit import BodyLimit, replayed
-from serving.openai.errors import BadRequest, GatewayError
+from serving.openai.errors import BadRequest, GatewayError, refusal
+from serving.openai.responses import ResponsesRequest
 from serving.openai.schemas import ChatCompletionRequest, CompletionRequest
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ class GenerationShortcut:
         route, model = self._routes[scope["path"]]
         content_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
         raw = await request.body()
-        body = refusal = None
+        body = refused = None
         if raw and content_type == "application/json" and len(raw) < LARGE_BODY_BYTES:
             try:
                 body = model.model_validate_json(raw)
@@ -139,9 +140,9 @@ class GenerationShortcut:
         elif raw and content_type == "application/json":
             # Seconds of CPU for a large one (2 MiB of nested arrays: 2.3 s): in a thread, the loop serving others,
             # and its 400 made there too, not by FastAPI parsing it all again on the loop.
-            body, refusal = await asyncio.to_thread(_validated, model, raw)
-        if refusal is not None:
-            await (await _gateway_error(request, refusal))(scope, receive, send)
+            body, refused = await asyncio.to_thread(_validated, model, raw)
+        if refused is not None:
+            await (await _gateway_error(request, refused))(scope, receive, send)
             return
         if body is None:  # FastAPI says what is wrong with it, in its words
             await self.app(scope, replayed(raw, receive), send)
@@ -165,10 +166,14 @@ def _validated(model, raw: bytes) -> tuple[object | None, BadRequest | None]:
         errors = exc.errors(include_url=False)
         if any(error["type"] == "json_invalid" for error in errors):
             return None, None
-        return None, _refusal([{**error, "loc": ("body", *error["loc"])} for error in errors])
+        return None, refusal([{**error, "loc": ("body", *error["loc"])} for error in errors])
 
 
-_SHORTCUT_PATHS = {"/v1/chat/completions": ChatCompletionRequest, "/v1/completions": CompletionRequest}
+_SHORTCUT_PATHS = {
+    "/v1/chat/completions": ChatCompletionRequest,
+    "/v1/completions": CompletionRequest,
+    "/v1/responses": ResponsesRequest,
+}
 _KEY_FIRST = frozenset({*_SHORTCUT_PATHS, "/v1/route/explain"})  # the POSTs whose key is checked before their body
 
 
@@ -224,16 +229,6 @@ async def _gateway_error(request: Request, exc: GatewayError) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=exc.status_code, headers=exc.headers)
 
 
-_PYDANTIC_TYPE_TAGS = frozenset({"str", "int", "float", "bool", "dict", "list", "none", "bytes", "constrained-str",
-                                 "constrained-int", "constrained-float", "tagged-union"})  # fmt: skip
-
-
-def _union_member(part: object) -> bool:
-    """A `loc` part pydantic adds for the union member it tried (`function-after[...]`, `list[str]`, `str`): no
-    field's name, and its text can hold a validator's repr with a memory address."""
-    return isinstance(part, str) and ("[" in part or "(" in part or part in _PYDANTIC_TYPE_TAGS)
-
-
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
     content_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
     if content_type != "application/json" and any(tuple(e["loc"]) == ("body",) for e in exc.errors()):
@@ -241,28 +236,7 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
         sent = f"Content-Type {content_type}" if content_type else "no Content-Type"
         message = f"the request body must be JSON sent with Content-Type: application/json (this one has {sent})"
         return await _gateway_error(request, BadRequest(message, param="Content-Type"))
-    return await _gateway_error(request, _refusal(exc.errors()))
-
-
-def _refusal(errors) -> BadRequest:
-    """The 400 for a body's problems (pydantic's errors, `body` first in each loc): the first MAX_PROBLEMS_LISTED,
-    and how many more."""
-    # problem -> its field, in order. A dict: a list's `in` was quadratic, and a body with 30,000 bad keys held the
-    # event loop for seconds for its 400 (and a megabyte message).
-    problems: dict[str, str] = {}
-    for error in errors:
-        if error["type"] == "json_invalid":
-            return BadRequest(f"request body is not valid JSON: {error.get('ctx', {}).get('error', error['msg'])}")
-        where = ".".join(str(p) for p in error["loc"] if p != "body" and not _union_member(p)) or "body"
-        said = error["msg"].removeprefix("Value error, ")  # pydantic's label for our own validators' words
-        problems.setdefault(f"{where}: {said}", where)
-    listed = list(problems)[:MAX_PROBLEMS_LISTED]
-    more = len(problems) - len(listed)
-    message = "; ".join(listed) + (f"; and {more} more" if more else "")
-    return BadRequest(message, param=next(iter(problems.values()), None))
-
-
-MAX_PROBLEMS_LISTED = 20  # a 400 names the first problems; a body with thousands says how many more
+    return await _gateway_error(request, refusal(exc.errors()))
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -1,15 +1,17 @@
-"""The OpenAI routes: `/v1/models`, `/v1/models/{id}`, `/v1/chat/completions` and `/v1/completions`. The
-generation handlers are one call each into the request service (gateway/api/generation.py)."""
+"""The OpenAI routes: `/v1/models`, `/v1/models/{id}`, `/v1/chat/completions`, `/v1/completions` and
+`/v1/responses`. The generation handlers are one call each into the request service (gateway/api/generation.py;
+the Responses API through gateway/api/responses.py)."""
 
 import time
 
 from fastapi import APIRouter, Depends, Request
 
-from gateway.api import generation
+from gateway.api import generation, responses
 from gateway.api.prepare import prepare_chat, prepare_completion
 from gateway.auth import require_api_key
 from gateway.deps import CurrentPolicy, State
 from gateway.state import GatewayState
+from serving.openai.responses import ResponsesRequest
 from serving.openai.schemas import ChatCompletionRequest, CompletionRequest, error_responses
 
 # The auth check is the router's own, so each route's dependencies say it (gateway/main.py's GenerationShortcut
@@ -51,3 +53,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, state:
 @router.post("/completions", responses=GENERATION_ERRORS)
 async def completions(body: CompletionRequest, request: Request, state: State, policy: CurrentPolicy):
     return await generation.serve(body, request, state, policy, prepare_completion, chat=False)
+
+
+@router.post("/responses", responses=GENERATION_ERRORS)
+async def create_response(body: ResponsesRequest, request: Request, state: State, policy: CurrentPolicy):
+    """OpenAI's Responses API, answered as a chat completion; nothing is stored."""
+    return await responses.serve(body, request, state, policy)

@@ -484,6 +484,16 @@ class CompletionRequest(_GenerationParams):
             return list(self.prompt)
         return [self.prompt]
 
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _one_form(cls, value):
+        """A batch mixing texts and token-id lists is named as such (pydantic's union lists each form it missed)."""
+        if isinstance(value, list) and value and not isinstance(value[0], int):
+            kinds = {"text" if isinstance(one, str) else "token ids" if isinstance(one, list) else "" for one in value}
+            if kinds == {"text", "token ids"}:
+                raise ValueError("a batch of prompts is all texts or all token-id lists, not both")
+        return value
+
     @field_validator("prompt")
     @classmethod
     def _prompts_not_empty(cls, value):

@@ -31,10 +31,11 @@ from tests.stack import write_policy
 pytestmark = pytest.mark.integration
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 EDGE_TOKEN = "fuzz-edge-token"
-# Cases per operation: 1,100 in all (the GETs take no input, so hypothesis stops after one case each).
+# Cases per operation: 1,350 in all (the GETs take no input, so hypothesis stops after one case each).
 EXAMPLES = {
     "POST /v1/chat/completions": 300,
     "POST /v1/completions": 250,
+    "POST /v1/responses": 250,
     "POST /v1/route/explain": 250,
     "POST /v1/edge/register": 150,
     "GET /v1/models": 10,

@@ -853,10 +853,11 @@ def test_a_batch_with_personal_data_in_one_prompt_is_private_as_a_whole(client):
     [
         (["a"] * 33, "at most 32"),
         (["a", ""], "prompt[1] is empty"),
+        (["a", [1, 2]], "all texts or all token-id lists"),
         ([[1, 2], [1, 10**9]], "prompt[1] token ids out of range"),
         (["a", LONG_TEXT * 8], "in the prompt[1],"),
     ],
-    ids=["too-many", "empty-member", "bad-ids", "too-long"],
+    ids=["too-many", "empty-member", "mixed", "bad-ids", "too-long"],
 )
 def test_a_bad_batch_is_a_400_naming_the_prompt(client, prompt, message):
     with pytest.raises(openai.BadRequestError) as err:

@@ -1,0 +1,51 @@
+"""A Responses API request read into the chat request it is answered by."""
+
+from serving.openai.responses import ResponsesRequest, responses_words
+
+
+def test_calls_after_an_assistants_text_are_that_turns_and_outputs_are_tool_turns():
+    request = ResponsesRequest.model_validate({
+        "model": "m",
+        "instructions": "Be brief.",
+        "input": [
+            {"role": "user", "content": "weather?"},
+            {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
+             "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]},
+            {"type": "function_call", "call_id": "a", "name": "w", "arguments": "{}", "id": "fc_1"},
+            {"type": "function_call", "call_id": "b", "name": "w", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "a", "output": "sunny"},
+            {"type": "function_call_output", "call_id": "b", "output": [{"type": "input_text", "text": "rain"}]},
+        ],
+    })  # fmt: skip
+    chat, origins = request.chat_request()
+    roles = [(m["role"], len(m.get("tool_calls") or ())) for m in chat["messages"]]
+    assert roles == [("system", 0), ("user", 0), ("assistant", 2), ("tool", 0), ("tool", 0)]
+    assert chat["messages"][2]["content"] == [{"type": "text", "text": "Looking."}]
+    assert origins == ["instructions", "input[0]", "input[1]", "input[4]", "input[5]"]
+    # a refusal of the chat request names the Responses item and field it came from
+    said = "messages[3]: a tool message must answer a call; max_completion_tokens too large"
+    assert (
+        responses_words(said, origins)
+        == "input[4]: a function_call_output must answer a call; max_output_tokens too large"
+    )
+
+
+def test_calls_with_no_turn_before_them_are_an_assistant_turn_of_their_own():
+    request = ResponsesRequest.model_validate({
+        "model": "m", "instructions": "x",
+        "input": [{"type": "function_call", "call_id": "a", "name": "w", "arguments": "{}"}],
+    })  # fmt: skip
+    chat, _ = request.chat_request()
+    assert [m["role"] for m in chat["messages"]] == ["system", "assistant"]
+
+
+def test_fields_it_cannot_honour_are_named_and_false_or_none_are_fine():
+    def refused(**fields):
+        return ResponsesRequest.model_validate({"model": "m", "input": "hi"} | fields).refused_field()
+
+    assert refused(store=False, background=False, include=[], truncation="disabled", reasoning=None) is None
+    assert refused(store=True)[0] == "store"
+    assert refused(store=1)[0] == "store"  # 1 is not false
+    assert refused(truncation="auto")[0] == "truncation"
+    assert refused(include=["reasoning.encrypted_content"])[0] == "include"
+    assert refused(colour="blue") == ("colour", "unknown field: colour")
