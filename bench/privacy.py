@@ -5,9 +5,9 @@ through `request_text` and then `detect(text, every detector)`. Measured:
 - recall over labelled in-scope PII (e-mail addresses, phone numbers, payment
   cards, Chinese resident IDs, IBANs): many formats per type; six encodings
   (ASCII, full-width, zero-width characters inside, Unicode spaces and dashes
-  as separators, Arabic-Indic digits, a mix); eight positions (start and end
+  as separators, Arabic-Indic digits, a mix); nine positions (start and end
   of the text, inside an English, Chinese, German or Arabic sentence, next to
-  CJK with no space, alone); twelve places in the request (system, user,
+  CJK with no space, alone, right after another number); twelve places in the request (system, user,
   assistant and tool messages, a content part, split over two content parts
   or two messages, tool-call arguments, `stop`, `user`, a completions
   `prompt` string or list). A case counts when its own detector fires; how
@@ -136,7 +136,17 @@ def effective_encoding(enc: str, value: str) -> str:
 
 # ---------------------------------------------------------------- contexts and placements
 
-POSITIONS = ["start", "end", "middle-en", "middle-zh", "middle-de", "middle-ar", "cjk-adjacent", "alone"]
+POSITIONS = [
+    "start",
+    "end",
+    "middle-en",
+    "middle-zh",
+    "middle-de",
+    "middle-ar",
+    "cjk-adjacent",
+    "alone",
+    "after-number",
+]
 POSITION_LANGUAGE = {"middle-zh": "zh", "cjk-adjacent": "zh", "middle-de": "de", "middle-ar": "ar"}
 TEMPLATES = {
     "start": ["{v} is the {label} I gave you last week, please update the record.",
@@ -155,6 +165,9 @@ TEMPLATES = {
                   "هل يمكنك التأكد من أن {v} هو {label} الصحيح لهذا الحساب؟"],
     "cjk-adjacent": ["我的{label}是{v}请保密", "{label}：{v}谢谢", "请把{v}填到{label}一栏", "{v}是我的{label}"],
     "alone": ["{v}"],
+    # another number just before it: a room, a step, a total on the line above (a batch's previous prompt)
+    "after-number": ["Room 12 {v} is the {label} to use.", "Total: 42\n{v} is my {label}.", "Step 3. {v} ({label})",
+                     "Order 88\n{v}"],
 }  # fmt: skip
 BASE_PLACEMENTS = ["user", "system", "assistant", "tool-result", "content-part", "tool-args", "stop",
                    "user-field", "prompt", "prompt-list"]  # fmt: skip

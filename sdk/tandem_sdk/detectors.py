@@ -20,7 +20,7 @@ and what is not promised.
 
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import date
 from functools import cached_property
 from itertools import accumulate, compress, islice, repeat
@@ -494,9 +494,41 @@ def _unbroken_trunk_number(digits: bytes) -> bool:
     return 10 <= len(digits) <= 11 and digits[:1] == b"0" and digits[1:2] != b"0" and not isbn.is_valid(digits.decode())
 
 
+def _tails(scan: Scan, cluster: Cluster) -> Iterator[Cluster]:
+    """The cluster from a later group on, where a phone number may start after another number: a short one and
+    a space (`Room 12 415-555-0100`, `Step 3. 020 7946 0958`) or any number and a line break (the end of one
+    message or prompt and the start of the next). Not inside one number grouped evenly (`4548 0361 7856 6448`,
+    a lead of more than two digits and the same gap as the groups after it) nor in an identifier (`DE15 0653 …`,
+    glued to letters)."""
+    groups, gaps = cluster.head
+    if not gaps or scan.before(cluster).isalpha():
+        return
+    runs = list(islice(_DIGIT_RUN.finditer(cluster.raw), len(groups)))
+    starts, end = [run.start() for run in runs], runs[-1].end()  # the head only: a long cluster is not copied
+    lead = 0
+    for i, gap in enumerate(gaps, start=1):
+        lead += len(groups[i - 1])
+        spaced = b" " in gap or b"\t" in gap
+        even = i < len(gaps) and gaps[i] == gap
+        if b"\n" in gap or (spaced and lead <= (_MAX_LEAD_DIGITS_EVEN if even else _MAX_LEAD_DIGITS)):
+            yield Cluster(cluster.start + starts[i], cluster.start + end, cluster.raw[starts[i] : end])
+
+
+_MAX_LEAD_DIGITS = 4  # a room, a step, a count before a number: longer ones are a number's own groups
+_MAX_LEAD_DIGITS_EVEN = 2  # the same, where the gap is the number's own (Room 12 415 555 0100)
+_DIGIT_RUN = re.compile(rb"[0-9]+")
+
+
 def has_phone(scan: Scan) -> bool:
-    """International (+CC, 00CC, tel:), Chinese mobiles, and national numbers in an unambiguous shape."""
-    return any(_international(scan, c) or _chinese_mobile(c) or _national(scan, c) for c in scan.clusters)
+    """International (+CC, 00CC, tel:), Chinese mobiles, and national numbers in an unambiguous shape, also
+    after another number."""
+    return any(
+        _international(scan, c)
+        or _chinese_mobile(c)
+        or _national(scan, c)
+        or any(_national(scan, t) or _international(scan, t) for t in _tails(scan, c))
+        for c in scan.clusters
+    )
 
 
 # -- Chinese resident ID -----------------------------------------------------------------------------

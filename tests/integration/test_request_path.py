@@ -838,12 +838,18 @@ def test_a_batch_of_prompts_gets_each_prompt_its_own_choices_as_openai_indexes_t
     ]
 
 
-def test_a_batch_with_personal_data_in_one_prompt_is_private_as_a_whole(client):
+@pytest.mark.parametrize(
+    "prompts",
+    [
+        ["What is the weather like?", "Mail me at ann.lee@example.com"],
+        ["Room 12", "415-555-0100 is my cell"],  # a review: joined, the two numbers read as one
+        ["Total: 42", "(415) 555-0100 is my cell, text me"],
+    ],
+)
+def test_a_batch_with_personal_data_in_one_prompt_is_private_as_a_whole(client, prompts):
     """The scan reads the whole batch: the prompt without personal data goes where the private one goes (the first
     choice's route is the header's)."""
-    raw = client.completions.with_raw_response.create(
-        model=MODEL, prompt=["What is the weather like?", "Mail me at ann.lee@example.com"], max_tokens=2
-    )
+    raw = client.completions.with_raw_response.create(model=MODEL, prompt=prompts, max_tokens=2)
     assert raw.headers["x-tandem-route"] == "edge; rule=private"
     assert len(raw.parse().choices) == 2
 

@@ -61,6 +61,13 @@ FIRES = {
         "201-555-0123x45",  # an extension glued on
         "090ー1234ー5678",  # the katakana prolonged sound mark that Japanese keyboards type as a dash
         "06.12.34.56.78",  # French, dotted
+        # another number just before it (a review: a batch's prompts are scanned joined by line breaks)
+        "Room 12 415-555-0100 is my cell",
+        "Room 12 415 555 0100",
+        "Total: 42\n(415) 555-0100 is my cell",
+        "What is 2+2\n415.555.0100 reach me there",
+        "Step 3. 020 7946 0958",
+        "Order 12345678\n0044 20 7946 0958",
         "1.800.555.0199",
         "00442079460958",  # 00 and the country code, unbroken
         "0612345678",
@@ -121,7 +128,8 @@ QUIET = {
               "hotel:12345678", "0110 1001 0101 1100", "mem delta +1048576 bytes", "x = +1234567",
               "POINT(102.1682 44.2439)", "E0122 08:49:05.375892 8150 server.cc:914]",
               "urn:uuid:a783d65f-a534-4977-83f5-024c245413ff", "DE06 0556 1482 1295 5014 14",
-              "2024-01-15 2024-01-16 2024-01-17 2024-01-18", "hotel03-1234-5678", "cafe+44 20 7946 0958"],
+              "2024-01-15 2024-01-16 2024-01-17 2024-01-18", "hotel03-1234-5678", "cafe+44 20 7946 0958",
+              "4548 0361 7856 6448", "bE15 0653 4144 2619", "mR87 0645 8618 6742 8949 7549 783"],
     "credit-card": ["4111 1111 1111 1112", "1234 5678 9012 3456", "tracking 9400111899223100001234",
                     "0000 0000 0000 0000", "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1", "loss: 9.391491627785106",
                     "order 111-2405177-4823152", "AT49 3870 1685 3444 7483"],
