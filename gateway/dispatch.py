@@ -112,7 +112,11 @@ async def dispatch(
             if hashes:
                 # Now, so the next request sharing the prefix follows, through any replica.
                 hints.record(backend.endpoint, hashes, candidate.prefix_match_blocks)
-            wait_s = min(attempt_timeout_s, remaining)
+            # Queued behind others of ours at the last backend the plan has (an edge agent answers one at a time:
+            # a batch's prompts, n choices, other callers): giving up early would leave nothing to try, so it waits
+            # its turn up to the deadline.
+            queued_at_last = backend.inflight > 0 and pool is plan.pools[-1] and candidate is pool.ranked[-1]
+            wait_s = remaining if queued_at_last else min(attempt_timeout_s, remaining)
             # One span per attempt, up to its first token; the gRPC client span is its child.
             with tracer.start_as_current_span("gateway.backend_call") as span:
                 span.set_attribute("tandem.pool", pool.pool)
@@ -142,15 +146,19 @@ async def dispatch(
                     failures.append(str(exc))
                     continue
                 span.set_attribute("tandem.outcome", "first_token")
-            if attempts > 1:
-                metrics.FALLBACKS.labels(decision.rule).inc()
-            predicted = 0
-            if hashes:
-                predicted = candidate.prefix_match_blocks * (candidate.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS)
-                metrics.PREFIX_TOKENS.labels(pool.pool, "predicted").inc(predicted)
-            return RoutedStream(pool.pool, decision.rule, backend, first, stream, request.tenant, predicted)
+            return _routed(pool, decision, backend, first, stream, request, candidate, hashes, attempts)
         failures.append(f"pool {pool.pool!r}: no healthy backend left")
     raise NoBackend(_no_backend_message(decision, failures))
+
+
+def _routed(pool, decision, backend, first, stream, request, candidate, hashes, attempts) -> "RoutedStream":
+    if attempts > 1:
+        metrics.FALLBACKS.labels(decision.rule).inc()
+    predicted = 0
+    if hashes:
+        predicted = candidate.prefix_match_blocks * (candidate.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS)
+        metrics.PREFIX_TOKENS.labels(pool.pool, "predicted").inc(predicted)
+    return RoutedStream(pool.pool, decision.rule, backend, first, stream, request.tenant, predicted)
 
 
 def _no_backend_message(decision: Decision, failures: list[str]) -> str:

@@ -48,7 +48,13 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "top_p": (BOTH, HONOURED, "[0, 1] (0: the most likely token, greedy); default: generation_config.json, else 1"),
     "seed": (BOTH, HONOURED, "the same seed gives the same tokens on either tier, in any batch; int64, modulo 2^63"),
     "stop": (BOTH, HONOURED, "a string or up to 4, each at most 256 characters"),
-    "n": (BOTH, HONOURED, "up to `TANDEM_MAX_N` (8); seeds `seed`, `seed`+1, …; the local agent answers 1"),
+    "n": (
+        BOTH,
+        HONOURED,
+        "up to `TANDEM_MAX_N` (8); seeds `seed`, `seed`+1, …; the local agent answers 1. The choices (and a batch's "
+        "prompts) start together; an edge agent answers one at a time, so there each waits its turn, up to "
+        "`TANDEM_FIRST_TOKEN_DEADLINE_S` (30 s)",
+    ),  # fmt: skip
     "stream": (BOTH, HONOURED, "server-sent events, ending with `[DONE]`"),
     "stream_options": (BOTH, HONOURED, "`include_usage`; `include_obfuscation` only false; any other key is a 400"),
     "presence_penalty": (BOTH, HONOURED, "-2 to 2, on answer tokens"),

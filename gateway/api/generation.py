@@ -118,24 +118,9 @@ async def _serve(
     x_request_id = _x_request_id(request)
     choices = _choices(body, batch, shape.response_id, state.tenants.cache_salt(features.tenant))
     started = time.perf_counter()
-    routed_all: list[RoutedStream] = []
     try:
-        for choice in choices:
-            routed_all.append(
-                await dispatch(
-                    policy,
-                    state.registry,
-                    choice.prepared.features,
-                    choice.request,
-                    state.settings.backend_timeout_s,
-                    state.settings.first_token_deadline_s,
-                    state.settings.attempt_timeout_s,
-                    choice.prepared.model.hints,
-                )
-            )
+        routed_all = await _dispatch_all(choices, policy, state, started)
     except BaseException as exc:
-        for routed in routed_all:
-            await routed.aclose()
         await admission.release(0)
         if isinstance(exc, GatewayError):
             metrics.REQUESTS.labels("none", "none", features.tenant, exc.code or "error").inc()
@@ -153,7 +138,6 @@ async def _serve(
     for one in routed_all:
         if state.decisions:
             one.on_end = functools.partial(state.decisions.usage, shape.response_id, features.tenant, user)
-        one.ttft_s = time.perf_counter() - started
         one.idle_timeout_s = state.settings.stream_idle_timeout_s
         metrics.TTFT.labels(one.pool).observe(one.ttft_s)
         state.ttft.add(one.pool, one.ttft_s)
@@ -204,6 +188,10 @@ async def _serve(
     shapes = [dataclasses.replace(shape, index=choice.index) for choice in choices]
     firsts = {choice.index for choice in choices if choice.index % body.n == 0}  # each prompt's tokens counted once
     usages: dict[int, worker_pb2.Usage] = {}  # each choice's, by index, as they end
+
+    def share(choice: _Choice) -> _Share:
+        return shared.share(None if choice.index in firsts else len(choice.prepared.prompt_ids))
+
     if body.stream:
         streams = [
             _stream_events(
@@ -211,7 +199,7 @@ async def _serve(
                 s,
                 False,
                 started,
-                shared,
+                share(choice),
                 traced(choice.prepared),
                 logprobs(choice.prepared),
                 tools,
@@ -231,7 +219,7 @@ async def _serve(
                     one,
                     s,
                     started,
-                    shared,
+                    share(choice),
                     traced(choice.prepared),
                     logprobs(choice.prepared),
                     tools,
@@ -246,6 +234,45 @@ async def _serve(
         return _client_gone()
     merged = answers[0] | {"choices": [a["choices"][0] for a in answers], "usage": usage_dict(_summed(usages, firsts))}
     return await _json_response(merged, headers, logprobs_wanted)
+
+
+async def _dispatch_all(
+    choices: list[_Choice], policy: Policy, state: GatewayState, started: float
+) -> list[RoutedStream]:
+    """Each choice started on its backend, all at once (a batch's prompts prefill together, and each choice's time
+    to first token is its own); the first failure cancels the rest and closes what had started."""
+
+    async def one(choice: _Choice) -> RoutedStream:
+        routed = await dispatch(
+            policy,
+            state.registry,
+            choice.prepared.features,
+            choice.request,
+            state.settings.backend_timeout_s,
+            state.settings.first_token_deadline_s,
+            state.settings.attempt_timeout_s,
+            choice.prepared.model.hints,
+        )
+        routed.ttft_s = time.perf_counter() - started
+        return routed
+
+    if len(choices) == 1:
+        return [await one(choices[0])]
+    tasks = [asyncio.ensure_future(one(choice)) for choice in choices]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:  # a failure, or the request cancelled: nothing started is left open
+        failed = any(t.done() and not t.cancelled() and t.exception() is not None for t in tasks)
+        if failed or not all(t.done() for t in tasks):
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for task in tasks:
+                if not task.cancelled() and task.exception() is None:
+                    await task.result().aclose()
+    if errors := [t.exception() for t in tasks if not t.cancelled() and t.exception() is not None]:
+        raise errors[0]  # the first to fail (the others were cancelled for it)
+    return [task.result() for task in tasks]
 
 
 def _summed(usages: dict[int, worker_pb2.Usage], firsts: set[int]) -> worker_pb2.Usage:
@@ -313,16 +340,30 @@ def _nth_choice(request: worker_pb2.GenerateRequest, index: int, seed_offset: in
 
 
 class _SharedAdmission:
-    """n choices hold one admission: it is released (with the tokens they used together) when the last one ends."""
+    """n choices (of one prompt or of a batch's) hold one admission: it is released, with the tokens they used
+    together, when the last one ends. A prompt's tokens are counted once, by its first choice (`share`)."""
 
     def __init__(self, admission: Admission, parts: int) -> None:
         self._admission, self._left, self._used = admission, parts, 0
+
+    def share(self, prompt_tokens: int | None) -> "_Share":
+        """What one choice releases; `prompt_tokens`: its prompt's, which another choice counts (None: this one)."""
+        return _Share(self, prompt_tokens or 0)
 
     async def release(self, used_tokens: int | None = None) -> None:
         self._left -= 1
         self._used = None if used_tokens is None or self._used is None else self._used + used_tokens
         if self._left == 0:
             await self._admission.release(self._used)
+
+
+@dataclass
+class _Share:
+    shared: _SharedAdmission
+    counted_elsewhere: int  # the prompt tokens in this choice's usage that its prompt's first choice counts
+
+    async def release(self, used_tokens: int | None = None) -> None:
+        await self.shared.release(None if used_tokens is None else used_tokens - self.counted_elsewhere)
 
 
 async def _merged(

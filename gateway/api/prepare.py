@@ -10,6 +10,7 @@ the SDK runs on the device), not only the prompt.
 
 import asyncio
 import contextvars
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -99,8 +100,8 @@ async def prepare_completion(
             raise BadRequest(f"{where} token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
     tokenized, scan = await _off_loop(request, _tokenize_completion, body, prompts, model.tokenizer)
     grammar = await _compiling(answer_grammar, body, None, model.tokenizer) if shaped(body, None) else ""
-    lengths = [len(prompt_ids) for prompt_ids, _ in tokenized]
-    features = await _classify(body, model, lengths, scan, body.max_tokens, request, state, policy, "prompt")
+    lengths, texts = [len(prompt_ids) for prompt_ids, _ in tokenized], [text for _, text in tokenized]
+    features = await _classify(body, model, lengths, scan, body.max_tokens, request, state, policy, "prompt", texts)
     batch = [
         Prepared(prompt_ids, each, text, grammar, model=model)
         for (prompt_ids, text), each in zip(tokenized, features, strict=True)
@@ -205,12 +206,12 @@ async def _classify(
     state: GatewayState,
     policy: Policy,
     prompt_field: str,
+    prompt_texts: list[str] | None = None,
 ) -> list[RequestFeatures]:
-    """Each prompt's features (a completions batch has several), from one scan of the request: the same privacy
-    tags for all."""
-    fields = (
-        [prompt_field] if len(prompt_lengths) == 1 else [f"{prompt_field}[{i}]" for i in range(len(prompt_lengths))]
-    )
+    """Each prompt's features (a completions batch has several, `prompt_texts` their texts): classified once, from
+    the scan of the whole request and each prompt's text on its own, so every prompt has the same privacy tags."""
+    batch = len(prompt_lengths) > 1
+    fields = [f"{prompt_field}[{i}]" for i in range(len(prompt_lengths))] if batch else [prompt_field]
     max_tokens = [
         _max_tokens(requested_max, length, model, state, field)
         for length, field in zip(prompt_lengths, fields, strict=True)
@@ -220,7 +221,14 @@ async def _classify(
     if privacy.may_repeat_keys(raw):  # a count on the loop; the rare parse off it when the body is large
         await _off_loop(request, privacy.check_no_repeated_keys, raw)
     with tracer.start_as_current_span("gateway.classify") as span:
-        common = dict(
+        first = await _off_loop(
+            request,
+            classify,
+            policy,
+            text=scan,
+            parts=prompt_texts if batch and prompt_texts else (),
+            prompt_tokens=prompt_lengths[0],
+            max_tokens=max_tokens[0],
             metadata_privacy=privacy.metadata_privacy(policy, body.metadata),
             privacy_header=tandem_header(request, "X-Tandem-Privacy", repeatable=True),
             device_header=tandem_header(request, "X-Tandem-Device"),
@@ -229,16 +237,7 @@ async def _classify(
             priority=state.tenants.allowed_priority(request.state.tenant, body.priority),
             model=model.id,
         )
-        features = await _off_loop(request, _classify_each, policy, scan, prompt_lengths, max_tokens, common)
-        span.set_attribute("tandem.privacy_tags", sorted(features[0].privacy_tags))
-        span.set_attribute("tandem.detected", list(features[0].detected))
-        return features
-
-
-def _classify_each(
-    policy: Policy, scan: Scan, prompt_lengths: list[int], max_tokens: list[int], common: dict
-) -> list[RequestFeatures]:
-    return [
-        classify(policy, text=scan, prompt_tokens=length, max_tokens=most, **common)
-        for length, most in zip(prompt_lengths, max_tokens, strict=True)
-    ]
+        span.set_attribute("tandem.privacy_tags", sorted(first.privacy_tags))
+        span.set_attribute("tandem.detected", list(first.detected))
+    rest = zip(prompt_lengths[1:], max_tokens[1:], strict=True)
+    return [first, *(dataclasses.replace(first, prompt_tokens=length, max_tokens=most) for length, most in rest)]

@@ -1,5 +1,6 @@
 """Features from a request's parts: the one place the gateway, explain and the CLI build them."""
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tandem_sdk.detectors import Scan
@@ -15,6 +16,7 @@ def classify(
     policy: "Policy",
     *,
     text: str | Scan,
+    parts: Sequence[str | Scan] = (),
     prompt_tokens: int,
     max_tokens: int,
     metadata_privacy: object = None,
@@ -25,7 +27,11 @@ def classify(
     priority: int = 0,
     model: str = "",
 ) -> RequestFeatures:
+    """`parts`: pieces of the text read on their own as well (a completions batch's prompts), so what the whole
+    text joins across them (a number at the end of one and a phone number at the start of the next) hides nothing."""
     detected = privacy.detected(policy, text)
+    for part in parts:
+        detected += tuple(name for name in privacy.detected(policy, part) if name not in detected)
     return RequestFeatures(
         prompt_tokens=prompt_tokens,
         max_tokens=max_tokens,

@@ -1,0 +1,33 @@
+"""An edge agent answers one sequence at a time: a request's choices queued behind each other there wait their
+turn, where the attempt timeout gave up on them (a review: a private batch of two failed with a 503)."""
+
+import openai
+import pytest
+
+from tests.stack import start_stack
+
+pytestmark = pytest.mark.integration
+MODEL = "tandem-demo"
+ANSWER_TOKENS = 1500  # about 1.5 s of decoding on the demo model here: three times the attempt timeout below
+
+
+@pytest.fixture(scope="module")
+def stack(demo_checkpoint, tmp_path_factory):
+    env = {"TANDEM_ATTEMPT_TIMEOUT_S": "0.5", "TANDEM_FIRST_TOKEN_DEADLINE_S": "120"}
+    s = start_stack(demo_checkpoint, tmp_path_factory.mktemp("turns"), env=env)
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("shape", ["batch", "n"])
+def test_a_private_requests_choices_on_the_edge_are_answered_in_turn(stack, shape):
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    prompts, n = (["Hello there", "Goodbye now"], 1) if shape == "batch" else ("Hello there", 2)
+    raw = client.completions.with_raw_response.create(
+        model=MODEL, prompt=prompts, n=n, max_tokens=ANSWER_TOKENS, temperature=1.0,
+        extra_body={"ignore_eos": True}, extra_headers={"X-Tandem-Privacy": "pii"},
+    )  # fmt: skip
+    answer = raw.parse()
+    assert raw.headers["x-tandem-route"] == "edge; rule=private"
+    assert [c.index for c in answer.choices] == [0, 1]
+    assert answer.usage.completion_tokens == 2 * ANSWER_TOKENS
