@@ -28,8 +28,10 @@ class DecisionLog:
         backend: str | None,
         status: str,
         x_request_id: str | None = None,
+        prompt: int | None = None,
     ) -> None:
-        """`request_id` is the response's `id`; `x_request_id` the X-Request-Id its response carried."""
+        """`request_id` is the response's `id`; `x_request_id` the X-Request-Id its response carried; `prompt` the
+        prompt's place in a completions batch (one decision each)."""
         entry = {
             "ts": round(time.time(), 3),
             "request_id": request_id,
@@ -40,6 +42,8 @@ class DecisionLog:
             "backend": backend,
             "status": status,
         }
+        if prompt is not None:
+            entry["prompt"] = prompt
         self._logger.info(json.dumps(entry, separators=(",", ":")))
 
     def usage(self, request_id: str, tenant: str, user: str | None, usage, status: str) -> None:

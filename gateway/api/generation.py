@@ -129,11 +129,14 @@ async def _serve(
         raise
     routed = routed_all[0]
     private = any(choice.request.private for choice in choices)
-    if state.decisions:
-        state.decisions.record(
-            shape.response_id, features, routed.rule, routed.pool, routed.backend.endpoint, "routed",
-            x_request_id,
-        )  # fmt: skip
+    if state.decisions:  # one decision per prompt (a batch's prompts may be routed apart), at its first choice
+        batched = len(batch) > 1
+        for choice, one in zip(choices, routed_all, strict=True):
+            if choice.index % body.n == 0:
+                state.decisions.record(
+                    shape.response_id, choice.prepared.features, one.rule, one.pool, one.backend.endpoint, "routed",
+                    x_request_id, prompt=choice.index // body.n if batched else None,
+                )  # fmt: skip
     user = None if private else (body.user or body.safety_identifier)
     for one in routed_all:
         if state.decisions:

@@ -71,3 +71,20 @@ def test_decision_log_has_no_prompt_text_and_replays(logged_stack, tmp_path):
     assert out["policy"]["requests"] == len(lines)
     assert out["policy"]["rule_share"]["private"] == pytest.approx(1 / len(lines), abs=1e-3)
     assert out["differences"]["requests_changing_pool"] >= 2  # short public requests move to the edge
+
+
+def test_each_prompt_of_a_batch_is_a_decision_of_its_own(logged_stack):
+    """A batch's prompts are routed apart (a short one from an NPU device stays on the edge, a long one goes to the
+    cloud): the log has each, numbered, so a replay sees every prompt, not the first alone."""
+    stack, log = logged_stack
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
+    answer = client.completions.create(
+        model="tandem-demo", prompt=["hi there", "tell me more. " * 100], max_tokens=2,
+        extra_headers={"X-Tandem-Device": '{"npu": true}'},
+    )  # fmt: skip
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    mine = [r for r in records if r["request_id"] == answer.id and r.get("kind") != "usage"]
+    assert [(r["prompt"], r["pool"], r["rule"]) for r in mine] == [
+        (0, "edge", "short-on-capable-device"), (1, "cloud", "default"),
+    ]  # fmt: skip
+    assert mine[0]["features"]["prompt_tokens"] < 16 < mine[1]["features"]["prompt_tokens"]
