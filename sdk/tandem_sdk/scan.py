@@ -139,6 +139,11 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
                     continue
                 if key == "pattern" and isinstance(child, str):
                     stack.append((_regex_literal(child), False))
+                if key == "arguments" and isinstance(child, str) and "\\" not in child:
+                    # A call's arguments are JSON text the chat template decodes and writes again: 4.111111111111111e15
+                    # reaches the model as 4111111111111111.0, so the decoded value is read too (with a backslash,
+                    # the string's own walk below decodes it)
+                    stack.append((_json_any(child), False))
                 stack.append((child, False))
         elif isinstance(item, list | tuple):
             stack.extend((child, False) for child in reversed(item))
@@ -171,6 +176,14 @@ def _regex_literal(pattern: str) -> str:
     text = re.sub(r"(?<!\\)\|", " ", text)
     text = re.sub(r"\\(.)", r"\1", text)
     return text.replace("^", " ").replace("$", " ")
+
+
+def _json_any(text: str):
+    """Any JSON value the text holds (a bare number too); None for anything else."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _json_value(text: str):

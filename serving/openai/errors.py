@@ -32,9 +32,12 @@ _PYDANTIC_TYPE_TAGS = frozenset({"str", "int", "float", "bool", "dict", "list", 
 
 
 def union_member(part: object) -> bool:
-    """A `loc` part pydantic adds for the union member it tried (`function-after[...]`, `list[str]`, `str`): no
-    field's name, and its text can hold a validator's repr with a memory address."""
-    return isinstance(part, str) and ("[" in part or "(" in part or part in _PYDANTIC_TYPE_TAGS)
+    """A `loc` part pydantic adds for the union member it tried (`function-after[...]`, `list[str]`, `str`, a
+    model such as `_NamedFunction`): no field's name, and its text can hold a validator's repr with a memory
+    address."""
+    return isinstance(part, str) and (
+        "[" in part or "(" in part or part in _PYDANTIC_TYPE_TAGS or part[:1] == "_"  # a private model's name
+    )
 
 
 def refusal(errors) -> BadRequest:

@@ -14,9 +14,9 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from serving.openai.errors import refusal
+from serving.openai.errors import BadRequest, refusal
 from serving.openai.schemas import JsonObject, Text
 
 RESPONSE_ID_PREFIX = "resp_"
@@ -24,6 +24,19 @@ RESPONSE_ID_PREFIX = "resp_"
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unset_nulls(cls, data):
+        """A null the official client's `model_dump()` writes for a field it left unset (`phase`, `caller`,
+        `namespace`, `async_`, `parsed`, `logprobs`) is no input: an item given back as a dict reads as the item."""
+        if isinstance(data, dict) and None in data.values():
+            data = {k: v for k, v in data.items() if v is not None or k not in _UNSET_WHEN_NULL}
+        return data
+
+
+_UNSET_WHEN_NULL = frozenset({"phase", "caller", "namespace", "async", "async_", "parsed", "parsed_arguments",
+                              "logprobs", "annotations", "id", "status"})  # fmt: skip
 
 
 class _TextPart(_Strict):
@@ -36,17 +49,38 @@ class _TextPart(_Strict):
     annotations: Annotated[list, Field(max_length=0)] | None = None  # as Tandem writes them: none
     logprobs: list | None = None  # an earlier answer's, given back with it: not the model's input
 
+    @model_validator(mode="after")
+    def _its_own_text(self):
+        """A text part carries `text`, a refusal part `refusal`: neither is left empty, neither carries the other."""
+        has, other = ("refusal", "text") if self.type == "refusal" else ("text", "refusal")
+        if getattr(self, has) is None:
+            raise ValueError(f"a part of type {self.type!r} needs {has}")
+        if getattr(self, other) is not None:
+            raise ValueError(f"a part of type {self.type!r} carries {has}, not {other}")
+        return self
+
 
 def _text_parts(value):
-    """Content as text parts only: another part (an image, a file, audio) is named, not listed among union misses."""
-    if isinstance(value, list):
-        for i, part in enumerate(value):
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind not in ("input_text", "output_text", "refusal"):
-                raise ValueError(
-                    f"content[{i}] of type {str(kind)[:40]!r} is not served: text only (input_text, output_text, refusal)"
-                )
-    return value
+    """Content as text parts only, each read here: another part (an image, a file, audio) or a part's problem is
+    named once, not listed beside the string the content might have been."""
+    if not isinstance(value, list):
+        return value
+    parts = []
+    for i, part in enumerate(value):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in ("input_text", "output_text", "refusal"):
+            shown = repr(kind)[:40] if isinstance(kind, str) else "none" if kind is None else "not text"
+            raise ValueError(f"part {i} of type {shown} is not served: text only (input_text, output_text, refusal)")
+        try:
+            parts.append(_TextPart.model_validate(part))
+        except ValidationError as exc:
+            raise ValueError(
+                f"part {i}: {refusal(exc.errors(include_url=False)).message.removeprefix('body: ')}"
+            ) from None
+    return parts
+
+
+_STATUS = Literal["in_progress", "completed", "incomplete"]
 
 
 class _Message(_Strict):
@@ -54,7 +88,8 @@ class _Message(_Strict):
     role: Literal["user", "assistant", "system", "developer"]
     content: Text | list[_TextPart]
     id: Text | None = None
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    status: _STATUS | None = None
+    phase: Literal["commentary", "final_answer"] | None = None  # an earlier answer's, resent as the SDK asks
 
     @field_validator("content", mode="before")
     @classmethod
@@ -68,7 +103,7 @@ class _FunctionCall(_Strict):
     name: Text
     arguments: Text
     id: Text | None = None
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    status: _STATUS | None = None
 
 
 class _FunctionCallOutput(_Strict):
@@ -76,7 +111,7 @@ class _FunctionCallOutput(_Strict):
     call_id: Text
     output: Text | list[_TextPart]
     id: Text | None = None
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    status: _STATUS | None = None
 
     @field_validator("output", mode="before")
     @classmethod
@@ -85,6 +120,7 @@ class _FunctionCallOutput(_Strict):
 
 
 _ITEMS = {"message": _Message, "function_call": _FunctionCall, "function_call_output": _FunctionCallOutput}
+MAX_INPUT_ITEMS = 2048
 
 
 class _FunctionTool(_Strict):
@@ -106,6 +142,12 @@ class _TextFormat(_Strict):
     schema_: JsonObject | None = Field(default=None, alias="schema")
     description: Text | None = None
     strict: bool | None = None
+
+    @model_validator(mode="after")
+    def _a_schema_is_named(self):
+        if self.type == "json_schema" and (self.name is None or self.schema_ is None):
+            raise ValueError("a json_schema format needs name and schema")
+        return self
 
 
 class _TextConfig(_Strict):
@@ -138,7 +180,9 @@ class ResponsesRequest(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)  # extras are refused by name: refused_field()
 
     model: str
-    input: Text | list[JsonObject] = Field(description="text, or input items: messages, function calls and outputs")
+    input: Text | Annotated[list[JsonObject], Field(max_length=MAX_INPUT_ITEMS)] = Field(
+        description="text, or input items: messages, function calls and outputs"
+    )
     instructions: Text | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
@@ -174,42 +218,46 @@ class ResponsesRequest(BaseModel):
             return unknown[0], f"unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)[:300]}"
         return None
 
-    @field_validator("input")
+    @model_validator(mode="before")
     @classmethod
-    def _known_items(cls, value):
-        """Each item read as what its `type` says (a message when it has none), its problems named by its place."""
-        if isinstance(value, str):
-            return value
-        if not value:
-            raise ValueError("input must not be empty")
+    def _null_is_not_given(cls, data):
+        """`"stream": null` (what a client sends for a parameter it leaves at None) is the default, as on chat."""
+        if isinstance(data, dict) and None in data.values():
+            data = {k: v for k, v in data.items() if v is not None or k not in cls.model_fields}
+        return data
+
+    def items(self) -> list["_Message | _FunctionCall | _FunctionCallOutput"]:
+        """The input as items, each read as what its `type` says (a message when it has none); a problem is a 400
+        naming the item (`input[3]`)."""
+        if isinstance(self.input, str):
+            return [_Message(role="user", content=self.input)]
+        if not self.input:
+            raise BadRequest("input must not be empty", param="input")
         items = []
-        for i, item in enumerate(value):
+        for i, item in enumerate(self.input):
             kind = item.get("type", "message")
             if kind == "item_reference":
-                raise ValueError(f"input[{i}]: an item_reference needs a stored response, and {_NOT_KEPT}")
-            if kind not in _ITEMS:
-                raise ValueError(
-                    f"input[{i}]: items of type {str(kind)[:40]!r} are not served (message, function_call, "
-                    "function_call_output)"
+                raise BadRequest(
+                    f"input[{i}]: an item_reference needs a stored response, and {_NOT_KEPT}", param=f"input[{i}]"
                 )
-            try:
-                items.append(_ITEMS[kind].model_validate(item))
-            except ValidationError as exc:
-                raise ValueError(f"input[{i}]: {_first_problem(exc)}") from None
+            if not isinstance(kind, str) or kind not in _ITEMS:
+                shown = repr(kind)[:40] if isinstance(kind, str) else "not a string"
+                raise BadRequest(
+                    f"input[{i}].type {shown} is not served (message, function_call, function_call_output)",
+                    param=f"input[{i}].type",
+                )
+            items.append(_validated(_ITEMS[kind], item, f"input[{i}]"))
         return items
 
-    @field_validator("tools")
-    @classmethod
-    def _function_tools(cls, value):
+    def functions(self) -> list[_FunctionTool]:
         tools = []
-        for i, tool in enumerate(value or ()):
-            if tool.get("type") != "function":
-                raise ValueError(f"tools[{i}]: only function tools are served (not {str(tool.get('type'))[:40]!r})")
-            try:
-                tools.append(_FunctionTool.model_validate(tool))
-            except ValidationError as exc:
-                raise ValueError(f"tools[{i}]: {_first_problem(exc)}") from None
-        return tools if value is not None else None
+        for i, tool in enumerate(self.tools or ()):
+            kind = tool.get("type")
+            if kind != "function":
+                shown = repr(kind)[:40] if isinstance(kind, str) else "not a string"
+                raise BadRequest(f"tools[{i}]: only function tools are served (not {shown})", param=f"tools[{i}].type")
+            tools.append(_validated(_FunctionTool, tool, f"tools[{i}]"))
+        return tools
 
     @field_validator("stream_options")
     @classmethod
@@ -225,8 +273,7 @@ class ResponsesRequest(BaseModel):
         if self.instructions is not None:
             messages.append({"role": "system", "content": self.instructions})
             origins.append("instructions")
-        items = [_Message(role="user", content=self.input)] if isinstance(self.input, str) else self.input
-        for i, item in enumerate(items):
+        for i, item in enumerate(self.items()):
             origin = "input" if isinstance(self.input, str) else f"input[{i}]"
             if isinstance(item, _Message):
                 messages.append({"role": item.role, "content": _chat_content(item.content)})
@@ -268,7 +315,7 @@ class ResponsesRequest(BaseModel):
         }
         chat |= {k: v for k, v in given.items() if v is not None}
         if self.tools:
-            chat["tools"] = [_chat_tool(tool) for tool in self.tools]
+            chat["tools"] = [_chat_tool(tool) for tool in self.functions()]
         if self.tool_choice is not None:
             choice = self.tool_choice
             chat["tool_choice"] = (
@@ -279,8 +326,15 @@ class ResponsesRequest(BaseModel):
         return chat, origins
 
 
-def _first_problem(exc: ValidationError) -> str:
-    return refusal(exc.errors(include_url=False)).message
+def _validated(model: type[BaseModel], value: dict, where: str):
+    """`value` as `model`; a 400 naming the first problem's field under `where` (`input[3].role`)."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        problem = refusal(exc.errors(include_url=False))
+        if problem.param in (None, "body"):
+            raise BadRequest(f"{where}: {problem.message.removeprefix('body: ')}", param=where) from None
+        raise BadRequest(f"{where}.{problem.message}", param=f"{where}.{problem.param}") from None
 
 
 def _chat_content(content: str | list[_TextPart]) -> str | list[dict]:
@@ -329,11 +383,13 @@ _CHAT_PARAMS = {
     "response_format": "text.format",
 }
 _MESSAGE_INDEX = re.compile(r"messages\[(\d+)\]|messages\.(\d+)")
+_TOOL_FUNCTION = re.compile(r"tools(\[\d+\]|\.\d+)\.function\b")  # chat's tools[i].function.x is tools[i].x
+_QUOTED = re.compile(r"('[^']*')")  # a name the caller chose, as our messages quote it: left as it is
 
 
 def responses_words(text: str | None, origins: list[str]) -> str | None:
     """A chat refusal's words (its message or its `param`) in the request's own terms: `messages[2]` is the input
-    item it came from, `max_completion_tokens` is `max_output_tokens`."""
+    item it came from, `max_completion_tokens` is `max_output_tokens`. Quoted names are the caller's own: kept."""
     if text is None:
         return None
 
@@ -341,12 +397,15 @@ def responses_words(text: str | None, origins: list[str]) -> str | None:
         index = int(match.group(1) or match.group(2))
         return origins[index] if index < len(origins) else "input"
 
-    text = _MESSAGE_INDEX.sub(item, text)
-    for chat, ours in _CHAT_WORDS.items():
-        text = text.replace(chat, ours)
-    for chat, ours in _CHAT_PARAMS.items():
-        text = re.sub(rf"\b{chat}\b", ours, text)
-    return text
+    def ours(piece: str) -> str:
+        piece = _TOOL_FUNCTION.sub(lambda m: f"tools{m.group(1)}", _MESSAGE_INDEX.sub(item, piece))
+        for chat, words in _CHAT_WORDS.items():
+            piece = piece.replace(chat, words)
+        for chat, field in _CHAT_PARAMS.items():
+            piece = re.sub(rf"\b{chat}\b", field, piece)
+        return piece
+
+    return "".join(piece if i % 2 else ours(piece) for i, piece in enumerate(_QUOTED.split(text)))
 
 
 def _ids() -> Iterator[str]:
@@ -375,7 +434,7 @@ def _envelope(request: ResponsesRequest, response_id: str, created_at: int) -> d
             request.tool_choice.model_dump() if isinstance(request.tool_choice, BaseModel) else request.tool_choice
         )
         or "auto",
-        "tools": [tool.model_dump(exclude_none=True) for tool in request.tools or ()],
+        "tools": [tool.model_dump(exclude_none=True) for tool in request.functions()],
         "truncation": "disabled",
         "user": request.user,
         "safety_identifier": request.safety_identifier,
@@ -437,7 +496,7 @@ def response_object(request: ResponsesRequest, chat: dict) -> dict:
         output.append(_message_item(f"msg_{next(ids)}", message["content"], status))
     output += [_call_item(f"fc_{next(ids)}", call, "completed") for call in message.get("tool_calls") or ()]
     response = _envelope(request, response_id_of(chat["id"]), chat["created"]) | {"output": output}
-    return _ended(response, finish, chat.get("usage"))
+    return _ended(response, finish, chat.get("usage")) | {"completed_at": int(time.time())}
 
 
 def response_id_of(chat_id: str) -> str:
@@ -456,6 +515,7 @@ class ResponseEvents:
         self._response: dict | None = None
         self._output: list[dict] = []
         self._text: list[str] | None = None  # the message item's text while it is open
+        self._calls: list[dict] = []  # the answer's calls, until its finish
         self._finish: str | None = None
 
     def _event(self, kind: str, **fields) -> str:
@@ -489,11 +549,11 @@ class ResponseEvents:
             delta = choice.get("delta") or {}
             if delta.get("content"):
                 yield from self._text_delta(delta["content"])
-            for call in delta.get("tool_calls") or ():
-                yield from self._call(call)
+            self._calls += delta.get("tool_calls") or ()  # written once the finish says whether the last was cut
             if choice.get("finish_reason"):
                 self._finish = choice["finish_reason"]
                 yield from self._close_message()
+                yield from self._write_calls()
 
     def _text_delta(self, text: str) -> Iterator[str]:
         if self._text is None:
@@ -526,37 +586,47 @@ class ResponseEvents:
         self._output[index] = _message_item(item_id, text, status)
         yield self._event("response.output_item.done", output_index=index, item=self._output[index])
 
-    def _call(self, call: dict) -> Iterator[str]:
-        yield from self._close_message()  # a call comes after the text, in its own item
-        item_id, index = f"fc_{next(self._ids)}", len(self._output)
-        done = _call_item(item_id, call, "completed")
-        self._output.append(done)
-        yield self._event(
-            "response.output_item.added", output_index=index, item=done | {"arguments": "", "status": "in_progress"}
-        )
-        arguments = done["arguments"]
-        yield self._event(
-            "response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=arguments
-        )
-        yield self._event(
-            "response.function_call_arguments.done", item_id=item_id, output_index=index, name=done["name"],
-            arguments=arguments,
-        )  # fmt: skip
-        yield self._event("response.output_item.done", output_index=index, item=done)
+    def _write_calls(self) -> Iterator[str]:
+        """The answer's calls, each its own item after the text; cut by max_output_tokens, the last is incomplete."""
+        calls, self._calls = self._calls, []
+        for k, call in enumerate(calls):
+            cut = self._finish == "length" and k == len(calls) - 1
+            item_id, index = f"fc_{next(self._ids)}", len(self._output)
+            done = _call_item(item_id, call, "incomplete" if cut else "completed")
+            self._output.append(done)
+            yield self._event(
+                "response.output_item.added", output_index=index, item=done | {"arguments": "", "status": "in_progress"}
+            )
+            yield self._event(
+                "response.function_call_arguments.delta", item_id=item_id, output_index=index, delta=done["arguments"]
+            )
+            yield self._event(
+                "response.function_call_arguments.done", item_id=item_id, output_index=index, name=done["name"],
+                arguments=done["arguments"],
+            )  # fmt: skip
+            yield self._event("response.output_item.done", output_index=index, item=done)
 
     def _completed(self, usage: dict) -> Iterator[str]:
         yield from self._close_message()
+        yield from self._write_calls()
         response = _ended(self._response | {"output": self._output}, self._finish or "stop", usage)
         response["completed_at"] = int(time.time())
         kind = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
         yield self._event(kind, response=response)
 
     def _failed(self, error: dict) -> Iterator[str]:
+        """An `error` event, then `response.failed` with what had been written (the text so far, incomplete)."""
         yield self._event("error", code=error.get("code"), message=error.get("message", ""), param=error.get("param"))
-        if self._response is not None:
-            failed = self._response | {
-                "output": self._output,
-                "status": "failed",
-                "error": {"code": error.get("code") or "server_error", "message": error.get("message", "")},
-            }
-            yield self._event("response.failed", response=failed)
+        if self._response is None:
+            return
+        output = list(self._output)
+        if self._text is not None:  # the message was being written: its text so far
+            index = next(i for i, item in enumerate(output) if item["type"] == "message")
+            output[index] = _message_item(output[index]["id"], "".join(self._text), "incomplete")
+        code = "invalid_prompt" if error.get("code") == "invalid_request" else "server_error"  # OpenAI's codes
+        failed = self._response | {
+            "output": output,
+            "status": "failed",
+            "error": {"code": code, "message": error.get("message", "")},
+        }
+        yield self._event("response.failed", response=failed)

@@ -231,8 +231,10 @@ def _template_call(call: dict) -> dict:
     arguments = function.get("arguments")
     if isinstance(arguments, str):
         try:
-            function["arguments"] = json.loads(arguments)
-        except (ValueError, RecursionError):  # not JSON (or nested past reason): the template gets the text
+            decoded = json.loads(arguments)
+            json.dumps(decoded, ensure_ascii=False).encode()  # an escaped lone surrogate (\ud800) decodes to no text
+            function["arguments"] = decoded
+        except (ValueError, RecursionError):  # not JSON (or nested past reason, or no text): the template gets the text
             pass
     return {**call, "function": function, "name": function.get("name"), "arguments": function.get("arguments")}
 

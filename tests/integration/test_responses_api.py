@@ -140,8 +140,15 @@ def test_a_function_call_round_trip(client):
             ]
         },
         {"input": "hello", "metadata": {"privacy": "pii"}},
+        {  # a review: the chat template writes these arguments back as {"card": 4111111111111111.0}
+            "input": [
+                {"role": "user", "content": "pay"},
+                {"type": "function_call", "call_id": "c1", "name": "pay", "arguments": '{"card":4.111111111111111e15}'},
+                {"type": "function_call_output", "call_id": "c1", "output": "done"},
+            ]
+        },
     ],
-    ids=["instructions", "full-width-card", "input-part", "function-output", "metadata-tag"],
+    ids=["instructions", "full-width-card", "input-part", "function-output", "metadata-tag", "float-arguments"],
 )
 def test_personal_data_anywhere_in_a_response_request_keeps_it_on_the_edge(client, fields):
     raw = client.responses.with_raw_response.create(model=MODEL, max_output_tokens=2, **fields)
@@ -157,19 +164,35 @@ def test_personal_data_anywhere_in_a_response_request_keeps_it_on_the_edge(clien
         ({"reasoning": {"effort": "low"}}, "reasoning", "not served"),
         ({"conversation": "conv_1"}, "conversation", "keeps no responses"),
         ({"colour": "blue"}, "colour", "unknown field"),
-        ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input", "input[0]"),
-        ({"tools": [{"type": "web_search"}]}, "tools", "only function tools"),
-        ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "input", "text only"),
+        ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]", "needs a stored response"),
+        ({"tools": [{"type": "web_search"}]}, "tools[0].type", "only function tools"),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
+            "input[0].content",
+            "part 0 of type 'input_image' is not served: text only",
+        ),
         ({"input": "tell me more " * 3000}, "input", "maximum context length"),
         (
             {"input": [{"role": "user", "content": "hi"}, {"type": "function_call_output", "call_id": "x", "output": "y"}]},
             "input",
             "input[1]: a function_call_output must answer",
         ),
+        # what a review found: a 500 for a type that is no string, parts that carry the other's text
+        ({"input": [{"type": ["x"], "role": "user", "content": "hi"}]}, "input[0].type", "not a string"),
+        ({"input": [{"role": "user", "content": [{"type": "refusal", "refusal": "no", "text": "yes"}]}]},
+         "input[0].content", "part 0: a part of type 'refusal' carries refusal, not text"),
+        ({"input": [{"role": "user", "content": [{"type": "input_text"}]}]}, "input[0].content", "part 0: a part"),
+        ({"text": {"format": {"type": "json_schema", "schema": {"type": "object"}}}}, "text.format",
+         "needs name and schema"),
+        ({"tool_choice": {"type": "function"}}, "tool_choice", "tool_choice.name: Field required"),
+        # the caller's own names are not rewritten into Responses words
+        ({"tools": [WEATHER], "tool_choice": {"type": "function", "name": "max_tokens"}}, "tool_choice",
+         "'max_tokens'"),
     ],
     ids=[
         "store", "previous", "background", "reasoning", "conversation", "unknown", "item-reference", "web-search",
-        "image", "too-long", "unanswered-output",
+        "image", "too-long", "unanswered-output", "type-list", "refusal-with-text", "text-part-without-text",
+        "schema-without-name", "named-choice-without-name", "callers-own-name",
     ],
 )  # fmt: skip
 def test_what_cannot_be_honoured_is_a_400_naming_the_responses_field(client, fields, param, words):
@@ -179,3 +202,19 @@ def test_what_cannot_be_honoured_is_a_400_naming_the_responses_field(client, fie
                                 extra_body={k: v for k, v in body.items() if k not in ("model", "input", "max_output_tokens")})  # fmt: skip
     error = err.value.response.json()["error"]
     assert error["param"] == param and words in error["message"], error
+    assert "_" != error["message"][:1] and "_Named" not in error["message"]  # no private class names
+
+
+def test_items_given_back_as_dicts_and_nulls_read_as_not_given(client):
+    """`model_dump()` of a response's items (with the nulls the client writes: phase, caller, namespace) is
+    input as it is; `stream: null` is no stream; escaped lone surrogates in arguments are no 500."""
+    first = client.responses.create(model=MODEL, input="Tell me about the gateway", max_output_tokens=4)
+    call = {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '{"city":"\\ud800"}'}
+    dumped = [item.model_dump() for item in first.output]
+    assert any("phase" in item for item in dumped)
+    answer = client.responses.create(
+        model=MODEL, max_output_tokens=3, tools=[WEATHER], stream=None,
+        input=[{"role": "user", "content": "hi"}, *dumped, call,
+               {"type": "function_call_output", "call_id": "c1", "output": "rain"}],
+    )  # fmt: skip
+    assert answer.status in ("completed", "incomplete") and answer.completed_at

@@ -182,3 +182,20 @@ def test_token_id_bias_keys_are_not_text_and_other_keys_are():
     assert "2147483647" not in request_text(ids)
     card = {"messages": [{"role": "user", "content": "hi"}], "logit_bias": {"4111111111111111": 5}}  # no token id
     assert "credit-card" in detect(request_text(card), list(DETECTORS))
+
+
+def test_call_arguments_are_read_as_the_chat_template_writes_them_again():
+    """The template decodes a call's arguments and writes them back: a float in e-notation reaches the model as
+    its digits (a review: `{"card": 4.111111111111111e15}` went to the cloud)."""
+    from tandem_sdk.detectors import detect
+    from tandem_sdk.scan import request_text
+
+    def fired(arguments: str) -> list[str]:
+        call = {"id": "c", "type": "function", "function": {"name": "pay", "arguments": arguments}}
+        body = {"messages": [{"role": "assistant", "content": None, "tool_calls": [call]}]}
+        return detect(request_text(body), ["credit-card", "phone"])
+
+    assert fired('{"card":4.111111111111111e15}') == ["credit-card"]
+    assert fired("4.111111111111111E+15") == ["credit-card"]
+    assert fired('{"phone":1.4155550100e10}') == ["phone"]
+    assert fired('{"amount": 12.5}') == []
