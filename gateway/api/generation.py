@@ -155,7 +155,11 @@ async def _serve(
     def traced(prepared: Prepared) -> _StreamTrace:
         return _StreamTrace(parent, prepared.text if trace_content else None, genai)
 
-    headers = {"X-Tandem-Route": f"{routed.pool}; rule={routed.rule}", "X-Tandem-Backend": routed.backend.endpoint}
+    headers = {
+        "X-Tandem-Route": f"{routed.pool}; rule={routed.rule}",
+        "X-Tandem-Backend": routed.backend.endpoint,
+        **admission.headers(),  # x-ratelimit-*, where the tenant has limits
+    }
 
     echo = body.echoes()  # completions: the prompt before the answer
     tools = batch[0].tools

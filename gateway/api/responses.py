@@ -32,7 +32,11 @@ async def serve(body: ResponsesRequest, request: Request, state: GatewayState, p
         exc.message = responses_words(exc.message, origins)
         exc.param = responses_words(exc.param, origins)
         raise
-    headers = {name: answer.headers[name] for name in FORWARDED_HEADERS if name in answer.headers}
+    headers = {
+        name: value
+        for name, value in answer.headers.items()
+        if name in FORWARDED_HEADERS or name.startswith("x-ratelimit-")
+    }
     if isinstance(answer, StreamingResponse):
         events = ResponseEvents(body).translate(answer.body_iterator)
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)

@@ -14,10 +14,10 @@ say which mode is active. Concurrency is counted per replica.
 import logging
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway import metrics
-from gateway.limits.buckets import Charge, LocalBuckets, RedisBuckets
+from gateway.limits.buckets import Charge, LocalBuckets, RedisBuckets, Taken
 from gateway.tenants import Tenants
 from serving.openai.errors import BadRequest, RateLimited
 
@@ -32,6 +32,13 @@ class Admission:
     tenant: str
     charged_tokens: int
     released: bool = False
+    # limit -> (per minute, what is left after this request, seconds until full again), for the tenant's limits
+    left: dict[str, tuple[int, float, float]] = field(default_factory=dict)
+
+    def headers(self) -> dict[str, str]:
+        """OpenAI's rate-limit headers for the tenant's limits (none when it has none): what is left of each
+        after this request was admitted, and when the bucket is full again."""
+        return rate_headers(self.left)
 
     async def charge(self, tokens: int) -> None:
         """Take the request's tokens (prompt + max_tokens) from its tenant's token rate; 429 when over it."""
@@ -61,12 +68,12 @@ class AdmissionController:
                     "rate limits: %s", "shared through Redis" if mode == "redis" else "kept in this process (per replica)")  # fmt: skip
             self._mode = mode
 
-    async def _take(self, charge: Charge) -> float:
+    async def _take(self, charge: Charge) -> Taken:
         if self._redis is not None:
             try:
-                wait = await self._redis.take(charge)
+                taken = await self._redis.take(charge)
                 self._set_mode("redis")
-                return wait
+                return taken
             except Exception as exc:  # noqa: BLE001 - any Redis failure: keep serving on local buckets
                 log.debug("redis rate limit failed: %s", exc)
                 self._set_mode("local")
@@ -82,27 +89,35 @@ class AdmissionController:
             )
         self._check_fits(tenant, limits.tokens_per_minute, tokens)
         charge = Charge(tenant, limits.requests_per_minute, limits.tokens_per_minute, tokens)
-        wait_s = await self._take(charge)
-        if wait_s > 0:
+        taken = await self._take(charge)
+        left = _left(charge, taken)
+        if taken.wait > 0:
             metrics.RATE_LIMITED.labels(tenant, "rate").inc()
             limit = "requests" if limits.requests_per_minute else "tokens"  # which one, where only one is set
-            raise RateLimited(f"tenant {tenant!r} is over its rate limit", retry_after_s=math.ceil(wait_s), limit=limit)
+            raise RateLimited(
+                f"tenant {tenant!r} is over its rate limit", retry_after_s=math.ceil(taken.wait), limit=limit,
+                headers=rate_headers(left),
+            )  # fmt: skip
         self._inflight[tenant] += 1
         metrics.INFLIGHT.labels(tenant).inc()
-        return Admission(self, tenant, tokens if limits.tokens_per_minute else 0)
+        return Admission(self, tenant, tokens if limits.tokens_per_minute else 0, left=left)
 
     async def _charge(self, admission: Admission, tokens: int) -> None:
         limits = self._tenants.limits(admission.tenant)
         if not limits.tokens_per_minute:
             return
         self._check_fits(admission.tenant, limits.tokens_per_minute, tokens)
-        wait_s = await self._take(Charge(admission.tenant, None, limits.tokens_per_minute, tokens))
-        if wait_s > 0:
+        charge = Charge(admission.tenant, None, limits.tokens_per_minute, tokens)
+        taken = await self._take(charge)
+        left = admission.left | _left(charge, taken)
+        if taken.wait > 0:
             metrics.RATE_LIMITED.labels(admission.tenant, "rate").inc()
             raise RateLimited(
-                f"tenant {admission.tenant!r} is over its token rate", retry_after_s=math.ceil(wait_s), limit="tokens"
-            )
+                f"tenant {admission.tenant!r} is over its token rate", retry_after_s=math.ceil(taken.wait),
+                limit="tokens", headers=rate_headers(left),
+            )  # fmt: skip
         admission.charged_tokens += tokens
+        admission.left = left
 
     @staticmethod
     def _check_fits(tenant: str, tokens_per_minute: int | None, tokens: int) -> None:
@@ -126,3 +141,30 @@ class AdmissionController:
                     await self._local.give_back(admission.tenant, limits.tokens_per_minute, unused)
             except Exception as exc:  # noqa: BLE001 - a lost refund only makes the limit stricter
                 log.debug("refund failed: %s", exc)
+
+
+def _left(charge: Charge, taken: Taken) -> dict[str, tuple[int, float, float]]:
+    """Each limit the charge drew on: (per minute, left, seconds until full), by OpenAI's name for it."""
+    left = {}
+    for (name, capacity, _), level in zip(charge.buckets(), taken.levels, strict=False):
+        kind = "requests" if name.startswith("req:") else "tokens"
+        left[kind] = (int(capacity), max(0.0, level), max(0.0, (capacity - level) * 60.0 / capacity))
+    return left
+
+
+def rate_headers(left: dict[str, tuple[int, float, float]]) -> dict[str, str]:
+    headers = {}
+    for kind, (limit, remaining, reset_s) in left.items():
+        headers[f"x-ratelimit-limit-{kind}"] = str(limit)
+        headers[f"x-ratelimit-remaining-{kind}"] = str(math.floor(remaining))
+        headers[f"x-ratelimit-reset-{kind}"] = go_duration(reset_s)
+    return headers
+
+
+def go_duration(seconds: float) -> str:
+    """A duration as OpenAI's headers write it (Go's form): `20ms`, `1.5s`, `6m0s`."""
+    if seconds < 1:
+        return f"{math.ceil(seconds * 1000)}ms"
+    minutes, rest = divmod(round(seconds, 3), 60)
+    text = f"{rest:.3f}".rstrip("0").rstrip(".") + "s"
+    return f"{int(minutes)}m{text}" if minutes else text

@@ -29,6 +29,15 @@ class Charge:
         return out
 
 
+@dataclass(frozen=True)
+class Taken:
+    """A charge's outcome: `wait` seconds until it could be taken (0: taken), and what each of its buckets
+    (`Charge.buckets`, in order) holds now: after the charge when taken, before it when not."""
+
+    wait: float
+    levels: tuple[float, ...] = ()
+
+
 class LocalBuckets:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -38,19 +47,19 @@ class LocalBuckets:
         level, at = self._levels.get(name, (capacity, now))
         return min(capacity, level + (now - at) * capacity / 60.0)
 
-    async def take(self, charge: Charge) -> float:
-        """0 when taken; otherwise the seconds until it could be."""
+    async def take(self, charge: Charge) -> Taken:
+        """Taken (wait 0) with what each bucket holds after; otherwise the seconds until it could be."""
         now = self._clock()
         wait = 0.0
-        for name, capacity, cost in charge.buckets():
-            level = self._level(name, capacity, now)
+        levels = [self._level(name, capacity, now) for name, capacity, _ in charge.buckets()]
+        for (_, capacity, cost), level in zip(charge.buckets(), levels, strict=True):
             if level < cost:
                 wait = max(wait, (cost - level) * 60.0 / capacity)
         if wait:
-            return wait
-        for name, capacity, cost in charge.buckets():
-            self._levels[name] = (self._level(name, capacity, now) - cost, now)
-        return 0.0
+            return Taken(wait, tuple(levels))
+        for (name, _, cost), level in zip(charge.buckets(), levels, strict=True):
+            self._levels[name] = (level - cost, now)
+        return Taken(0.0, tuple(level - cost for (_, _, cost), level in zip(charge.buckets(), levels, strict=True)))
 
     async def give_back(self, tenant: str, tokens_per_minute: int, tokens: int) -> None:
         name, now = f"tok:{tenant}", self._clock()
@@ -72,13 +81,18 @@ for i, key in ipairs(KEYS) do
   levels[i] = level
   if level < cost then wait = math.max(wait, (cost - level) * 60.0 / capacity) end
 end
-if wait > 0 then return tostring(wait) end
+local out = {tostring(wait)}
+if wait > 0 then
+  for i = 1, #KEYS do out[i + 1] = tostring(levels[i]) end
+  return out
+end
 for i, key in ipairs(KEYS) do
   local capacity, cost = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
   redis.call('HSET', key, 'level', levels[i] - cost, 'at', now)
   redis.call('EXPIRE', key, 120)
+  out[i + 1] = tostring(levels[i] - cost)
 end
-return '0'
+return out
 """
 _GIVE_BACK = """
 local now_t = redis.call('TIME')
@@ -100,13 +114,14 @@ class RedisBuckets:
         self._take = client.register_script(_TAKE)
         self._give_back = client.register_script(_GIVE_BACK)
 
-    async def take(self, charge: Charge) -> float:
+    async def take(self, charge: Charge) -> Taken:
         buckets = charge.buckets()
         if not buckets:
-            return 0.0
+            return Taken(0.0)
         keys = [KEY_PREFIX + name for name, _, _ in buckets]
         args = [x for _, capacity, cost in buckets for x in (capacity, cost)]
-        return float(await self._take(keys=keys, args=args))
+        wait, *levels = (float(x) for x in await self._take(keys=keys, args=args))
+        return Taken(wait, tuple(levels))
 
     async def give_back(self, tenant: str, tokens_per_minute: int, tokens: int) -> None:
         await self._give_back(keys=[f"{KEY_PREFIX}tok:{tenant}"], args=[tokens_per_minute, tokens])

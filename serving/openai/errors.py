@@ -93,8 +93,13 @@ class PromptTooLong(GatewayError):
 class RateLimited(GatewayError):
     status_code, code = 429, "rate_limit_exceeded"
 
-    def __init__(self, message: str, retry_after_s: int, limit: str = "requests") -> None:
-        super().__init__(f"{message}; retry after {retry_after_s} s", headers={"Retry-After": str(retry_after_s)})
+    def __init__(
+        self, message: str, retry_after_s: int, limit: str = "requests", headers: dict[str, str] | None = None
+    ) -> None:
+        """`headers`: OpenAI's x-ratelimit-* headers for the tenant's limits, beside Retry-After."""
+        super().__init__(
+            f"{message}; retry after {retry_after_s} s", headers={"Retry-After": str(retry_after_s)} | (headers or {})
+        )
         self.error_type = limit  # OpenAI's type names the limit: "requests" or "tokens"
 
 

@@ -16,7 +16,7 @@ BODY = {"model": "tandem-demo", "messages": [{"role": "user", "content": "hi"}],
 def tenants_file(path):
     path.write_text(
         "tenants:\n"
-        f"  acme: {{keys: ['{hash_key(ACME)}'], requests_per_minute: 4}}\n"
+        f"  acme: {{keys: ['{hash_key(ACME)}'], requests_per_minute: 4, tokens_per_minute: 100000}}\n"
         f"  globex: {{keys: ['{hash_key(GLOBEX)}']}}\n"
     )
     return path
@@ -48,14 +48,23 @@ def test_keys_decide_the_tenant_and_a_limit_holds_across_replicas(two_replicas, 
     assert post(a, None).status_code == 401
     assert post(a, "not-a-key").json()["error"]["code"] == "invalid_api_key"
 
-    statuses = [post(url, ACME).status_code for url in (a, b, a, b)]
-    assert statuses == [200, 200, 200, 200]  # acme's 4 requests per minute, spent through both replicas
+    answers = [post(url, ACME) for url in (a, b, a, b)]
+    assert [r.status_code for r in answers] == [200, 200, 200, 200]  # acme's 4 a minute, spent through both replicas
+    # OpenAI's rate-limit headers, from the buckets both replicas share
+    assert [r.headers["x-ratelimit-remaining-requests"] for r in answers] == ["3", "2", "1", "0"]
+    assert {r.headers["x-ratelimit-limit-requests"] for r in answers} == {"4"}
+    assert answers[-1].headers["x-ratelimit-reset-requests"].endswith("s")  # e.g. 59.9s: when it is full again
+    assert answers[0].headers["x-ratelimit-limit-tokens"] == "100000"
+    assert 99_000 < int(answers[0].headers["x-ratelimit-remaining-tokens"]) < 100_000  # prompt + max_tokens charged
     refused = post(b, ACME)
     assert refused.status_code == 429
     assert int(refused.headers["Retry-After"]) >= 1
+    assert refused.headers["x-ratelimit-remaining-requests"] == "0"
     assert "acme" in refused.json()["error"]["message"]
     assert refused.json()["error"]["type"] == "requests"  # OpenAI's type names the limit (requests or tokens)
-    assert post(a, GLOBEX).status_code == 200  # another tenant is not affected
+    other = post(a, GLOBEX)
+    assert other.status_code == 200  # another tenant is not affected
+    assert not any(name.startswith("x-ratelimit-") for name in other.headers)  # it has no limits to tell
 
     explained = httpx.post(f"{a}/v1/route/explain", json=BODY, headers={"Authorization": f"Bearer {GLOBEX}"})
     assert explained.json()["features"]["tenant"] == "globex"  # the key decides
@@ -74,7 +83,9 @@ def test_without_redis_limits_hold_per_replica_and_requests_still_succeed(demo_c
     env = {"TANDEM_TENANTS_FILE": str(tenants_file(tmp_path / "tenants.yaml")), "REDIS_URL": dead_redis}
     stack = start_local_stack(demo_checkpoint, policy, tmp_path, free_port(), env)
     try:
-        assert [post(stack.url, ACME).status_code for _ in range(5)] == [200, 200, 200, 200, 429]
+        answers = [post(stack.url, ACME) for _ in range(5)]
+        assert [r.status_code for r in answers] == [200, 200, 200, 200, 429]
+        assert [r.headers["x-ratelimit-remaining-requests"] for r in answers] == ["3", "2", "1", "0", "0"]
         metrics = httpx.get(f"{stack.url}/metrics", headers=stack.ops_headers).text
         assert 'tandem_gateway_rate_limit_mode{mode="local"} 1.0' in metrics
     finally:

@@ -21,27 +21,47 @@ def test_request_bucket_refills_over_a_minute():
     clock = Clock()
     buckets = LocalBuckets(clock)
     charge = Charge("t", requests_per_minute=2, tokens_per_minute=None, tokens=0)
-    assert [asyncio.run(buckets.take(charge)) for _ in range(2)] == [0.0, 0.0]
-    assert asyncio.run(buckets.take(charge)) == pytest.approx(30.0)  # one request per 30 s comes back
+    assert [asyncio.run(buckets.take(charge)).wait for _ in range(2)] == [0.0, 0.0]
+    assert asyncio.run(buckets.take(charge)).wait == pytest.approx(30.0)  # one request per 30 s comes back
     clock.now = 30.0
-    assert asyncio.run(buckets.take(charge)) == 0.0
+    assert asyncio.run(buckets.take(charge)).wait == 0.0
 
 
 def test_tokens_are_charged_up_front_and_unused_ones_given_back():
     clock = Clock()
     buckets = LocalBuckets(clock)
     charge = Charge("t", requests_per_minute=None, tokens_per_minute=1000, tokens=600)
-    assert asyncio.run(buckets.take(charge)) == 0.0
-    assert asyncio.run(buckets.take(charge)) > 0  # 400 left, 600 asked
+    assert asyncio.run(buckets.take(charge)).wait == 0.0
+    assert asyncio.run(buckets.take(charge)).wait > 0  # 400 left, 600 asked
     asyncio.run(buckets.give_back("t", 1000, 500))  # the first used only 100
-    assert asyncio.run(buckets.take(charge)) == 0.0
+    assert asyncio.run(buckets.take(charge)).wait == 0.0
 
 
 def test_a_refused_request_takes_nothing_from_either_bucket():
     buckets = LocalBuckets(Clock())
     asyncio.run(buckets.take(Charge("t", 10, 100, 90)))
-    assert asyncio.run(buckets.take(Charge("t", 10, 100, 50))) > 0  # tokens refuse
-    assert asyncio.run(buckets.take(Charge("t", 10, 100, 10))) == 0.0  # the refused one took no request
+    assert asyncio.run(buckets.take(Charge("t", 10, 100, 50))).wait > 0  # tokens refuse
+    taken = asyncio.run(buckets.take(Charge("t", 10, 100, 10)))
+    assert taken.wait == 0.0 and taken.levels == (8.0, 0.0)  # the refused one took no request
+
+
+def test_rate_limit_headers_say_what_is_left_and_when_it_is_full_in_openais_form():
+    from gateway.limits.admission import go_duration, rate_headers
+
+    headers = rate_headers({"requests": (60, 58.7, 1.3), "tokens": (1000, 400.0, 36.0)})
+    assert headers == {
+        "x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "58",
+        "x-ratelimit-reset-requests": "1.3s", "x-ratelimit-limit-tokens": "1000",
+        "x-ratelimit-remaining-tokens": "400", "x-ratelimit-reset-tokens": "36s",
+    }  # fmt: skip
+    assert [go_duration(s) for s in (0.0204, 0.5, 1, 59.9996, 360, 61.25)] == [
+        "21ms",
+        "500ms",
+        "1s",
+        "1m0s",
+        "6m0s",
+        "1m1.25s",
+    ]
 
 
 def write(tmp_path, text):
