@@ -97,7 +97,10 @@ class Settings(BaseSettings):
     autoscale_window_s: Seconds = Field(default=60.0, description="window of the TTFT p90 signal")
     max_n: int = Field(default=8, ge=1, le=128, description="the most choices (n) one request may ask for")
     max_batch: int = Field(
-        default=32, ge=1, le=2048, description="the most prompts one /v1/completions request may carry"
+        default=32,
+        ge=1,
+        le=2048,
+        description="the most prompts one /v1/completions request may carry, and (with n) choices",
     )
     decision_log: Path | None = Field(default=None, description="append each routing decision here as JSON lines")
 

@@ -33,7 +33,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "prompt": (
         COMPLETIONS,
         HONOURED,
-        "text or token ids, or a batch of up to `TANDEM_MAX_BATCH` (32): each prompt gets `n` choices, indexed "
+        "text or token ids, or a batch of up to `TANDEM_MAX_BATCH` (32, prompts × `n` too): each prompt gets `n` choices, indexed "
         "prompt × `n` + choice, as OpenAI's; usage counts each prompt once. The batch is scanned as one: personal "
         "data in one prompt keeps them all private",
     ),  # fmt: skip

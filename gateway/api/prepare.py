@@ -88,10 +88,16 @@ async def prepare_completion(
     model = _check(body, state, policy)
     CACHE_SCOPE.set(request.state.tenant)
     prompts = body.prompts()
-    if len(prompts) > state.settings.max_batch:
+    most = state.settings.max_batch
+    if len(prompts) > most:
         raise BadRequest(
-            f"a batch of {len(prompts)} prompts: at most {state.settings.max_batch} on this gateway (TANDEM_MAX_BATCH)",
-            param="prompt",
+            f"a batch of {len(prompts)} prompts: at most {most} on this gateway (TANDEM_MAX_BATCH)", param="prompt"
+        )
+    if len(prompts) > 1 and len(prompts) * body.n > most:  # one request holds no more sequences than that
+        raise BadRequest(
+            f"{len(prompts)} prompts × n {body.n} = {len(prompts) * body.n} choices: at most {most} on this gateway "
+            "(TANDEM_MAX_BATCH)",
+            param="n",
         )
     vocab = model.tokenizer.tokenizer.get_vocab_size()
     for i, prompt in enumerate(prompts):

@@ -872,6 +872,14 @@ def test_a_bad_batch_is_a_400_naming_the_prompt(client, prompt, message):
     assert error["param"].startswith("prompt") and message in error["message"], error
 
 
+def test_a_batch_asks_for_no_more_choices_than_the_gateway_allows(client):
+    """8 prompts × n 8 would be 64 sequences from one request (one admission slot): refused, naming n."""
+    with pytest.raises(openai.BadRequestError) as err:
+        client.completions.create(model=MODEL, prompt=["a"] * 8, n=8, max_tokens=3)
+    error = err.value.response.json()["error"]
+    assert error["param"] == "n" and "64 choices: at most 32" in error["message"]
+
+
 def test_null_is_not_given_as_openai_takes_it(client):
     """The openai client sends `temperature=None` as `"temperature": null`; OpenAI reads null as not given. So does
     Tandem: the defaults apply (one choice, the model's sampling defaults), where each was a 400 before."""
