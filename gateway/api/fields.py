@@ -52,8 +52,9 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         BOTH,
         HONOURED,
         "up to `TANDEM_MAX_N` (8); seeds `seed`, `seed`+1, …; the local agent answers 1. The choices (and a batch's "
-        "prompts) start together; an edge agent answers one at a time, so there each waits its turn, up to "
-        "`TANDEM_FIRST_TOKEN_DEADLINE_S` (30 s)",
+        "prompts) start in turn, each once the one before has its first token; on an edge agent (one sequence at a "
+        "time) each waits for the one before it to finish, up to `TANDEM_FIRST_TOKEN_DEADLINE_S` (30 s) from its "
+        "own start",
     ),  # fmt: skip
     "stream": (BOTH, HONOURED, "server-sent events, ending with `[DONE]`"),
     "stream_options": (BOTH, HONOURED, "`include_usage`; `include_obfuscation` only false; any other key is a 400"),

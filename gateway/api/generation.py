@@ -34,6 +34,7 @@ from serving.openai.schemas import _GenerationParams
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
 Prepare = Callable[..., Awaitable[Prepared]]  # prepare_chat or prepare_completion (gateway/api/prepare.py)
+T = TypeVar("T")
 
 
 async def serve(
@@ -119,7 +120,10 @@ async def _serve(
     choices = _choices(body, batch, shape.response_id, state.tenants.cache_salt(features.tenant))
     started = time.perf_counter()
     try:
-        routed_all = await _dispatch_all(choices, policy, state, started)
+        routed_all = await _dispatch_all(choices, policy, state, started, request)
+        if routed_all is None:  # the client left while its choices were being started
+            await admission.release(0)
+            return _client_gone()
     except BaseException as exc:
         await admission.release(0)
         if isinstance(exc, GatewayError):
@@ -220,8 +224,8 @@ async def _serve(
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
     answers = await _unless_the_client_leaves(
         request,
-        asyncio.gather(
-            *(
+        _first_failure_ends_all(
+            [
                 _collect(
                     one,
                     s,
@@ -234,7 +238,7 @@ async def _serve(
                     usages,
                 )  # fmt: skip
                 for one, s, choice in zip(routed_all, shapes, choices, strict=True)
-            )
+            ]
         ),
     )
     if answers is None:
@@ -244,10 +248,13 @@ async def _serve(
 
 
 async def _dispatch_all(
-    choices: list[_Choice], policy: Policy, state: GatewayState, started: float
-) -> list[RoutedStream]:
-    """Each choice started on its backend, all at once (a batch's prompts prefill together, and each choice's time
-    to first token is its own); the first failure cancels the rest and closes what had started."""
+    choices: list[_Choice], policy: Policy, state: GatewayState, started: float, request: Request
+) -> list[RoutedStream] | None:
+    """Each choice started on its backend in turn, the next once the one before has its first token; None when
+    the client left meanwhile (what had started is closed). In turn, not all at once: a half-open breaker lets
+    one probe through, which the others would find taken (a 503 for the batch, the probe given back without a
+    verdict), and an edge agent answers one sequence at a time, so a choice queued there waits for the one before
+    it to finish, not for every one before it (its first-token deadline counts from its own start)."""
 
     async def one(choice: _Choice) -> RoutedStream:
         routed = await dispatch(
@@ -265,20 +272,38 @@ async def _dispatch_all(
 
     if len(choices) == 1:
         return [await one(choices[0])]
-    tasks = [asyncio.ensure_future(one(choice)) for choice in choices]
+    started_ones: list[RoutedStream] = []
+
+    async def in_turn() -> list[RoutedStream]:
+        for choice in choices:
+            started_ones.append(await one(choice))
+        return started_ones
+
+    try:
+        routed_all = await _unless_the_client_leaves(request, in_turn())
+    except BaseException:
+        routed_all = None
+        raise
+    finally:
+        if routed_all is None:  # a failure, the client gone, or the request cancelled: nothing is left open
+            for routed in started_ones:
+                await routed.aclose()
+    return routed_all
+
+
+async def _first_failure_ends_all(works: list[Awaitable[T]]) -> list[T]:
+    """Every work's result, in order; the first failure cancels the others (their answers, and their workers'
+    sequences, stop there) and is raised."""
+    tasks = [asyncio.ensure_future(work) for work in works]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    finally:  # a failure, or the request cancelled: nothing started is left open
-        failed = any(t.done() and not t.cancelled() and t.exception() is not None for t in tasks)
-        if failed or not all(t.done() for t in tasks):
+    finally:
+        if not all(task.done() for task in tasks):
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            for task in tasks:
-                if not task.cancelled() and task.exception() is None:
-                    await task.result().aclose()
     if errors := [t.exception() for t in tasks if not t.cancelled() and t.exception() is not None]:
-        raise errors[0]  # the first to fail (the others were cancelled for it)
+        raise errors[0]
     return [task.result() for task in tasks]
 
 
@@ -290,9 +315,6 @@ def _summed(usages: dict[int, worker_pb2.Usage], firsts: set[int]) -> worker_pb2
         completion_tokens=sum(u.completion_tokens for u in usages.values()),
         cached_prompt_tokens=sum(u.cached_prompt_tokens for i, u in usages.items() if i in firsts),
     )
-
-
-T = TypeVar("T")
 
 
 async def _unless_the_client_leaves(request: Request, work: Awaitable[T]) -> T | None:

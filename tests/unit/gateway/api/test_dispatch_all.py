@@ -1,0 +1,99 @@
+"""A request's several choices (n, a batch's prompts) started on real WorkerBackends with scripted wires."""
+
+import asyncio
+from types import SimpleNamespace
+
+from gateway.api.generation import _Choice, _dispatch_all
+from gateway.classify.features import RequestFeatures
+from proto.gen import worker_pb2
+from tests.scripted_backend import FAIL, registry_for, scripted
+from tests.unit.gateway.test_dispatch_failover import POLICY
+
+PRIVATE = RequestFeatures(10, 16, frozenset({"pii"}), None, "t")
+EDGE = "grpc://e:1"
+
+
+class _StayingClient:
+    async def receive(self):
+        await asyncio.Event().wait()  # never leaves
+
+
+class _LeavingClient:
+    async def receive(self):
+        await asyncio.sleep(0.05)
+        return {"type": "http.disconnect"}
+
+
+def _state(registry):
+    settings = SimpleNamespace(backend_timeout_s=5.0, first_token_deadline_s=5.0, attempt_timeout_s=5.0)
+    return SimpleNamespace(registry=registry, settings=settings)
+
+
+def _choices(count: int) -> list[_Choice]:
+    prepared = SimpleNamespace(features=PRIVATE, model=SimpleNamespace(hints=None))
+    return [_Choice(prepared, worker_pb2.GenerateRequest(request_id=f"r-{i}"), i) for i in range(count)]
+
+
+def test_a_half_open_breakers_probe_serves_the_first_choice_and_the_rest_follow():
+    """All at once, the second choice found the probe taken (a 503) and the first gave it back without a verdict,
+    so the edge stayed half-open and every private n=2 request failed (a review)."""
+    behaviour = {EDGE: FAIL}
+    factory = scripted(behaviour, failure_threshold=1, open_for_s=0.2)
+
+    async def go():
+        registry = registry_for(POLICY, factory)
+        edge = next(b for b in registry.all() if b.endpoint == EDGE)
+        try:
+            await _dispatch_all(_choices(1), POLICY, _state(registry), 0.0, _StayingClient())
+        except Exception:  # noqa: BLE001 - the failure that opens the breaker
+            pass
+        behaviour[EDGE] = "ok"
+        await asyncio.sleep(0.25)  # half-open: one probe at a time
+        routed = await _dispatch_all(_choices(3), POLICY, _state(registry), 0.0, _StayingClient())
+        for one in routed:
+            await one.aclose()
+        return [one.backend.endpoint for one in routed], edge.breaker.current_state()
+
+    endpoints, state = asyncio.run(go())
+    assert endpoints == [EDGE] * 3 and state == "closed"
+
+
+def test_a_client_that_leaves_while_its_choices_start_leaves_nothing_open():
+    factory = scripted({EDGE: "slow"})  # no first token for 10 s
+
+    async def go():
+        registry = registry_for(POLICY, factory)
+        edge = next(b for b in registry.all() if b.endpoint == EDGE)
+        result = await asyncio.wait_for(
+            _dispatch_all(_choices(4), POLICY, _state(registry), 0.0, _LeavingClient()), timeout=2
+        )
+        await asyncio.sleep(0)
+        return result, edge.inflight
+
+    assert asyncio.run(go()) == (None, 0)
+
+
+def test_the_first_failing_answer_stops_the_others():
+    """A batch's whole answers: one choice failing mid-answer (its worker killed) left the others generating to
+    max_tokens behind a 502 (a review)."""
+    from gateway.api.generation import _first_failure_ends_all
+
+    stopped = []
+
+    async def long_answer(i):
+        try:
+            await asyncio.sleep(10)
+        finally:
+            stopped.append(i)
+
+    async def failing():
+        await asyncio.sleep(0.01)
+        raise RuntimeError("worker gone")
+
+    async def go():
+        try:
+            await asyncio.wait_for(_first_failure_ends_all([long_answer(0), failing(), long_answer(2)]), timeout=2)
+        except RuntimeError as exc:
+            return str(exc)
+
+    assert asyncio.run(go()) == "worker gone" and sorted(stopped) == [0, 2]
