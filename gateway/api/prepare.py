@@ -11,6 +11,7 @@ the SDK runs on the device), not only the prompt.
 import asyncio
 import contextvars
 import dataclasses
+import functools
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -76,7 +77,11 @@ async def prepare_chat(body: ChatCompletionRequest, request: Request, state: Gat
     prompt_ids, scan = await _off_loop(request, _tokenize_chat, body, messages, model.tokenizer)
     text = "\n".join(m["content"] for m in messages)
     requested = body.max_completion_tokens or body.max_tokens
-    (features,) = await _classify(body, model, [len(prompt_ids)], scan, requested, request, state, policy, "messages")
+    # each turn is read on its own as well: a number ending one turn hides nothing at the start of the next
+    turns = [m["content"] for m in messages] if len(messages) > 1 else None
+    (features,) = await _classify(
+        body, model, [len(prompt_ids)], scan, requested, request, state, policy, "messages", turns
+    )
     return Prepared(prompt_ids, features, text, grammar, calls, model)
 
 
@@ -106,8 +111,9 @@ async def prepare_completion(
             raise BadRequest(f"{where} token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
     tokenized, scan = await _off_loop(request, _tokenize_completion, body, prompts, model.tokenizer)
     grammar = await _compiling(answer_grammar, body, None, model.tokenizer) if shaped(body, None) else ""
-    lengths, texts = [len(prompt_ids) for prompt_ids, _ in tokenized], [text for _, text in tokenized]
-    features = await _classify(body, model, lengths, scan, body.max_tokens, request, state, policy, "prompt", texts)
+    lengths = [len(prompt_ids) for prompt_ids, _ in tokenized]
+    read = [p if isinstance(p, str) else _as_read(model.tokenizer)(p) for p in prompts] if len(prompts) > 1 else None
+    features = await _classify(body, model, lengths, scan, body.max_tokens, request, state, policy, "prompt", read)
     batch = [
         Prepared(prompt_ids, each, text, grammar, model=model)
         for (prompt_ids, text), each in zip(tokenized, features, strict=True)
@@ -135,10 +141,16 @@ def _tokenize_completion(
     return tokenized, _scan(body, chat)
 
 
+def _as_read(chat: ChatTokenizer):
+    """Token ids as the scan reads them: special tokens kept as their text (`<|endoftext|>`), which parts what is
+    on either side. Dropped, `4111 1111 1111 1111<|endoftext|>1` read as `…1111 11111` (a review)."""
+    return functools.partial(chat.tokenizer.decode, skip_special_tokens=False)
+
+
 def _scan(body: _GenerationParams, chat: ChatTokenizer) -> Scan:
     """The request's text as the detectors read it; token ids are decoded, so they are no way around them."""
     dumped = body.model_dump(exclude_none=True)  # metadata too: request_text skips only its privacy tags
-    scan = Scan(request_text(dumped, decode=chat.tokenizer.decode))
+    scan = Scan(request_text(dumped, decode=_as_read(chat)))
     scan.clusters  # noqa: B018 - found here, in the thread, not later on the event loop
     return scan
 
@@ -214,8 +226,9 @@ async def _classify(
     prompt_field: str,
     prompt_texts: list[str] | None = None,
 ) -> list[RequestFeatures]:
-    """Each prompt's features (a completions batch has several, `prompt_texts` their texts): classified once, from
-    the scan of the whole request and each prompt's text on its own, so every prompt has the same privacy tags."""
+    """Each prompt's features (a completions batch has several): classified once, from the scan of the whole
+    request and each of `prompt_texts` (a batch's prompts, a chat's turns) on its own, so every prompt has the same
+    privacy tags."""
     batch = len(prompt_lengths) > 1
     fields = [f"{prompt_field}[{i}]" for i in range(len(prompt_lengths))] if batch else [prompt_field]
     max_tokens = [
@@ -232,7 +245,7 @@ async def _classify(
             classify,
             policy,
             text=scan,
-            parts=prompt_texts if batch and prompt_texts else (),
+            parts=prompt_texts if prompt_texts and len(prompt_texts) > 1 else (),
             prompt_tokens=prompt_lengths[0],
             max_tokens=max_tokens[0],
             metadata_privacy=privacy.metadata_privacy(policy, body.metadata),

@@ -495,14 +495,15 @@ def _unbroken_trunk_number(digits: bytes) -> bool:
 
 
 def _tails(scan: Scan, cluster: Cluster) -> Iterator[Cluster]:
-    """The cluster from a later group on, where a phone number may start after another number: a short one and
-    a space (`Room 12 415-555-0100`, `Step 3. 020 7946 0958`) or any number and a line break (the end of one
-    message or prompt and the start of the next). Not inside one number grouped evenly (`4548 0361 7856 6448`,
-    a lead of more than two digits and the same gap as the groups after it) nor in an identifier (`DE15 0653 …`,
-    glued to letters)."""
+    """The cluster from a later group on, where a phone number may start after another number: after a line
+    break (the end of one message or prompt and the start of the next), after a space where the number's own
+    groups are parted otherwise (`94105 415-555-0100`, `Step 3. 020 7946 0958`), or after a short lead where
+    they are parted by the same space (`Suite 100 212 555 0100`). Not inside one number grouped evenly
+    (`4548 0361 7856 6448`: a lead of four digits, or an identifier's, `DE15 0653 …`, glued to letters)."""
     groups, gaps = cluster.head
-    if not gaps or scan.before(cluster).isalpha():
+    if not gaps:
         return
+    glued = scan.before(cluster).isalpha()  # an identifier's digits (DE15 0653 …, v1.2.3): no short lead
     runs = list(islice(_DIGIT_RUN.finditer(cluster.raw), len(groups)))
     starts, end = [run.start() for run in runs], runs[-1].end()  # the head only: a long cluster is not copied
     lead = 0
@@ -510,12 +511,11 @@ def _tails(scan: Scan, cluster: Cluster) -> Iterator[Cluster]:
         lead += len(groups[i - 1])
         spaced = b" " in gap or b"\t" in gap
         even = i < len(gaps) and gaps[i] == gap
-        if b"\n" in gap or (spaced and lead <= (_MAX_LEAD_DIGITS_EVEN if even else _MAX_LEAD_DIGITS)):
+        if b"\n" in gap or b"\r" in gap or (spaced and (not even or (lead <= _MAX_LEAD_DIGITS_EVEN and not glued))):
             yield Cluster(cluster.start + starts[i], cluster.start + end, cluster.raw[starts[i] : end])
 
 
-_MAX_LEAD_DIGITS = 4  # a room, a step, a count before a number: longer ones are a number's own groups
-_MAX_LEAD_DIGITS_EVEN = 2  # the same, where the gap is the number's own (Room 12 415 555 0100)
+_MAX_LEAD_DIGITS_EVEN = 3  # a room, a step, a suite before a number parted by the same spaces as its groups
 _DIGIT_RUN = re.compile(rb"[0-9]+")
 
 

@@ -291,9 +291,30 @@ def test_detected_pii_keeps_an_untagged_request_on_the_edge(client, content):
 def test_token_id_prompts_are_scanned_too(client, demo_checkpoint):
     from serving.checkpoint import load_tokenizer
 
-    ids = load_tokenizer(demo_checkpoint).encode("write to ann@example.com").ids
+    tokenizer = load_tokenizer(demo_checkpoint)
+    ids = tokenizer.encode("write to ann@example.com").ids
     raw = client.completions.with_raw_response.create(model=MODEL, prompt=ids, max_tokens=2)
     assert raw.headers["x-tandem-route"] == "edge; rule=private"
+    # a special token beside the data parts it as the model reads it; dropped, the card read as 17 digits (a review)
+    eos = tokenizer.token_to_id("<|endoftext|>")
+    card = tokenizer.encode("card 4111 1111 1111 1111").ids + [eos] + tokenizer.encode("1").ids
+    for prompt in (card, [tokenizer.encode("hello").ids, card]):
+        raw = client.completions.with_raw_response.create(model=MODEL, prompt=prompt, max_tokens=2)
+        assert raw.headers["x-tandem-route"] == "edge; rule=private"
+
+
+def test_a_turn_after_one_ending_in_many_numbers_is_read_on_its_own(client):
+    """Turns are joined by a line break for the scan, and a number's groups are read from its first eight only:
+    a phone number starting a turn after `3 7 12 19 23 31 42 45` was missed (a review)."""
+    headers, _ = chat_turns(client, ["Numbers: 3 7 12 19 23 31 42 45", "415 555 0100 is mine"])
+    assert headers["x-tandem-route"] == "edge; rule=private"
+
+
+def chat_turns(client, contents):
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, max_tokens=2, messages=[{"role": "user", "content": c} for c in contents]
+    )
+    return raw.headers, raw.parse()
 
 
 def test_edge_registration_is_off_without_a_token(stack):

@@ -68,6 +68,12 @@ FIRES = {
         "What is 2+2\n415.555.0100 reach me there",
         "Step 3. 020 7946 0958",
         "Order 12345678\n0044 20 7946 0958",
+        "San Francisco, CA 94105 415-555-0100",  # a second review: a ZIP code, a date, a suite before it
+        "On 12/25/2024 415-555-0100",
+        "Order 123456 415-555-0100",
+        "Suite 100 212 555 0100",
+        "Room 12\r415-555-0100",
+        "v1.2.3 415-555-0100",
         "1.800.555.0199",
         "00442079460958",  # 00 and the country code, unbroken
         "0612345678",
