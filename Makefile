@@ -34,10 +34,10 @@ test: $(STAMP) kernels
 
 install: $(STAMP) kernels
 
-# The C++ CPU kernels, compiled once into a versioned artifact (kernels/cpu_extension.py), which the
+# The C++ CPU kernels, compiled once into a versioned artifact (tandem_kernels/cpu_extension.py), which the
 # worker loads and never builds; at once where it exists. Without a compiler it says so and goes on.
 kernels: $(STAMP)
-	$(BIN)/python -m kernels.cpu_extension
+	$(BIN)/python -m tandem_kernels.cpu_extension
 
 $(STAMP): pyproject.toml sdk/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \

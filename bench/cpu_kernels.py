@@ -7,7 +7,7 @@
   (cloud_worker/layers/packed_linear.py), at 8, 64 and 512 rows;
 - paged decode attention over 8 layers (64 sequences, contexts 100..700,
   blocks scattered in a 4096-block pool, 8 query / 2 KV heads of 64): the
-  C++ kernel (kernels/csrc/cpu_kernels.cpp) against the torch reference
+  C++ kernel (tandem_kernels/csrc/cpu_kernels.cpp) against the torch reference
   (gather the blocks, then SDPA).
 
 Last line: one JSON object.
@@ -26,8 +26,8 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cloud_worker.layers.packed_linear import PackedLinear, onednn_linear_available  # noqa: E402
-from kernels import cpu_extension  # noqa: E402
-from kernels.paged_attention import _decode  # noqa: E402
+from tandem_kernels import cpu_extension  # noqa: E402
+from tandem_kernels.paged_attention import _decode  # noqa: E402
 
 HIDDEN, MLP, KV_DIM, VOCAB, LAYERS = 512, 1536, 128, 32000, 8
 

@@ -35,11 +35,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels.int8_linear import int8_linear_triton, quantize_per_channel  # noqa: E402
-from kernels.paged_attention import paged_decode_triton  # noqa: E402
-from kernels.rms_norm import rms_norm_triton  # noqa: E402
-from kernels.sampling import sample_ref, sample_triton  # noqa: E402
-from kernels.silu_and_mul import silu_and_mul_triton  # noqa: E402
+from tandem_kernels.int8_linear import int8_linear_triton, quantize_per_channel  # noqa: E402
+from tandem_kernels.paged_attention import paged_decode_triton  # noqa: E402
+from tandem_kernels.rms_norm import rms_norm_triton  # noqa: E402
+from tandem_kernels.sampling import sample_ref, sample_triton  # noqa: E402
+from tandem_kernels.silu_and_mul import silu_and_mul_triton  # noqa: E402
 
 BLOCK = 16
 FULL = {

@@ -17,10 +17,10 @@ from cloud_worker.layers.packed_linear import pack_linears
 from cloud_worker.parallel.ranks import TensorParallelPeers
 from cloud_worker.parallel.tensor_parallel import apply_tp, check_divisible_config
 from cloud_worker.quantization import quantize_int8
-from kernels import cpu_extension
 from modeling.llama import LlamaForCausalLM
 from modeling.loader import load_model, read_config
 from serving.checkpoint import load_tokenizer, model_id_for
+from tandem_kernels import cpu_extension
 
 
 def default_device() -> str:

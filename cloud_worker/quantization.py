@@ -8,7 +8,7 @@ weights). Apply after tensor parallelism, so each rank quantizes its shard.
 import torch
 from torch import nn
 
-from kernels.int8_linear import int8_linear, quantize_per_channel
+from tandem_kernels.int8_linear import int8_linear, quantize_per_channel
 
 
 class Int8Linear(nn.Module):

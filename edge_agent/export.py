@@ -35,12 +35,12 @@ from rich.progress import Progress
 from torch import nn
 
 from edge_agent.quantize import FP32, Quantization, linear_weight_bytes, quantize
-from kernels.attention import causal_attention
-from kernels.rotary import apply_rotary
 from modeling.llama import LlamaForCausalLM
 from modeling.loader import load_model, weight_files
 from serving.atomic_dir import ForeignFolder, building, check_replaceable
 from serving.manifest_paths import unsafe_name
+from tandem_kernels.attention import causal_attention
+from tandem_kernels.rotary import apply_rotary
 
 log = logging.getLogger(__name__)
 MANIFEST_NAME = "manifest.json"

@@ -11,14 +11,14 @@ cache. The model code is the same for both.
 import torch
 from torch import nn
 
-from kernels.attention import causal_attention
-from kernels.kv_write import write_kv
-from kernels.paged_attention import PagedAttentionMetadata, paged_attention
-from kernels.rotary import apply_rotary
-from kernels.silu_and_mul import silu_and_mul
 from modeling.layers.norm import RMSNorm
 from modeling.layers.rotary import RotaryEmbedding
 from modeling.model_config import ModelConfig
+from tandem_kernels.attention import causal_attention
+from tandem_kernels.kv_write import write_kv
+from tandem_kernels.paged_attention import PagedAttentionMetadata, paged_attention
+from tandem_kernels.rotary import apply_rotary
+from tandem_kernels.silu_and_mul import silu_and_mul
 
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: [batch, kv_heads, keys, head_dim]
 

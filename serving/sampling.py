@@ -1,6 +1,6 @@
 """Next-token sampling for one sequence at a time (the serial engine, on the edge).
 
-The same sampler the paged engine runs in batches (`kernels/sampling.py`,
+The same sampler the paged engine runs in batches (`tandem_kernels/sampling.py`,
 through `cloud_worker/engine/sampler.py`): HF's warpers in order
 (temperature, top-k, top-p, min-p), then a counter-based draw whose
 randomness is a hash of (seed, output index, token id). So the same seed
@@ -12,7 +12,7 @@ import random
 
 import torch
 
-import kernels.sampling
+import tandem_kernels.sampling
 from serving.engine_api import SamplingParams
 
 _SEED_MASK = (1 << 63) - 1
@@ -40,7 +40,7 @@ def sample_token(logits: torch.Tensor, params: SamplingParams, seed: int, step: 
     def one(value, dtype) -> torch.Tensor:
         return torch.tensor([value], dtype=dtype, device=logits.device)
 
-    token = kernels.sampling.sample(
+    token = tandem_kernels.sampling.sample(
         logits.float().unsqueeze(0),
         one(params.temperature, torch.float32),
         one(params.top_k, torch.int64),

@@ -23,8 +23,8 @@ from typing import Literal
 
 import torch
 
-from kernels.paged_attention import PagedAttentionMetadata
 from modeling.llama import KVCache, LlamaForCausalLM, PagedKV
+from tandem_kernels.paged_attention import PagedAttentionMetadata
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 Mode = Literal["capture", "eager"]

@@ -17,9 +17,9 @@ from cloud_worker.engine.decode_graphs import DecodeGraphs, Mode
 from cloud_worker.engine.sampler import SamplingBatch, sample
 from cloud_worker.engine.scheduler import ScheduledSeq
 from cloud_worker.engine.sequence import Sequence
-from kernels.paged_attention import PagedAttentionMetadata
 from modeling.llama import KVCache, LlamaForCausalLM, PagedKV
 from serving.logits_processors import apply_penalties, mask_logits, score
+from tandem_kernels.paged_attention import PagedAttentionMetadata
 
 if TYPE_CHECKING:
     from cloud_worker.parallel.ranks import TensorParallelPeers
@@ -66,7 +66,7 @@ def _score_prompts(logits: torch.Tensor, scored: list[tuple[int, Sequence, int]]
 def allocate_kv_cache(model: LlamaForCausalLM, num_blocks: int, block_size_tokens: int) -> KVCache:
     attn = model.model.layers[0].self_attn
     weight = model.model.layers[0].input_layernorm.weight
-    shape = (attn.num_kv_heads, num_blocks, block_size_tokens, attn.head_dim)  # see kernels/paged_attention.py
+    shape = (attn.num_kv_heads, num_blocks, block_size_tokens, attn.head_dim)  # see tandem_kernels/paged_attention.py
     return [(weight.new_zeros(shape), weight.new_zeros(shape)) for _ in model.model.layers]
 
 

@@ -9,7 +9,7 @@ Randomness is counter-based: the uniform draw for token v of a row is a hash
 of (seed, output index, v), so a seeded request gives the same tokens
 whatever batch it runs in, after a preemption, or on another worker. The
 draw is an exponential race (argmax of p / E with E ~ Exp(1)), which samples
-exactly from p without a cumulative sum or a sort. `kernels/sampling.py`
+exactly from p without a cumulative sum or a sort. `tandem_kernels/sampling.py`
 holds both implementations: on CUDA a Triton kernel that finds the cut-offs
 without sorting, elsewhere the torch reference (top-k by partial selection,
 a sort only for rows asking for top-p). Both draw the same token for the
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-import kernels.sampling
+import tandem_kernels.sampling
 from serving.engine_api import SamplingParams
 
 
@@ -66,10 +66,10 @@ def sample(
 
 def _sample_random(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
     b = batch
-    return kernels.sampling.sample(logits, b.temperature, b.top_k, b.top_p, b.min_p, b.seed, b.step)
+    return tandem_kernels.sampling.sample(logits, b.temperature, b.top_k, b.top_p, b.min_p, b.seed, b.step)
 
 
 def masked_probs(logits: torch.Tensor, batch: SamplingBatch) -> torch.Tensor:
     """The distribution each row samples from: temperature, top-k, top-p, min-p applied."""
     b = batch
-    return kernels.sampling.masked_probs_ref(logits, b.temperature, b.top_k, b.top_p, b.min_p)
+    return tandem_kernels.sampling.masked_probs_ref(logits, b.temperature, b.top_k, b.top_p, b.min_p)

@@ -1,7 +1,7 @@
 import torch
 from torch import nn
 
-from kernels.rms_norm import rms_norm
+from tandem_kernels.rms_norm import rms_norm
 
 
 class RMSNorm(nn.Module):
@@ -11,5 +11,5 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Normalise in fp32, as HF does, then cast back before the weight (kernels/rms_norm.py).
+        # Normalise in fp32, as HF does, then cast back before the weight (tandem_kernels/rms_norm.py).
         return rms_norm(x, self.weight, self.eps)[0]

@@ -10,14 +10,14 @@ pytestmark = [
 
 
 def test_silu_and_mul_bf16():
-    from kernels.silu_and_mul import silu_and_mul_ref, silu_and_mul_triton
+    from tandem_kernels.silu_and_mul import silu_and_mul_ref, silu_and_mul_triton
 
     gate, up = (torch.randn(64, 14336, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     torch.testing.assert_close(silu_and_mul_triton(gate, up), silu_and_mul_ref(gate, up), rtol=2e-2, atol=2e-2)
 
 
 def test_rms_norm_bf16():
-    from kernels.rms_norm import rms_norm_ref, rms_norm_triton
+    from tandem_kernels.rms_norm import rms_norm_ref, rms_norm_triton
 
     x, res = (torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     w = torch.rand(4096, device="cuda", dtype=torch.bfloat16)
@@ -27,7 +27,7 @@ def test_rms_norm_bf16():
 
 @pytest.mark.parametrize("context", [17, 1000, 8192])
 def test_paged_decode_bf16_llama3_8b_heads(context):
-    from kernels.paged_attention import PagedAttentionMetadata, paged_attention_ref, paged_decode_triton
+    from tandem_kernels.paged_attention import PagedAttentionMetadata, paged_attention_ref, paged_decode_triton
 
     seqs, heads, kv_heads, dim, block = 8, 32, 8, 128, 16
     blocks_per_seq = -(-context // block)
@@ -44,9 +44,9 @@ def test_paged_decode_bf16_llama3_8b_heads(context):
 
 
 def test_rotary_and_kv_write_bf16():
-    from kernels.kv_write import write_kv_ref, write_kv_triton
-    from kernels.rotary import apply_rotary_ref, apply_rotary_triton
     from modeling.layers.rotary import RotaryEmbedding
+    from tandem_kernels.kv_write import write_kv_ref, write_kv_triton
+    from tandem_kernels.rotary import apply_rotary_ref, apply_rotary_triton
 
     x = torch.randn(4, 32, 64, 128, device="cuda", dtype=torch.bfloat16)
     cos, sin = RotaryEmbedding(128, 500000.0, None).cuda()(torch.arange(64, device="cuda").expand(4, 64))
@@ -60,7 +60,7 @@ def test_rotary_and_kv_write_bf16():
 
 
 def test_sampling_kernel_draws_what_the_reference_draws():
-    from kernels.sampling import sample_ref, sample_triton
+    from tandem_kernels.sampling import sample_ref, sample_triton
 
     rows, vocab = 32, 128256
     logits = torch.randn(rows, vocab, device="cuda") * 4
@@ -76,7 +76,7 @@ def test_sampling_kernel_draws_what_the_reference_draws():
 
 
 def test_paged_prefill_bf16_with_a_cached_prefix():
-    from kernels.paged_attention import PagedAttentionMetadata, paged_attention_ref, paged_prefill_triton
+    from tandem_kernels.paged_attention import PagedAttentionMetadata, paged_attention_ref, paged_prefill_triton
 
     heads, kv_heads, dim, block = 32, 8, 128, 16
     queries, contexts = [300, 77, 1], [300, 1101, 64]  # a full prompt, a chunk after 1024 cached tokens, a decode
@@ -94,7 +94,7 @@ def test_paged_prefill_bf16_with_a_cached_prefix():
 
 @pytest.mark.parametrize("rows", [1, 64, 512])
 def test_int8_linear_bf16(rows):
-    from kernels.int8_linear import int8_linear_ref, int8_linear_triton, quantize_per_channel
+    from tandem_kernels.int8_linear import int8_linear_ref, int8_linear_triton, quantize_per_channel
 
     weight_q, scale = quantize_per_channel(torch.randn(4096, 4096, device="cuda"))
     x = torch.randn(rows, 4096, device="cuda", dtype=torch.bfloat16)

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("triton") is None, reas
 def test_every_kernel_compiles_for_hopper_and_ampere():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"TRITON_DEFAULT_FP_FUSION": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "kernels.aot_check"], env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "tandem_kernels.aot_check"], env=env, capture_output=True, text=True, timeout=600
     )
     compiled = [line for line in result.stdout.splitlines() if line.startswith("ok")]
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]

@@ -6,14 +6,14 @@ import sys
 import pytest
 import torch
 
-from kernels import cpu_extension
-from kernels.paged_attention import _decode, paged_attention, paged_attention_ref
+from tandem_kernels import cpu_extension
+from tandem_kernels.paged_attention import _decode, paged_attention, paged_attention_ref
 from tests.unit.kernels.test_triton_kernels import decode_case
 
 ext = cpu_extension.extension()
 needs_ext = pytest.mark.skipif(
     ext is None,
-    reason="C++ kernels not built (no compiler, or no `python -m kernels.cpu_extension`): the references serve",
+    reason="C++ kernels not built (no compiler, or no `python -m tandem_kernels.cpu_extension`): the references serve",
 )
 
 
@@ -75,7 +75,7 @@ def test_paged_attention_on_cpu_equals_the_reference_with_or_without_the_kernel(
 @pytest.mark.parametrize("shape", [(1, 1, 8), (1, 37, 64), (2, 300, 512)])
 @pytest.mark.parametrize("with_residual", [False, True])
 def test_rms_norm_kernel_equals_the_reference(shape, with_residual):
-    from kernels.rms_norm import rms_norm_ref
+    from tandem_kernels.rms_norm import rms_norm_ref
 
     x, residual = torch.randn(shape) * 3, (torch.randn(shape) if with_residual else None)
     weight = torch.rand(shape[-1]) + 0.5
@@ -88,7 +88,7 @@ def test_rms_norm_kernel_equals_the_reference(shape, with_residual):
 @needs_ext
 @pytest.mark.parametrize("batch, tokens, heads, dim", [(1, 1, 1, 2), (1, 29, 4, 16), (2, 130, 8, 64)])
 def test_rotary_kernel_equals_the_reference(batch, tokens, heads, dim):
-    from kernels.rotary import apply_rotary_ref
+    from tandem_kernels.rotary import apply_rotary_ref
 
     x = torch.randn(batch, tokens, heads, dim)  # a projection's output, heads not yet moved forward
     angles = torch.randn(batch, tokens, dim)
@@ -100,7 +100,7 @@ def test_rotary_kernel_equals_the_reference(batch, tokens, heads, dim):
 @needs_ext
 @pytest.mark.parametrize("shape", [(1,), (3, 7), (1, 257, 1536)])
 def test_silu_and_mul_kernel_equals_the_reference(shape):
-    from kernels.silu_and_mul import silu_and_mul_ref
+    from tandem_kernels.silu_and_mul import silu_and_mul_ref
 
     gate, up = torch.randn(shape) * 6, torch.randn(shape)
     torch.testing.assert_close(ext.silu_and_mul(gate, up), silu_and_mul_ref(gate, up), rtol=1e-5, atol=1e-6)
@@ -119,8 +119,8 @@ def test_the_elementwise_kernels_refuse_what_they_cannot_read():
 
 @needs_ext
 def test_the_dispatch_uses_the_kernels_only_where_the_references_would_give_the_same():
-    from kernels.rms_norm import rms_norm, rms_norm_ref
-    from kernels.rotary import apply_rotary, apply_rotary_ref
+    from tandem_kernels.rms_norm import rms_norm, rms_norm_ref
+    from tandem_kernels.rotary import apply_rotary, apply_rotary_ref
 
     x = torch.randn(2, 5, 16)
     with torch.inference_mode():
@@ -148,7 +148,7 @@ def test_a_compiler_without_openmp_still_gets_the_kernels_on_one_thread():
     script = """
 import logging, torch
 logging.basicConfig(level=logging.WARNING)
-from kernels import cpu_extension
+from tandem_kernels import cpu_extension
 cpu_extension.VARIANTS = [(cpu_extension.BASE_FLAGS + ["-fno-such-option"], ["-fopenmp"]), (cpu_extension.BASE_FLAGS, [])]
 cpu_extension.build()
 ext = cpu_extension.extension()

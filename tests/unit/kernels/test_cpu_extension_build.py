@@ -1,4 +1,4 @@
-"""Building and loading the C++ CPU kernels (kernels/cpu_extension.py) cannot wedge a start.
+"""Building and loading the C++ CPU kernels (tandem_kernels/cpu_extension.py) cannot wedge a start.
 
 A build killed mid-compile blocks nothing: a worker then starts at once and serves on the torch references,
 saying why; the next build clears what the killed one left, and a fresh process loads a published artifact
@@ -20,8 +20,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from kernels import cpu_extension
 from proto.gen import worker_pb2, worker_pb2_grpc
+from tandem_kernels import cpu_extension
 from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[3]
@@ -58,7 +58,7 @@ def test_without_an_artifact_the_references_serve_and_one_line_says_so(root, cap
     assert cpu_extension.extension() is None and cpu_extension.extension() is None
     assert time.monotonic() - started < 1
     assert warnings_of(caplog) == [
-        "C++ CPU kernels not built (run `python -m kernels.cpu_extension` or `make install`); using the torch references"
+        "C++ CPU kernels not built (run `python -m tandem_kernels.cpu_extension` or `make install`); using the torch references"
     ]
 
 
@@ -142,7 +142,7 @@ logging.basicConfig(level=logging.INFO)
 def no_compiling(*args, **kwargs):
     raise AssertionError("compiled at run time")
 torch.utils.cpp_extension.load = no_compiling
-from kernels import cpu_extension
+from tandem_kernels import cpu_extension
 started = time.perf_counter()
 ext = cpu_extension.extension()
 took = time.perf_counter() - started
@@ -163,9 +163,9 @@ def run(args: list[str], env: dict, timeout: float) -> tuple[subprocess.Complete
 
 
 def kill_a_build_mid_compile(root: Path, env: dict) -> None:
-    """Start `python -m kernels.cpu_extension` and SIGKILL it, compiler included, once the compiler runs."""
+    """Start `python -m tandem_kernels.cpu_extension` and SIGKILL it, compiler included, once the compiler runs."""
     build = subprocess.Popen(
-        [sys.executable, "-m", "kernels.cpu_extension"],
+        [sys.executable, "-m", "tandem_kernels.cpu_extension"],
         env=env,
         cwd=REPO,
         stdout=subprocess.DEVNULL,

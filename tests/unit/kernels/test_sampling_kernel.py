@@ -14,7 +14,7 @@ import torch
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is first imported (kernels import it lazily)
 pytest.importorskip("triton")
 
-from kernels.sampling import masked_probs_ref, sample_ref, sample_triton  # noqa: E402
+from tandem_kernels.sampling import masked_probs_ref, sample_ref, sample_triton  # noqa: E402
 
 
 def params(rows: int, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=0):

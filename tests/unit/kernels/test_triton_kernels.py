@@ -13,9 +13,9 @@ import torch
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is first imported (kernels import it lazily)
 pytest.importorskip("triton")
 
-from kernels.paged_attention import PagedAttentionMetadata, paged_attention, paged_attention_ref  # noqa: E402
-from kernels.rms_norm import rms_norm_ref, rms_norm_triton  # noqa: E402
-from kernels.silu_and_mul import silu_and_mul_ref, silu_and_mul_triton  # noqa: E402
+from tandem_kernels.paged_attention import PagedAttentionMetadata, paged_attention, paged_attention_ref  # noqa: E402
+from tandem_kernels.rms_norm import rms_norm_ref, rms_norm_triton  # noqa: E402
+from tandem_kernels.silu_and_mul import silu_and_mul_ref, silu_and_mul_triton  # noqa: E402
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -54,8 +54,8 @@ def test_rms_norm_with_fused_residual(hidden, with_residual):
     ],
 )
 def test_rotary_with_and_without_llama3_scaling(scaling):
-    from kernels.rotary import apply_rotary_ref, apply_rotary_triton
     from modeling.layers.rotary import RotaryEmbedding
+    from tandem_kernels.rotary import apply_rotary_ref, apply_rotary_triton
 
     x = torch.randn(2, 5, 3, 16, generator=gen(10)).transpose(1, 2)  # [batch, heads, tokens, dim], a view, as q arrives
     positions = torch.tensor([[0, 1, 2, 40, 41], [7, 8, 9, 10, 900]])
@@ -64,7 +64,7 @@ def test_rotary_with_and_without_llama3_scaling(scaling):
 
 
 def test_kv_write_puts_each_token_in_its_slot():
-    from kernels.kv_write import write_kv_ref, write_kv_triton
+    from tandem_kernels.kv_write import write_kv_ref, write_kv_triton
 
     k, v = torch.randn(6, 2, 16, generator=gen(11)), torch.randn(6, 2, 16, generator=gen(12))
     slots = torch.tensor([0, 5, 6, 7, 19, 3])  # scattered over blocks of 4
@@ -103,7 +103,7 @@ def test_paged_decode_attention_matches_the_reference(monkeypatch, context_lens)
 @pytest.mark.parametrize("heads, kv_heads", [(4, 2), (4, 4), (8, 1)])  # query heads per KV head: 2, 1, 8
 @pytest.mark.parametrize("num_splits", [1, 2, 3, 8])  # 8 > the blocks of some sequences: empty splits
 def test_split_k_decode_matches_the_reference(num_splits, heads, kv_heads):
-    from kernels.paged_attention import paged_decode_triton
+    from tandem_kernels.paged_attention import paged_decode_triton
 
     q, k_cache, v_cache, meta = decode_case([1, 5, 17, 30, 9], heads=heads, kv_heads=kv_heads)
     expected = paged_attention_ref(q, k_cache, v_cache, meta)
@@ -112,7 +112,7 @@ def test_split_k_decode_matches_the_reference(num_splits, heads, kv_heads):
 
 
 def test_long_contexts_are_split():
-    from kernels.paged_attention import decode_splits
+    from tandem_kernels.paged_attention import decode_splits
 
     assert decode_splits(512) == 1 and decode_splits(8192) == 4 and decode_splits(131072) == 16
 
@@ -147,7 +147,7 @@ def test_launchers_refuse_bad_arguments():
         silu_and_mul_triton(torch.zeros(2, 3), torch.zeros(3, 2))
     with pytest.raises(ValueError, match="weight"):
         rms_norm_triton(torch.zeros(2, 8), torch.ones(4), 1e-6)
-    from kernels.paged_attention import paged_decode_triton
+    from tandem_kernels.paged_attention import paged_decode_triton
 
     q, k_cache, v_cache, meta = decode_case([3], head_dim=12)
     with pytest.raises(ValueError, match="powers of 2"):
@@ -156,17 +156,17 @@ def test_launchers_refuse_bad_arguments():
 
 def test_the_engine_through_the_triton_kernels_equals_hf(monkeypatch, demo_checkpoint):
     """The engine reaches the kernels through the dispatch: forced to Triton (interpreted), output is unchanged."""
-    import kernels.kv_write
-    import kernels.paged_attention
-    import kernels.rms_norm
-    import kernels.rotary
-    import kernels.silu_and_mul
+    import tandem_kernels.kv_write
+    import tandem_kernels.paged_attention
+    import tandem_kernels.rms_norm
+    import tandem_kernels.rotary
+    import tandem_kernels.silu_and_mul
     from cloud_worker.build import build_engine
     from cloud_worker.engine.config import EngineConfig
     from tests.unit.cloud_worker.engine.test_engine_vs_hf import hf_greedy, mixed_prompts, run_batch
 
-    launchers = (kernels.paged_attention._decode_kernel, kernels.paged_attention._prefill_kernel, kernels.rms_norm._kernel, kernels.silu_and_mul._kernel,
-                 kernels.rotary._kernel, kernels.kv_write._kernel)  # fmt: skip
+    launchers = (tandem_kernels.paged_attention._decode_kernel, tandem_kernels.paged_attention._prefill_kernel, tandem_kernels.rms_norm._kernel, tandem_kernels.silu_and_mul._kernel,
+                 tandem_kernels.rotary._kernel, tandem_kernels.kv_write._kernel)  # fmt: skip
     before = [f.cache_info().hits + f.cache_info().misses for f in launchers]
     prompts = mixed_prompts(demo_checkpoint, 3)
     monkeypatch.setenv("TANDEM_KERNELS", "triton")
@@ -184,7 +184,7 @@ def test_the_engine_through_the_triton_kernels_equals_hf(monkeypatch, demo_check
 @pytest.mark.parametrize("with_bias", [False, True])
 @pytest.mark.parametrize("leading", [(5,), (2, 3)])  # a decode batch; [batch, tokens] as a layer sees it
 def test_int8_linear_matches_the_reference(with_bias, leading):
-    from kernels.int8_linear import int8_linear_ref, int8_linear_triton, quantize_per_channel
+    from tandem_kernels.int8_linear import int8_linear_ref, int8_linear_triton, quantize_per_channel
 
     weight_q, scale = quantize_per_channel(torch.randn(40, 72, generator=gen(30)))  # 40 x 72: ragged tiles
     x = torch.randn(*leading, 72, generator=gen(31))

@@ -20,7 +20,7 @@ import functools
 
 import torch
 
-from kernels.dispatch import check, use_triton
+from tandem_kernels.dispatch import check, use_triton
 
 _MASK32 = 0xFFFFFFFF
 

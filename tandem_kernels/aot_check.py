@@ -6,7 +6,7 @@ accept. This compiles each kernel, in the variants the engine launches on CUDA (
 Llama-3-8B and small-model head shapes, split and unsplit decode), through Triton's NVIDIA backend down
 to a cubin (ptxas ships with Triton), for Hopper (sm_90) and Ampere (sm_80).
 
-    python -m kernels.aot_check          # exit 1 and the first error per kernel when one does not compile
+    python -m tandem_kernels.aot_check          # exit 1 and the first error per kernel when one does not compile
 
 Run in a process of its own: TRITON_INTERPRET must be unset when the kernels are defined.
 """
@@ -16,14 +16,14 @@ import sys
 import time
 
 if os.environ.get("TRITON_INTERPRET") == "1":
-    raise SystemExit("kernels.aot_check: unset TRITON_INTERPRET (the interpreter replaces the compiler)")
+    raise SystemExit("tandem_kernels.aot_check: unset TRITON_INTERPRET (the interpreter replaces the compiler)")
 
 TARGETS = ((90, "sm_90"), (80, "sm_80"))
 
 
 def cases():
     """(name, kernel, signature, constexprs) for every variant the engine launches."""
-    from kernels import int8_linear, kv_write, paged_attention, rms_norm, rotary, sampling, silu_and_mul
+    from tandem_kernels import int8_linear, kv_write, paged_attention, rms_norm, rotary, sampling, silu_and_mul
 
     decode, combine = paged_attention._decode_kernel()
     decode_sig = {

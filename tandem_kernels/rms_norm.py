@@ -8,8 +8,8 @@ import functools
 
 import torch
 
-from kernels import cpu_extension
-from kernels.dispatch import check, use_triton
+from tandem_kernels import cpu_extension
+from tandem_kernels.dispatch import check, use_triton
 
 
 def rms_norm_ref(
@@ -64,5 +64,5 @@ def rms_norm(x, weight, eps, residual=None):
         return rms_norm_triton(x, weight, eps, residual)
     ext = cpu_extension.usable_for(x, weight, *(() if residual is None else (residual,)))
     if ext is not None and x.is_contiguous() and (residual is None or residual.is_contiguous()):
-        return ext.rms_norm(x, residual, weight, eps)  # one pass (kernels/csrc/cpu_kernels.cpp)
+        return ext.rms_norm(x, residual, weight, eps)  # one pass (tandem_kernels/csrc/cpu_kernels.cpp)
     return rms_norm_ref(x, weight, eps, residual)

@@ -9,8 +9,8 @@ import functools
 
 import torch
 
-from kernels import cpu_extension
-from kernels.dispatch import check, use_triton
+from tandem_kernels import cpu_extension
+from tandem_kernels.dispatch import check, use_triton
 
 
 def apply_rotary_ref(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -62,5 +62,5 @@ def apply_rotary(x, cos, sin):
     ext = cpu_extension.usable_for(x, cos, sin)
     tokens_first = x.transpose(1, 2)  # [batch, tokens, heads, d]: contiguous when x is a projection's output
     if ext is not None and tokens_first.is_contiguous() and cos.is_contiguous() and sin.is_contiguous():
-        return ext.rotary(tokens_first, cos, sin).transpose(1, 2)  # one pass (kernels/csrc/cpu_kernels.cpp)
+        return ext.rotary(tokens_first, cos, sin).transpose(1, 2)  # one pass (tandem_kernels/csrc/cpu_kernels.cpp)
     return apply_rotary_ref(x, cos, sin)

@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
 
-from kernels import cpu_extension
-from kernels.dispatch import check, use_triton
+from tandem_kernels import cpu_extension
+from tandem_kernels.dispatch import check, use_triton
 
 DECODE_GROUP_SEQS = 16
 PREFILL_TILE = 16  # query tokens per program of the prefill kernel
@@ -380,7 +380,7 @@ def paged_attention(q, k_cache, v_cache, meta):
 
 
 def _paged_attention_cpu(q, k_cache, v_cache, meta):
-    """Decodes through the C++ kernel (K/V read in place, kernels/csrc/) where it is built; the rest the reference."""
+    """Decodes through the C++ kernel (K/V read in place, tandem_kernels/csrc/) where it is built; the rest the reference."""
     ext = cpu_extension.extension() if q.device.type == "cpu" and q.dtype == k_cache.dtype == torch.float32 else None
     if ext is None or not meta.decode_starts.numel():
         return paged_attention_ref(q, k_cache, v_cache, meta)

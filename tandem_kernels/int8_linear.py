@@ -10,7 +10,7 @@ import functools
 
 import torch
 
-from kernels.dispatch import check, use_triton
+from tandem_kernels.dispatch import check, use_triton
 
 
 def int8_linear_ref(

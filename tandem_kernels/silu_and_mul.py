@@ -4,8 +4,8 @@ import functools
 
 import torch
 
-from kernels import cpu_extension
-from kernels.dispatch import check, use_triton
+from tandem_kernels import cpu_extension
+from tandem_kernels.dispatch import check, use_triton
 
 BLOCK = 1024
 
@@ -46,5 +46,5 @@ def silu_and_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
         return silu_and_mul_triton(gate, up)
     ext = cpu_extension.usable_for(gate, up)
     if ext is not None and gate.is_contiguous() and up.is_contiguous() and gate.shape == up.shape:
-        return ext.silu_and_mul(gate, up)  # one pass (kernels/csrc/cpu_kernels.cpp)
+        return ext.silu_and_mul(gate, up)  # one pass (tandem_kernels/csrc/cpu_kernels.cpp)
     return silu_and_mul_ref(gate, up)

@@ -7,7 +7,7 @@ import functools
 
 import torch
 
-from kernels.dispatch import check, use_triton
+from tandem_kernels.dispatch import check, use_triton
 
 
 def write_kv_ref(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor):

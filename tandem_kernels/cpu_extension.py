@@ -1,9 +1,9 @@
-"""CPU kernels in C++ (kernels/csrc/cpu_kernels.cpp), built once at install, loaded at run time; torch references otherwise.
+"""CPU kernels in C++ (tandem_kernels/csrc/cpu_kernels.cpp), built once at install, loaded at run time; torch references otherwise.
 
 Paged decode attention, RMSNorm (residual fused), rotary, and SiLU-and-multiply: each kernel's dispatch in
-kernels/ calls its C++ version for fp32 CPU tensors (`usable_for`) and its torch reference otherwise.
+tandem_kernels/ calls its C++ version for fp32 CPU tensors (`usable_for`) and its torch reference otherwise.
 
-Built by `python -m kernels.cpu_extension` (`make install`, `make test` and `make up` run it; it returns at once
+Built by `python -m tandem_kernels.cpu_extension` (`make install`, `make test` and `make up` run it; it returns at once
 when the build exists), never at run time. The build compiles in a directory of its own (torch's build lock
 included) and publishes the finished module with one rename, as a versioned artifact:
 `<TANDEM_CPU_KERNEL_DIR, default the Python prefix's tandem-kernels>/<key>/`, the key a hash of the source, the
@@ -57,7 +57,7 @@ TEMP_PREFIX = ".tandem-build-"  # + pid: a build in progress, or one that was ki
 STALE_TEMP_S = 30 * 60  # a temporary directory this old is a dead build's, whatever its pid now names
 # Loading a built module takes milliseconds; one that takes longer (a hung file system) is given up on.
 LOAD_TIMEOUT_S = float(os.environ.get("TANDEM_CPU_KERNEL_LOAD_TIMEOUT_S", "5"))
-NOT_BUILT = "C++ CPU kernels not built (run `python -m kernels.cpu_extension` or `make install`)"
+NOT_BUILT = "C++ CPU kernels not built (run `python -m tandem_kernels.cpu_extension` or `make install`)"
 
 
 def artifact_root() -> Path:
@@ -82,7 +82,7 @@ def artifact_directory() -> Path:
 
 
 def _torch_version() -> str:
-    """torch's version without importing torch (seconds), so that `python -m kernels.cpu_extension` returns at
+    """torch's version without importing torch (seconds), so that `python -m tandem_kernels.cpu_extension` returns at
     once where the build exists."""
     try:
         return importlib.metadata.version("torch")
@@ -100,7 +100,7 @@ def extension():
         return None
     try:
         directory = artifact_directory()
-    except OSError as exc:  # no source to key on: an install without kernels/csrc
+    except OSError as exc:  # no source to key on: an install without tandem_kernels/csrc
         log.warning("C++ CPU kernels unavailable (%s); using the torch references", _first_line(exc))
         return None
     try:
@@ -128,7 +128,7 @@ def _why_not_built(directory: Path) -> str:
         reason = _failure_note(directory).read_text().strip()
     except OSError:
         return NOT_BUILT
-    return f"C++ CPU kernels could not be built here ({reason}; `python -m kernels.cpu_extension` tries again)"
+    return f"C++ CPU kernels could not be built here ({reason}; `python -m tandem_kernels.cpu_extension` tries again)"
 
 
 def _load(path: Path, name: str, timeout_s: float):
@@ -275,7 +275,7 @@ def usable_for(*tensors: torch.Tensor):
     fp32 CPU tensors only, and never while torch traces, exports or compiles the model (the ONNX export
     must see the references' ops) or records autograd (the C++ functions have no backward).
     """
-    import torch  # here, not at the top: `python -m kernels.cpu_extension` need not import it
+    import torch  # here, not at the top: `python -m tandem_kernels.cpu_extension` need not import it
 
     if not all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors):
         return None

@@ -1,10 +1,10 @@
 // The CPU engine's kernels in C++ (fp32): paged decode attention, and the decoder layer's elementwise
 // steps fused into one pass each (RMSNorm, rotary, SiLU-and-multiply). Each has a torch reference in
-// kernels/ with the same semantics; kernels/cpu_extension.py builds this file, tests compare the two.
+// tandem_kernels/ with the same semantics; tandem_kernels/cpu_extension.py builds this file, tests compare the two.
 //
 // Paged decode attention reads each sequence's K/V in place through its block table.
 //
-// The torch reference (kernels/paged_attention.py) first gathers every sequence's blocks into a
+// The torch reference (tandem_kernels/paged_attention.py) first gathers every sequence's blocks into a
 // contiguous copy, then attends; on a CPU that copy costs more than the attention itself. Here one task
 // per (sequence, KV head) walks the blocks and keeps an online softmax for the query heads that share
 // the KV head, so K/V are read once and never written. fp32, as the CPU engine runs.
