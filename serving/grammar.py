@@ -114,8 +114,11 @@ class _Remembered:
 
 
 def _short(problem: str) -> str:
-    """llguidance's message, cut: a compile error can quote the whole schema, or a Rust panic's backtrace."""
+    """llguidance's message, cut: a compile error can quote the whole schema, a Rust panic's backtrace, or the
+    parser's whole state (`NoExtensionBias\n<state>…`, a schema that refers to itself without end: a review)."""
     first = problem.split("\nstack backtrace:", 1)[0]
+    if "\n<state>" in first:
+        first = f"the parser cannot go on with this schema ({first.split(chr(10), 1)[0].strip()[:100]})"
     return first if len(first) <= MAX_PROBLEM_CHARS else first[:MAX_PROBLEM_CHARS] + "…"
 
 

@@ -162,11 +162,27 @@ class WorkerServicer(worker_pb2_grpc.WorkerServicer):
         )
 
 
+class _CancelledStreamDetach(logging.Filter):
+    """OpenTelemetry's gRPC server interceptor keeps its span current across a streamed answer; when the client
+    leaves, the stream is closed from another asyncio context, the span still ends, and only resetting the dead
+    context fails: logged as an ERROR with a traceback, twice per vanished client (a review counted 26). That one
+    record is dropped; any other failure to detach is still logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (
+            record.getMessage() == "Failed to detach context"
+            and isinstance(exc, ValueError)
+            and "was created in a different Context" in str(exc)
+        )
+
+
 async def serve(engine: Engine, host: str, port: int, background: Callable[[], Awaitable[None]] | None = None) -> None:
     """Serve until SIGTERM or SIGINT, then drain in-flight RPCs for a few seconds.
 
     `background` (e.g. an edge agent's registration loop) runs once serving has started.
     """
+    logging.getLogger("opentelemetry.context").addFilter(_CancelledStreamDetach())
     # Health polls are not requests: tracing them would bury real traces.
     untraced = filters.any_of(filters.method_name("Stats"), filters.service_prefix("grpc.health"))
     # No SO_REUSEPORT (gRPC sets it by default on Linux): a second worker on a port in use would share it silently,
