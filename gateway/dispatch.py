@@ -146,19 +146,15 @@ async def dispatch(
                     failures.append(str(exc))
                     continue
                 span.set_attribute("tandem.outcome", "first_token")
-            return _routed(pool, decision, backend, first, stream, request, candidate, hashes, attempts)
+            if attempts > 1:
+                metrics.FALLBACKS.labels(decision.rule).inc()
+            predicted = 0
+            if hashes:
+                predicted = candidate.prefix_match_blocks * (candidate.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS)
+                metrics.PREFIX_TOKENS.labels(pool.pool, "predicted").inc(predicted)
+            return RoutedStream(pool.pool, decision.rule, backend, first, stream, request.tenant, predicted)
         failures.append(f"pool {pool.pool!r}: no healthy backend left")
     raise NoBackend(_no_backend_message(decision, failures))
-
-
-def _routed(pool, decision, backend, first, stream, request, candidate, hashes, attempts) -> "RoutedStream":
-    if attempts > 1:
-        metrics.FALLBACKS.labels(decision.rule).inc()
-    predicted = 0
-    if hashes:
-        predicted = candidate.prefix_match_blocks * (candidate.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS)
-        metrics.PREFIX_TOKENS.labels(pool.pool, "predicted").inc(predicted)
-    return RoutedStream(pool.pool, decision.rule, backend, first, stream, request.tenant, predicted)
 
 
 def _no_backend_message(decision: Decision, failures: list[str]) -> str:

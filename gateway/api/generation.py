@@ -201,7 +201,7 @@ async def _serve(
     usages: dict[int, worker_pb2.Usage] = {}  # each choice's, by index, as they end
 
     def share(choice: _Choice) -> _Share:
-        return shared.share(None if choice.index in firsts else len(choice.prepared.prompt_ids))
+        return shared.share(0 if choice.index in firsts else len(choice.prepared.prompt_ids))
 
     if body.stream:
         streams = [
@@ -279,16 +279,14 @@ async def _dispatch_all(
             started_ones.append(await one(choice))
         return started_ones
 
+    routed_all = None
     try:
         routed_all = await _unless_the_client_leaves(request, in_turn())
-    except BaseException:
-        routed_all = None
-        raise
+        return routed_all
     finally:
         if routed_all is None:  # a failure, the client gone, or the request cancelled: nothing is left open
             for routed in started_ones:
                 await routed.aclose()
-    return routed_all
 
 
 async def _first_failure_ends_all(works: list[Awaitable[T]]) -> list[T]:
@@ -375,9 +373,9 @@ class _SharedAdmission:
     def __init__(self, admission: Admission, parts: int) -> None:
         self._admission, self._left, self._used = admission, parts, 0
 
-    def share(self, prompt_tokens: int | None) -> "_Share":
-        """What one choice releases; `prompt_tokens`: its prompt's, which another choice counts (None: this one)."""
-        return _Share(self, prompt_tokens or 0)
+    def share(self, counted_elsewhere: int) -> "_Share":
+        """What one choice releases; `counted_elsewhere`: its prompt's tokens when another choice counts them."""
+        return _Share(self, counted_elsewhere)
 
     async def release(self, used_tokens: int | None = None) -> None:
         self._left -= 1

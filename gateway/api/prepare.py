@@ -109,10 +109,9 @@ async def prepare_completion(
         if not isinstance(prompt, str) and (bad := [t for t in prompt if not 0 <= t < vocab]):
             where = "prompt" if len(prompts) == 1 else f"prompt[{i}]"
             raise BadRequest(f"{where} token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
-    tokenized, scan = await _off_loop(request, _tokenize_completion, body, prompts, model.tokenizer)
+    tokenized, read, scan = await _off_loop(request, _tokenize_completion, body, prompts, model.tokenizer)
     grammar = await _compiling(answer_grammar, body, None, model.tokenizer) if shaped(body, None) else ""
     lengths = [len(prompt_ids) for prompt_ids, _ in tokenized]
-    read = [p if isinstance(p, str) else _as_read(model.tokenizer)(p) for p in prompts] if len(prompts) > 1 else None
     features = await _classify(body, model, lengths, scan, body.max_tokens, request, state, policy, "prompt", read)
     batch = [
         Prepared(prompt_ids, each, text, grammar, model=model)
@@ -130,15 +129,17 @@ def _tokenize_chat(body: ChatCompletionRequest, messages: list[dict], chat: Chat
 
 def _tokenize_completion(
     body: CompletionRequest, prompts: list[str | list[int]], chat: ChatTokenizer
-) -> tuple[list[tuple[list[int], str]], Scan]:
-    """Each prompt's token ids and text, and the scan of the whole request."""
+) -> tuple[list[tuple[list[int], str]], list[str] | None, Scan]:
+    """Each prompt's token ids and text; a batch's prompts as the scan reads each on its own (None for one
+    prompt); and the scan of the whole request."""
     with tracer.start_as_current_span("gateway.tokenize") as span:
         tokenized = [
             (chat.encode(prompt), prompt) if isinstance(prompt, str) else (list(prompt), chat.tokenizer.decode(prompt))
             for prompt in prompts
         ]
         span.set_attribute("tandem.prompt_tokens", sum(len(ids) for ids, _ in tokenized))
-    return tokenized, _scan(body, chat)
+    read = [p if isinstance(p, str) else _as_read(chat)(p) for p in prompts] if len(prompts) > 1 else None
+    return tokenized, read, _scan(body, chat)
 
 
 def _as_read(chat: ChatTokenizer):

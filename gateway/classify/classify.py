@@ -27,8 +27,9 @@ def classify(
     priority: int = 0,
     model: str = "",
 ) -> RequestFeatures:
-    """`parts`: pieces of the text read on their own as well (a completions batch's prompts), so what the whole
-    text joins across them (a number at the end of one and a phone number at the start of the next) hides nothing."""
+    """`parts`: pieces of the text read on their own as well (a completions batch's prompts, a chat's turns), so
+    what the whole text joins across them (a number at the end of one and a phone number at the start of the next)
+    hides nothing."""
     detected = privacy.detected(policy, text)
     for part in parts:
         detected += tuple(name for name in privacy.detected(policy, part) if name not in detected)

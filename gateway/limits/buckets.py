@@ -49,17 +49,19 @@ class LocalBuckets:
 
     async def take(self, charge: Charge) -> Taken:
         """Taken (wait 0) with what each bucket holds after; otherwise the seconds until it could be."""
-        now = self._clock()
-        wait = 0.0
-        levels = [self._level(name, capacity, now) for name, capacity, _ in charge.buckets()]
-        for (_, capacity, cost), level in zip(charge.buckets(), levels, strict=True):
-            if level < cost:
-                wait = max(wait, (cost - level) * 60.0 / capacity)
-        if wait:
-            return Taken(wait, tuple(levels))
-        for (name, _, cost), level in zip(charge.buckets(), levels, strict=True):
-            self._levels[name] = (level - cost, now)
-        return Taken(0.0, tuple(level - cost for (_, _, cost), level in zip(charge.buckets(), levels, strict=True)))
+        now, buckets = self._clock(), charge.buckets()
+        levels = [self._level(name, capacity, now) for name, capacity, _ in buckets]
+        short = [
+            (cost - level) * 60.0 / capacity
+            for (_, capacity, cost), level in zip(buckets, levels, strict=True)
+            if level < cost
+        ]
+        if short:
+            return Taken(max(short), tuple(levels))
+        after = tuple(level - cost for (_, _, cost), level in zip(buckets, levels, strict=True))
+        for (name, _, _), level in zip(buckets, after, strict=True):
+            self._levels[name] = (level, now)
+        return Taken(0.0, after)
 
     async def give_back(self, tenant: str, tokens_per_minute: int, tokens: int) -> None:
         name, now = f"tok:{tenant}", self._clock()

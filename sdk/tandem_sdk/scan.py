@@ -191,7 +191,4 @@ def _json_value(text: str):
     `\\t`): what it decodes to is scanned too. None for anything else."""
     if text.lstrip()[:1] not in ("{", "[", '"'):
         return None
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
-        return None
+    return _json_any(text)

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from serving.openai.errors import BadRequest, refusal
-from serving.openai.schemas import JsonObject, Text
+from serving.openai.schemas import JsonObject, Text, null_is_not_given
 
 RESPONSE_ID_PREFIX = "resp_"
 
@@ -28,15 +28,15 @@ class _Strict(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _unset_nulls(cls, data):
-        """A null the official client's `model_dump()` writes for a field it left unset (`phase`, `caller`,
-        `namespace`, `async_`, `parsed`, `logprobs`) is no input: an item given back as a dict reads as the item."""
+        """A null the official client's `model_dump()` writes for a field Tandem does not declare there (`phase` on
+        a call, `caller`, `namespace`, `async_`, `parsed`) is no input: an item given back as a dict reads as the
+        item. (A declared optional field takes null as it is.)"""
         if isinstance(data, dict) and None in data.values():
             data = {k: v for k, v in data.items() if v is not None or k not in _UNSET_WHEN_NULL}
         return data
 
 
-_UNSET_WHEN_NULL = frozenset({"phase", "caller", "namespace", "async", "async_", "parsed", "parsed_arguments",
-                              "logprobs", "annotations", "id", "status"})  # fmt: skip
+_UNSET_WHEN_NULL = frozenset({"phase", "caller", "namespace", "async", "async_", "parsed", "parsed_arguments"})
 
 
 class _TextPart(_Strict):
@@ -222,9 +222,7 @@ class ResponsesRequest(BaseModel):
     @classmethod
     def _null_is_not_given(cls, data):
         """`"stream": null` (what a client sends for a parameter it leaves at None) is the default, as on chat."""
-        if isinstance(data, dict) and None in data.values():
-            data = {k: v for k, v in data.items() if v is not None or k not in cls.model_fields}
-        return data
+        return null_is_not_given(cls, data)
 
     def items(self) -> list["_Message | _FunctionCall | _FunctionCallOutput"]:
         """The input as items, each read as what its `type` says (a message when it has none); a problem is a 400

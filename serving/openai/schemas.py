@@ -76,6 +76,15 @@ def _defaulted_fields(model: type[BaseModel]) -> frozenset[str]:
     return frozenset(n for n, f in model.model_fields.items() if not f.is_required() and f.default is not None)
 
 
+def null_is_not_given(model: type[BaseModel], data):
+    """OpenAI takes `null` for an optional parameter as "not given" (`"temperature": null`, which the openai client
+    sends for `temperature=None`): such a field is left unset, so the model's own default applies, not refused."""
+    if isinstance(data, dict) and None in data.values():
+        defaulted = _defaulted_fields(model)
+        data = {k: v for k, v in data.items() if v is not None or k not in defaulted}
+    return data
+
+
 StopString = Annotated[Text, Field(max_length=MAX_STOP_CHARS)]
 MAX_METADATA_KEYS, MAX_METADATA_KEY_CHARS = 16, 64
 
@@ -279,12 +288,7 @@ class _GenerationParams(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _null_is_the_default(cls, data):
-        """OpenAI takes `null` for an optional parameter as "not given" (`"temperature": null`, which the openai client
-        sends for `temperature=None`): such a field is left unset, so the model's own default applies, not refused."""
-        if isinstance(data, dict) and None in data.values():
-            defaulted = _defaulted_fields(cls)
-            data = {k: v for k, v in data.items() if v is not None or k not in defaulted}
-        return data
+        return null_is_not_given(cls, data)
 
     def grammar(self) -> str:
         """The llguidance grammar the answer must follow; "" for none. GrammarError when it cannot be made."""
