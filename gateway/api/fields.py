@@ -54,7 +54,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "up to `TANDEM_MAX_N` (8); seeds `seed`, `seed`+1, …; the local agent answers 1. The choices (and a batch's "
         "prompts) start in turn, each once the one before has its first token; on an edge agent (one sequence at a "
         "time) each waits for the one before it to finish, up to `TANDEM_FIRST_TOKEN_DEADLINE_S` (30 s) from its "
-        "own start",
+        "own start. Streamed, the answer starts with the first choice's first token and the others join as they "
+        "start; one that cannot start is an `error` event, and those already streaming go on to their end",
     ),  # fmt: skip
     "stream": (BOTH, HONOURED, "server-sent events, ending with `[DONE]`"),
     "stream_options": (BOTH, HONOURED, "`include_usage`; `include_obfuscation` only false; any other key is a 400"),

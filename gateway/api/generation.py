@@ -119,35 +119,48 @@ async def _serve(
     x_request_id = _x_request_id(request)
     choices = _choices(body, batch, shape.response_id, state.tenants.cache_salt(features.tenant))
     started = time.perf_counter()
+    # A streamed answer of several choices starts sending once its first choice has its first token; the others
+    # start in turn while it streams (all first would keep a client waiting for n first tokens, or, on an edge
+    # agent that answers one sequence at a time, for every choice but the last to end).
+    in_stream = choices[1:] if body.stream else []
+    batched = len(batch) > 1
+    private = any(choice.request.private for choice in choices)
+    user = None if private else (body.user or body.safety_identifier)
+
+    def failed(exc: GatewayError, prepared: Prepared) -> None:
+        metrics.REQUESTS.labels("none", "none", features.tenant, exc.code or "error").inc()
+        if state.decisions:
+            state.decisions.record(
+                shape.response_id, prepared.features, None, None, None, exc.code or "error", x_request_id
+            )
+
+    def begin(one: RoutedStream, choice: _Choice) -> None:
+        """A started choice: its decision (one per prompt: a batch's prompts may be routed apart, at its first
+        choice), its usage record, idle timeout and first-token time."""
+        if state.decisions:
+            if choice.index % body.n == 0:
+                state.decisions.record(
+                    shape.response_id, choice.prepared.features, one.rule, one.pool, one.backend.endpoint, "routed",
+                    x_request_id, prompt=choice.index // body.n if batched else None,
+                )  # fmt: skip
+            one.on_end = functools.partial(state.decisions.usage, shape.response_id, features.tenant, user)
+        one.idle_timeout_s = state.settings.stream_idle_timeout_s
+        metrics.TTFT.labels(one.pool).observe(one.ttft_s)
+        state.ttft.add(one.pool, one.ttft_s)
+
     try:
-        routed_all = await _dispatch_all(choices, policy, state, started, request)
+        routed_all = await _dispatch_all(choices[: len(choices) - len(in_stream)], policy, state, started, request)
         if routed_all is None:  # the client left while its choices were being started
             await admission.release(0)
             return _client_gone()
     except BaseException as exc:
         await admission.release(0)
         if isinstance(exc, GatewayError):
-            metrics.REQUESTS.labels("none", "none", features.tenant, exc.code or "error").inc()
-            if state.decisions:
-                state.decisions.record(shape.response_id, features, None, None, None, exc.code or "error", x_request_id)
+            failed(exc, batch[0])
         raise
     routed = routed_all[0]
-    private = any(choice.request.private for choice in choices)
-    if state.decisions:  # one decision per prompt (a batch's prompts may be routed apart), at its first choice
-        batched = len(batch) > 1
-        for choice, one in zip(choices, routed_all, strict=True):
-            if choice.index % body.n == 0:
-                state.decisions.record(
-                    shape.response_id, choice.prepared.features, one.rule, one.pool, one.backend.endpoint, "routed",
-                    x_request_id, prompt=choice.index // body.n if batched else None,
-                )  # fmt: skip
-    user = None if private else (body.user or body.safety_identifier)
-    for one in routed_all:
-        if state.decisions:
-            one.on_end = functools.partial(state.decisions.usage, shape.response_id, features.tenant, user)
-        one.idle_timeout_s = state.settings.stream_idle_timeout_s
-        metrics.TTFT.labels(one.pool).observe(one.ttft_s)
-        state.ttft.add(one.pool, one.ttft_s)
+    for one, choice in zip(routed_all, choices, strict=False):
+        begin(one, choice)
     span = trace.get_current_span()
     genai = _genai_request(shape, choices[0].request, len(choices))
     span.set_attributes(
@@ -185,7 +198,7 @@ async def _serve(
 
     include_usage = shape.streams_usage
     logprobs_wanted = body.wanted_top_logprobs() is not None
-    if len(routed_all) == 1:
+    if len(choices) == 1:
         one = batch[0]
         if body.stream:
             events = _stream_events(
@@ -195,7 +208,7 @@ async def _serve(
         work = _collect(routed, shape, started, admission, traced(one), logprobs(one), tools, prefix(one))
         answer = await _unless_the_client_leaves(request, work)
         return await _json_response(answer, headers, logprobs_wanted) if answer is not None else _client_gone()
-    shared = _SharedAdmission(admission, len(routed_all))
+    shared = _SharedAdmission(admission, len(choices))
     shapes = [dataclasses.replace(shape, index=choice.index) for choice in choices]
     firsts = {choice.index for choice in choices if choice.index % body.n == 0}  # each prompt's tokens counted once
     usages: dict[int, worker_pb2.Usage] = {}  # each choice's, by index, as they end
@@ -204,10 +217,11 @@ async def _serve(
         return shared.share(0 if choice.index in firsts else len(choice.prepared.prompt_ids))
 
     if body.stream:
-        streams = [
-            _stream_events(
+
+        def events_of(one: RoutedStream, choice: _Choice) -> AsyncIterator[str]:
+            return _stream_events(
                 one,
-                s,
+                shapes[choice.index],
                 False,
                 started,
                 share(choice),
@@ -218,9 +232,33 @@ async def _serve(
                 done=False,
                 prefix=prefix(choice.prepared),
             )
-            for one, s, choice in zip(routed_all, shapes, choices, strict=True)
-        ]
-        events = _merged(streams, shape, usages if include_usage else None, firsts)
+
+        async def the_others() -> AsyncIterator[AsyncIterator[str] | str]:
+            """Each later choice's events once it has its first token, in turn; a choice that cannot start ends
+            the starting with an error event (those started go on). Those never started give their share back."""
+            left = list(in_stream)
+            try:
+                while left:
+                    try:
+                        one = await _dispatch(left[0], policy, state, started)
+                    except GatewayError as exc:
+                        failed(exc, left[0].prepared)
+                        yield _error_event(exc)  # the last item: the merge starts nothing more
+                        return
+                    except Exception as exc:  # noqa: BLE001 - headers are sent: the stream says what happened
+                        log.exception("starting choice %d failed", left[0].index)
+                        yield _error_event(GatewayError(f"the gateway failed mid-answer ({type(exc).__name__})"))
+                        return
+                    choice = left.pop(0)
+                    begin(one, choice)
+                    yield events_of(one, choice)
+            finally:
+                for _ in left:
+                    await shared.release(0)
+
+        events = _merged(
+            [events_of(routed, choices[0])], shape, usages if include_usage else None, firsts, the_others()
+        )
         return StreamingResponse(events, media_type="text/event-stream", headers=headers)
     answers = await _unless_the_client_leaves(
         request,
@@ -256,27 +294,13 @@ async def _dispatch_all(
     verdict), and an edge agent answers one sequence at a time, so a choice queued there waits for the one before
     it to finish, not for every one before it (its first-token deadline counts from its own start)."""
 
-    async def one(choice: _Choice) -> RoutedStream:
-        routed = await dispatch(
-            policy,
-            state.registry,
-            choice.prepared.features,
-            choice.request,
-            state.settings.backend_timeout_s,
-            state.settings.first_token_deadline_s,
-            state.settings.attempt_timeout_s,
-            choice.prepared.model.hints,
-        )
-        routed.ttft_s = time.perf_counter() - started
-        return routed
-
     if len(choices) == 1:
-        return [await one(choices[0])]
+        return [await _dispatch(choices[0], policy, state, started)]
     started_ones: list[RoutedStream] = []
 
     async def in_turn() -> list[RoutedStream]:
         for choice in choices:
-            started_ones.append(await one(choice))
+            started_ones.append(await _dispatch(choice, policy, state, started))
         return started_ones
 
     routed_all = None
@@ -287,6 +311,22 @@ async def _dispatch_all(
         if routed_all is None:  # a failure, the client gone, or the request cancelled: nothing is left open
             for routed in started_ones:
                 await routed.aclose()
+
+
+async def _dispatch(choice: _Choice, policy: Policy, state: GatewayState, started: float) -> RoutedStream:
+    """One choice started on a backend of its route plan: its stream, with its first token in hand."""
+    routed = await dispatch(
+        policy,
+        state.registry,
+        choice.prepared.features,
+        choice.request,
+        state.settings.backend_timeout_s,
+        state.settings.first_token_deadline_s,
+        state.settings.attempt_timeout_s,
+        choice.prepared.model.hints,
+    )
+    routed.ttft_s = time.perf_counter() - started
+    return routed
 
 
 async def _first_failure_ends_all(works: list[Awaitable[T]]) -> list[T]:
@@ -394,10 +434,16 @@ class _Share:
 
 
 async def _merged(
-    streams: list[AsyncIterator[str]], shape: ResponseShape, usages: dict | None, firsts: set[int]
+    streams: list[AsyncIterator[str]],
+    shape: ResponseShape,
+    usages: dict | None,
+    firsts: set[int],
+    more: AsyncIterator[AsyncIterator[str] | str] | None = None,
 ) -> AsyncIterator[str]:
-    """The choices' events as they come, then the summed usage (when asked for) and [DONE]."""
+    """The choices' events as they come, then the summed usage (when asked for) and [DONE]. `more`: streams that
+    start later, merged as they come; an event of its own (an error) ends the starting, and the streams started go on."""
     queue: asyncio.Queue = asyncio.Queue()
+    open_ = [len(streams) + (more is not None)]  # the producers that have not ended
 
     async def pump(stream: AsyncIterator[str]) -> None:
         try:
@@ -406,19 +452,35 @@ async def _merged(
         finally:
             await queue.put(None)
 
+    async def start(more: AsyncIterator[AsyncIterator[str] | str]) -> None:
+        try:
+            async for item in more:
+                if isinstance(item, str):  # an error: nothing more starts
+                    await queue.put(item)
+                    break
+                else:
+                    open_[0] += 1
+                    tasks.append(asyncio.create_task(pump(item)))
+        finally:
+            await more.aclose()  # cancelled between items: what it has not started gives its share back
+            await queue.put(None)
+
     tasks = [asyncio.create_task(pump(stream)) for stream in streams]
+    starter = asyncio.create_task(start(more)) if more is not None else None
     try:
-        left = len(tasks)
-        while left:
+        while open_[0]:
             event = await queue.get()
             if event is None:
-                left -= 1
+                open_[0] -= 1
             else:
                 yield event
         if usages:
             yield shape.usage_chunk(_summed(usages, firsts))
         yield SSE_DONE
     finally:  # the client left, or all ended: every choice's stream closes (and frees its worker sequence)
+        if starter is not None:  # first: it would start more
+            starter.cancel()
+            await asyncio.gather(starter, return_exceptions=True)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

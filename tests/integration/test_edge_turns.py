@@ -1,6 +1,8 @@
 """An edge agent answers one sequence at a time: a request's choices queued behind each other there wait their
 turn, where the attempt timeout gave up on them (a review: a private batch of two failed with a 503)."""
 
+import time
+
 import openai
 import pytest
 
@@ -31,3 +33,29 @@ def test_a_private_requests_choices_on_the_edge_are_answered_in_turn(stack, shap
     assert raw.headers["x-tandem-route"] == "edge; rule=private"
     assert [c.index for c in answer.choices] == [0, 1]
     assert answer.usage.completion_tokens == 2 * ANSWER_TOKENS
+
+
+@pytest.mark.parametrize("shape", ["batch", "n"])
+def test_a_streamed_private_requests_first_choice_streams_while_the_next_waits_its_turn(stack, shape):
+    """A streamed answer of several choices sent nothing until the last one had started: on an edge agent, until
+    every other choice had ended (here about 1.5 s of silence a choice)."""
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    prompts, n = (["Hello there", "Goodbye now"], 1) if shape == "batch" else ("Hello there", 2)
+    started = time.perf_counter()
+    arrivals: dict[int, list[float]] = {0: [], 1: []}
+    usage = None
+    for chunk in client.completions.create(
+        model=MODEL, prompt=prompts, n=n, max_tokens=ANSWER_TOKENS, temperature=1.0, stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True}, extra_headers={"X-Tandem-Privacy": "pii"},
+    ):  # fmt: skip
+        usage = chunk.usage or usage
+        for choice in chunk.choices:
+            if choice.text:
+                arrivals[choice.index].append(time.perf_counter() - started)
+    assert usage.completion_tokens == 2 * ANSWER_TOKENS
+    first, second = arrivals[0], arrivals[1]
+    assert first and second
+    # the first choice's text came as it was made, the second's after it (one sequence at a time on the edge)
+    assert first[0] < 0.5 * first[-1], (first[0], first[-1])
+    assert second[0] >= first[-1] - 0.05

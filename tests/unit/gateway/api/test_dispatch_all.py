@@ -97,3 +97,64 @@ def test_the_first_failing_answer_stops_the_others():
             return str(exc)
 
     assert asyncio.run(go()) == "worker gone" and sorted(stopped) == [0, 2]
+
+
+async def _events(*events, forever=False, ended=None):
+    try:
+        for event in events:
+            await asyncio.sleep(0.01)
+            yield event
+        if forever:
+            await asyncio.Event().wait()
+    finally:
+        if ended is not None:
+            ended.append(events)
+
+
+def test_choices_started_later_are_merged_and_one_that_cannot_start_ends_the_starting():
+    """A streamed answer's later choices start while the first streams; one that cannot start is an error event,
+    and those after it are never started (the started ones go on to their end)."""
+    from gateway.api.generation import _merged
+    from serving.openai.format import SSE_DONE
+
+    started = []
+
+    async def the_others():
+        started.append(1)
+        yield _events("second-a", "second-b")
+        yield "error: choice 2 could not start"
+        started.append(3)  # never reached: the merge stops asking
+        yield _events("fourth")
+
+    async def go():
+        merged = _merged([_events("first-a", "first-b", "first-c")], None, None, set(), the_others())
+        return [event async for event in merged]
+
+    events = asyncio.run(go())
+    assert sorted(events[:-1]) == sorted(
+        ["first-a", "first-b", "first-c", "second-a", "second-b", "error: choice 2 could not start"]
+    )
+    assert events[-1] == SSE_DONE and started == [1]
+
+
+def test_a_client_that_leaves_while_a_later_choice_starts_ends_the_starting_and_every_stream():
+    from gateway.api.generation import _merged
+
+    ended: list = []
+    released = []
+
+    async def the_others():
+        try:
+            yield _events("second", forever=True, ended=ended)
+            await asyncio.Event().wait()  # the third choice: waiting for its first token
+        finally:
+            released.append("third")  # what was never started gives its share back
+
+    async def go():
+        merged = _merged([_events("first", forever=True, ended=ended)], None, None, set(), the_others())
+        got = [await anext(merged), await anext(merged)]
+        await merged.aclose()  # the client left
+        return got
+
+    assert sorted(asyncio.run(go())) == ["first", "second"]
+    assert released == ["third"] and sorted(ended) == [("first",), ("second",)]
