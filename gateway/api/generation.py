@@ -289,13 +289,12 @@ async def _dispatch_all(
     choices: list[_Choice], policy: Policy, state: GatewayState, started: float, request: Request
 ) -> list[RoutedStream] | None:
     """Each choice started on its backend in turn, the next once the one before has its first token; None when
-    the client left meanwhile (what had started is closed). In turn, not all at once: a half-open breaker lets
+    the client left meanwhile (what had started is closed; one queued behind others on an edge agent leaves its
+    queue then, not at its turn, a prefill later). In turn, not all at once: a half-open breaker lets
     one probe through, which the others would find taken (a 503 for the batch, the probe given back without a
     verdict), and an edge agent answers one sequence at a time, so a choice queued there waits for the one before
     it to finish, not for every one before it (its first-token deadline counts from its own start)."""
 
-    if len(choices) == 1:
-        return [await _dispatch(choices[0], policy, state, started)]
     started_ones: list[RoutedStream] = []
 
     async def in_turn() -> list[RoutedStream]:

@@ -1,8 +1,13 @@
 """An edge agent answers one sequence at a time: a request's choices queued behind each other there wait their
 turn, where the attempt timeout gave up on them (a review: a private batch of two failed with a 503)."""
 
+import json
+import re
+import socket
+import struct
 import time
 
+import httpx
 import openai
 import pytest
 
@@ -59,3 +64,34 @@ def test_a_streamed_private_requests_first_choice_streams_while_the_next_waits_i
     # the first choice's text came as it was made, the second's after it (one sequence at a time on the edge)
     assert first[0] < 0.5 * first[-1], (first[0], first[-1])
     assert second[0] >= first[-1] - 0.05
+
+
+def _edge_first_tokens(url: str) -> float:
+    text = httpx.get(f"{url}/metrics").text
+    return float(re.search(r'^tandem_gateway_ttft_seconds_count\{pool="edge"\} (\S+)$', text, re.M).group(1))
+
+
+def test_a_client_that_leaves_while_queued_on_a_busy_edge_never_gets_its_turn(stack):
+    """A request queued behind another on the edge agent kept its place after its client had gone: the agent
+    prefilled it at its turn, and only its first token told the gateway to stop."""
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    busy = client.completions.create(
+        model=MODEL, prompt="Hello there", max_tokens=ANSWER_TOKENS, temperature=1.0, stream=True,
+        extra_body={"ignore_eos": True}, extra_headers={"X-Tandem-Privacy": "pii"},
+    )  # fmt: skip
+    next(iter(busy))  # the edge is busy with it now
+    before = _edge_first_tokens(stack.url)
+    port = int(stack.url.rsplit(":", 1)[1])
+    body = json.dumps({"model": MODEL, "prompt": "Goodbye now", "max_tokens": 8, "stream": True}).encode()
+    head = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"X-Tandem-Privacy: pii\r\nContent-Length: {len(body)}\r\n\r\n")  # fmt: skip
+    with socket.create_connection(("127.0.0.1", port)) as queued:
+        queued.sendall(head.encode() + body)
+        time.sleep(0.3)  # routed to the edge, and queued there behind the busy answer
+        queued.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset: a killed client
+    left = time.perf_counter()
+    for _ in busy:
+        pass
+    assert time.perf_counter() - left > 0.2  # the busy answer was still going when the queued client left
+    time.sleep(1.0)  # the edge's turn for the queued request would have come by now
+    assert _edge_first_tokens(stack.url) == before
