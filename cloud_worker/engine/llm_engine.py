@@ -209,11 +209,13 @@ class PagedEngine:
 
     def _emit_token(self, job: _Job, token: int, logprob: float, top: tuple) -> None:
         seq, params = job.seq, job.seq.request.sampling
+        if params.max_tokens == 0:  # the prompt scored alone (completions' echo): the prefill's token is no answer
+            self._emit_prompt_scores(job)
+            self._retire(job, "length")
+            return
         seq.token_ids.append(token)
         if params.prompt_logprobs is not None and seq.num_output_tokens == 1:  # the prompt's scores, before it
-            scores = seq.prompt_scores[: seq.num_prompt_tokens - 1]
-            job.emit(GenerationChunk((), "", prompt_logprobs=tuple(lp for lp, _ in scores),
-                                     prompt_top_logprobs=tuple(top for _, top in scores)))  # fmt: skip
+            self._emit_prompt_scores(job)
         detok = job.detok
         if token in job.stop_ids:
             text = detok.flush()
@@ -242,6 +244,13 @@ class PagedEngine:
             job.emit(GenerationChunk(ids, text, logprobs=logprobs, top_logprobs=tops))
         else:
             self._retire(job, reason, text, ids, logprobs, tops)
+
+    @staticmethod
+    def _emit_prompt_scores(job: _Job) -> None:
+        seq = job.seq
+        scores = seq.prompt_scores[: seq.num_prompt_tokens - 1]
+        job.emit(GenerationChunk((), "", prompt_logprobs=tuple(lp for lp, _ in scores),
+                                 prompt_top_logprobs=tuple(top for _, top in scores)))  # fmt: skip
 
     def _retire(
         self, job: _Job, reason: str, text: str = "", ids: tuple = (), logprobs: tuple = (), tops: tuple = ()

@@ -37,7 +37,13 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "prompt × `n` + choice, as OpenAI's; usage counts each prompt once. The batch is scanned as one: personal "
         "data in one prompt keeps them all private",
     ),  # fmt: skip
-    "max_tokens": (BOTH, HONOURED, "default: what fits the context, up to `TANDEM_DEFAULT_MAX_TOKENS`"),
+    "max_tokens": (
+        BOTH,
+        HONOURED,
+        "default: what fits the context, up to `TANDEM_DEFAULT_MAX_TOKENS`. Completions: 0 with `echo` answers the "
+        "prompt alone (with `logprobs`, scored: the log-likelihood form older lm-eval and HELM send), "
+        "`finish_reason` `length`, 0 completion tokens",
+    ),
     "max_completion_tokens": (CHAT, HONOURED, "wins over `max_tokens`"),
     "temperature": (
         BOTH,

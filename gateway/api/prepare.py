@@ -171,12 +171,13 @@ def _max_tokens(
 ) -> int:
     context = model.tokenizer.max_context_tokens
     room = context - num_prompt
-    if room < 1 and not requested:
-        raise PromptTooLong.of(context, num_prompt, None, prompt_field)
-    max_tokens = requested or min(state.settings.default_max_tokens, room)
-    if room < 1 or max_tokens > room:
-        raise PromptTooLong.of(context, num_prompt, max_tokens, prompt_field)
-    return max_tokens
+    if requested is None:
+        if room < 1:
+            raise PromptTooLong.of(context, num_prompt, None, prompt_field)
+        return min(state.settings.default_max_tokens, room)
+    if requested > room or room < 0:  # 0 (completions' echo alone) fits a prompt that fills the context
+        raise PromptTooLong.of(context, num_prompt, requested, prompt_field)
+    return requested
 
 
 TANDEM_REQUEST_HEADERS = (b"x-tandem-privacy", b"x-tandem-device", b"x-tandem-agent", b"x-tandem-tenant")

@@ -824,6 +824,38 @@ def test_echo_with_logprobs_scores_the_prompt_as_lm_eval_reads_it(client, kind, 
     assert echoed.choices[0].text.startswith("The quick brown fox") and echoed.choices[0].logprobs is None
 
 
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_max_tokens_0_with_echo_is_the_prompt_alone_scored_as_with_one_token(client, kind, demo_checkpoint):
+    """The log-likelihood form older lm-eval (oa_completion) and HELM send: echo, logprobs, max_tokens 0. It was a
+    400; now it is the prompt alone, with the same scores a one-token answer gives it, whole and streamed."""
+    tokenizer = Tokenizer.from_file(str(demo_checkpoint / "tokenizer.json"))
+    spec = dict(KINDS[kind])
+    ids = tokenizer.encode(spec["content"], add_special_tokens=False).ids
+    ask = dict(model=MODEL, prompt=ids, temperature=0, logprobs=2, echo=True, extra_body=spec.get("extra_body"))
+    one = client.completions.create(max_tokens=1, **ask).choices[0].logprobs
+    raw = client.completions.with_raw_response.create(max_tokens=0, **ask)
+    assert raw.headers["x-tandem-route"].split(";")[0] == kind  # each engine answers it
+    alone = raw.parse()
+    choice = alone.choices[0]
+    assert choice.text == tokenizer.decode(ids) and choice.finish_reason == "length"
+    assert alone.usage.completion_tokens == 0 and alone.usage.prompt_tokens == len(ids)
+    assert choice.logprobs.tokens == one.tokens[:-1] and choice.logprobs.text_offset == one.text_offset[:-1]
+    assert choice.logprobs.token_logprobs[0] is None
+    assert choice.logprobs.token_logprobs[1:] == pytest.approx(one.token_logprobs[1:-1], abs=1e-5)
+    streamed = list(client.completions.create(max_tokens=0, stream=True, **ask))
+    assert "".join(c.choices[0].text for c in streamed if c.choices) == choice.text
+    assert [t for c in streamed if c.choices and c.choices[0].logprobs for t in c.choices[0].logprobs.tokens] == (
+        choice.logprobs.tokens
+    )
+    plain = client.completions.create(model=MODEL, prompt="The quick brown fox", max_tokens=0, echo=True,
+                                      extra_body=spec.get("extra_body"))  # fmt: skip
+    assert plain.choices[0].text == "The quick brown fox" and plain.choices[0].logprobs is None
+    with pytest.raises(openai.BadRequestError, match="max_tokens"):
+        client.completions.create(model=MODEL, prompt="The quick brown fox", max_tokens=0)
+    with pytest.raises(openai.BadRequestError, match="max_tokens"):
+        kind_chat(client, kind, max_tokens=0)
+
+
 def test_a_batch_of_one_prompt_is_that_prompt(client):
     flat = client.completions.create(model=MODEL, prompt=[1, 309, 201], max_tokens=3, temperature=0)
     batched = client.completions.create(model=MODEL, prompt=[[1, 309, 201]], max_tokens=3, temperature=0)

@@ -44,11 +44,20 @@ def test_a_top_p_too_small_for_float32_keeps_the_most_likely_token():
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"temperature": -0.1}, {"top_p": 0.0}, {"top_p": 1.5}, {"top_k": -1}, {"max_tokens": 0}]
+    "kwargs",
+    [{"temperature": -0.1}, {"top_p": 0.0}, {"top_p": 1.5}, {"top_k": -1}, {"max_tokens": 0}, {"max_tokens": -1}],
 )
 def test_bad_parameters_are_rejected(kwargs):
     with pytest.raises(RequestRejected):
         SamplingParams(**kwargs)
+
+
+def test_no_tokens_only_to_score_the_prompt():
+    """max_tokens 0 is the prompt alone (completions' echo), which a worker answers by scoring it; a caller that
+    forgot max_tokens (proto3's 0) still hears of it."""
+    assert SamplingParams(max_tokens=0, prompt_logprobs=0).max_tokens == 0
+    with pytest.raises(RequestRejected, match="max_tokens"):
+        SamplingParams(max_tokens=-1, prompt_logprobs=0)
 
 
 @pytest.mark.parametrize(
