@@ -13,6 +13,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TypeVar
 
+import anyio
 import grpc
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -127,12 +128,20 @@ async def _serve(
     private = any(choice.request.private for choice in choices)
     user = None if private else (body.user or body.safety_identifier)
 
-    def failed(exc: GatewayError, prepared: Prepared) -> None:
-        metrics.REQUESTS.labels("none", "none", features.tenant, exc.code or "error").inc()
-        if state.decisions:
-            state.decisions.record(
-                shape.response_id, prepared.features, None, None, None, exc.code or "error", x_request_id
-            )
+    def failed(exc: GatewayError, unstarted: list[_Choice] | None = None) -> None:
+        """A failure to start: the request's one decision, or, for choices that could not start while the answer
+        streamed (`unstarted`), one for each prompt none of whose choices started."""
+        code = exc.code or "error"
+        metrics.REQUESTS.labels("none", "none", features.tenant, code).inc()
+        if state.decisions and unstarted is None:
+            state.decisions.record(shape.response_id, features, None, None, None, code, x_request_id)
+        elif state.decisions:
+            for choice in unstarted:
+                if choice.index % body.n == 0:
+                    state.decisions.record(
+                        shape.response_id, choice.prepared.features, None, None, None, code, x_request_id,
+                        prompt=choice.index // body.n if batched else None,
+                    )  # fmt: skip
 
     def begin(one: RoutedStream, choice: _Choice) -> None:
         """A started choice: its decision (one per prompt: a batch's prompts may be routed apart, at its first
@@ -156,7 +165,7 @@ async def _serve(
     except BaseException as exc:
         await admission.release(0)
         if isinstance(exc, GatewayError):
-            failed(exc, batch[0])
+            failed(exc)
         raise
     routed = routed_all[0]
     for one, choice in zip(routed_all, choices, strict=False):
@@ -242,7 +251,7 @@ async def _serve(
                     try:
                         one = await _dispatch(left[0], policy, state, started)
                     except GatewayError as exc:
-                        failed(exc, left[0].prepared)
+                        failed(exc, left)
                         yield _error_event(exc)  # the last item: the merge starts nothing more
                         return
                     except Exception as exc:  # noqa: BLE001 - headers are sent: the stream says what happened
@@ -477,12 +486,17 @@ async def _merged(
             yield shape.usage_chunk(_summed(usages, firsts))
         yield SSE_DONE
     finally:  # the client left, or all ended: every choice's stream closes (and frees its worker sequence)
-        if starter is not None:  # first: it would start more
-            starter.cancel()
-            await asyncio.gather(starter, return_exceptions=True)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # Shielded: Starlette ends a response whose client left by cancelling its task group, which cancels again
+        # at every await until the scope is left, so the gather below was cut short and the streams went on to
+        # max_tokens (a review). The starter goes first and is awaited (it would start more), so a stream it
+        # started has run its first step, and with it the `finally` that frees its sequence, before it is cancelled.
+        with anyio.CancelScope(shield=True):
+            if starter is not None:
+                starter.cancel()
+                await asyncio.gather(starter, return_exceptions=True)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _genai_request(shape: ResponseShape, request: worker_pb2.GenerateRequest, n: int) -> dict:

@@ -95,3 +95,43 @@ def test_a_client_that_leaves_while_queued_on_a_busy_edge_never_gets_its_turn(st
     assert time.perf_counter() - left > 0.2  # the busy answer was still going when the queued client left
     time.sleep(1.0)  # the edge's turn for the queued request would have come by now
     assert _edge_first_tokens(stack.url) == before
+
+
+@pytest.fixture(scope="module")
+def impatient(demo_checkpoint, tmp_path_factory):
+    """A first-token deadline shorter than an answer: a choice queued behind another on the edge misses it."""
+    folder = tmp_path_factory.mktemp("impatient")
+    env = {"TANDEM_FIRST_TOKEN_DEADLINE_S": "1", "TANDEM_DECISION_LOG": str(folder / "decisions.jsonl")}
+    s = start_stack(demo_checkpoint, folder, env=env)
+    yield s, folder / "decisions.jsonl"
+    s.stop()
+
+
+def test_a_streamed_batch_whose_later_prompt_cannot_start_says_so_and_logs_each_prompt(impatient):
+    """Prompt 1 misses its first-token deadline behind prompt 0 on the edge: the stream (already sending) says so in
+    an error event, prompt 0 goes on to its end, prompt 2 never starts, and the decision log still has one decision
+    per prompt (it had an error record without a prompt, and none for prompt 2; a review)."""
+    stack, log = impatient
+    body = {"model": MODEL, "prompt": ["Hello there", "Goodbye now", "Once more"], "max_tokens": ANSWER_TOKENS,
+            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+    events = []
+    with httpx.stream("POST", f"{stack.url}/v1/completions", json=body, headers={"X-Tandem-Privacy": "pii"},
+                      timeout=120) as reply:  # fmt: skip
+        assert reply.status_code == 200
+        events = [line.removeprefix("data: ") for line in reply.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]" and events.count("[DONE]") == 1
+    parsed = [json.loads(e) for e in events[:-1]]
+    errors = [e["error"] for e in parsed if "error" in e]
+    assert [e["code"] for e in errors] == ["no_backend"], errors
+    finished = [c for e in parsed for c in e.get("choices", ()) if c.get("finish_reason")]
+    assert [(c["index"], c["finish_reason"]) for c in finished] == [(0, "length")]
+    assert parsed[-1]["usage"]["completion_tokens"] == ANSWER_TOKENS  # prompt 0's alone
+    response_id = next(e["id"] for e in parsed if "id" in e)
+    records = [json.loads(line) for line in log.read_text().splitlines() if response_id in line]
+    decisions = [r for r in records if r.get("kind") != "usage"]  # (prompt 0's usage record is the other)
+    assert [(d["prompt"], d["status"]) for d in decisions if "prompt" in d] == [
+        (0, "routed"),
+        (1, "no_backend"),
+        (2, "no_backend"),
+    ]
+    assert len(decisions) == 3

@@ -8,6 +8,7 @@ use.
 """
 
 import asyncio
+import json
 import random
 import re
 import time
@@ -135,4 +136,41 @@ def test_a_client_that_leaves_a_non_streamed_request_frees_its_work(stack, n):
         if not any(gateway_gauges(stack.url)) and stats.running == 0 and stats.kv_blocks_used == 0:
             break
         assert time.monotonic() - left < 5, (gateway_gauges(stack.url), stats)  # 1,500 tokens take far longer
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("shape", ["n", "private batch"])
+def test_a_client_that_leaves_a_stream_of_several_choices_stops_them_all(stack, shape):
+    """A stream of several choices dropped mid-answer went on generating every started choice to max_tokens (the
+    response's cancellation cut short the cleanup that stops them; a review), and a later choice queued on the edge
+    behind them stayed queued as long."""
+    port = int(stack.url.rsplit(":", 1)[1])
+    if shape == "n":
+        path, pool, headers = "/v1/chat/completions", "cloud", {}
+        ask = {"n": 2, "messages": [{"role": "user", "content": "tell me a long story"}]}
+    else:
+        path, pool, headers = "/v1/completions", "edge", {"X-Tandem-Privacy": "pii"}
+        ask = {"prompt": ["tell me a long story", "and another one"]}
+    body = json.dumps({"model": "tandem-demo", "max_tokens": 1500, "ignore_eos": True, "stream": True} | ask)
+
+    async def leave() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            f"{extra}\r\n{body}".encode()
+        )
+        seen = b""
+        while seen.count(b"data:") < 20:  # some chunks of the answer
+            seen += await asyncio.wait_for(reader.read(4096), 30)
+        writer.transport.abort()
+
+    asyncio.run(leave())
+    left = time.monotonic()
+    while True:
+        stats = worker_stats(endpoint_of(stack, pool))
+        idle = stats.running == 0 and stats.queue_depth == 0 and stats.kv_blocks_used == 0
+        if not any(gateway_gauges(stack.url)) and idle:
+            break
+        assert time.monotonic() - left < 2, (gateway_gauges(stack.url), stats)  # 1,500 tokens take far longer
         time.sleep(0.1)

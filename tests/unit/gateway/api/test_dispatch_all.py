@@ -154,7 +154,78 @@ def test_a_client_that_leaves_while_a_later_choice_starts_ends_the_starting_and_
         merged = _merged([_events("first", forever=True, ended=ended)], None, None, set(), the_others())
         got = [await anext(merged), await anext(merged)]
         await merged.aclose()  # the client left
-        return got
+        return sorted(got), list(released), sorted(ended)  # here: asyncio.run's end would cancel what is left
 
-    assert sorted(asyncio.run(go())) == ["first", "second"]
-    assert released == ["third"] and sorted(ended) == [("first",), ("second",)]
+    assert asyncio.run(go()) == (["first", "second"], ["third"], [("first",), ("second",)])
+
+
+def test_a_response_cancelled_as_starlette_cancels_it_stops_every_stream():
+    """Starlette ends the body of a response whose client left by cancelling its task group, which cancels again at
+    every await until the scope is left: the cleanup's first await was cut short, and the streams went on to
+    max_tokens (a review)."""
+    import anyio
+
+    from gateway.api.generation import _merged
+
+    ended: list = []
+
+    async def the_others():
+        yield _events("second", forever=True, ended=ended)
+        try:
+            await asyncio.Event().wait()  # the third choice: waiting for its first token
+        finally:
+            await asyncio.sleep(0.01)  # its share given back (over Redis, where the limits are shared)
+
+    async def go():
+        merged = _merged([_events("first", forever=True, ended=ended)], None, None, set(), the_others())
+
+        async def send_body():
+            async for _ in merged:
+                pass
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(send_body)
+            await asyncio.sleep(0.1)
+            group.cancel_scope.cancel()  # the client left
+        await asyncio.sleep(0.05)
+        return sorted(ended)  # here: at its end, asyncio.run cancels whatever is left anyway
+
+    assert asyncio.run(go()) == [("first",), ("second",)]
+
+
+def test_a_stream_started_in_the_turn_the_client_leaves_is_closed_too():
+    """A later choice's first token can come in the same turn of the loop as the client's leaving: its stream,
+    started then, still runs its cleanup (the worker's sequence and the tenant's share are freed there)."""
+    from gateway.api.generation import _merged
+
+    started, closed = [], []
+
+    async def stream(name):
+        started.append(name)
+        try:
+            yield name
+            await asyncio.Event().wait()
+        finally:
+            closed.append(name)
+
+    async def go():
+        first_token = asyncio.get_running_loop().create_future()
+
+        async def the_others():
+            await first_token
+            yield stream("second")
+            await asyncio.Event().wait()
+
+        async def send_body():
+            async for _ in _merged([stream("first")], None, None, set(), the_others()):
+                pass
+
+        sending = asyncio.create_task(send_body())
+        await asyncio.sleep(0.01)
+        first_token.set_result(None)
+        sending.cancel()  # in the same turn
+        await asyncio.gather(sending, return_exceptions=True)
+        await asyncio.sleep(0.05)
+        return list(started), list(closed)  # here: at its end, asyncio.run cancels whatever is left anyway
+
+    assert asyncio.run(go()) == (["first", "second"], ["first", "second"])
