@@ -650,9 +650,10 @@ async def _stream_events(
             log.exception("stream from %s failed", routed.backend.endpoint)
             _record(routed, "gateway_error", None, started)
             yield _error_event(GatewayError(f"the gateway failed mid-answer ({type(exc).__name__}); see its log"))
-        finally:
-            await routed.aclose()  # the client left, or the answer ended: free the worker's sequence
-            await admission.release(_used_tokens(last))
+        finally:  # the client left, or the answer ended: free the worker's sequence and the tenant's slot
+            with anyio.CancelScope(shield=True):  # a response cancelled is cancelled again at each await (_merged)
+                await routed.aclose()
+                await admission.release(_used_tokens(last))
     if done:
         yield SSE_DONE
 
