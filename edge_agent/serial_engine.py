@@ -146,7 +146,7 @@ class SerialEngine:
             logits = every[-1]
             job.emit(_prompt_scores(every.float(), prompt, params.prompt_logprobs))
         output: list[int] = []
-        num_out, finish = 0, None if params.max_tokens else "length"  # 0: the prompt scored alone (echo)
+        num_out, finish = 0, None if params.max_tokens else "length"  # 0: the prompt alone (echo)
         while finish is None:
             if job.cancelled.is_set():
                 finish = "cancelled"

@@ -66,10 +66,8 @@ class SamplingParams:
             raise RequestRejected(f"top_k must be >= 0, got {self.top_k}")
         if not 0 <= self.min_p <= 1:
             raise RequestRejected(f"min_p must be in [0, 1], got {self.min_p}")
-        if self.max_tokens < 1 and not (self.max_tokens == 0 and self.prompt_logprobs is not None):
-            raise RequestRejected(
-                f"max_tokens must be >= 1 (0 only to score the prompt alone, with prompt_logprobs), got {self.max_tokens}"
-            )
+        if self.max_tokens < 0:
+            raise RequestRejected(f"max_tokens must be >= 0 (0: the prompt alone), got {self.max_tokens}")
         for name in ("presence_penalty", "frequency_penalty"):
             if not -2 <= getattr(self, name) <= 2:
                 raise RequestRejected(f"{name} must be in [-2, 2], got {getattr(self, name)}")

@@ -26,6 +26,8 @@ SHUTDOWN_GRACE_S = 5.0
 
 def request_from_proto(msg: worker_pb2.GenerateRequest) -> GenerationRequest:
     s = msg.sampling
+    if not s.HasField("max_tokens"):  # proto3 reads an absent field as 0, which is an answer of the prompt alone
+        raise RequestRejected("sampling.max_tokens is required (0 asks for the prompt alone)")
     sampling = SamplingParams(
         temperature=s.temperature,
         top_p=s.top_p if s.top_p != 0 else 1.0,  # proto3: 0 is unset; anything else (NaN too) is checked

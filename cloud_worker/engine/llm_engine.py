@@ -209,8 +209,9 @@ class PagedEngine:
 
     def _emit_token(self, job: _Job, token: int, logprob: float, top: tuple) -> None:
         seq, params = job.seq, job.seq.request.sampling
-        if params.max_tokens == 0:  # the prompt scored alone (completions' echo): the prefill's token is no answer
-            self._emit_prompt_scores(job)
+        if params.max_tokens == 0:  # the prompt alone (completions' echo): the prefill's token is no answer
+            if params.prompt_logprobs is not None:
+                self._emit_prompt_scores(job)
             self._retire(job, "length")
             return
         seq.token_ids.append(token)

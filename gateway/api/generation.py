@@ -161,6 +161,8 @@ async def _serve(
         routed_all = await _dispatch_all(choices[: len(choices) - len(in_stream)], policy, state, started, request)
         if routed_all is None:  # the client left while its choices were being started
             await admission.release(0)
+            if state.decisions:  # the request's decision all the same (replay counts what came)
+                state.decisions.record(shape.response_id, features, None, None, None, "client_closed", x_request_id)
             return _client_gone()
     except BaseException as exc:
         await admission.release(0)

@@ -92,6 +92,8 @@ async def prepare_completion(
     classified as one: a prompt with personal data keeps every prompt of its batch where private requests go."""
     model = _check(body, state, policy)
     CACHE_SCOPE.set(request.state.tenant)
+    if body.max_tokens == 0 and not body.echo:
+        raise BadRequest("max_tokens: 0 asks for no answer; with echo: true, for the prompt alone", param="max_tokens")
     prompts = body.prompts()
     most = state.settings.max_batch
     if len(prompts) > most:

@@ -99,6 +99,9 @@ class HttpWorkerBackend(WorkerBackend):
             raise BackendError(
                 self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, "response_format is not available from an HTTP pool"
             )
+        if request.sampling.max_tokens == 0:  # the prompt alone (the gateway echoes it): nothing to ask the upstream
+            yield worker_pb2.GenerateChunk(finish_reason="length", usage=_usage(None, len(request.prompt_token_ids)))
+            return
         finish, usage = None, None
         try:
             # A private request says so: another Tandem gateway behind this one keeps it on its edge (untagged, it

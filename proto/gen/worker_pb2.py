@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cworker.proto\x12\x10tandem.worker.v1\"\xfb\x03\n\x0eSamplingParams\x12\x13\n\x0btemperature\x18\x01 \x01(\x02\x12\r\n\x05top_p\x18\x02 \x01(\x02\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12\x11\n\x04seed\x18\x04 \x01(\x04H\x00\x88\x01\x01\x12\x12\n\nmax_tokens\x18\x05 \x01(\x05\x12\x16\n\x0estop_token_ids\x18\x06 \x03(\x05\x12\x14\n\x0cstop_strings\x18\x07 \x03(\t\x12\x12\n\nignore_eos\x18\x08 \x01(\x08\x12\r\n\x05min_p\x18\t \x01(\x02\x12\x18\n\x10presence_penalty\x18\n \x01(\x02\x12\x19\n\x11\x66requency_penalty\x18\x0b \x01(\x02\x12\x1a\n\x12repetition_penalty\x18\x0c \x01(\x02\x12\x43\n\nlogit_bias\x18\r \x03(\x0b\x32/.tandem.worker.v1.SamplingParams.LogitBiasEntry\x12\x19\n\x0ctop_logprobs\x18\x0e \x01(\x05H\x01\x88\x01\x01\x12\x0f\n\x07grammar\x18\x0f \x01(\t\x12\x1c\n\x0fprompt_logprobs\x18\x10 \x01(\x05H\x02\x88\x01\x01\x1a\x30\n\x0eLogitBiasEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x02:\x02\x38\x01\x42\x07\n\x05_seedB\x0f\n\r_top_logprobsB\x12\n\x10_prompt_logprobs\"2\n\x0bTopLogprobs\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x10\n\x08logprobs\x18\x02 \x03(\x02\"\xc9\x01\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x18\n\x10prompt_token_ids\x18\x04 \x03(\x05\x12\x32\n\x08sampling\x18\x05 \x01(\x0b\x32 .tandem.worker.v1.SamplingParams\x12\x10\n\x08priority\x18\x06 \x01(\x05\x12\x0f\n\x07private\x18\x07 \x01(\x08\x12\x12\n\ncache_salt\x18\x08 \x01(\t\"W\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x03 \x01(\x05\"\x8b\x02\n\rGenerateChunk\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x15\n\rfinish_reason\x18\x03 \x01(\t\x12&\n\x05usage\x18\x04 \x01(\x0b\x32\x17.tandem.worker.v1.Usage\x12\x10\n\x08logprobs\x18\x05 \x03(\x02\x12\x33\n\x0ctop_logprobs\x18\x06 \x03(\x0b\x32\x1d.tandem.worker.v1.TopLogprobs\x12\x17\n\x0fprompt_logprobs\x18\x07 \x03(\x02\x12:\n\x13prompt_top_logprobs\x18\x08 \x03(\x0b\x32\x1d.tandem.worker.v1.TopLogprobs\"\x0e\n\x0cStatsRequest\"\xf2\x02\n\nStatsReply\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x1a\n\x12\x65xecution_provider\x18\x03 \x01(\t\x12\x13\n\x0bqueue_depth\x18\x04 \x01(\x05\x12\x0f\n\x07running\x18\x05 \x01(\x05\x12\x17\n\x0fkv_blocks_total\x18\x06 \x01(\x05\x12\x16\n\x0ekv_blocks_used\x18\x07 \x01(\x05\x12\x19\n\x11\x62lock_size_tokens\x18\x08 \x01(\x05\x12\x19\n\x11prefix_hit_tokens\x18\t \x01(\x04\x12\x1b\n\x13prefix_query_tokens\x18\n \x01(\x04\x12\x14\n\x0ctokens_per_s\x18\x0b \x01(\x01\x12\x14\n\x0cmemory_bytes\x18\x0c \x01(\x04\x12\x1e\n\x16memory_watermark_bytes\x18\r \x01(\x04\x12\x1a\n\x12max_context_tokens\x18\x0e \x01(\x05\x12\x16\n\x0erequests_total\x18\x0f \x01(\x04\x32\xa1\x01\n\x06Worker\x12P\n\x08Generate\x12!.tandem.worker.v1.GenerateRequest\x1a\x1f.tandem.worker.v1.GenerateChunk0\x01\x12\x45\n\x05Stats\x12\x1e.tandem.worker.v1.StatsRequest\x1a\x1c.tandem.worker.v1.StatsReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cworker.proto\x12\x10tandem.worker.v1\"\x8f\x04\n\x0eSamplingParams\x12\x13\n\x0btemperature\x18\x01 \x01(\x02\x12\r\n\x05top_p\x18\x02 \x01(\x02\x12\r\n\x05top_k\x18\x03 \x01(\x05\x12\x11\n\x04seed\x18\x04 \x01(\x04H\x00\x88\x01\x01\x12\x17\n\nmax_tokens\x18\x05 \x01(\x05H\x01\x88\x01\x01\x12\x16\n\x0estop_token_ids\x18\x06 \x03(\x05\x12\x14\n\x0cstop_strings\x18\x07 \x03(\t\x12\x12\n\nignore_eos\x18\x08 \x01(\x08\x12\r\n\x05min_p\x18\t \x01(\x02\x12\x18\n\x10presence_penalty\x18\n \x01(\x02\x12\x19\n\x11\x66requency_penalty\x18\x0b \x01(\x02\x12\x1a\n\x12repetition_penalty\x18\x0c \x01(\x02\x12\x43\n\nlogit_bias\x18\r \x03(\x0b\x32/.tandem.worker.v1.SamplingParams.LogitBiasEntry\x12\x19\n\x0ctop_logprobs\x18\x0e \x01(\x05H\x02\x88\x01\x01\x12\x0f\n\x07grammar\x18\x0f \x01(\t\x12\x1c\n\x0fprompt_logprobs\x18\x10 \x01(\x05H\x03\x88\x01\x01\x1a\x30\n\x0eLogitBiasEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x02:\x02\x38\x01\x42\x07\n\x05_seedB\r\n\x0b_max_tokensB\x0f\n\r_top_logprobsB\x12\n\x10_prompt_logprobs\"2\n\x0bTopLogprobs\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x10\n\x08logprobs\x18\x02 \x03(\x02\"\xc9\x01\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12\x18\n\x10prompt_token_ids\x18\x04 \x03(\x05\x12\x32\n\x08sampling\x18\x05 \x01(\x0b\x32 .tandem.worker.v1.SamplingParams\x12\x10\n\x08priority\x18\x06 \x01(\x05\x12\x0f\n\x07private\x18\x07 \x01(\x08\x12\x12\n\ncache_salt\x18\x08 \x01(\t\"W\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x05\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\x05\x12\x1c\n\x14\x63\x61\x63hed_prompt_tokens\x18\x03 \x01(\x05\"\x8b\x02\n\rGenerateChunk\x12\x11\n\ttoken_ids\x18\x01 \x03(\x05\x12\x0c\n\x04text\x18\x02 \x01(\t\x12\x15\n\rfinish_reason\x18\x03 \x01(\t\x12&\n\x05usage\x18\x04 \x01(\x0b\x32\x17.tandem.worker.v1.Usage\x12\x10\n\x08logprobs\x18\x05 \x03(\x02\x12\x33\n\x0ctop_logprobs\x18\x06 \x03(\x0b\x32\x1d.tandem.worker.v1.TopLogprobs\x12\x17\n\x0fprompt_logprobs\x18\x07 \x03(\x02\x12:\n\x13prompt_top_logprobs\x18\x08 \x03(\x0b\x32\x1d.tandem.worker.v1.TopLogprobs\"\x0e\n\x0cStatsRequest\"\xf2\x02\n\nStatsReply\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x1a\n\x12\x65xecution_provider\x18\x03 \x01(\t\x12\x13\n\x0bqueue_depth\x18\x04 \x01(\x05\x12\x0f\n\x07running\x18\x05 \x01(\x05\x12\x17\n\x0fkv_blocks_total\x18\x06 \x01(\x05\x12\x16\n\x0ekv_blocks_used\x18\x07 \x01(\x05\x12\x19\n\x11\x62lock_size_tokens\x18\x08 \x01(\x05\x12\x19\n\x11prefix_hit_tokens\x18\t \x01(\x04\x12\x1b\n\x13prefix_query_tokens\x18\n \x01(\x04\x12\x14\n\x0ctokens_per_s\x18\x0b \x01(\x01\x12\x14\n\x0cmemory_bytes\x18\x0c \x01(\x04\x12\x1e\n\x16memory_watermark_bytes\x18\r \x01(\x04\x12\x1a\n\x12max_context_tokens\x18\x0e \x01(\x05\x12\x16\n\x0erequests_total\x18\x0f \x01(\x04\x32\xa1\x01\n\x06Worker\x12P\n\x08Generate\x12!.tandem.worker.v1.GenerateRequest\x1a\x1f.tandem.worker.v1.GenerateChunk0\x01\x12\x45\n\x05Stats\x12\x1e.tandem.worker.v1.StatsRequest\x1a\x1c.tandem.worker.v1.StatsReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,21 +34,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._loaded_options = None
   _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_options = b'8\001'
   _globals['_SAMPLINGPARAMS']._serialized_start=35
-  _globals['_SAMPLINGPARAMS']._serialized_end=542
-  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_start=448
-  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_end=496
-  _globals['_TOPLOGPROBS']._serialized_start=544
-  _globals['_TOPLOGPROBS']._serialized_end=594
-  _globals['_GENERATEREQUEST']._serialized_start=597
-  _globals['_GENERATEREQUEST']._serialized_end=798
-  _globals['_USAGE']._serialized_start=800
-  _globals['_USAGE']._serialized_end=887
-  _globals['_GENERATECHUNK']._serialized_start=890
-  _globals['_GENERATECHUNK']._serialized_end=1157
-  _globals['_STATSREQUEST']._serialized_start=1159
-  _globals['_STATSREQUEST']._serialized_end=1173
-  _globals['_STATSREPLY']._serialized_start=1176
-  _globals['_STATSREPLY']._serialized_end=1546
-  _globals['_WORKER']._serialized_start=1549
-  _globals['_WORKER']._serialized_end=1710
+  _globals['_SAMPLINGPARAMS']._serialized_end=562
+  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_start=453
+  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_end=501
+  _globals['_TOPLOGPROBS']._serialized_start=564
+  _globals['_TOPLOGPROBS']._serialized_end=614
+  _globals['_GENERATEREQUEST']._serialized_start=617
+  _globals['_GENERATEREQUEST']._serialized_end=818
+  _globals['_USAGE']._serialized_start=820
+  _globals['_USAGE']._serialized_end=907
+  _globals['_GENERATECHUNK']._serialized_start=910
+  _globals['_GENERATECHUNK']._serialized_end=1177
+  _globals['_STATSREQUEST']._serialized_start=1179
+  _globals['_STATSREQUEST']._serialized_end=1193
+  _globals['_STATSREPLY']._serialized_start=1196
+  _globals['_STATSREPLY']._serialized_end=1566
+  _globals['_WORKER']._serialized_start=1569
+  _globals['_WORKER']._serialized_end=1730
 # @@protoc_insertion_point(module_scope)

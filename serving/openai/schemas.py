@@ -477,18 +477,10 @@ class CompletionRequest(_GenerationParams):
     echo: bool = Field(default=False, description="the prompt before the answer (with logprobs: the prompt's too)")
 
     def wanted_prompt_logprobs(self) -> int | None:
-        if self.echo and self.logprobs is None and self.max_tokens == 0:
-            return 0  # the prompt alone: the worker answers it by scoring it (the scores are not shown)
         return self.logprobs if self.echo else None
 
     def echoes(self) -> bool:
         return self.echo
-
-    @model_validator(mode="after")
-    def _nothing_asked(self):
-        if self.max_tokens == 0 and not self.echo:
-            raise ValueError("max_tokens: 0 asks for no answer; with echo: true it asks for the prompt alone")
-        return self
 
     def wanted_top_logprobs(self) -> int | None:
         return self.logprobs

@@ -20,8 +20,11 @@ ANSWER_TOKENS = 1500  # about 1.5 s of decoding on the demo model here: three ti
 
 @pytest.fixture(scope="module")
 def stack(demo_checkpoint, tmp_path_factory):
-    env = {"TANDEM_ATTEMPT_TIMEOUT_S": "0.5", "TANDEM_FIRST_TOKEN_DEADLINE_S": "120"}
-    s = start_stack(demo_checkpoint, tmp_path_factory.mktemp("turns"), env=env)
+    folder = tmp_path_factory.mktemp("turns")
+    env = {"TANDEM_ATTEMPT_TIMEOUT_S": "0.5", "TANDEM_FIRST_TOKEN_DEADLINE_S": "120",
+           "TANDEM_DECISION_LOG": str(folder / "decisions.jsonl")}  # fmt: skip
+    s = start_stack(demo_checkpoint, folder, env=env)
+    s.decisions = folder / "decisions.jsonl"
     yield s
     s.stop()
 
@@ -95,6 +98,8 @@ def test_a_client_that_leaves_while_queued_on_a_busy_edge_never_gets_its_turn(st
     assert time.perf_counter() - left > 0.2  # the busy answer was still going when the queued client left
     time.sleep(1.0)  # the edge's turn for the queued request would have come by now
     assert _edge_first_tokens(stack.url) == before
+    left = [json.loads(line) for line in stack.decisions.read_text().splitlines() if '"client_closed"' in line]
+    assert len(left) == 1 and left[0]["features"]["privacy_tags"]  # its decision is logged all the same
 
 
 @pytest.fixture(scope="module")

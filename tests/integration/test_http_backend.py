@@ -81,6 +81,24 @@ def test_streaming_over_http(front):
     assert streamed == client.chat.completions.create(**body).choices[0].message.content
 
 
+def test_the_prompt_alone_over_http_asks_the_upstream_nothing(front):
+    """Completions' echo with max_tokens 0 and no logprobs is the prompt alone, which the gateway writes itself: it
+    was refused as if logprobs were asked (a review); with logprobs it still is (the pool cannot score)."""
+    url, _, _ = front
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    raw = client.completions.with_raw_response.create(
+        model="tandem-demo", prompt="The quick brown fox", max_tokens=0, echo=True
+    )
+    answer = raw.parse()
+    assert raw.headers["x-tandem-route"] == "cloud; rule=default"
+    assert answer.choices[0].text == "The quick brown fox" and answer.choices[0].finish_reason == "length"
+    assert answer.usage.completion_tokens == 0 and answer.usage.prompt_tokens > 0
+    with pytest.raises(openai.BadRequestError, match="logprobs"):
+        client.completions.create(
+            model="tandem-demo", prompt="The quick brown fox", max_tokens=0, echo=True, logprobs=1
+        )
+
+
 def test_private_requests_never_take_the_http_cloud_member(front):
     url, _, _ = front
     assert ask(url, extra_body={"metadata": {"privacy": "pii"}}).headers["x-tandem-route"] == "edge; rule=private"

@@ -850,10 +850,13 @@ def test_max_tokens_0_with_echo_is_the_prompt_alone_scored_as_with_one_token(cli
     plain = client.completions.create(model=MODEL, prompt="The quick brown fox", max_tokens=0, echo=True,
                                       extra_body=spec.get("extra_body"))  # fmt: skip
     assert plain.choices[0].text == "The quick brown fox" and plain.choices[0].logprobs is None
-    with pytest.raises(openai.BadRequestError, match="max_tokens"):
-        client.completions.create(model=MODEL, prompt="The quick brown fox", max_tokens=0)
-    with pytest.raises(openai.BadRequestError, match="max_tokens"):
-        kind_chat(client, kind, max_tokens=0)
+    for refused_form in (
+        lambda: client.completions.create(model=MODEL, prompt="The quick brown fox", max_tokens=0),
+        lambda: kind_chat(client, kind, max_tokens=0),
+    ):
+        with pytest.raises(openai.BadRequestError) as refused:
+            refused_form()
+        assert refused.value.param == "max_tokens"  # the field, not the body (a review)
 
 
 def test_a_batch_of_one_prompt_is_that_prompt(client):

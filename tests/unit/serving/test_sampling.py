@@ -45,19 +45,24 @@ def test_a_top_p_too_small_for_float32_keeps_the_most_likely_token():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"temperature": -0.1}, {"top_p": 0.0}, {"top_p": 1.5}, {"top_k": -1}, {"max_tokens": 0}, {"max_tokens": -1}],
+    [{"temperature": -0.1}, {"top_p": 0.0}, {"top_p": 1.5}, {"top_k": -1}, {"max_tokens": -1}],
 )
 def test_bad_parameters_are_rejected(kwargs):
     with pytest.raises(RequestRejected):
         SamplingParams(**kwargs)
 
 
-def test_no_tokens_only_to_score_the_prompt():
-    """max_tokens 0 is the prompt alone (completions' echo), which a worker answers by scoring it; a caller that
-    forgot max_tokens (proto3's 0) still hears of it."""
-    assert SamplingParams(max_tokens=0, prompt_logprobs=0).max_tokens == 0
-    with pytest.raises(RequestRejected, match="max_tokens"):
-        SamplingParams(max_tokens=-1, prompt_logprobs=0)
+def test_no_tokens_is_the_prompt_alone_and_a_worker_caller_must_say_so():
+    """max_tokens 0 is the prompt alone (completions' echo); over gRPC the field must be present, so a caller that
+    forgot it (proto3 reads an absent field as 0) is refused, not answered with nothing."""
+    from proto.gen import worker_pb2
+    from serving.worker_service import request_from_proto
+
+    assert SamplingParams(max_tokens=0).max_tokens == 0
+    asked = worker_pb2.GenerateRequest(prompt_token_ids=[1, 2], sampling=worker_pb2.SamplingParams(max_tokens=0))
+    assert request_from_proto(asked).sampling.max_tokens == 0
+    with pytest.raises(RequestRejected, match="max_tokens is required"):
+        request_from_proto(worker_pb2.GenerateRequest(prompt_token_ids=[1, 2]))
 
 
 @pytest.mark.parametrize(
