@@ -81,6 +81,7 @@ class SerialEngine:
         self._model, self._tokenizer, self._eos_token_ids = model, tokenizer, frozenset(eos_token_ids)
         self._model_id = model_id
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._waiting: set[int] = set()  # the queued jobs' ids, less those whose caller left (Stats' queue depth)
         self._num_running = 0
         self._num_requests = 0
         self._tokens = SlidingCount(TOKEN_RATE_WINDOW_S)
@@ -92,6 +93,7 @@ class SerialEngine:
         if request.sampling.prompt_logprobs is not None and not hasattr(self._model, "prefill_all"):
             raise RequestRejected("prompt log-probabilities (echo with logprobs) are not available on this engine")
         job = _Job(request, ChunkChannel())
+        self._waiting.add(id(job))
         self._jobs.put(job)
         self._num_requests += 1
         try:
@@ -99,6 +101,7 @@ class SerialEngine:
                 yield chunk
         finally:
             job.cancelled.set()  # no-op when finished; frees the sequence when the caller left
+            self._waiting.discard(id(job))  # a job left in the queue is skipped at its turn: it waits for nothing
 
     def stats(self) -> EngineStats:
         return EngineStats(
@@ -106,7 +109,7 @@ class SerialEngine:
             kind=self.kind,
             execution_provider=self.execution_provider,
             max_context_tokens=self._model.max_context_tokens,
-            queue_depth=self._jobs.qsize(),
+            queue_depth=len(self._waiting),
             running=self._num_running,
             tokens_per_s=self._tokens.per_second(),
             memory_bytes=memory_bytes(),
@@ -120,6 +123,7 @@ class SerialEngine:
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
+            self._waiting.discard(id(job))
             if job.cancelled.is_set():
                 continue
             self._num_running = 1

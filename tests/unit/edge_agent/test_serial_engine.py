@@ -65,6 +65,30 @@ def test_closing_the_stream_stops_generation(engine_and_model):
     assert model.num_decode_steps < 100  # far from the 1500 the abandoned request asked for
 
 
+def test_a_queued_request_whose_caller_left_is_no_longer_counted_as_queued(engine_and_model):
+    """Its job stays in the queue until the engine reaches it (and skips it), but the queue depth the gateway
+    routes on counted it all that while."""
+    engine, _ = engine_and_model
+
+    async def run():
+        busy = engine.generate(request(1500))
+        await anext(busy)
+        queued = engine.generate(request(3))
+        waiting = asyncio.ensure_future(anext(queued))
+        await asyncio.sleep(0.05)
+        depth_while_queued = engine.stats().queue_depth
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        await queued.aclose()
+        depth_after = engine.stats().queue_depth
+        await busy.aclose()
+        while engine.stats().running:  # the engine notices at its next step (and emits nothing more)
+            await asyncio.sleep(0.01)
+        return depth_while_queued, depth_after
+
+    assert asyncio.run(run()) == (1, 0)
+
+
 def test_prompt_plus_max_tokens_past_the_context_is_rejected(engine_and_model):
     engine, _ = engine_and_model
 
