@@ -125,8 +125,11 @@ async def _serve(
     # agent that answers one sequence at a time, for every choice but the last to end).
     in_stream = choices[1:] if body.stream else []
     batched = len(batch) > 1
-    private = any(choice.request.private for choice in choices)
-    user = None if private else (body.user or body.safety_identifier)
+
+    def private() -> bool:
+        """Whether the request is private: dispatch says so on each choice it starts (ask only after one started;
+        a batch's prompts share their privacy, so the first says it for all)."""
+        return any(choice.request.private for choice in choices)
 
     def failed(exc: GatewayError, unstarted: list[_Choice] | None = None) -> None:
         """A failure to start: the request's one decision, or, for choices that could not start while the answer
@@ -152,6 +155,7 @@ async def _serve(
                     shape.response_id, choice.prepared.features, one.rule, one.pool, one.backend.endpoint, "routed",
                     x_request_id, prompt=choice.index // body.n if batched else None,
                 )  # fmt: skip
+            user = None if private() else (body.user or body.safety_identifier)  # never a private request's user
             one.on_end = functools.partial(state.decisions.usage, shape.response_id, features.tenant, user)
         one.idle_timeout_s = state.settings.stream_idle_timeout_s
         metrics.TTFT.labels(one.pool).observe(one.ttft_s)
@@ -177,7 +181,7 @@ async def _serve(
     span.set_attributes(
         genai | {"tandem.rule": routed.rule, "tandem.pool": routed.pool, "tandem.backend": routed.backend.endpoint}
     )
-    trace_content = privacy.may_trace_content(private, state.settings.trace_content)
+    trace_content = privacy.may_trace_content(private(), state.settings.trace_content)
     parent = context.get_current()
 
     def traced(prepared: Prepared) -> _StreamTrace:

@@ -7,11 +7,13 @@ import socket
 import struct
 import time
 
+import grpc
 import httpx
 import openai
 import pytest
 
-from tests.stack import start_stack
+from proto.gen import worker_pb2, worker_pb2_grpc
+from tests.stack import endpoint_of, start_stack
 
 pytestmark = pytest.mark.integration
 MODEL = "tandem-demo"
@@ -69,6 +71,11 @@ def test_a_streamed_private_requests_first_choice_streams_while_the_next_waits_i
     assert second[0] >= first[-1] - 0.05
 
 
+def _edge_stats(stack) -> worker_pb2.StatsReply:
+    with grpc.insecure_channel(endpoint_of(stack, "edge").removeprefix("grpc://")) as channel:
+        return worker_pb2_grpc.WorkerStub(channel).Stats(worker_pb2.StatsRequest(), timeout=5)
+
+
 def _edge_first_tokens(url: str) -> float:
     text = httpx.get(f"{url}/metrics").text
     return float(re.search(r'^tandem_gateway_ttft_seconds_count\{pool="edge"\} (\S+)$', text, re.M).group(1))
@@ -90,7 +97,10 @@ def test_a_client_that_leaves_while_queued_on_a_busy_edge_never_gets_its_turn(st
             f"X-Tandem-Privacy: pii\r\nContent-Length: {len(body)}\r\n\r\n")  # fmt: skip
     with socket.create_connection(("127.0.0.1", port)) as queued:
         queued.sendall(head.encode() + body)
-        time.sleep(0.3)  # routed to the edge, and queued there behind the busy answer
+        deadline = time.monotonic() + 30
+        while _edge_stats(stack).queue_depth < 1:  # routed to the edge, and queued there behind the busy answer
+            assert time.monotonic() < deadline, "the request never reached the edge's queue"
+            time.sleep(0.02)
         queued.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset: a killed client
     left = time.perf_counter()
     for _ in busy:

@@ -172,5 +172,5 @@ def test_a_client_that_leaves_a_stream_of_several_choices_stops_them_all(stack, 
         idle = stats.running == 0 and stats.queue_depth == 0 and stats.kv_blocks_used == 0
         if not any(gateway_gauges(stack.url)) and idle:
             break
-        assert time.monotonic() - left < 2, (gateway_gauges(stack.url), stats)  # 1,500 tokens take far longer
+        assert time.monotonic() - left < 5, (gateway_gauges(stack.url), stats)  # 1,500 tokens take far longer
         time.sleep(0.1)
