@@ -123,7 +123,7 @@ async def _serve(
     # A streamed answer of several choices starts sending once its first choice has its first token; the others
     # start in turn while it streams (all first would keep a client waiting for n first tokens, or, on an edge
     # agent that answers one sequence at a time, for every choice but the last to end).
-    in_stream = choices[1:] if body.stream else []
+    at_once = choices[:1] if body.stream else choices  # started before the answer is
     batched = len(batch) > 1
 
     def private() -> bool:
@@ -131,20 +131,25 @@ async def _serve(
         a batch's prompts share their privacy, so the first says it for all)."""
         return any(choice.request.private for choice in choices)
 
+    def unrouted(status: str, unstarted: list[_Choice] | None = None) -> None:
+        """The decision of a request that was not started (`status`: why): the request's one, or, for choices
+        that could not start while the answer streamed (`unstarted`), one for each prompt none of whose started."""
+        if not state.decisions:
+            return
+        if unstarted is None:
+            state.decisions.record(shape.response_id, features, None, None, None, status, x_request_id)
+            return
+        for choice in unstarted:
+            if choice.index % body.n == 0:
+                state.decisions.record(
+                    shape.response_id, choice.prepared.features, None, None, None, status, x_request_id,
+                    prompt=choice.index // body.n if batched else None,
+                )  # fmt: skip
+
     def failed(exc: GatewayError, unstarted: list[_Choice] | None = None) -> None:
-        """A failure to start: the request's one decision, or, for choices that could not start while the answer
-        streamed (`unstarted`), one for each prompt none of whose choices started."""
         code = exc.code or "error"
         metrics.REQUESTS.labels("none", "none", features.tenant, code).inc()
-        if state.decisions and unstarted is None:
-            state.decisions.record(shape.response_id, features, None, None, None, code, x_request_id)
-        elif state.decisions:
-            for choice in unstarted:
-                if choice.index % body.n == 0:
-                    state.decisions.record(
-                        shape.response_id, choice.prepared.features, None, None, None, code, x_request_id,
-                        prompt=choice.index // body.n if batched else None,
-                    )  # fmt: skip
+        unrouted(code, unstarted)
 
     def begin(one: RoutedStream, choice: _Choice) -> None:
         """A started choice: its decision (one per prompt: a batch's prompts may be routed apart, at its first
@@ -162,11 +167,10 @@ async def _serve(
         state.ttft.add(one.pool, one.ttft_s)
 
     try:
-        routed_all = await _dispatch_all(choices[: len(choices) - len(in_stream)], policy, state, started, request)
+        routed_all = await _dispatch_all(at_once, policy, state, started, request)
         if routed_all is None:  # the client left while its choices were being started
             await admission.release(0)
-            if state.decisions:  # the request's decision all the same (replay counts what came)
-                state.decisions.record(shape.response_id, features, None, None, None, "client_closed", x_request_id)
+            unrouted("client_closed")  # its decision all the same (replay counts what came)
             return _client_gone()
     except BaseException as exc:
         await admission.release(0)
@@ -251,7 +255,7 @@ async def _serve(
         async def the_others() -> AsyncIterator[AsyncIterator[str] | str]:
             """Each later choice's events once it has its first token, in turn; a choice that cannot start ends
             the starting with an error event (those started go on). Those never started give their share back."""
-            left = list(in_stream)
+            left = choices[len(at_once) :]
             try:
                 while left:
                     try:
@@ -457,7 +461,7 @@ async def _merged(
     """The choices' events as they come, then the summed usage (when asked for) and [DONE]. `more`: streams that
     start later, merged as they come; an event of its own (an error) ends the starting, and the streams started go on."""
     queue: asyncio.Queue = asyncio.Queue()
-    open_ = [len(streams) + (more is not None)]  # the producers that have not ended
+    producing = len(streams) + (more is not None)  # the producers that have not ended
 
     async def pump(stream: AsyncIterator[str]) -> None:
         try:
@@ -467,14 +471,14 @@ async def _merged(
             await queue.put(None)
 
     async def start(more: AsyncIterator[AsyncIterator[str] | str]) -> None:
+        nonlocal producing
         try:
             async for item in more:
                 if isinstance(item, str):  # an error: nothing more starts
                     await queue.put(item)
                     break
-                else:
-                    open_[0] += 1
-                    tasks.append(asyncio.create_task(pump(item)))
+                producing += 1
+                tasks.append(asyncio.create_task(pump(item)))
         finally:
             await more.aclose()  # cancelled between items: what it has not started gives its share back
             await queue.put(None)
@@ -482,10 +486,10 @@ async def _merged(
     tasks = [asyncio.create_task(pump(stream)) for stream in streams]
     starter = asyncio.create_task(start(more)) if more is not None else None
     try:
-        while open_[0]:
+        while producing:
             event = await queue.get()
             if event is None:
-                open_[0] -= 1
+                producing -= 1
             else:
                 yield event
         if usages:

@@ -177,7 +177,7 @@ def _max_tokens(
         if room < 1:
             raise PromptTooLong.of(context, num_prompt, None, prompt_field)
         return min(state.settings.default_max_tokens, room)
-    if requested > room or room < 0:  # 0 (completions' echo alone) fits a prompt that fills the context
+    if requested > room:  # 0 (completions' echo alone) fits a prompt that fills the context
         raise PromptTooLong.of(context, num_prompt, requested, prompt_field)
     return requested
 
