@@ -200,7 +200,7 @@ class Scan:
 
     @cached_property
     def clusters(self) -> list[Cluster]:
-        data, found = self.data, []
+        data, found, self.runs = self.data, [], []
         numeric = data.translate(_NUMERIC)
         pos = 0
         while (hit := numeric.find(b"1" * _MIN_RUN, pos)) != -1:  # a CSV of 7-digit ids never gets here
@@ -209,20 +209,26 @@ class Scan:
             end = len(data) if end == -1 else end
             run = data[start:end]
             if run.isdigit():  # the common case in a table or a CSV: one number, no separators
+                self.runs.append((start, end))
                 if _may_hold_pii(run, data[start - 1 : start]):
                     found.append(Cluster(start, end, run))
-            else:
+            elif len(run) - len(run.translate(None, _DIGITS)) >= _MIN_CLUSTER_DIGITS:  # not a row of dots or dashes
+                self.runs.append((start, end))
                 found += self._clusters_in(start, end)
             pos = end
         return found
+
+    def numeric_runs(self) -> list[tuple[int, int]]:
+        """Where the text has runs of digits and separators holding 7 digits or more (found with the clusters):
+        every number of 7 digits or more is in one, whatever `_may_hold_pii` made of it."""
+        self.clusters  # noqa: B018 - found with them
+        return self.runs
 
     def _clusters_in(self, start: int, end: int):
         """The clusters of a run: parted by 5 or more separators in a row.
 
         Most are dropped at once, before they cost a Cluster (`_may_hold_pii`)."""
         run = self.data[start:end]
-        if len(run) - len(run.translate(None, _DIGITS)) < _MIN_CLUSTER_DIGITS:
-            return  # a row of dots or dashes
         kinds = run.translate(_DIGIT_OR_SEPARATOR)
         if (b"-" in run or b"/" in run or b"." in run) and _DATE.search(run):
             kinds = _DATE.sub(_as_boundary, run).translate(_DIGIT_OR_SEPARATOR)  # a date joins no number
@@ -454,6 +460,48 @@ def _national(scan: Scan, cluster: Cluster) -> bool:
     return False
 
 
+# Words that say a phone number comes next, with a few words between at most (`phone: `, `my mobile number is `,
+# `call me back at `, `Мой телефон `): then any 7 to 15 digits are taken for one, however they are grouped. Matched
+# on the text with ASCII lower-cased: the ASCII words whole (`tel`, not `hotel` or `tell`), but `phone` in any word
+# (`cellphone`, `iPhone`, `phones`); the others as written (Cyrillic in both cases).
+_PHONE_WORDS_WHOLE = (
+    "tel tlf tfn fax mob mobil mobile cel cell celular call whatsapp handy movil móvil portable telefon telefono "
+    "teléfono telefone telefonnummer"
+).split()
+_PHONE_WORDS_ANY = (
+    "phone телефон Телефон ТЕЛЕФОН тел. Тел. ТЕЛ. мобильн Мобильн моб. Моб. 電話 电话 手机 手機 携帯 전화 휴대폰 핸드폰 "
+    "फ़ोन फोन هاتف جوال טלפון"
+).split()
+
+
+def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
+    """A label, up to 24 bytes without a digit (` number is ` after `mobile`, ` me back at ` after `call`, a line
+    break: a form's next line), then 7 to 15 digits in groups parted by 1-4 separators, and no more digits after;
+    and the label alone, ending that far before the end of what is searched.
+
+    Every branch of the label is a literal, so re skips in C to where one starts; and the quantifiers are
+    possessive (Python 3.11; the same matches either way, as digits and what is between them are disjoint), so a
+    label with no number after it is given up at once."""
+    words = sorted({*_PHONE_WORDS_WHOLE, *_PHONE_WORDS_ANY}, key=len, reverse=True)  # `telephone` before `tel`
+    label = "(" + "|".join(re.escape(word) for word in words) + ")"
+    for more in ("+", ""):  # possessive where re has it (3.11), else plain
+        number = f"[^0-9]{{0,24}}{more}([0-9](?:[ \\t\\r\\n./()-]{{0,4}}{more}[0-9]){{6,14}}{more})"
+        try:
+            whole = re.compile(f"{label}{number}(?![ \\t\\r\\n./()-]{{0,4}}[0-9])".encode())
+        except re.error:
+            continue
+        return whole, re.compile(f"{label}[^0-9]{{0,24}}\\Z".encode())
+    raise AssertionError("unreachable")
+
+
+_LABELLED_NUMBER, _LABEL_BEFORE = _labelled_number()
+_LOOK_BACK = 24 + max(len(word.encode()) for word in (*_PHONE_WORDS_WHOLE, *_PHONE_WORDS_ANY)) + 1
+# A run's first cluster, up to 16 digits (more is no phone number)
+_FIRST_NUMBER = re.compile(rb"[^0-9]*([0-9](?:[ \t\r\n./()-]{0,4}[0-9]){0,15})")
+_MOST_LOOK_BACKS = 200  # then one pass over the rest of the text for the labels: a table of numbers stays cheap
+_WHOLE_WORDS = frozenset(word.encode() for word in _PHONE_WORDS_WHOLE)
+
+
 # Words that label a phone number, written glued to it in signatures and on cards (TEL03-1234-5678, FAX+81-…).
 _PHONE_LABELS = frozenset(b"tel tell fax phone mobile mob cell tfn tlf telefon telephone telefono".split())
 _TRAILING_WORD = re.compile(rb"(?<![A-Za-z0-9])[A-Za-z]{3,9}\Z")
@@ -473,6 +521,74 @@ def _glued(scan: Scan, cluster: Cluster) -> bool:
     extension = after[:1] in (b"x", b"X") and after[1:].isdigit()  # 201-555-0123x45
     glued_before = before[-1:].isalpha() and not _labelled(scan.before(cluster, 10))
     return glued_before or (after[:1].isalpha() and not extension) or time
+
+
+def _after_a_label(scan: Scan) -> bool:
+    """7 to 15 digits right after a phone label, in any grouping (`phone: 4155550100`, `mobile 98765 43210`), unless
+    they are a date, an IP address or a decimal, or glued to a letter.
+
+    Numbers are rarer than the letters labels start with: each of the first 200 numbers of 7-15 digits (in the runs
+    the clusters were found in, no pass of its own) is looked back from, and after that one pass over the rest of
+    the text finds its labels and what follows them."""
+    data = scan.data
+    looked = 0
+    for run_start, run_end in scan.numeric_runs():
+        # No digit comes between a label and its number: the number is the run's first cluster
+        run = _FIRST_NUMBER.match(data, run_start, run_end)
+        raw = run.group(1)
+        if not _MIN_CLUSTER_DIGITS <= len(raw) - len(raw.translate(None, _DIGITS)) <= 15:
+            continue
+        if (looked := looked + 1) > _MOST_LOOK_BACKS:
+            return _labelled_from(scan, run_start)
+        start = run.start(1)
+        before = max(0, start - _LOOK_BACK)
+        window = data[before:start].lower()
+        pos = 0
+        while (label := _LABEL_BEFORE.search(window, pos)) is not None:
+            pos = label.start() + 1  # a label refused (`tel` in `hotel`) may hide one inside it
+            if _whole(data, before + label.start(1), before + label.end(1)):
+                if _a_phone_number(scan, start, run.end(1), raw):
+                    return True
+                break
+    return False
+
+
+def _labelled_from(scan: Scan, start: int) -> bool:
+    """`_after_a_label` from `start` on, one pass over the text for the labels."""
+    data = scan.data
+    lowered = data.lower()
+    pos = max(0, start - _LOOK_BACK)
+    while (found := _LABELLED_NUMBER.search(lowered, pos)) is not None:
+        pos = found.start() + 1  # a label refused (`tel` in `hotel`) may hide one inside it
+        if _whole(data, found.start(1), found.end(1)) and _a_phone_number(
+            scan, found.start(2), found.end(2), found.group(2)
+        ):
+            return True
+    return False
+
+
+def _whole(data: bytes, start: int, end: int) -> bool:
+    """The label at data[start:end] is a word of its own, where it must be (`tel`, not `hotel` or `tell`)."""
+    if data[start:end].lower() not in _WHOLE_WORDS:
+        return True
+    return not (data[start - 1 : start].isalpha() if start else False) and not data[end : end + 1].isalpha()
+
+
+def _a_phone_number(scan: Scan, start: int, end: int, raw: bytes) -> bool:
+    groups, gaps = tuple(_DIGIT_RUN.findall(raw)), tuple(_GAP.findall(raw))
+    decimal = len(groups) == 2 and gaps[0] == b"."
+    return not (
+        _glued(scan, _Span(start, end)) or _looks_like_date(groups, gaps) or _dotted_quad(groups, gaps) or decimal
+    )
+
+
+class _Span:
+    """Where a number is, as `Scan.before` and `Scan.after` read it."""
+
+    __slots__ = ("start", "end")
+
+    def __init__(self, start: int, end: int) -> None:
+        self.start, self.end = start, end
 
 
 def _three_x_x(groups: tuple[bytes, ...], gaps: tuple[bytes, ...]) -> bool:
@@ -528,7 +644,7 @@ def has_phone(scan: Scan) -> bool:
         or _national(scan, c)
         or any(_national(scan, t) or _international(scan, t) for t in _tails(scan, c))
         for c in scan.clusters
-    )
+    ) or _after_a_label(scan)
 
 
 # -- Chinese resident ID -----------------------------------------------------------------------------

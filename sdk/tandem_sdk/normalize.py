@@ -71,7 +71,7 @@ def normalize_utf8(text: str) -> bytes:
     """What the detectors scan, as UTF-8: ASCII digits, dashes and spaces, no invisible characters.
 
     Text pasted from a web page or a mail keeps its HTML spaces and line breaks (4111&nbsp;1111…):
-    they read as a space and a line break. A lone surrogate (invalid Unicode) reads as "?"."""
+    they read as a space and a line break; and a pasted URL its escapes for a space, a `+` and an `@`. A lone surrogate (invalid Unicode) reads as "?"."""
     data = text.encode(errors="replace")
     if len(data) != len(text):  # not ASCII
         dense = len(data) // 16 + 16
@@ -80,6 +80,8 @@ def normalize_utf8(text: str) -> bytes:
             data = text.translate(MAPPING).encode(errors="replace")
     if b"&" in data or b"<" in data:
         data = _HTML_SPACE.sub(_html_space, data)
+    if b"%" in data:  # a pasted URL's query: ?phone=%2B442079460958, ?card=4111%201111…, ?email=ann%40example.com
+        data = data.replace(b"%20", b" ").replace(b"%2B", b"+").replace(b"%2b", b"+").replace(b"%40", b"@")
     return data
 
 

@@ -19,7 +19,9 @@ sent) and returns everything in it that would leave the device:
   could leave unscanned. `logit_bias` keys that are token ids are skipped.
 A string that is JSON text with escapes (a tool result or tool call
 arguments written by `json.dumps`: `\\u` escapes for full-width digits, `\\t`)
-is read decoded too. Keys and `type`/`role` values are structure, and
+is read decoded too; so is any string with escapes in it, undone wherever
+they are (`Observation: {"card": "4111\\u00a01111…"}`, log lines, a printed
+Python dict's `\\xa0`), again until none is left. Keys and `type`/`role` values are structure, and
 skipped, only when they are plain words (letters, `_`, `-`):
 `{"type": "ann@example.com"}` is scanned. The messages' contents come first,
 one after another, then each message's other fields; all are joined with a
@@ -101,7 +103,7 @@ def _prompt_texts(prompt, decode: Callable[[list[int]], str] | None) -> Iterator
     if prompt is None:
         return
     if isinstance(prompt, str):
-        yield prompt
+        yield from _strings(prompt)  # the prompt, then what its escapes spell
     elif isinstance(prompt, list | tuple) and prompt and all(isinstance(t, int) for t in prompt):
         yield _decoded(list(prompt), decode)
     elif isinstance(prompt, list | tuple):
@@ -125,6 +127,8 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
             yield item
             if "\\" in item:
                 stack.append((_json_value(item), False))
+                if (unescaped := _unescaped(item)) != item:  # read again, so its own escapes are undone in turn
+                    stack.append((unescaped, False))
         elif isinstance(item, int | float) and not isinstance(item, bool):
             yield _number_text(item)  # a card number as a schema's enum, a default, an arguments value
         elif isinstance(item, Mapping):
@@ -160,22 +164,107 @@ def _number_text(number: int | float) -> str:
     return int.__repr__(number) if isinstance(number, int) else float.__repr__(number)
 
 
-_REGEX_CODE = re.compile(r"\\x([0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})")
-_REGEX_SYNTAX = re.compile(r"(?<!\\)(?:\(\?(?:[:=!]|<?[=!])|[()?*+]|\{\d*,?\d*\})")  # groups, quantifiers
+_REGEX_CODE = re.compile(r"x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|u\{([0-9a-fA-F]{1,6})\}")
+_REGEX_COUNT = re.compile(r"\{(\d{1,6})(?:,(\d{0,6}))?\}")
+_MOST_REPEATS, _MOST_SPELLED = 64, 100_000  # `(a{1000}){1000}` spells no more than this
 
 
 def _regex_literal(pattern: str) -> str:
     """A JSON schema's `pattern` as the text it spells: `^ann\\.b@x\\.com$` -> `ann.b@x.com`,
-    `4111[ ]1111\\s1111` -> `4111 1111 1111`, `^(?:ann\\.lee)?\\x40example\\.com$` -> `ann.lee@example.com`
-    (character codes, escapes and one-character classes undone; groups, quantifiers and anchors dropped; an
-    alternation's branches read apart)."""
-    text = _REGEX_CODE.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), pattern)
-    text = re.sub(r"\\s", " ", text)
-    text = re.sub(r"\[(\\?.)\]", lambda m: m.group(1)[-1], text)
-    text = _REGEX_SYNTAX.sub("", text)
-    text = re.sub(r"(?<!\\)\|", " ", text)
-    text = re.sub(r"\\(.)", r"\1", text)
-    return text.replace("^", " ").replace("$", " ")
+    `^4111[- ]1111[- ]1111[- ]1111$` -> `4111-1111-1111-1111`, `^41{15}$` -> sixteen digits,
+    `^(?:ann\\.lee)?\\x40example\\.com$` -> `ann.lee@example.com`. Character codes and escapes are undone, a
+    class reads as its first character (`[- ]` as `-`, `[0-9]` as `0`, a negated one as a space), a count repeats
+    what it follows (the least it allows, at least once; `?`, `*` and `+` once), groups and anchors are dropped, and
+    an alternation's branches are read apart."""
+    out: list[str] = []  # one string per atom, so a count repeats the atom before it
+    groups: list[int] = []  # where each open group's atoms start
+    i, size = 0, len(pattern)
+    while i < size:
+        c = pattern[i]
+        if c == "\\":
+            atom, i = _regex_escape(pattern, i + 1)
+            out.append(atom)
+        elif c == "[":
+            atom, i = _regex_class(pattern, i + 1)
+            out.append(atom)
+        elif c == "(":
+            groups.append(len(out))
+            i += 1
+            # The opener is no text: (?<= (?<!, (?P<name> (?<name>, (?: (?= (?!
+            if pattern.startswith(("?<=", "?<!"), i):
+                i += 3
+            elif pattern.startswith(("?P<", "?<"), i) and (close := pattern.find(">", i)) != -1:
+                i = close + 1
+            elif pattern.startswith("?", i):
+                i += 2
+        elif c == ")":
+            start = groups.pop() if groups else 0
+            out[start:] = ["".join(out[start:])]  # one atom: a count after it repeats the group
+            i += 1
+        elif c in "?*+":
+            i += 1
+        elif c == "{" and (count := _REGEX_COUNT.match(pattern, i)):
+            times = min(max(int(count.group(1)), 1), _MOST_REPEATS)
+            if out and sum(map(len, out)) + len(out[-1]) * (times - 1) <= _MOST_SPELLED:
+                out[-1] *= times
+            i = count.end()
+        elif c in "|^$":
+            out.append(" ")
+            i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _regex_escape(pattern: str, i: int) -> tuple[str, int]:
+    """The character an escape at pattern[i] (after its backslash) stands for, and where the pattern goes on."""
+    if code := _REGEX_CODE.match(pattern, i):
+        value = int(code.group(1) or code.group(2) or code.group(3), 16)
+        return (chr(value) if value <= 0x10FFFF else "?"), code.end()
+    c = pattern[i : i + 1]
+    return {"s": " ", "d": "0", "w": "a", "t": "\t", "n": "\n", "r": "\r"}.get(c, c), i + 1
+
+
+def _regex_class(pattern: str, i: int) -> tuple[str, int]:
+    """A class at pattern[i] (after its `[`) as its first character (a space if negated), and where it ends."""
+    negated = pattern.startswith("^", i)
+    i += negated
+    first, begin = "", i
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "]" and i > begin:  # a `]` first is a member (`[]a]`)
+            return (" " if negated else first), i + 1
+        if c == "\\":
+            atom, i = _regex_escape(pattern, i + 1)
+        else:
+            atom, i = c, i + 1
+        first = first or atom
+    return (" " if negated else first), i
+
+
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|x([0-9a-fA-F]{2})|([nrtbf])|([\\/\"']))")
+_CONTROL = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
+
+
+def _unescaped(text: str) -> str:
+    """Escapes undone wherever they are, in text that is no JSON value as a whole: a log line, an agent's
+    `Observation: {"card": "4111\\u00a01111…"}`, a printed Python dict (`'4111\\xa01111…'`). The model reads the
+    digits either way. A surrogate pair reads as its character; a lone one as "?"."""
+
+    def one(match: re.Match[str]) -> str:
+        code, wide, byte, control, itself = match.groups()
+        if control:
+            return _CONTROL[control]
+        if itself:
+            return itself
+        value = int(code or wide or byte, 16)
+        return chr(value) if value <= 0x10FFFF else "?"
+
+    text = _ESCAPE.sub(one, text)
+    if any("\ud800" <= c <= "\udfff" for c in text):  # \ud83d\ude00: one character, as JSON means it
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").replace("\ufffd", "?")
+    return text
 
 
 def _json_any(text: str):

@@ -82,6 +82,15 @@ FIRES = {
         "(0-612) 34567",  # Lithuania
         "081234 56789",  # India
         "13812345678²",
+        # after a label, in any grouping (an adversarial review found these went to the cloud)
+        "Please call me back, phone: 4155550100",
+        "My mobile number is 9876543210",  # how Indian mobiles are written
+        "Мой телефон 89123456789",  # a Russian trunk 8, unbroken
+        "mobile 98765 43210",
+        "Phone:\n4155550100",  # a form: the label, and the number on the next line
+        "teléfono: 3331234567",
+        "hotel phone 4155550100",  # a refused label (tel in hotel) hides no label after it
+        "https://api.whatsapp.com/send?phone=%2B442079460958",  # a URL-encoded +
     ],
     "credit-card": [
         "4111 1111 1111 1111",
@@ -102,6 +111,7 @@ FIRES = {
         "4111ー1111ー1111ー1111",
         "Card 4111 1111 1111 1111¹",
         "2024-01-15 4111 1111 1111 1111 42.50",  # a table row: the date is not part of the number
+        "https://x.test/pay?card=4111%201111%201111%201111",
     ],
     "cn-id": [
         "身份证 11010519491231002X",
@@ -135,7 +145,12 @@ QUIET = {
               "POINT(102.1682 44.2439)", "E0122 08:49:05.375892 8150 server.cc:914]",
               "urn:uuid:a783d65f-a534-4977-83f5-024c245413ff", "DE06 0556 1482 1295 5014 14",
               "2024-01-15 2024-01-16 2024-01-17 2024-01-18", "hotel03-1234-5678", "cafe+44 20 7946 0958",
-              "4548 0361 7856 6448", "bE15 0653 4144 2619", "mR87 0645 8618 6742 8949 7549 783"],
+              "4548 0361 7856 6448", "bE15 0653 4144 2619", "mR87 0645 8618 6742 8949 7549 783",
+              # a label, and no phone number after it: a word that only starts like one, a date, an address, too
+              # many digits
+              "tell me 1234567890 things", "television 1234567890", "recall 1234567890", "hotel 1234567890",
+              "phone bill 2024-01-15", "phone 192.168.100.200", "phone price 1234.5678", "call 12345678901234567",
+              "my iPhone 15 cost 1299"],
     "credit-card": ["4111 1111 1111 1112", "1234 5678 9012 3456", "tracking 9400111899223100001234",
                     "0000 0000 0000 0000", "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1", "loss: 9.391491627785106",
                     "order 111-2405177-4823152", "AT49 3870 1685 3444 7483"],
@@ -181,6 +196,8 @@ ADVERSARIAL = {  # 1 MB each; a quadratic detector takes seconds to minutes on t
     "plus-digit": "+1",
     "letters-then-digits": "x1",
     "seven-digit-csv": "1234567,",
+    "phone-labels": "phone ",  # each a label a number may follow
+    "labels-and-short-numbers": "call 12345 ",
 }
 
 

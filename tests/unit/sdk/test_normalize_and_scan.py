@@ -141,6 +141,28 @@ CARD_A, CARD_B = "4111 1111", "1111 1111"
         ({"messages": [{"role": "user", "content": json.dumps({"x": "卡号4111111111111111"})}]}, "credit-card"),
         ({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f",
             "arguments": json.dumps({"card": "4111\t1111\t1111\t1111"})}}]}]}, "credit-card"),
+        # escapes in text that is no JSON value as a whole (an adversarial review): an agent's observation, log
+        # lines, a printed Python dict, escapes of escapes
+        ({"messages": [{"role": "user", "content": 'Observation: {"card": "4111\\u00a01111\\u00a01111\\u00a01111"}'}]},
+         "credit-card"),
+        ({"messages": [{"role": "tool", "tool_call_id": "1",
+                        "content": '{"a": 1}\n{"phone": "+44\\u00a020\\u00a07946\\u00a00958"}'}]}, "phone"),
+        ({"messages": [{"role": "user", "content": "tool returned {'card': '4111\\xa01111\\xa01111\\xa01111'}"}]},
+         "credit-card"),
+        ({"messages": [{"role": "user", "content": "x: " + " ".join(["\\uff14\\uff11\\uff11\\uff11"]
+                                                                   + ["\\uff11" * 4] * 3)}]}, "credit-card"),
+        ({"messages": [{"role": "user", "content": 'log: "4111\\\\u00a01111\\\\u00a01111\\\\u00a01111"'}]},
+         "credit-card"),
+        ({"prompt": 'Observation: {"mail": "ann\\u0040example.com"}'}, "email"),
+        # a pattern's classes of several characters and its counts (an adversarial review)
+        ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {
+            "schema": {"type": "string", "pattern": "^4111[- ]1111[- ]1111[- ]1111$"}}}}, "credit-card"),
+        ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {
+            "schema": {"type": "string", "pattern": "^41{15}$"}}}}, "credit-card"),
+        ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {
+            "schema": {"type": "string", "pattern": "^4111(?:[ ]1111){3}$"}}}}, "credit-card"),
+        ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {
+            "schema": {"type": "string", "pattern": "^\\+44[ ]?20[ ]?7946[ ]?0958$"}}}}, "phone"),
     ],
 )  # fmt: skip
 def test_everything_that_leaves_is_scanned(body, fires):
@@ -199,3 +221,9 @@ def test_call_arguments_are_read_as_the_chat_template_writes_them_again():
     assert fired("4.111111111111111E+15") == ["credit-card"]
     assert fired('{"phone":1.4155550100e10}') == ["phone"]
     assert fired('{"amount": 12.5}') == []
+
+
+@pytest.mark.parametrize("pattern", ["(a{1000}){1000}", "x{99999999}", "[", "(", ")", "{3}", "[^", "\\", "((((", "[]]"])
+def test_a_pattern_of_any_shape_is_read_and_spells_a_bounded_text(pattern):
+    body = {"response_format": {"type": "json_schema", "json_schema": {"schema": {"pattern": pattern}}}}
+    assert len(request_text(body)) < 200_000
