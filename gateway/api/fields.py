@@ -109,7 +109,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         BOTH,
         HONOURED,
         "`metadata.privacy`: privacy tags; a tag the policy does not know, or a key meant for them "
-        '(`Privacy`, `privcy`, `{"pii": "yes"}`), is a 400 `unknown_privacy_tag` (docs/policy.md); at most 16 keys '
+        '(`Privacy`, `privcy`, `{"pii": "yes"}`, `is_private`, `local_only`), is a 400 `unknown_privacy_tag` (docs/policy.md); at most 16 keys '
         "of at most 64 characters, as OpenAI's",
     ),
     "top_k": (BOTH, EXTENSION, "0 is off; default: the model's generation_config.json, else 0"),

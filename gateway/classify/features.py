@@ -42,7 +42,11 @@ def parse_device_header(value: str | None) -> DeviceCapability | None:
     if not value:
         return None
     try:
-        raw = json.loads(value)
+        raw = json.loads(value, object_pairs_hook=_once)
+    except _Repeated as exc:
+        raise BadRequest(
+            f"X-Tandem-Device names {exc} twice; JSON would keep the last: send it once", param=HEADER
+        ) from None
     except json.JSONDecodeError as exc:
         raise BadRequest(
             f"X-Tandem-Device must be a JSON object: {exc.msg} at column {exc.colno}", param=HEADER
@@ -63,18 +67,45 @@ def parse_device_header(value: str | None) -> DeviceCapability | None:
         providers = raw.get("providers") or []
         if not isinstance(providers, list) or not all(isinstance(p, str) for p in providers):
             raise ValueError("providers must be a list of strings")
+        network = raw.get("network")
+        if network is not None and not (isinstance(network, str) and 0 < len(network) <= 32):
+            raise ValueError(f'network must be a short name such as "wifi" or "metered", got {network!r:.40}')
         return DeviceCapability(
             npu=_as_bool("npu", raw.get("npu", False)),
-            ram_gb=None if raw.get("ram_gb") is None else float(raw["ram_gb"]),
-            battery=None if raw.get("battery") is None else float(raw["battery"]),
-            network=None if raw.get("network") is None else str(raw["network"]),
+            ram_gb=_number("ram_gb", raw.get("ram_gb"), 0, 1e6),
+            battery=_number("battery", raw.get("battery"), 0, 1),
+            network=network,
             gpu=_as_bool("gpu", raw.get("gpu", False)),
-            cores=None if raw.get("cores") is None else int(raw["cores"]),
+            cores=None if raw.get("cores") is None else int(_number("cores", raw["cores"], 1, 1e5, whole=True)),
             charging=None if raw.get("charging") is None else _as_bool("charging", raw["charging"]),
             providers=tuple(providers),
         )
     except (TypeError, ValueError, OverflowError) as exc:
         raise BadRequest(f"X-Tandem-Device: {exc}", param=HEADER) from exc
+
+
+class _Repeated(Exception):
+    pass
+
+
+def _once(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose keys each come once."""
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        seen: set[str] = set()
+        raise _Repeated(next(repr(key) for key, _ in pairs if key in seen or seen.add(key)))
+    return found
+
+
+def _number(name: str, value, least: float, most: float, whole: bool = False) -> float | None:
+    """A number within [least, most] (battery 0 to 1, ram_gb finite), or None where it is not sent."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or (whole and value != int(value)):
+        raise ValueError(f"{name} must be {'a whole number' if whole else 'a number'}, got {value!r:.40}")
+    if not least <= value <= most:  # NaN and infinity too (1e999 reads as infinity)
+        raise ValueError(f"{name} must be from {least:g} to {most:g}, got {value!r:.40}")
+    return float(value)
 
 
 def _as_bool(name: str, value) -> bool:

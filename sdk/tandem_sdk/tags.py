@@ -85,16 +85,30 @@ def check_spelling(tags: Iterable[str], never_leave: Iterable[str], known: Itera
             )
 
 
+# A key made of a never-leave tag and only these words is a flag for it: `is_private`, `contains_pii`, `pii_data`
+_FLAG_WORDS = frozenset("is has contains with data content request flag info only mode marked tagged level".split())
+_KEY_WORD = re.compile(r"[-_ .:/]+")
+# Words in a key that say the request must stay on the device (`{"local_only": true}`, `{"sensitive": "yes"}`)
+_KEEP_LOCAL = re.compile(
+    r"(?<![a-z])(?:sensitive|local[-_ ]?only|on[-_ ]?device|no[-_ ]?cloud|edge[-_ ]?only)(?![a-z])"
+)
+
+
 def misplaced_privacy_key(metadata: Mapping, tags: Iterable[str], never_leave: Iterable[str]) -> str | None:
     """A key of `metadata` other than `privacy` that the caller meant for privacy tags (`Privacy`, `privcy`,
-    `privacy_tags`, a tag as a key: `{"pii": "yes"}`, or a never-leave tag as the value: `{"label": "private"}`),
-    or None. Read as any other metadata, it would leave the request untagged."""
+    `privacy_tags`, a tag as a key: `{"pii": "yes"}`, a never-leave tag with words that make it a flag:
+    `is_private`, `contains_pii`, words that keep a request local: `local_only`, `sensitive`; or a never-leave tag as
+    the value:
+    `{"label": "private"}`), or None. Read as any other metadata, it would leave the request untagged."""
     tags, never_leave = set(tags), set(never_leave)
     for key, value in metadata.items():
         if key == "privacy" or not isinstance(key, str):
             continue
         name = normalize_tag(key[: MAX_TAG_CHARS + 1])
-        if name.startswith("privacy") or name in tags or _edits(name, "privacy") <= 1:
+        if name.startswith("privacy") or name in tags or _edits(name, "privacy") <= 1 or _KEEP_LOCAL.search(name):
+            return key
+        words = set(_KEY_WORD.split(name)) - {""}
+        if words & never_leave and not words - never_leave - _FLAG_WORDS:  # `is_private`, not `private_key_id`
             return key
         if isinstance(value, str) and len(value) <= MAX_TAG_CHARS and normalize_tag(value) in never_leave:
             return key

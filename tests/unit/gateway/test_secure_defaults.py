@@ -76,6 +76,12 @@ def test_auth_none_written_out_is_open(demo_checkpoint, tmp_path):
     with TestClient(create_app(open_settings)) as client:
         explained = client.post("/v1/route/explain", json=ASK, headers={"X-Tandem-Tenant": "t1"})
         assert explained.status_code == 200 and explained.json()["features"]["tenant"] == "t1"
+        # a tenant's name labels every metric: not any text a caller sends (an adversarial review)
+        for named in ("", "a b", "../../etc", "x" * 65, "t\u00fc".encode()):
+            refused = client.post("/v1/route/explain", json=ASK, headers={"X-Tandem-Tenant": named})
+            assert refused.status_code == 400 and refused.json()["error"]["param"] == "X-Tandem-Tenant", named
+        twice = client.post("/v1/route/explain", json=ASK, headers=[("X-Tandem-Tenant", "a"), ("X-Tandem-Tenant", "b")])
+        assert twice.status_code == 400
         assert client.get("/metrics").status_code == 200
         assert "/v1/chat/completions" in client.get("/openapi.json").json()["paths"]
         assert client.get("/docs").status_code == 200

@@ -133,6 +133,13 @@ def test_device_is_detected_once_and_the_app_can_override_it():
         ({"label": "Private"}, "label"),  # a never-leave tag as a value
         ({"privacy": "pii", "priority": "high", "private_key_id": "k1", "project": "x", "primary": "y"}, None),
         ({"piracy": "none", "team": "internal", "note": "private equity fund"}, None),
+        # flags for a tag, and words that keep a request local (an adversarial review)
+        ({"is_private": "true"}, "is_private"),
+        ({"contains_pii": "yes"}, "contains_pii"),
+        ({"pii_data": "yes"}, "pii_data"),
+        ({"local_only": "true"}, "local_only"),
+        ({"sensitive": "true"}, "sensitive"),
+        ({"private_key_id": "k1", "pii_handling_team": "ops", "sensitivity_model": "v2"}, None),
     ],
 )
 def test_a_metadata_key_meant_for_privacy_tags_is_refused_before_the_network(metadata, misplaced):

@@ -102,6 +102,16 @@ def test_device_header():
         ('{"providers": "CPU"}', "providers must be a list"),
         ('{"npu": "yes"}', "true or false"),
         ('{"ram_gb": "lots"}', "X-Tandem-Device"),
+        # out of range, or said twice (an adversarial review: each was taken as it came)
+        ('{"ram_gb": 1e999}', "ram_gb must be from 0 to"),
+        ('{"ram_gb": -1}', "ram_gb must be from 0 to"),
+        ('{"battery": 2}', "battery must be from 0 to 1"),
+        ('{"battery": true}', "battery must be a number"),
+        ('{"cores": 4.5}', "cores must be a whole number"),
+        ('{"cores": 0}', "cores must be from 1"),
+        ('{"network": ""}', "network must be a short name"),
+        ('{"network": 5}', "network must be a short name"),
+        ('{"npu": true, "npu": false}', "names 'npu' twice"),
     ],
 )
 def test_bad_device_header_is_a_400(header, message):
