@@ -460,46 +460,58 @@ def _national(scan: Scan, cluster: Cluster) -> bool:
     return False
 
 
-# Words that say a phone number comes next, with a few words between at most (`phone: `, `my mobile number is `,
-# `call me back at `, `Мой телефон `): then any 7 to 15 digits are taken for one, however they are grouped. Matched
-# on the text with ASCII lower-cased: the ASCII words whole (`tel`, not `hotel` or `tell`), but `phone` in any word
-# (`cellphone`, `iPhone`, `phones`); the others as written (Cyrillic in both cases).
+# Words that say a phone number comes next (`phone: `, `my mobile number is `, `call me back at `, `Мой телефон `):
+# then 7 to 15 digits are taken for one, however they are grouped. Matched on the text with ASCII lower-cased. The
+# ASCII words are whole (`tel`, not `hotel` or `tell`; `cell`, not `cell_id`), but may start a camelCase or
+# snake_case word's part (`userMobile`, `customer_phone`) and run into `number` or `no` (`mobileNumber`, `telNo`).
+# The others as written: non-ASCII upper case is not lowered here (Cyrillic in both cases, `MÓVIL` read `mÓvil`).
 _PHONE_WORDS_WHOLE = (
-    "tel tlf tfn fax mob mobil mobile cel cell celular call whatsapp handy movil móvil portable telefon telefono "
-    "teléfono telefone telefonnummer"
-).split()
+    "tel tlf tfn fax ph mob mobil mobile cel cell cellular cellulare celular whatsapp handy handynummer mobilnummer "
+    "rufnummer telefonnummer movil móvil mÓvil phone phones telephone cellphone smartphone iphone handphone telefon "
+    "telefono teléfono telÉfono telefone contact"
+).split() + ["call me", "call us", "text me", "reach me", "ring me"]
 _PHONE_WORDS_ANY = (
-    "phone телефон Телефон ТЕЛЕФОН тел. Тел. ТЕЛ. мобильн Мобильн моб. Моб. 電話 电话 手机 手機 携帯 전화 휴대폰 핸드폰 "
-    "फ़ोन फोन هاتف جوال טלפון"
+    "телефон Телефон ТЕЛЕФОН тел. Тел. ТЕЛ. тел: Тел: ТЕЛ: мобильн Мобильн МОБИЛЬН моб. Моб. МОБ. 電話 电话 手机 手機 "
+    "携帯 전화 휴대폰 핸드폰 फ़ोन फोन هاتف جوال טלפון"
+).split() + ["тел ", "Тел ", "ТЕЛ "]
+# Between a label and its number: punctuation, spaces, line breaks, anything not ASCII (a full-width colon, 号码是),
+# and these words, at most 32 of them in all: `Phone number: `, `mobile no. `, `call me back at `, `contact me on `.
+# Any other ASCII word ends it (`cell count was 12000000`, `iPhone sales: 231 800 000`).
+_FILLER_WORDS = (
+    "number numbers num no nr nbr is are me us at on to my our your his her the a an back directly or and of de di del "
+    "la el du der die das here below"
 ).split()
+_NUMBER_SEPARATORS = "[ \\t./()-]"  # no line break inside a labelled number: a column of them reads one by one
 
 
 def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
-    """A label, up to 24 bytes without a digit (` number is ` after `mobile`, ` me back at ` after `call`, a line
-    break: a form's next line), then 7 to 15 digits in groups parted by 1-4 separators, and no more digits after;
-    and the label alone, ending that far before the end of what is searched.
+    """A label, what may stand between (_FILLER_WORDS), then 7 to 15 digits in groups parted by 1-2 separators
+    and no more digits after; and the label with what may follow it, at the end of what is searched.
 
     Every branch of the label is a literal, so re skips in C to where one starts; and the quantifiers are
     possessive (Python 3.11; the same matches either way, as digits and what is between them are disjoint), so a
     label with no number after it is given up at once."""
     words = sorted({*_PHONE_WORDS_WHOLE, *_PHONE_WORDS_ANY}, key=len, reverse=True)  # `telephone` before `tel`
     label = "(" + "|".join(re.escape(word) for word in words) + ")"
+    fillers = "|".join(sorted(_FILLER_WORDS, key=len, reverse=True))
     for more in ("+", ""):  # possessive where re has it (3.11), else plain
-        number = f"[^0-9]{{0,24}}{more}([0-9](?:[ \\t\\r\\n./()-]{{0,4}}{more}[0-9]){{6,14}}{more})"
+        between = f"(?:[^0-9a-z]|(?:{fillers})(?![a-z])){{0,32}}{more}"
+        number = f"([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}{more}[0-9]){{6,14}}{more})"
         try:
-            whole = re.compile(f"{label}{number}(?![ \\t\\r\\n./()-]{{0,4}}[0-9])".encode())
+            whole = re.compile(f"{label}{between}{number}(?!{_NUMBER_SEPARATORS}{{0,2}}[0-9])".encode())
         except re.error:
             continue
-        return whole, re.compile(f"{label}[^0-9]{{0,24}}\\Z".encode())
+        return whole, re.compile(f"{label}{between}\\Z".encode())
     raise AssertionError("unreachable")
 
 
 _LABELLED_NUMBER, _LABEL_BEFORE = _labelled_number()
-_LOOK_BACK = 24 + max(len(word.encode()) for word in (*_PHONE_WORDS_WHOLE, *_PHONE_WORDS_ANY)) + 1
-# A run's first cluster, up to 16 digits (more is no phone number)
-_FIRST_NUMBER = re.compile(rb"[^0-9]*([0-9](?:[ \t\r\n./()-]{0,4}[0-9]){0,15})")
+_LOOK_BACK = 64  # bytes: a label and what may stand between it and its number
+# A run's first number, up to 16 digits (more is no phone number)
+_FIRST_NUMBER = re.compile(f"[^0-9]*([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}[0-9]){{0,15}})".encode())
 _MOST_LOOK_BACKS = 200  # then one pass over the rest of the text for the labels: a table of numbers stays cheap
 _WHOLE_WORDS = frozenset(word.encode() for word in _PHONE_WORDS_WHOLE)
+_COMPOUND = re.compile(rb"(?:number|no|nr|num)(?![a-z])")  # mobileNumber, telNo
 
 
 # Words that label a phone number, written glued to it in signatures and on cards (TEL03-1234-5678, FAX+81-…).
@@ -527,13 +539,12 @@ def _after_a_label(scan: Scan) -> bool:
     """7 to 15 digits right after a phone label, in any grouping (`phone: 4155550100`, `mobile 98765 43210`), unless
     they are a date, an IP address or a decimal, or glued to a letter.
 
-    Numbers are rarer than the letters labels start with: each of the first 200 numbers of 7-15 digits (in the runs
-    the clusters were found in, no pass of its own) is looked back from, and after that one pass over the rest of
-    the text finds its labels and what follows them."""
+    Numbers are rarer than the letters labels start with: each of the first 200 numbers of 7-15 digits (the first
+    of each run the clusters were found in: no digit stands between a label and its number) is looked back from,
+    and after that one pass over the rest of the text finds its labels and what follows them."""
     data = scan.data
     looked = 0
     for run_start, run_end in scan.numeric_runs():
-        # No digit comes between a label and its number: the number is the run's first cluster
         run = _FIRST_NUMBER.match(data, run_start, run_end)
         raw = run.group(1)
         if not _MIN_CLUSTER_DIGITS <= len(raw) - len(raw.translate(None, _DIGITS)) <= 15:
@@ -560,18 +571,42 @@ def _labelled_from(scan: Scan, start: int) -> bool:
     pos = max(0, start - _LOOK_BACK)
     while (found := _LABELLED_NUMBER.search(lowered, pos)) is not None:
         pos = found.start() + 1  # a label refused (`tel` in `hotel`) may hide one inside it
-        if _whole(data, found.start(1), found.end(1)) and _a_phone_number(
-            scan, found.start(2), found.end(2), found.group(2)
+        number_start, number_end = found.span(2)
+        if (
+            _whole(data, found.start(1), found.end(1))
+            and _in_a_run(data, number_start, number_end)
+            and _a_phone_number(scan, number_start, number_end, found.group(2))
         ):
             return True
     return False
 
 
+_NUMERIC_BYTES = frozenset(_DIGITS + _SEPARATORS)
+
+
+def _in_a_run(data: bytes, start: int, end: int) -> bool:
+    """The number is in a run of _MIN_RUN digits and separators, as every number the look-back reads (`phone:5550100`
+    is found by neither)."""
+    size = end - start
+    while size < _MIN_RUN and start > 0 and data[start - 1] in _NUMERIC_BYTES:
+        start, size = start - 1, size + 1
+    while size < _MIN_RUN and end < len(data) and data[end] in _NUMERIC_BYTES:
+        end, size = end + 1, size + 1
+    return size >= _MIN_RUN
+
+
 def _whole(data: bytes, start: int, end: int) -> bool:
-    """The label at data[start:end] is a word of its own, where it must be (`tel`, not `hotel` or `tell`)."""
+    """The label at data[start:end] is a word of its own where it must be: `tel`, not `hotel` or `tell`; `cell`,
+    not `cell_id`; but `userMobile`, `customer_phone`, `mobile_number`, `mobileNumber`, `telNo`."""
     if data[start:end].lower() not in _WHOLE_WORDS:
         return True
-    return not (data[start - 1 : start].isalpha() if start else False) and not data[end : end + 1].isalpha()
+    left = data[start - 1 : start] if start else b""
+    if left.isalnum() and not (left.islower() and data[start : start + 1].isupper()):  # camelCase starts a part
+        return False
+    after = data[end : end + 1]
+    if after == b"_":
+        return _COMPOUND.match(data[end + 1 : end + 9].lower()) is not None
+    return not after.isalnum() or _COMPOUND.match(data[end : end + 8].lower()) is not None
 
 
 def _a_phone_number(scan: Scan, start: int, end: int, raw: bytes) -> bool:

@@ -21,9 +21,12 @@ A string that is JSON text with escapes (a tool result or tool call
 arguments written by `json.dumps`: `\\u` escapes for full-width digits, `\\t`)
 is read decoded too; so is any string with escapes in it, undone wherever
 they are (`Observation: {"card": "4111\\u00a01111…"}`, log lines, a printed
-Python dict's `\\xa0`), again until none is left. Keys and `type`/`role` values are structure, and
-skipped, only when they are plain words (letters, `_`, `-`):
-`{"type": "ann@example.com"}` is scanned. The messages' contents come first,
+Python dict's `\\xa0`), three layers of escapes of escapes at once, up to
+4 million characters decoded in a request. Every key is read (`{"mobile":
+"9876543210"}` reads as a label and its number) but `role`, `type`, `text`
+and `content`; `type`/`role`
+values are structure, and skipped, only when they are plain words (letters,
+`_`, `-`): `{"type": "ann@example.com"}` is scanned. The messages' contents come first,
 one after another, then each message's other fields; all are joined with a
 line break, so a number split across two messages reads as one whatever else
 a message carries (a line break parts digit groups like a space).
@@ -36,6 +39,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 
 _STRUCTURE_KEYS = frozenset({"role", "type"})  # what says how, not what: skipped when the value is a plain word
+_SHAPE_KEYS = frozenset({"role", "type", "text", "content"})  # the keys of every message and part: not read
 _STRUCTURE_WORD = re.compile(r"[A-Za-z_-]{1,32}")  # "user", "function", "json_schema": no digit, no @, no dot
 
 
@@ -120,23 +124,24 @@ def _decoded(token_ids: list[int], decode: Callable[[list[int]], str] | None) ->
 def _strings(value, skip_text: bool = False) -> Iterator[str]:
     """Every string in a JSON value (keys that name structure aside), walked without recursion: depth is the
     sender's to choose."""
-    stack = [(value, skip_text)]
+    stack, decoding = [(value, skip_text)], _MOST_DECODED
     while stack:
         item, skip = stack.pop()
         if isinstance(item, str):
             yield item
-            if "\\" in item:
+            if "\\" in item and decoding > 0:  # what its escapes spell, as JSON and wherever they are
+                decoding -= len(item)  # a chain of escapes of escapes reads no more than this in all
                 stack.append((_json_value(item), False))
-                if (unescaped := _unescaped(item)) != item:  # read again, so its own escapes are undone in turn
-                    stack.append((unescaped, False))
+                if skip is not _UNESCAPED and (unescaped := _unescaped(item)) != item:
+                    stack.append((unescaped, _UNESCAPED))  # not again: `\\x5cx5c…` would lose 3 characters a pass
         elif isinstance(item, int | float) and not isinstance(item, bool):
             yield _number_text(item)  # a card number as a schema's enum, a default, an arguments value
         elif isinstance(item, Mapping):
             for key, child in reversed(list(item.items())):
                 if not isinstance(key, str):  # json.dumps sends 4111111111111111 (or 1.5, True) as a key's text
                     yield _number_text(key) if isinstance(key, int | float) and not isinstance(key, bool) else str(key)
-                elif not _STRUCTURE_WORD.fullmatch(key):
-                    yield key  # a schema's property names, an arguments object's keys: text, unless a plain word
+                elif key not in _SHAPE_KEYS:
+                    yield key  # a schema's property names, an arguments object's keys; a label (`mobile`) too
                 if key in _STRUCTURE_KEYS and isinstance(child, str) and _STRUCTURE_WORD.fullmatch(child):
                     continue
                 if skip and key == "text" and isinstance(child, str):
@@ -166,7 +171,8 @@ def _number_text(number: int | float) -> str:
 
 _REGEX_CODE = re.compile(r"x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|u\{([0-9a-fA-F]{1,6})\}")
 _REGEX_COUNT = re.compile(r"\{(\d{1,6})(?:,(\d{0,6}))?\}")
-_MOST_REPEATS, _MOST_SPELLED = 64, 100_000  # `(a{1000}){1000}` spells no more than this
+_MOST_REPEATS, _MOST_SPELLED = 64, 10_000  # `(a{1000}){1000}` spells no more than this
+_MOST_READ = 2_000  # characters of a pattern read as a regex; a longer one is read as text, escapes undone
 
 
 def _regex_literal(pattern: str) -> str:
@@ -176,17 +182,22 @@ def _regex_literal(pattern: str) -> str:
     class reads as its first character (`[- ]` as `-`, `[0-9]` as `0`, a negated one as a space), a count repeats
     what it follows (the least it allows, at least once; `?`, `*` and `+` once), groups and anchors are dropped, and
     an alternation's branches are read apart."""
+    if len(pattern) > _MOST_READ:  # no schema's pattern is this long: read in linear time
+        return _REGEX_ESCAPED.sub(lambda m: _regex_escape(m.group(), 1)[0], pattern)
     out: list[str] = []  # one string per atom, so a count repeats the atom before it
     groups: list[int] = []  # where each open group's atoms start
     i, size = 0, len(pattern)
+    spelled = 0  # characters in out: a count repeats only while they stay under _MOST_SPELLED
     while i < size:
         c = pattern[i]
         if c == "\\":
             atom, i = _regex_escape(pattern, i + 1)
             out.append(atom)
+            spelled += len(atom)
         elif c == "[":
             atom, i = _regex_class(pattern, i + 1)
             out.append(atom)
+            spelled += len(atom)
         elif c == "(":
             groups.append(len(out))
             i += 1
@@ -205,15 +216,18 @@ def _regex_literal(pattern: str) -> str:
             i += 1
         elif c == "{" and (count := _REGEX_COUNT.match(pattern, i)):
             times = min(max(int(count.group(1)), 1), _MOST_REPEATS)
-            if out and sum(map(len, out)) + len(out[-1]) * (times - 1) <= _MOST_SPELLED:
+            if out and spelled + len(out[-1]) * (times - 1) <= _MOST_SPELLED:
+                spelled += len(out[-1]) * (times - 1)
                 out[-1] *= times
             i = count.end()
         elif c in "|^$":
             out.append(" ")
             i += 1
+            spelled += 1
         else:
             out.append(c)
             i += 1
+            spelled += 1
     return "".join(out)
 
 
@@ -223,18 +237,25 @@ def _regex_escape(pattern: str, i: int) -> tuple[str, int]:
         value = int(code.group(1) or code.group(2) or code.group(3), 16)
         return (chr(value) if value <= 0x10FFFF else "?"), code.end()
     c = pattern[i : i + 1]
-    return {"s": " ", "d": "0", "w": "a", "t": "\t", "n": "\n", "r": "\r"}.get(c, c), i + 1
+    return _CLASS_ESCAPES.get(c, c), i + 1
+
+
+# A digit class is no digit in particular: `#`. `^\+?[1-9]\d{7,14}$` (E.164) reads as `+#########`, no phone number;
+# the digits a pattern writes out (`^41{15}$`) are read as written.
+_CLASS_ESCAPES = {"s": " ", "d": "#", "w": "a", "t": "\t", "n": "\n", "r": "\r"}
+_REGEX_ESCAPED = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)")
 
 
 def _regex_class(pattern: str, i: int) -> tuple[str, int]:
-    """A class at pattern[i] (after its `[`) as its first character (a space if negated), and where it ends."""
+    """A class at pattern[i] (after its `[`) as its first character (`#` for a digit, a space if negated), and where
+    it ends."""
     negated = pattern.startswith("^", i)
     i += negated
     first, begin = "", i
     while i < len(pattern):
         c = pattern[i]
         if c == "]" and i > begin:  # a `]` first is a member (`[]a]`)
-            return (" " if negated else first), i + 1
+            return (" " if negated else "#" if first.isdigit() else first), i + 1
         if c == "\\":
             atom, i = _regex_escape(pattern, i + 1)
         else:
@@ -245,6 +266,11 @@ def _regex_class(pattern: str, i: int) -> tuple[str, int]:
 
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|x([0-9a-fA-F]{2})|([nrtbf])|([\\/\"']))")
 _CONTROL = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
+
+
+_UNESCAPED = "unescaped"  # a string's escapes already undone: only a JSON value in it is read on
+_MOST_DECODED = 4_000_000  # characters of escaped text decoded in one request: twice the largest body
+_ESCAPE_LAYERS = 3  # `\\\\u00a0` and the like: escapes of escapes, this deep, undone at once
 
 
 def _unescaped(text: str) -> str:
@@ -261,7 +287,10 @@ def _unescaped(text: str) -> str:
         value = int(code or wide or byte, 16)
         return chr(value) if value <= 0x10FFFF else "?"
 
-    text = _ESCAPE.sub(one, text)
+    for _ in range(_ESCAPE_LAYERS):
+        text, undone = _ESCAPE.subn(one, text)
+        if not undone or "\\" not in text:
+            break
     if any("\ud800" <= c <= "\udfff" for c in text):  # \ud83d\ude00: one character, as JSON means it
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").replace("\ufffd", "?")
     return text

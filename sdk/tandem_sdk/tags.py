@@ -85,30 +85,41 @@ def check_spelling(tags: Iterable[str], never_leave: Iterable[str], known: Itera
             )
 
 
-# A key made of a never-leave tag and only these words is a flag for it: `is_private`, `contains_pii`, `pii_data`
-_FLAG_WORDS = frozenset("is has contains with data content request flag info only mode marked tagged level".split())
+# A key made of a never-leave tag, or of words that keep a request local, and only these words besides, is a flag
+# for it: `is_private`, `containsPii`, `pii_data`, `local_only`, `onDevice`, `sensitive`; not `private_key_id`,
+# `case_sensitive`, `run_on_device`, `pii_level`. A flag set to false (`{"is_private": false}`) says what no tag says.
+_FLAG_WORDS = frozenset("is has contains with data content request flag info only marked tagged".split())
+_KEEP_LOCAL = frozenset({"sensitive", "localonly", "ondevice", "nocloud", "edgeonly"})
 _KEY_WORD = re.compile(r"[-_ .:/]+")
-# Words in a key that say the request must stay on the device (`{"local_only": true}`, `{"sensitive": "yes"}`)
-_KEEP_LOCAL = re.compile(
-    r"(?<![a-z])(?:sensitive|local[-_ ]?only|on[-_ ]?device|no[-_ ]?cloud|edge[-_ ]?only)(?![a-z])"
-)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_FALSE = frozenset({"false", "no", "0", "off", "none", "n", ""})
+
+
+def _flag_for(key: str, never_leave: set[str]) -> bool:
+    """`key` names a never-leave tag, or keeping the request local, as a flag (see _FLAG_WORDS)."""
+    words = [w for w in _KEY_WORD.split(normalize_tag(_CAMEL.sub("_", key[: MAX_TAG_CHARS + 1]))) if w]
+    meant = [w for w in words if w not in _FLAG_WORDS]
+    joined = "".join(w for w in words if w not in ("is", "has", "contains", "with"))  # local_only, on_device
+    return (len(meant) == 1 and meant[0] in never_leave | _KEEP_LOCAL) or joined in _KEEP_LOCAL
+
+
+def _said_false(value: object) -> bool:
+    return value is False or value is None or value == 0 or (isinstance(value, str) and value.strip().lower() in _FALSE)
 
 
 def misplaced_privacy_key(metadata: Mapping, tags: Iterable[str], never_leave: Iterable[str]) -> str | None:
     """A key of `metadata` other than `privacy` that the caller meant for privacy tags (`Privacy`, `privcy`,
-    `privacy_tags`, a tag as a key: `{"pii": "yes"}`, a never-leave tag with words that make it a flag:
-    `is_private`, `contains_pii`, words that keep a request local: `local_only`, `sensitive`; or a never-leave tag as
-    the value:
+    `privacy_tags`, a tag as a key: `{"pii": "yes"}`, a flag for a never-leave tag or for keeping the request local,
+    set: `{"is_private": true}`, `{"local_only": "yes"}` (_FLAG_WORDS); or a never-leave tag as the value:
     `{"label": "private"}`), or None. Read as any other metadata, it would leave the request untagged."""
     tags, never_leave = set(tags), set(never_leave)
     for key, value in metadata.items():
         if key == "privacy" or not isinstance(key, str):
             continue
         name = normalize_tag(key[: MAX_TAG_CHARS + 1])
-        if name.startswith("privacy") or name in tags or _edits(name, "privacy") <= 1 or _KEEP_LOCAL.search(name):
+        if name.startswith("privacy") or name in tags or _edits(name, "privacy") <= 1:
             return key
-        words = set(_KEY_WORD.split(name)) - {""}
-        if words & never_leave and not words - never_leave - _FLAG_WORDS:  # `is_private`, not `private_key_id`
+        if _flag_for(key, never_leave) and not _said_false(value):
             return key
         if isinstance(value, str) and len(value) <= MAX_TAG_CHARS and normalize_tag(value) in never_leave:
             return key

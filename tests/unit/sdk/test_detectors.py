@@ -91,6 +91,13 @@ FIRES = {
         "teléfono: 3331234567",
         "hotel phone 4155550100",  # a refused label (tel in hotel) hides no label after it
         "https://api.whatsapp.com/send?phone=%2B442079460958",  # a URL-encoded +
+        # a second review: several numbers after one label, a label without its dot, keys in code
+        "Phone: 9876543210 / 9123456789",
+        "Тел: 89123456789",
+        '{"mobileNumber": "9876543210"}',
+        "customer_phone: 4155550100",
+        "Ph: 9876543210",
+        "Contact No: 9876543210",
     ],
     "credit-card": [
         "4111 1111 1111 1111",
@@ -150,7 +157,11 @@ QUIET = {
               # many digits
               "tell me 1234567890 things", "television 1234567890", "recall 1234567890", "hotel 1234567890",
               "phone bill 2024-01-15", "phone 192.168.100.200", "phone price 1234.5678", "call 12345678901234567",
-              "my iPhone 15 cost 1299"],
+              "my iPhone 15 cost 1299",
+              # a second review: the words in code, logs and statistics
+              "INFO call_id=123456789 status=200", "call started at 1712345678", "The cell count was 12000000 per mL",
+              "iPhone sales: 231 800 000", "headphones sold 12 000 000", "fax_count = 1234567",
+              "portable executable at offset 12345678", "await client.call(method, 30000000)"],
     "credit-card": ["4111 1111 1111 1112", "1234 5678 9012 3456", "tracking 9400111899223100001234",
                     "0000 0000 0000 0000", "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1", "loss: 9.391491627785106",
                     "order 111-2405177-4823152", "AT49 3870 1685 3444 7483"],

@@ -227,3 +227,19 @@ def test_call_arguments_are_read_as_the_chat_template_writes_them_again():
 def test_a_pattern_of_any_shape_is_read_and_spells_a_bounded_text(pattern):
     body = {"response_format": {"type": "json_schema", "json_schema": {"schema": {"pattern": pattern}}}}
     assert len(request_text(body)) < 200_000
+
+
+@pytest.mark.parametrize(
+    "pattern", ["^\\+?[1-9]\\d{7,14}$", "^[2-9]\\d{2}-\\d{3}-\\d{4}$", "^07\\d{9}$", "^1[3-9]\\d{9}$"]
+)
+def test_a_pattern_of_any_number_spells_no_number(pattern):
+    """A tool's phone-number schema holds no one's number: its request is not private for it (a second review)."""
+    body = {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"properties": {
+        "to": {"type": "string", "pattern": pattern}}}}}]}  # fmt: skip
+    assert detect(request_text(body), list(DETECTORS)) == []
+
+
+def test_escapes_of_escapes_are_read_in_linear_size():
+    """`\\x5cx5cx5c…` loses three characters a layer: undone layer by layer, a 100 KB body was megabytes of text."""
+    chain = "\\x5c" + "x5c" * 100_000 + "x41"
+    assert len(request_text({"messages": [{"role": "user", "content": chain}]})) <= 3 * len(chain)

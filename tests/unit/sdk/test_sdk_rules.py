@@ -139,7 +139,13 @@ def test_device_is_detected_once_and_the_app_can_override_it():
         ({"pii_data": "yes"}, "pii_data"),
         ({"local_only": "true"}, "local_only"),
         ({"sensitive": "true"}, "sensitive"),
+        ({"isPrivate": True}, "isPrivate"),
+        ({"onDevice": "yes"}, "onDevice"),
         ({"private_key_id": "k1", "pii_handling_team": "ops", "sensitivity_model": "v2"}, None),
+        # a second review: keys of the apps' own, and flags that say "no"
+        ({"case_sensitive": True, "latency_sensitive": "yes", "run_on_device": True, "no_cloud_sync": True}, None),
+        ({"private_mode": "on", "pii_level": "2", "confidential_level": "low"}, None),
+        ({"is_private": False, "contains_pii": "no", "local_only": "false"}, None),
     ],
 )
 def test_a_metadata_key_meant_for_privacy_tags_is_refused_before_the_network(metadata, misplaced):
