@@ -573,7 +573,8 @@ def _labelled_from(scan: Scan, start: int) -> bool:
         pos = found.start() + 1  # a label refused (`tel` in `hotel`) may hide one inside it
         number_start, number_end = found.span(2)
         if (
-            _whole(data, found.start(1), found.end(1))
+            number_start - found.start(1) <= _LOOK_BACK  # as far as the look-back reads: both paths find the same
+            and _whole(data, found.start(1), found.end(1))
             and _in_a_run(data, number_start, number_end)
             and _a_phone_number(scan, number_start, number_end, found.group(2))
         ):
@@ -597,8 +598,12 @@ def _in_a_run(data: bytes, start: int, end: int) -> bool:
 
 def _whole(data: bytes, start: int, end: int) -> bool:
     """The label at data[start:end] is a word of its own where it must be: `tel`, not `hotel` or `tell`; `cell`,
-    not `cell_id`; but `userMobile`, `customer_phone`, `mobile_number`, `mobileNumber`, `telNo`."""
-    if data[start:end].lower() not in _WHOLE_WORDS:
+    not `cell_id`; but `userMobile`, `customer_phone`, `mobile_number`, `mobileNumber`, `telNo`. A Cyrillic one is
+    no part of a longer word either (`тел ` in `хотел `, `мобильн` in `автомобильный`)."""
+    word = data[start:end].lower()
+    if word[:1] >= b"\xd0" and word[:1] <= b"\xd4":  # Cyrillic: a letter before it makes it part of a word
+        return not data[max(0, start - 2) : start].decode(errors="ignore").isalpha()
+    if word not in _WHOLE_WORDS:
         return True
     left = data[start - 1 : start] if start else b""
     if left.isalnum() and not (left.islower() and data[start : start + 1].isupper()):  # camelCase starts a part
@@ -610,10 +615,23 @@ def _whole(data: bytes, start: int, end: int) -> bool:
 
 
 def _a_phone_number(scan: Scan, start: int, end: int, raw: bytes) -> bool:
+    """What follows a label is a phone number: not a date, an address, a decimal, a version, a year range, a list
+    (`11/12/13/14`), an amount (`1 200 000`, `10000000`), digits one by one, or digits glued to a letter."""
     groups, gaps = tuple(_DIGIT_RUN.findall(raw)), tuple(_GAP.findall(raw))
+    years = len(groups) == 2 and all(len(g) == 4 and g[:2] in (b"19", b"20") for g in groups)
+    version = gaps[0] == b"." and len(groups[0]) == 1 and len(groups) >= 3 if gaps else False
+    amount = raw.endswith(b"00000") or (len(groups) > 2 and groups[-1] == b"000" and len(set(gaps)) == 1)
+    listed = sum(gap == b"/" for gap in gaps) >= 2 or sum(len(g) == 1 for g in groups) >= 5
     decimal = len(groups) == 2 and gaps[0] == b"."
     return not (
-        _glued(scan, _Span(start, end)) or _looks_like_date(groups, gaps) or _dotted_quad(groups, gaps) or decimal
+        years
+        or version
+        or amount
+        or listed
+        or decimal
+        or _glued(scan, _Span(start, end))
+        or _looks_like_date(groups, gaps)
+        or _dotted_quad(groups, gaps)
     )
 
 

@@ -171,7 +171,8 @@ def _number_text(number: int | float) -> str:
 
 _REGEX_CODE = re.compile(r"x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|u\{([0-9a-fA-F]{1,6})\}")
 _REGEX_COUNT = re.compile(r"\{(\d{1,6})(?:,(\d{0,6}))?\}")
-_MOST_REPEATS, _MOST_SPELLED = 64, 10_000  # `(a{1000}){1000}` spells no more than this
+_MOST_REPEATS = 64  # a count's repeats read; and a pattern spells at most 4 times its length and 64 characters more:
+# `(a{1000}){1000}`, or a hundred patterns of `(1234 56 …){64}`, are no more text than a few times the body
 _MOST_READ = 2_000  # characters of a pattern read as a regex; a longer one is read as text, escapes undone
 
 
@@ -187,7 +188,7 @@ def _regex_literal(pattern: str) -> str:
     out: list[str] = []  # one string per atom, so a count repeats the atom before it
     groups: list[int] = []  # where each open group's atoms start
     i, size = 0, len(pattern)
-    spelled = 0  # characters in out: a count repeats only while they stay under _MOST_SPELLED
+    spelled = 0  # characters in out: a count repeats only while they stay under 64 + 4 * size
     while i < size:
         c = pattern[i]
         if c == "\\":
@@ -216,7 +217,7 @@ def _regex_literal(pattern: str) -> str:
             i += 1
         elif c == "{" and (count := _REGEX_COUNT.match(pattern, i)):
             times = min(max(int(count.group(1)), 1), _MOST_REPEATS)
-            if out and spelled + len(out[-1]) * (times - 1) <= _MOST_SPELLED:
+            if out and spelled + len(out[-1]) * (times - 1) <= 64 + 4 * size:
                 spelled += len(out[-1]) * (times - 1)
                 out[-1] *= times
             i = count.end()

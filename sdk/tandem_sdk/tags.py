@@ -117,8 +117,11 @@ def misplaced_privacy_key(metadata: Mapping, tags: Iterable[str], never_leave: I
         if key == "privacy" or not isinstance(key, str):
             continue
         name = normalize_tag(key[: MAX_TAG_CHARS + 1])
-        if name.startswith("privacy") or name in tags or _edits(name, "privacy") <= 1:
-            return key
+        consent = name.startswith("privacy") and any(w in name for w in ("policy", "consent", "notice"))
+        if (name.startswith("privacy") and not consent) or _edits(name, "privacy") <= 1:
+            return key  # privacy_tags, privcy; not privacy_policy_version
+        if name in tags and not _said_false(value):
+            return key  # {"pii": "yes"}; {"pii": false} says what no tag says
         if _flag_for(key, never_leave) and not _said_false(value):
             return key
         if isinstance(value, str) and len(value) <= MAX_TAG_CHARS and normalize_tag(value) in never_leave:

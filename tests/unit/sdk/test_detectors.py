@@ -161,7 +161,11 @@ QUIET = {
               # a second review: the words in code, logs and statistics
               "INFO call_id=123456789 status=200", "call started at 1712345678", "The cell count was 12000000 per mL",
               "iPhone sales: 231 800 000", "headphones sold 12 000 000", "fax_count = 1234567",
-              "portable executable at offset 12345678", "await client.call(method, 30000000)"],
+              "portable executable at offset 12345678", "await client.call(method, 30000000)",
+              # a third review: year ranges, lists, amounts, versions, and Cyrillic labels inside longer words
+              "The best phones of 2023-2024", "iPhone 128/256/512/1024 GB", "Number of mobile phones: 8 500 000 000",
+              "Phone 1.299.000 units", "Cell 1 2 3 4 5 6 7", "tel = 10000000", "WhatsApp 2.24.10.759",
+              "Он хотел 10 000 000 рублей", "Автомобильный рынок: 1 600 000 машин"],
     "credit-card": ["4111 1111 1111 1112", "1234 5678 9012 3456", "tracking 9400111899223100001234",
                     "0000 0000 0000 0000", "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1", "loss: 9.391491627785106",
                     "order 111-2405177-4823152", "AT49 3870 1685 3444 7483"],

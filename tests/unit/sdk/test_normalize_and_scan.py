@@ -243,3 +243,11 @@ def test_escapes_of_escapes_are_read_in_linear_size():
     """`\\x5cx5cx5c…` loses three characters a layer: undone layer by layer, a 100 KB body was megabytes of text."""
     chain = "\\x5c" + "x5c" * 100_000 + "x41"
     assert len(request_text({"messages": [{"role": "user", "content": chain}]})) <= 3 * len(chain)
+
+
+def test_patterns_spell_no_more_than_a_few_times_their_length():
+    """A hundred small patterns of `(…){64}` were 50 times the body's size to scan (a third review)."""
+    pattern = "(" + "1234 56 " * 18 + "){64}"
+    body = {"response_format": {"type": "json_schema", "json_schema": {"schema": {"properties": {
+        f"p{i}": {"type": "string", "pattern": pattern} for i in range(100)}}}}}  # fmt: skip
+    assert len(request_text(body)) <= 6 * len(json.dumps(body))

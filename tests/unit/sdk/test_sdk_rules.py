@@ -146,6 +146,7 @@ def test_device_is_detected_once_and_the_app_can_override_it():
         ({"case_sensitive": True, "latency_sensitive": "yes", "run_on_device": True, "no_cloud_sync": True}, None),
         ({"private_mode": "on", "pii_level": "2", "confidential_level": "low"}, None),
         ({"is_private": False, "contains_pii": "no", "local_only": "false"}, None),
+        ({"privacy_policy_version": "2024-01", "privacyPolicyAccepted": True, "pii": False, "private": "no"}, None),
     ],
 )
 def test_a_metadata_key_meant_for_privacy_tags_is_refused_before_the_network(metadata, misplaced):
