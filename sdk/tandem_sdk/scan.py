@@ -54,7 +54,7 @@ _TOKEN_ID = re.compile(r"[0-9]{1,10}")
 
 def _pieces(body: Mapping, decode: Callable[[list[int]], str] | None) -> Iterator[str]:
     messages = body.get("messages") or ()
-    messages = [messages] if isinstance(messages, str | Mapping) else messages
+    messages = messages if isinstance(messages, list | tuple) else [messages]  # one message, or any other value
     parts = [_message_text(message) for message in messages]
     # Every message's content first, in order and one after the other, as the model reads them: a number split
     # over two messages stays one number whatever else a message carries (a `name`, a `tool_call_id`).

@@ -107,6 +107,7 @@ CARD_A, CARD_B = "4111 1111", "1111 1111"
          "email"),
         ({"messages": {"role": "user", "content": "mail ann@example.com"}}, "email"),
         ({"messages": "mail ann@example.com"}, "email"),
+        ({"messages": 4111111111111111}, "credit-card"),  # any value: read, not a TypeError (a third review)
         # found by a third review: numbers are text the model and the grammar read, and dots between digit groups
         ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {
             "name": "x", "schema": {"properties": {"card": {"enum": [4111111111111111]}}}}}}, "credit-card"),
