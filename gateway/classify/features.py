@@ -43,10 +43,6 @@ def parse_device_header(value: str | None) -> DeviceCapability | None:
         return None
     try:
         raw = json.loads(value, object_pairs_hook=_once)
-    except _Repeated as exc:
-        raise BadRequest(
-            f"X-Tandem-Device names {exc} twice; JSON would keep the last: send it once", param=HEADER
-        ) from None
     except json.JSONDecodeError as exc:
         raise BadRequest(
             f"X-Tandem-Device must be a JSON object: {exc.msg} at column {exc.colno}", param=HEADER
@@ -84,16 +80,13 @@ def parse_device_header(value: str | None) -> DeviceCapability | None:
         raise BadRequest(f"X-Tandem-Device: {exc}", param=HEADER) from exc
 
 
-class _Repeated(Exception):
-    pass
-
-
 def _once(pairs: list[tuple[str, object]]) -> dict:
-    """A JSON object whose keys each come once."""
+    """A JSON object whose keys each come once: JSON keeps the last of two."""
     found = dict(pairs)
     if len(found) < len(pairs):
         seen: set[str] = set()
-        raise _Repeated(next(repr(key) for key, _ in pairs if key in seen or seen.add(key)))
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise BadRequest(f"X-Tandem-Device names {twice!r} twice; JSON would keep the last: send it once", param=HEADER)
     return found
 
 

@@ -199,8 +199,10 @@ class Scan:
         self.data = normalize_utf8(text)
 
     @cached_property
-    def clusters(self) -> list[Cluster]:
-        data, found, self.runs = self.data, [], []
+    def numeric_runs(self) -> list[tuple[int, int]]:
+        """Where the text has runs of _MIN_RUN digits and separators or more, holding 7 digits or more (not a row
+        of dots or dashes): every number of 7 digits or more is in one, whatever `_may_hold_pii` makes of it."""
+        data, runs = self.data, []
         numeric = data.translate(_NUMERIC)
         pos = 0
         while (hit := numeric.find(b"1" * _MIN_RUN, pos)) != -1:  # a CSV of 7-digit ids never gets here
@@ -208,21 +210,22 @@ class Scan:
             end = numeric.find(b"0", hit)
             end = len(data) if end == -1 else end
             run = data[start:end]
+            if len(run) - len(run.translate(None, _DIGITS)) >= _MIN_CLUSTER_DIGITS:
+                runs.append((start, end))
+            pos = end
+        return runs
+
+    @cached_property
+    def clusters(self) -> list[Cluster]:
+        data, found = self.data, []
+        for start, end in self.numeric_runs:
+            run = data[start:end]
             if run.isdigit():  # the common case in a table or a CSV: one number, no separators
-                self.runs.append((start, end))
                 if _may_hold_pii(run, data[start - 1 : start]):
                     found.append(Cluster(start, end, run))
-            elif len(run) - len(run.translate(None, _DIGITS)) >= _MIN_CLUSTER_DIGITS:  # not a row of dots or dashes
-                self.runs.append((start, end))
+            else:
                 found += self._clusters_in(start, end)
-            pos = end
         return found
-
-    def numeric_runs(self) -> list[tuple[int, int]]:
-        """Where the text has runs of digits and separators holding 7 digits or more (found with the clusters):
-        every number of 7 digits or more is in one, whatever `_may_hold_pii` made of it."""
-        self.clusters  # noqa: B018 - found with them
-        return self.runs
 
     def _clusters_in(self, start: int, end: int):
         """The clusters of a run: parted by 5 or more separators in a row.
@@ -544,7 +547,7 @@ def _after_a_label(scan: Scan) -> bool:
     and after that one pass over the rest of the text finds its labels and what follows them."""
     data = scan.data
     looked = 0
-    for run_start, run_end in scan.numeric_runs():
+    for run_start, run_end in scan.numeric_runs:
         run = _FIRST_NUMBER.match(data, run_start, run_end)
         raw = run.group(1)
         if not _MIN_CLUSTER_DIGITS <= len(raw) - len(raw.translate(None, _DIGITS)) <= 15:

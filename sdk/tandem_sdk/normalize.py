@@ -71,7 +71,8 @@ def normalize_utf8(text: str) -> bytes:
     """What the detectors scan, as UTF-8: ASCII digits, dashes and spaces, no invisible characters.
 
     Text pasted from a web page or a mail keeps its HTML spaces and line breaks (4111&nbsp;1111…):
-    they read as a space and a line break; and a pasted URL its escapes for a space, a `+` and an `@`. A lone surrogate (invalid Unicode) reads as "?"."""
+    they read as a space and a line break; and a pasted URL its escapes for a space, a `+` and an `@`. A lone
+    surrogate (invalid Unicode) reads as "?"."""
     data = text.encode(errors="replace")
     if len(data) != len(text):  # not ASCII
         dense = len(data) // 16 + 16

@@ -24,10 +24,10 @@ they are (`Observation: {"card": "4111\\u00a01111…"}`, log lines, a printed
 Python dict's `\\xa0`), three layers of escapes of escapes at once, up to
 4 million characters decoded in a request. Every key is read (`{"mobile":
 "9876543210"}` reads as a label and its number) but `role`, `type`, `text`
-and `content`; `type`/`role`
-values are structure, and skipped, only when they are plain words (letters,
-`_`, `-`): `{"type": "ann@example.com"}` is scanned. The messages' contents come first,
-one after another, then each message's other fields; all are joined with a
+and `content`; `type`/`role` values are structure, and skipped, only when
+they are plain words (letters, `_`, `-`): `{"type": "ann@example.com"}` is
+scanned. The messages' contents come first, one after another, then each
+message's other fields; all are joined with a
 line break, so a number split across two messages reads as one whatever else
 a message carries (a line break parts digit groups like a space).
 
@@ -180,7 +180,7 @@ def _regex_literal(pattern: str) -> str:
     """A JSON schema's `pattern` as the text it spells: `^ann\\.b@x\\.com$` -> `ann.b@x.com`,
     `^4111[- ]1111[- ]1111[- ]1111$` -> `4111-1111-1111-1111`, `^41{15}$` -> sixteen digits,
     `^(?:ann\\.lee)?\\x40example\\.com$` -> `ann.lee@example.com`. Character codes and escapes are undone, a
-    class reads as its first character (`[- ]` as `-`, `[0-9]` as `0`, a negated one as a space), a count repeats
+    class reads as its first character (`[- ]` as `-`, a digit as `#`, a negated one as a space), a count repeats
     what it follows (the least it allows, at least once; `?`, `*` and `+` once), groups and anchors are dropped, and
     an alternation's branches are read apart."""
     if len(pattern) > _MOST_READ:  # no schema's pattern is this long: read in linear time
@@ -256,13 +256,14 @@ def _regex_class(pattern: str, i: int) -> tuple[str, int]:
     while i < len(pattern):
         c = pattern[i]
         if c == "]" and i > begin:  # a `]` first is a member (`[]a]`)
-            return (" " if negated else "#" if first.isdigit() else first), i + 1
+            i += 1
+            break
         if c == "\\":
             atom, i = _regex_escape(pattern, i + 1)
         else:
             atom, i = c, i + 1
         first = first or atom
-    return (" " if negated else first), i
+    return (" " if negated else "#" if first.isdigit() else first), i
 
 
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|x([0-9a-fA-F]{2})|([nrtbf])|([\\/\"']))")

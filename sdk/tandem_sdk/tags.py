@@ -93,6 +93,7 @@ _KEEP_LOCAL = frozenset({"sensitive", "localonly", "ondevice", "nocloud", "edgeo
 _KEY_WORD = re.compile(r"[-_ .:/]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _FALSE = frozenset({"false", "no", "0", "off", "none", "n", ""})
+_CONSENT_WORDS = ("policy", "consent", "notice")  # privacy_policy_version, privacyConsent: the app's own
 
 
 def _flag_for(key: str, never_leave: set[str]) -> bool:
@@ -117,13 +118,10 @@ def misplaced_privacy_key(metadata: Mapping, tags: Iterable[str], never_leave: I
         if key == "privacy" or not isinstance(key, str):
             continue
         name = normalize_tag(key[: MAX_TAG_CHARS + 1])
-        consent = name.startswith("privacy") and any(w in name for w in ("policy", "consent", "notice"))
-        if (name.startswith("privacy") and not consent) or _edits(name, "privacy") <= 1:
+        if (name.startswith("privacy") and not any(w in name for w in _CONSENT_WORDS)) or _edits(name, "privacy") <= 1:
             return key  # privacy_tags, privcy; not privacy_policy_version
-        if name in tags and not _said_false(value):
-            return key  # {"pii": "yes"}; {"pii": false} says what no tag says
-        if _flag_for(key, never_leave) and not _said_false(value):
-            return key
+        if (name in tags or _flag_for(key, never_leave)) and not _said_false(value):
+            return key  # {"pii": "yes"}, {"is_private": true}; set to false, it says what no tag says
         if isinstance(value, str) and len(value) <= MAX_TAG_CHARS and normalize_tag(value) in never_leave:
             return key
     return None
