@@ -482,14 +482,16 @@ _PHONE_WORDS_ANY = (
 # Any other ASCII word ends it (`cell count was 12000000`, `iPhone sales: 231 800 000`).
 _FILLER_WORDS = (
     "number numbers num no nr nbr is are me us at on to my our your his her the a an back directly or and of de di del "
-    "la el du der die das here below"
+    "la el du der die das here below home work office main personal direct primary landline"
 ).split()
+_ORDINAL = "\\(?#?[0-9]{1,2}[:)]"  # the second of several: `Phone 2: `, `Tel (1): `, `phone #2) `
+_MOST_LISTED_DIGITS = 40  # what is read after a label: a number, or the first two of a list (`_first_listed`)
 _NUMBER_SEPARATORS = "[ \\t./()-]"  # no line break inside a labelled number: a column of them reads one by one
 
 
 def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
-    """A label, what may stand between (_FILLER_WORDS), then 7 to 15 digits in groups parted by 1-2 separators
-    and no more digits after; and the label with what may follow it, at the end of what is searched.
+    """A label, what may stand between (_FILLER_WORDS, an ordinal, blanks), then 7 digits or more in groups
+    parted by 1-2 separators; and the label with what may follow it, at the end of what is searched.
 
     Every branch of the label is a literal, so re skips in C to where one starts; and the quantifiers are
     possessive (Python 3.11; the same matches either way, as digits and what is between them are disjoint), so a
@@ -498,10 +500,11 @@ def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
     label = "(" + "|".join(re.escape(word) for word in words) + ")"
     fillers = "|".join(sorted(_FILLER_WORDS, key=len, reverse=True))
     for more in ("+", ""):  # possessive where re has it (3.11), else plain
-        between = f"(?:[^0-9a-z]|(?:{fillers})(?![a-z])){{0,32}}{more}"
-        number = f"([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}{more}[0-9]){{6,14}}{more})"
+        # a run of blanks is one step: a form's columns (`Phone:` and its number far to the right)
+        between = f"(?:[ \\t\\r\\n]+{more}|[^0-9a-z]|(?:{fillers})(?![a-z])|{_ORDINAL}){{0,32}}{more}"
+        number = f"([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}{more}[0-9]){{6,{_MOST_LISTED_DIGITS - 1}}}{more})"
         try:
-            whole = re.compile(f"{label}{between}{number}(?!{_NUMBER_SEPARATORS}{{0,2}}[0-9])".encode())
+            whole = re.compile(f"{label}{between}{number}".encode())
         except re.error:
             continue
         return whole, re.compile(f"{label}{between}\\Z".encode())
@@ -509,9 +512,12 @@ def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
 
 
 _LABELLED_NUMBER, _LABEL_BEFORE = _labelled_number()
-_LOOK_BACK = 64  # bytes: a label and what may stand between it and its number
-# A run's first number, up to 16 digits (more is no phone number)
-_FIRST_NUMBER = re.compile(f"[^0-9]*([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}[0-9]){{0,15}})".encode())
+_LOOK_BACK = 64  # bytes from a label to its number, but for the blanks right before the number
+_BLANKS = b" \t\r\n"
+# A run's first number: its digits in groups parted by 1-2 separators, as many as `_first_listed` reads
+_FIRST_NUMBER = re.compile(
+    f"[^0-9]*([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}[0-9]){{0,{_MOST_LISTED_DIGITS - 1}}})".encode()
+)
 _MOST_LOOK_BACKS = 200  # then one pass over the rest of the text for the labels: a table of numbers stays cheap
 _WHOLE_WORDS = frozenset(word.encode() for word in _PHONE_WORDS_WHOLE)
 _COMPOUND = re.compile(rb"(?:number|no|nr|num)(?![a-z])")  # mobileNumber, telNo
@@ -549,22 +555,49 @@ def _after_a_label(scan: Scan) -> bool:
     looked = 0
     for run_start, run_end in scan.numeric_runs:
         run = _FIRST_NUMBER.match(data, run_start, run_end)
-        raw = run.group(1)
-        if not _MIN_CLUSTER_DIGITS <= len(raw) - len(raw.translate(None, _DIGITS)) <= 15:
+        raw = _first_listed(run.group(1))
+        if raw is None:
             continue
         if (looked := looked + 1) > _MOST_LOOK_BACKS:
             return _labelled_from(scan, run_start)
         start = run.start(1)
-        before = max(0, start - _LOOK_BACK)
-        window = data[before:start].lower()
+        end = _before_blanks(data, start)
+        before = max(0, end - _LOOK_BACK)
+        window = data[before:end].lower()
         pos = 0
         while (label := _LABEL_BEFORE.search(window, pos)) is not None:
             pos = label.start() + 1  # a label refused (`tel` in `hotel`) may hide one inside it
             if _whole(data, before + label.start(1), before + label.end(1)):
-                if _a_phone_number(scan, start, run.end(1), raw):
+                if _a_phone_number(scan, start, start + len(raw), raw):
                     return True
                 break
     return False
+
+
+def _before_blanks(data: bytes, end: int) -> int:
+    """Where the blanks before data[end] start."""
+    while end > 0 and data[end - 1] in _BLANKS:
+        end -= 1
+    return end
+
+
+def _first_listed(raw: bytes) -> bytes | None:
+    """The number to read after a label: all of it (7-15 digits), or the first of a list of them parted by blanks
+    (`phones: 4155550100 4155550101`, `415 555 0100 415 555 0101`) where the first two are 7-15 digits each; else
+    None. `raw` holds at most _MOST_LISTED_DIGITS digits: enough for two."""
+    digits = len(raw) - len(raw.translate(None, _DIGITS))
+    if digits <= 15:
+        return raw if digits >= _MIN_CLUSTER_DIGITS else None
+    first, count, pos = b"", 0, 0
+    for run in _DIGIT_RUN.finditer(raw):
+        gap = raw[pos : run.start()]
+        if count >= _MIN_CLUSTER_DIGITS and (b" " in gap or b"\t" in gap):
+            if count > 15 or first:
+                break
+            first, count = raw[:pos], 0
+        count += run.end() - run.start()
+        pos = run.end()
+    return first if first and _MIN_CLUSTER_DIGITS <= count <= 15 else None
 
 
 def _labelled_from(scan: Scan, start: int) -> bool:
@@ -574,12 +607,14 @@ def _labelled_from(scan: Scan, start: int) -> bool:
     pos = max(0, start - _LOOK_BACK)
     while (found := _LABELLED_NUMBER.search(lowered, pos)) is not None:
         pos = found.start() + 1  # a label refused (`tel` in `hotel`) may hide one inside it
-        number_start, number_end = found.span(2)
+        number_start = found.start(2)
+        raw = _first_listed(found.group(2))
         if (
-            number_start - found.start(1) <= _LOOK_BACK  # as far as the look-back reads: both paths find the same
+            raw is not None
+            and _before_blanks(data, number_start) - found.start(1) <= _LOOK_BACK  # both paths find the same
             and _whole(data, found.start(1), found.end(1))
-            and _in_a_run(data, number_start, number_end)
-            and _a_phone_number(scan, number_start, number_end, found.group(2))
+            and _in_a_run(data, number_start, number_start + len(raw))
+            and _a_phone_number(scan, number_start, number_start + len(raw), raw)
         ):
             return True
     return False
@@ -603,6 +638,8 @@ def _whole(data: bytes, start: int, end: int) -> bool:
     """The label at data[start:end] is a word of its own where it must be: `tel`, not `hotel` or `tell`; `cell`,
     not `cell_id`; but `userMobile`, `customer_phone`, `mobile_number`, `mobileNumber`, `telNo`. A Cyrillic one is
     no part of a longer word either (`тел ` in `хотел `, `мобильн` in `автомобильный`)."""
+    if data[start:end] == b"pH":  # acidity, not a phone
+        return False
     word = data[start:end].lower()
     if word[:1] >= b"\xd0" and word[:1] <= b"\xd4":  # Cyrillic: a letter before it makes it part of a word
         return not data[max(0, start - 2) : start].decode(errors="ignore").isalpha()

@@ -98,6 +98,18 @@ FIRES = {
         "customer_phone: 4155550100",
         "Ph: 9876543210",
         "Contact No: 9876543210",
+        # a fourth review: the second of several, a list, a form's column, a part of the label, accents apart
+        "Phone 2: 4155550100",
+        "Tel (1): 0612345678",
+        "phones: 4155550100 4155550101",
+        "Phone: 415 555 0100 415 555 0101",
+        "Phone:" + " " * 40 + "4155550100",
+        "Phone:\t\t\t\t\t\t\t\t\t\t\t\t4155550100",
+        "Phone (home): 4155550100",
+        "tele\u0301fono: 3331234567",  # é written as e and a combining accent (NFD)
+        "Телефо\u0301н 89123456789",  # a stress mark, as dictionaries and learners write it
+        "tel%3A4155550100",
+        "https://wa.me/?tel%3a%2B442079460958",
     ],
     "credit-card": [
         "4111 1111 1111 1111",
@@ -119,6 +131,9 @@ FIRES = {
         "Card 4111 1111 1111 1111¹",
         "2024-01-15 4111 1111 1111 1111 42.50",  # a table row: the date is not part of the number
         "https://x.test/pay?card=4111%201111%201111%201111",
+        "".join(c + "\ufe0f\u20e3" if c != " " else c for c in "4111 1111 1111 1111"),  # keycaps, as chats write them
+        "".join(c + "\u0332" for c in "4111 1111 1111 1111"),  # underlined, from rich text
+        "".join(c + "\u0336" for c in "4111 1111 1111 1111"),  # struck through
     ],
     "cn-id": [
         "身份证 11010519491231002X",
@@ -165,7 +180,9 @@ QUIET = {
               # a third review: year ranges, lists, amounts, versions, and Cyrillic labels inside longer words
               "The best phones of 2023-2024", "iPhone 128/256/512/1024 GB", "Number of mobile phones: 8 500 000 000",
               "Phone 1.299.000 units", "Cell 1 2 3 4 5 6 7", "tel = 10000000", "WhatsApp 2.24.10.759",
-              "Он хотел 10 000 000 рублей", "Автомобильный рынок: 1 600 000 машин"],
+              "Он хотел 10 000 000 рублей", "Автомобильный рынок: 1 600 000 машин",
+              # a fourth review: acidity, a list of numbers each too short, too long after an ordinal
+              "pH: 12345678", "phones: 123456 123456 123456", "Phone 2: 12345678901234567"],
     "credit-card": ["4111 1111 1111 1112", "1234 5678 9012 3456", "tracking 9400111899223100001234",
                     "0000 0000 0000 0000", "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1", "loss: 9.391491627785106",
                     "order 111-2405177-4823152", "AT49 3870 1685 3444 7483"],
@@ -213,6 +230,8 @@ ADVERSARIAL = {  # 1 MB each; a quadratic detector takes seconds to minutes on t
     "seven-digit-csv": "1234567,",
     "phone-labels": "phone ",  # each a label a number may follow
     "labels-and-short-numbers": "call 12345 ",
+    "labels-and-ordinals": "tel 1: ",
+    "a-label-and-blanks": "phone" + " " * 200,
 }
 
 

@@ -30,6 +30,9 @@ from tandem_sdk.scan import request_text
         ("ジョン・スミス", "ジョン.スミス"),
         ("4\ufe0f1\U000e01001\u034f1\u180b2", "41112"),  # variation selectors, CGJ, Mongolian FVS: invisible
         ("4111\u31641111\u115f1\uffa02\u28003", "4111 1111 1 2 3"),  # Hangul fillers, Braille blank: blanks
+        ("tele\u0301fono 4\ufe0f\u20e3 4\u0332 5\u0336\u0336 Телефо\u0301н", "telefono 4 4 5 Телефон"),  # marks apart
+        ("नमस्ते फ़ोन", "नमस्ते फ़ोन"),  # a script's own vowel signs and marks stay
+        ("tel%3A%2B1 %3a", "tel:+1 :"),  # a URL's escapes for `:` too
     ],
 )
 def test_normalize(raw, normal):
