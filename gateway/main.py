@@ -45,6 +45,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         openapi_url=None,
         docs_url=None,
         redoc_url=None,
+        redirect_slashes=False,  # a POST redirected (307) is an error to most clients: a 404 that says why instead
     )
     app.state.configured_settings = settings
     app.add_middleware(GenerationShortcut)  # added first, runs last: inside the body limit, the draining, the span
@@ -248,8 +249,24 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
             "the request body could not be decoded as JSON: send it in UTF-8 (or UTF-16/32), not another encoding, "
             "and nested at most a few hundred levels deep"
         )
-    body = {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+    code = None
+    if exc.status_code == 404 and message == "Not Found":
+        message, code = _unknown_url(request), "unknown_url"
+    body = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
     return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+
+def _unknown_url(request: Request) -> str:
+    """OpenAI's words for a path it does not serve, and what was meant where it can be told (`/v1/chat/completions/`,
+    `/v1/responses/{id}`)."""
+    path = request.url.path
+    said = f"Invalid URL ({request.method} {path[:200]})"
+    served = sorted({route.path for route in openai_routes.router.routes if "{" not in route.path})
+    if path.endswith("/") and path.rstrip("/") in served:
+        return f"{said}: did you mean {path.rstrip('/')} (no trailing slash)?"
+    if path.startswith("/v1/responses/"):
+        return f"{said}: Tandem stores no responses (store is false), so none can be read back or deleted"
+    return f"{said}: Tandem serves {', '.join(served)}"
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import threading
 from collections import OrderedDict
 from contextvars import ContextVar
@@ -56,6 +57,16 @@ def schema_for(response_format: dict) -> dict | None:
             raise GrammarError("json_schema must be an object with a `schema` object")
         if extra := sorted(set(spec) - {"name", "description", "schema", "strict"}):
             raise GrammarError(f"unknown key in response_format.json_schema: {', '.join(extra)}")
+        name = spec.get("name")  # required by OpenAI: a request that passes here passes there
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+            raise GrammarError(
+                f"response_format.json_schema.name must be 1 to 64 letters, digits, _ or -, got {json.dumps(name)[:40]}"
+            )
+        for key, kind, what in (("description", str, "a string"), ("strict", bool, "true or false")):
+            if spec.get(key) is not None and not isinstance(spec[key], kind):
+                raise GrammarError(
+                    f"response_format.json_schema.{key} must be {what}, got {json.dumps(spec[key])[:40]}"
+                )
         return spec.get("schema") or {"type": "object"}
     raise GrammarError(f"type must be text, json_object or json_schema, got {kind!r}")
 

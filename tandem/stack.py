@@ -249,12 +249,16 @@ def start_local_stack(
     ports = [gateway_port, *(w[-1] for w in workers), *([local_agent_port] if local_agent_port else [])]
     busy = [p for p in ports if not _port_is_free("127.0.0.1", p)]
     if busy:
+        knob = {
+            gateway_port: "TANDEM_PORT",
+            **({local_agent_port: "TANDEM_LOCAL_AGENT_PORT"} if local_agent_port else {}),
+        }
         holders = _listeners(busy)
         named = "; ".join(f"{port}: pid {pid} ({command})" for port, (pid, command) in sorted(holders.items()))
         stop = f"stop it (kill {' '.join(sorted({str(pid) for pid, _ in holders.values()}))}), or " if holders else ""
         raise StackError(
-            f"port(s) {busy} already in use{f' by {named}' if named else ' (another `make up`?)'}; {stop}set "
-            f"TANDEM_PORT or edit {policy_path}"
+            f"port(s) {busy} already in use{f' by {named}' if named else ' (another `make up`?)'}; {stop}move "
+            + ", ".join(f"{port} with {knob.get(port, f'its endpoint in {policy_path}')}" for port in busy)
         )
     stack = LocalStack(f"http://127.0.0.1:{gateway_port}", ops_token=env.get("TANDEM_OPS_TOKEN"))
     stack.children = [spawn(name, pool, endpoint, args, log_dir, env) for name, pool, endpoint, args, _ in workers]

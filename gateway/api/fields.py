@@ -51,8 +51,17 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "0 (greedy) to 2, as OpenAI's (above 0 and under 0.01: served as 0.01, as vLLM does: logits divided by less "
         "overflow); default: the model's generation_config.json (`do_sample: false` is 0), else 1",
     ),  # fmt: skip
-    "top_p": (BOTH, HONOURED, "[0, 1] (0: the most likely token, greedy); default: generation_config.json, else 1"),
-    "seed": (BOTH, HONOURED, "the same seed gives the same tokens on either tier, in any batch; int64, modulo 2^63"),
+    "top_p": (
+        BOTH,
+        HONOURED,
+        "[0, 1] (0, and anything under 1e-6: the most likely token, greedy); default: generation_config.json, else 1",
+    ),
+    "seed": (
+        BOTH,
+        HONOURED,
+        "the same seed gives the same tokens from the same tier, in any batch (the edge's INT4 model and the cloud's "
+        "answer differently: `X-Tandem-Route` says which answered); int64, modulo 2^63",
+    ),
     "stop": (BOTH, HONOURED, "a string or up to 4, each at most 256 characters"),
     "n": (
         BOTH,
@@ -86,7 +95,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "response_format": (
         BOTH,
         HONOURED,
-        "`text`, `json_object`, `json_schema`: grammar-constrained decoding; with tools the model may call, the "
+        "`text`, `json_object`, `json_schema` (with a `name` of 1-64 letters, digits, `_`, `-`, as OpenAI's): "
+        "grammar-constrained decoding; with tools the model may call, the "
         "answer is a call or text that follows it; with a forced call, the call (it shapes a later turn's text)",
     ),  # fmt: skip
     "tools": (
@@ -98,11 +108,16 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "calls follow its schema (forced: by grammar; auto: a call that does not stays text), and a schema that "
         "cannot be compiled (at most 64 KiB) is a 400 naming the function; "
         "a key beside `type` and `function`, or in `function` beside `name`, `description`, "
-        "`parameters` and `strict`, is a 400; for a Mistral-format model, call ids are its 9 letters and digits, "
+        "`parameters` and `strict`, is a 400, and so are `parameters` of a type other than `object` (null: none), "
+        "a `description` not a string and a `strict` not true or false; for a Mistral-format model, call ids are its 9 letters and digits, "
         "and ids of another shape in the history reach its template as 9 drawn from them",
     ),  # fmt: skip
     "tool_choice": (CHAT, HONOURED, "`none`, `auto`, `required` or a named function (the last two constrain decoding)"),
-    "parallel_tool_calls": (CHAT, HONOURED, "true: a forced answer may hold several calls"),
+    "parallel_tool_calls": (
+        CHAT,
+        HONOURED,
+        "true: a forced answer may hold several calls; only with `tools`, as OpenAI's",
+    ),
     "user": (BOTH, HONOURED, "kept in the usage record (not for private requests)"),
     "safety_identifier": (BOTH, HONOURED, "as `user`"),
     "metadata": (
@@ -110,7 +125,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         HONOURED,
         "`metadata.privacy`: privacy tags; a tag the policy does not know, or a key meant for them "
         '(`Privacy`, `privcy`, `{"pii": "yes"}`, `is_private`, `local_only`), is a 400 `unknown_privacy_tag` (docs/policy.md); at most 16 keys '
-        "of at most 64 characters, as OpenAI's",
+        "of at most 64 characters, their values strings of at most 512 (`privacy` may be a list), as OpenAI's",
     ),
     "top_k": (BOTH, EXTENSION, "0 is off; default: the model's generation_config.json, else 0"),
     "min_p": (BOTH, EXTENSION, "0 to 1; default: the model's generation_config.json, else 0"),

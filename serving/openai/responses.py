@@ -298,7 +298,7 @@ class ResponsesRequest(BaseModel):
             "max_completion_tokens": self.max_output_tokens,
             "temperature": self.temperature,
             "top_p": self.top_p,
-            "parallel_tool_calls": self.parallel_tool_calls,
+            "parallel_tool_calls": self.parallel_tool_calls if self.tools else None,  # the Responses API takes it alone
             "metadata": self.metadata,
             "user": self.user,
             "safety_identifier": self.safety_identifier,

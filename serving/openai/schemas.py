@@ -35,6 +35,9 @@ MAX_STOP_TOKEN_IDS = 64
 MAX_STOP_CHARS = 256
 MAX_STOP_SEQUENCES = 4
 MAX_MESSAGES = 2048
+# A nucleus this small holds the most likely token alone whatever the model (its probability is at least 1/vocabulary,
+# and no vocabulary has a million tokens): greedy, as 0 is. Below ~1e-45, float32 would read it as 0, "off".
+MIN_TOP_P = 1e-6
 
 
 def _valid_unicode(value: str) -> str:
@@ -86,7 +89,7 @@ def null_is_not_given(model: type[BaseModel], data):
 
 
 StopString = Annotated[Text, Field(max_length=MAX_STOP_CHARS)]
-MAX_METADATA_KEYS, MAX_METADATA_KEY_CHARS = 16, 64
+MAX_METADATA_KEYS, MAX_METADATA_KEY_CHARS, MAX_METADATA_VALUE_CHARS = 16, 64, 512
 
 
 class ContentPart(BaseModel):
@@ -112,6 +115,9 @@ class ToolCall(BaseModel):
     id: Text | None = None
     type: Literal["function"] = "function"
     function: FunctionCall
+    # The openai package's stream helper (`chat.completions.stream(...).get_final_completion()`) keeps each call's
+    # stream `index`; an agent loop sends that message back as it is. Its place in the list says the same.
+    index: int | None = Field(default=None, ge=0, lt=2**31)
 
 
 class NamedFunction(BaseModel):
@@ -217,6 +223,11 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
     include_obfuscation: Literal[False] | None = Field(default=None, description="chunks are never padded")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_the_default(cls, data):
+        return null_is_not_given(cls, data)
+
 
 class _GenerationParams(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
@@ -316,13 +327,22 @@ class _GenerationParams(BaseModel):
     @field_validator("metadata")
     @classmethod
     def _openai_metadata_limits(cls, value: dict | None) -> dict | None:
-        """OpenAI's limits: 16 keys of at most 64 characters. (Each key is checked for a misspelt `privacy`; 170,000
-        of them held the event loop for seconds.)"""
+        """OpenAI's limits: 16 keys of at most 64 characters, string values of at most 512 (a request that passes
+        here then passes on OpenAI). Tandem's own `privacy` key may hold a list of tags too. (Each key is checked
+        for a misspelt `privacy`; 170,000 of them held the event loop for seconds.)"""
         if value is not None and len(value) > MAX_METADATA_KEYS:
             raise ValueError(f"at most {MAX_METADATA_KEYS} keys, as OpenAI's metadata; got {len(value)}")
-        for key in value or {}:
+        for key, item in (value or {}).items():
             if len(key) > MAX_METADATA_KEY_CHARS:
                 raise ValueError(f"keys of at most {MAX_METADATA_KEY_CHARS} characters, as OpenAI's; got {key[:20]!r}…")
+            if key == "privacy":
+                continue  # Tandem's tags, checked as such (a string or a list of them)
+            if not isinstance(item, str) or len(item) > MAX_METADATA_VALUE_CHARS:
+                got = f"a {type(item).__name__}" if not isinstance(item, str) else f"{len(item)} characters"
+                raise ValueError(
+                    f"{key[:20]!r}: values are strings of at most {MAX_METADATA_VALUE_CHARS} characters, as OpenAI's; "
+                    f"got {got}"
+                )
         return value
 
     @field_validator("logit_bias")
@@ -337,7 +357,8 @@ class _GenerationParams(BaseModel):
         """temperature, top_p, top_k, min_p and repetition_penalty: the request's where it set them, else the
         model's generation_config.json defaults (serving/checkpoint.py)."""
         resolved = defaults.resolve({name: getattr(self, name) for name in SAMPLING_FIELDS}, self.model_fields_set)
-        if resolved["top_p"] == 0:  # the smallest nucleus is the most likely token alone: greedy (0 is "off" below)
+        if resolved["top_p"] < MIN_TOP_P:  # the smallest nucleus is the most likely token alone: greedy (0 is "off"
+            # below, and 1e-46 is 0 in the engines' float32)
             resolved |= {"temperature": 0.0, "top_p": 1.0}
         return resolved
 
@@ -452,6 +473,13 @@ class ChatCompletionRequest(_GenerationParams):
             answered = set()
         _all_answered(calls, answered, "the end")
         return messages
+
+    @field_validator("parallel_tool_calls")
+    @classmethod
+    def _parallel_needs_tools(cls, value, info: ValidationInfo):  # as OpenAI: code written here then runs there
+        if value is not None and not info.data.get("tools"):
+            raise ValueError("parallel_tool_calls is only allowed when tools are given")
+        return value
 
     @field_validator("top_logprobs")
     @classmethod

@@ -80,9 +80,19 @@ def functions(tools: list[dict]) -> dict[str, dict]:
         name = function.get("name")
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
             raise ToolError(f"tools[{i}].function.name must be 1 to 64 letters, digits, _ . or -, got {name!r}")
-        parameters = function.get("parameters", {})
+        for key, kind, what in (("description", str, "a string"), ("strict", bool, "true or false")):
+            if function.get(key) is not None and not isinstance(function[key], kind):  # "false" is no false
+                raise ToolError(f"tools[{i}].function.{key} must be {what}, got {function[key]!r:.40}")
+        parameters = function.get("parameters")
+        if parameters is None:  # absent or null (go-openai sends null): no arguments
+            parameters = {}
         if not isinstance(parameters, dict):
             raise ToolError(f"tools[{i}].function.parameters must be a JSON schema object")
+        if parameters.get("type", "object") != "object":  # arguments are a JSON object, as OpenAI's
+            raise ToolError(
+                f"tools[{i}].function.parameters must be a schema of type 'object' (the arguments are an object), "
+                f"got type {parameters['type']!r:.40}"
+            )
         for key in ("$defs", "definitions"):
             defs = parameters.get(key, {})
             if not isinstance(defs, dict) or not all(isinstance(d, dict) for d in defs.values()):

@@ -345,3 +345,18 @@ def test_a_caller_without_a_key_gets_a_401_whatever_the_body(gateway, path, body
     had the gateway parse up to 2 MiB for it)."""
     reply = gateway.post(path, content=body, headers={"Content-Type": "application/json"})
     assert reply.status_code == 401 and "API key" in reply.json()["error"]["message"], reply.text
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "says"),
+    [
+        ("POST", "/v1/chat/completions/", "did you mean /v1/chat/completions (no trailing slash)?"),  # was a 307
+        ("POST", "/v1/embeddings", "Invalid URL (POST /v1/embeddings): Tandem serves /v1/chat/completions, "),
+        ("GET", "/v1/responses/resp_123", "Tandem stores no responses"),
+    ],
+)
+def test_a_url_not_served_is_a_404_that_says_what_is(gateway, method, path, says):
+    response = gateway.request(method, path, json=ASK, headers={"Authorization": f"Bearer {KEY}"})
+    assert response.status_code == 404
+    error = response.json()["error"]
+    assert says in error["message"] and error["code"] == "unknown_url", error

@@ -59,6 +59,11 @@ def test_json_object_is_any_object(engine):
         {"type": "xml"},
         {"type": "json_schema", "json_schema": []},
         {"type": "json_schema", "json_schema": {"schema": 3}},
+        # as OpenAI: a name of its own letters, and a strict flag that is one (a request passing here passes there)
+        {"type": "json_schema", "json_schema": {"schema": {"type": "object"}}},
+        {"type": "json_schema", "json_schema": {"name": "a b/c", "schema": {"type": "object"}}},
+        {"type": "json_schema", "json_schema": {"name": "x" * 65, "schema": {"type": "object"}}},
+        {"type": "json_schema", "json_schema": {"name": "x", "strict": "false", "schema": {"type": "object"}}},
     ],
 )
 def test_a_response_format_that_is_not_one_is_refused(response_format):
@@ -98,9 +103,9 @@ def test_a_grammar_is_compiled_once_whether_it_serves_or_not(demo_checkpoint, mo
     from serving.grammar import check_grammar, llg_tokenizer
 
     tokenizer = llg_tokenizer(load_tokenizer(demo_checkpoint), ())
-    good = grammar_for({"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {
+    good = grammar_for({"type": "json_schema", "json_schema": {"name": "good", "schema": {"type": "object", "properties": {
         "once": {"type": "integer"}}}}})  # fmt: skip
-    broken = grammar_for({"type": "json_schema", "json_schema": {"schema": {"$ref": "#/$defs/once"}}})
+    broken = grammar_for({"type": "json_schema", "json_schema": {"name": "broken", "schema": {"$ref": "#/$defs/once"}}})
     made = counting_compiles(monkeypatch)
     for grammar in (good, broken):
         outcomes = []
@@ -123,7 +128,7 @@ def test_what_one_tenant_compiled_is_not_remembered_for_another(demo_checkpoint,
     from serving.grammar import CACHE_SCOPE, check_grammar, llg_tokenizer
 
     tokenizer = llg_tokenizer(load_tokenizer(demo_checkpoint), ())
-    grammar = grammar_for({"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {
+    grammar = grammar_for({"type": "json_schema", "json_schema": {"name": "t", "schema": {"type": "object", "properties": {
         "tenant_scoped": {"type": "integer"}}}}})  # fmt: skip
     made = counting_compiles(monkeypatch)
 

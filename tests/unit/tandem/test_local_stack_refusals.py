@@ -121,6 +121,7 @@ def test_a_port_in_use_names_the_process_holding_it(tmp_path):
             start_local_stack(tmp_path / "no-model", policy, tmp_path, port, {"TANDEM_AUTH": "none"})
         assert f"port(s) [{port}] already in use by {port}: pid {holder.pid} (" in str(err.value)
         assert f"kill {holder.pid}" in str(err.value)
+        assert f"move {port} with TANDEM_PORT" in str(err.value)  # which setting moves it
     finally:
         holder.kill()
         holder.wait()

@@ -6,6 +6,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from serving.checkpoint import GenerationDefaults
 from serving.openai.schemas import ChatCompletionRequest, CompletionRequest
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -25,6 +26,11 @@ LEGACY = {"model": "m", "prompt": "hi"}
         (ChatCompletionRequest, CHAT | {"messages": [{"role": "user", "content": 5}]}, "messages"),
         (CompletionRequest, LEGACY | {"echo": "false"}, "echo"),
         (CompletionRequest, LEGACY | {"logprobs": "3"}, "logprobs"),
+        # what OpenAI refuses is refused here too, so code written against Tandem runs there
+        (ChatCompletionRequest, CHAT | {"parallel_tool_calls": False}, "parallel_tool_calls"),  # without tools
+        (ChatCompletionRequest, CHAT | {"metadata": {"a": 1}}, "metadata"),
+        (ChatCompletionRequest, CHAT | {"metadata": {"a": {"b": "c"}}}, "metadata"),
+        (ChatCompletionRequest, CHAT | {"metadata": {"a": "x" * 513}}, "metadata"),
     ],
 )
 def test_a_value_of_the_wrong_type_is_refused_naming_its_field(model, body, field):
@@ -39,10 +45,20 @@ def test_a_value_of_the_wrong_type_is_refused_naming_its_field(model, body, fiel
         (ChatCompletionRequest, CHAT | {"temperature": 1, "top_p": 1, "presence_penalty": 0}),  # an integer is a number
         (ChatCompletionRequest, CHAT | {"max_tokens": 2, "stream": False, "logit_bias": {"5": -1}, "seed": 3}),
         (CompletionRequest, LEGACY | {"prompt": [1, 2, 3], "echo": True, "logprobs": 2, "max_tokens": 1}),
+        # null inside an object is "not given" as it is at the top
+        (ChatCompletionRequest, CHAT | {"stream": True, "stream_options": {"include_usage": None}}),
+        (ChatCompletionRequest, CHAT | {"metadata": {"a": "x" * 512, "privacy": ["pii"]}}),
     ],
 )
 def test_values_of_the_right_type_are_served(model, body):
     model.model_validate_json(json.dumps(body))
+
+
+@pytest.mark.parametrize("top_p", [0, 1e-46, 1e-300, 5e-7])
+def test_a_nucleus_too_small_for_float32_is_greedy_not_off(top_p):
+    """1e-46 is 0 in the engines' float32, and 0 there means "off": the request sampled from every token."""
+    request = ChatCompletionRequest.model_validate(CHAT | {"top_p": top_p, "temperature": 1.0})
+    assert request.sampling(GenerationDefaults())["temperature"] == 0.0
 
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}

@@ -30,8 +30,10 @@ def ask(*messages):
         # calls without ids (some clients send none): their answers cannot be matched, only counted as tool turns
         [U, {"role": "assistant", "tool_calls": [{"function": {"name": "weather", "arguments": "{}"}}]}, reply("x")],
         [U, {"role": "assistant", "content": "no call", "tool_calls": []}, U],
+        # the openai client's stream helper keeps each call's stream `index`; an agent loop sends it back
+        [U, {"role": "assistant", "tool_calls": [{**call("c1")["tool_calls"][0], "index": 0}]}, reply("c1")],
     ],
-    ids=["one", "two-in-any-order", "two-turns", "calls-without-ids", "empty-calls"],
+    ids=["one", "two-in-any-order", "two-turns", "calls-without-ids", "empty-calls", "stream-helper-index"],
 )
 def test_histories_openai_serves_are_served(messages):
     assert len(ask(*messages).messages) == len(messages)

@@ -197,6 +197,12 @@ def test_what_is_not_a_call_to_one_of_the_tools_stays_text(answer):
         ([{"type": "function", "function": {"name": "bad name!"}}], "auto"),
         ([WEATHER], {"type": "function", "function": {"name": "nope"}}),
         ([WEATHER], "sometimes"),
+        # an API review: arguments that are no object (a forced call came back as the model's call syntax), and
+        # types taken by their truth (`"false"` was strict)
+        ([{"type": "function", "function": {"name": "f", "parameters": {"type": "array"}}}], "required"),
+        ([{"type": "function", "function": {"name": "f", "parameters": {"type": "string"}}}], "auto"),
+        ([{"type": "function", "function": {"name": "f", "strict": "false"}}], "auto"),
+        ([{"type": "function", "function": {"name": "f", "description": 5}}], "auto"),
     ],
 )
 def test_bad_tools_or_choices_are_the_requests_fault(tool_list, choice):
@@ -231,6 +237,12 @@ def test_a_forced_call_is_a_valid_call_on_both_engines(engine, fmt):
         content, calls = tools.parse(text, fmt, ALLOWED)
         assert [c.name for c in calls] == ["get_weather"] and not content
         jsonschema.validate(json.loads(calls[0].arguments), WEATHER["function"]["parameters"])
+
+
+def test_null_parameters_and_description_are_not_given():
+    """go-openai sends `"parameters": null` for a function without arguments (its field has no omitempty)."""
+    now = {"type": "function", "function": {"name": "now", "parameters": None, "description": None, "strict": None}}
+    assert tools.forced_names([now], "required") == ["now"]
 
 
 def test_a_function_without_parameters_is_called_with_none(engine):
