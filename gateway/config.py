@@ -79,6 +79,16 @@ class Settings(BaseSettings):
     stream_idle_timeout_s: Seconds = Field(
         default=30.0, description="a backend silent this long mid-answer is hung: the answer ends with an error"
     )
+    request_read_timeout_s: Seconds = Field(
+        default=30.0,
+        description="a connection that has not sent a whole request (line, headers and body) this long after it "
+        "opened, or after its request began, is closed",
+    )
+    client_stall_s: Seconds = Field(
+        default=60.0,
+        description="a streaming client that takes no data for this long is let go: its answer stops, and its "
+        "backend is not blamed",
+    )
     breaker_failures: int = Field(default=3, ge=1, description="consecutive failures that open a backend's breaker")
     breaker_open_s: Seconds = Field(default=5.0, description="how long an open breaker waits before a probe")
     watch_policy: bool = Field(default=True, description="reload the policy file when it changes")

@@ -46,6 +46,7 @@ class RoutedStream:
     ttft_s: float = 0.0  # set by the caller when the first token is in hand
     idle_timeout_s: float | None = None  # a backend silent this long mid-answer is hung
     on_end: Callable[..., None] | None = None  # (usage=, status=) once the answer ends: the usage record
+    recorded: bool = False  # its outcome is counted (tandem_gateway_requests_total)
 
     async def chunks(self) -> AsyncIterator[worker_pb2.GenerateChunk]:
         """The answer's chunks; a BackendError when the backend goes silent mid-answer (hung, not dead)."""

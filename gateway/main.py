@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+from contextvars import ContextVar
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -13,7 +14,7 @@ from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import deps
+from gateway import deps, metrics
 from gateway.api import edge_routes, explain_routes, health_routes, openai_routes
 from gateway.auth import require_api_key
 from gateway.config import Settings
@@ -49,6 +50,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.configured_settings = settings
     app.add_middleware(GenerationShortcut)  # added first, runs last: inside the body limit, the draining, the span
+    app.add_middleware(LetStalledClientsGo, stall_s=lambda: _settings(app).client_stall_s)
+    if _NOT_THE_STALL not in logging.getLogger("uvicorn.error").filters:
+        logging.getLogger("uvicorn.error").addFilter(_NOT_THE_STALL)
     app.add_middleware(BodyLimit, max_bytes=lambda: _settings(app).max_body_bytes)
     app.add_middleware(CloseWhileDraining)
     # The last added runs first: every response, a 413 included, carries the ids, and is inside the request's span.
@@ -192,6 +196,76 @@ def _check_dependencies(route: APIRoute) -> None:
         raise RuntimeError(
             f"{route.path}: dependencies {names} are not what GenerationShortcut gives (gateway/main.py)"
         )
+
+
+_STALLED: ContextVar[bool] = ContextVar("tandem_client_stalled", default=False)
+
+
+class LetStalledClientsGo:
+    """A streamed answer whose client takes no data for `client_stall_s` (a full socket, a reader that stopped) is
+    ended as if the client had left: its backend stream closes and frees the worker's sequence, and nothing is
+    blamed on the backend. Before, the stream waited on the client until the backend's deadline, which then counted
+    as the worker's failure and opened its breaker (a review: five such clients shut private requests out of the
+    edge pool)."""
+
+    def __init__(self, app, stall_s) -> None:
+        self.app, self._stall_s = app, stall_s
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        stalled = asyncio.Event()
+
+        async def sending(message) -> None:
+            if not message.get("more_body") or stalled.is_set():  # headers, a whole body, the end: as they come
+                await send(message)
+                return
+            try:
+                async with asyncio.timeout(self._stall_s()):
+                    await send(message)
+            except TimeoutError:
+                log.warning("client %s took no data for %g s: its stream is ended", _peer(scope), self._stall_s())
+                metrics.CLIENTS_LET_GO.inc()
+                _STALLED.set(True)  # uvicorn's "returned without completing response" is this, said above
+                stalled.set()
+                await asyncio.Event().wait()  # the response's task group ends this when `receive` says disconnect
+
+        body_read = False
+
+        async def receiving():
+            nonlocal body_read
+            if stalled.is_set():
+                return {"type": "http.disconnect"}
+            if not body_read:  # the request's body: as it comes (no task a call on every request's path)
+                message = await receive()
+                body_read = message["type"] != "http.request" or not message.get("more_body")
+                return message
+            # After the body only a streamed response's watch for the client leaving asks: a stall is a leaving
+            waiting = asyncio.ensure_future(receive())
+            stall = asyncio.ensure_future(stalled.wait())
+            try:
+                await asyncio.wait((waiting, stall), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stall.cancel()
+                if not waiting.done():
+                    waiting.cancel()
+            return waiting.result() if waiting.done() and not waiting.cancelled() else {"type": "http.disconnect"}
+
+        await self.app(scope, receiving, sending)
+
+
+def _peer(scope) -> str:
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else "?"
+
+
+class _NotTheStall(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_STALLED.get() and "without completing response" in record.getMessage())
+
+
+_NOT_THE_STALL = _NotTheStall()
 
 
 class CloseWhileDraining:

@@ -78,3 +78,9 @@ def observe_plugins(plan) -> None:
             if child is None:
                 child = _plugin_children[label] = ROUTING_PLUGIN.labels(label)
             child.observe(seconds)
+
+
+CLIENTS_LET_GO = Counter(
+    "tandem_gateway_clients_let_go_total",
+    "Streamed answers ended because their client took no data for TANDEM_CLIENT_STALL_S (not the backend's fault)",
+)

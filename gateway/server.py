@@ -33,11 +33,57 @@ def run(settings: Settings, log_level: str = "info") -> None:
         port=settings.port,
         log_level=log_level,
         timeout_graceful_shutdown=settings.shutdown_grace_s,
+        http=timed_requests(settings.request_read_timeout_s),
     )
     try:
         _DrainingServer(config, settings.drain_delay_s).run()
     finally:
         shutdown_tracing()
+
+
+def timed_requests(read_timeout_s: float) -> type:
+    """uvicorn's HTTP protocol, with a connection closed where a request is not read whole (its line, headers and
+    body) within `read_timeout_s` of the connection or the request starting. uvicorn has no such timeout: a
+    connection that sent nothing, headers one a second, or half a body, was held for ever, and a thousand of them
+    (before any key is checked) took every file descriptor a desktop gives a process (a review)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class TimedRequests(HttpToolsProtocol):
+        _read_timer = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._read_timer = self.loop.call_later(read_timeout_s, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._read_timer is not None:
+                self._read_timer.cancel()
+                self._read_timer = None
+
+        def _too_slow(self) -> None:
+            self._read_timer = None
+            if not self.transport.is_closing():
+                self.logger.info("%s:%s sent no whole request within %g s: connection closed", *(self.client or ("?", 0)),
+                                 read_timeout_s)  # fmt: skip
+                self.transport.close()
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._arm()
+
+        def on_message_complete(self) -> None:
+            self._disarm()
+            super().on_message_complete()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return TimedRequests
 
 
 class _DrainingServer(uvicorn.Server):

@@ -351,6 +351,9 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
         except ForeignFolder as exc:
             console.print(f"error: {exc}", markup=False, highlight=False)
             return 1
+        except KeyboardInterrupt:  # nothing half-built is kept: the next start builds it again
+            console.print("\nstopped while building the demo model; the next start builds it again.")
+            return 130
     # Ctrl-C and SIGTERM both stop the stack; set SIGINT too, since a shell's background job starts with it ignored.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.default_int_handler)

@@ -451,6 +451,9 @@ class _Share:
         await self.shared.release(None if used_tokens is None else used_tokens - self.counted_elsewhere)
 
 
+_MERGED_EVENTS_AHEAD = 64
+
+
 async def _merged(
     streams: list[AsyncIterator[str]],
     shape: ResponseShape,
@@ -460,15 +463,20 @@ async def _merged(
 ) -> AsyncIterator[str]:
     """The choices' events as they come, then the summed usage (when asked for) and [DONE]. `more`: streams that
     start later, merged as they come; an event of its own (an error) ends the starting, and the streams started go on."""
-    queue: asyncio.Queue = asyncio.Queue()
+    # Bounded: the choices wait for a client that reads slowly, as one choice's stream does (unbounded, a client
+    # that read nothing had every choice's whole answer held here, ~20 MB a request at n=8 with logprobs).
+    queue: asyncio.Queue = asyncio.Queue(maxsize=_MERGED_EVENTS_AHEAD)
     producing = len(streams) + (more is not None)  # the producers that have not ended
+
+    closing = False  # the reader is gone: no one takes what is put (a full queue would hold a producer forever)
 
     async def pump(stream: AsyncIterator[str]) -> None:
         try:
             async for event in stream:
                 await queue.put(event)
         finally:
-            await queue.put(None)
+            if not closing:
+                await queue.put(None)
 
     async def start(more: AsyncIterator[AsyncIterator[str] | str]) -> None:
         nonlocal producing
@@ -481,7 +489,8 @@ async def _merged(
                 tasks.append(asyncio.create_task(pump(item)))
         finally:
             await more.aclose()  # cancelled between items: what it has not started gives its share back
-            await queue.put(None)
+            if not closing:
+                await queue.put(None)
 
     tasks = [asyncio.create_task(pump(stream)) for stream in streams]
     starter = asyncio.create_task(start(more)) if more is not None else None
@@ -500,6 +509,7 @@ async def _merged(
         # at every await until the scope is left, so the gather below was cut short and the streams went on to
         # max_tokens (a review). The starter goes first and is awaited (it would start more), so a stream it
         # started has run its first step, and with it the `finally` that frees its sequence, before it is cancelled.
+        closing = True
         with anyio.CancelScope(shield=True):
             if starter is not None:
                 starter.cancel()
@@ -596,6 +606,9 @@ async def _collect(
             failure = _mid_answer(exc)
             _record(routed, "request_error" if exc.is_request_fault else "backend_error", None, started)
             raise failure from exc
+        except asyncio.CancelledError:  # the client left: counted, as no one's failure
+            _record(routed, "client_gone", None, started)
+            raise
         finally:
             await routed.aclose()
             await admission.release(_used_tokens(last))
@@ -661,6 +674,8 @@ async def _stream_events(
             _record(routed, "gateway_error", None, started)
             yield _error_event(GatewayError(f"the gateway failed mid-answer ({type(exc).__name__}); see its log"))
         finally:  # the client left, or the answer ended: free the worker's sequence and the tenant's slot
+            if not routed.recorded:  # the client left (or was let go) mid-answer: counted, as no one's failure
+                _record(routed, "client_gone", None, started)
             with anyio.CancelScope(shield=True):  # a response cancelled is cancelled again at each await (_merged)
                 await routed.aclose()
                 await admission.release(_used_tokens(last))
@@ -702,6 +717,7 @@ def _error_event(error: GatewayError) -> str:
 
 
 def _record(routed: RoutedStream, status: str, usage: worker_pb2.Usage | None, started: float) -> None:
+    routed.recorded = True
     elapsed = time.perf_counter() - started
     if routed.on_end is not None:
         try:

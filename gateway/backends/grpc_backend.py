@@ -54,7 +54,9 @@ class GrpcWorkerBackend(WorkerBackend):
         span = tracer.start_span(GENERATE, kind=trace.SpanKind.CLIENT, attributes=_GENERATE_ATTRIBUTES)
         carrier: dict[str, str] = {}
         inject(carrier, context=trace.set_span_in_context(span))
-        call = self._stub.Generate(request, timeout=timeout_s, metadata=tuple(carrier.items()))
+        # No deadline on the call: `WorkerBackend.generate` counts the worker's time only, not the time this gateway
+        # waits on a client that reads slowly (a deadline on the whole call blamed the worker for it).
+        call = self._stub.Generate(request, metadata=tuple(carrier.items()))
         try:
             async for chunk in call:
                 yield chunk

@@ -5,7 +5,9 @@ Tandem workers, `HttpWorkerBackend` for OpenAI-compatible servers. Errors use
 gRPC status codes as their one vocabulary.
 """
 
+import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 
 import grpc
@@ -185,8 +187,23 @@ class WorkerBackend:
         self.inflight += 1
         self._sent.add()  # (the line above has already marked the snapshot stale)
         answered = failed = False
+        chunks = aiter(self._stream(request, timeout_s))
+        left = timeout_s  # the backend's time: waiting on the client (a slow reader) is not counted against it
         try:
-            async for chunk in self._stream(request, timeout_s):
+            while True:
+                waiting = time.perf_counter()
+                try:
+                    async with asyncio.timeout(left):
+                        chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    raise BackendError(
+                        self.endpoint,
+                        grpc.StatusCode.DEADLINE_EXCEEDED,
+                        f"no answer within {timeout_s:g} s of its own time (TANDEM_BACKEND_TIMEOUT_S)",
+                    ) from None
+                left -= time.perf_counter() - waiting
                 if not answered:
                     answered = True
                     self.breaker.record_success()
@@ -197,6 +214,7 @@ class WorkerBackend:
                 self.breaker.record_failure()
             raise
         finally:
+            await chunks.aclose()
             self.inflight -= 1
             if not answered and not failed:
                 self.breaker.release()  # left before any answer (client gone, or our deadline): no verdict

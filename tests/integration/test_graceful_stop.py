@@ -48,3 +48,43 @@ def test_sigterm_drains_before_it_stops(demo_checkpoint, tmp_path):
     finally:
         gateway.stop()
         stack.stop()
+
+
+def test_connections_that_never_finish_a_request_are_closed(demo_checkpoint, tmp_path):
+    """Slowloris: a connection that sends nothing, headers one at a time, or half its body, was held for ever (a
+    review held a thousand, every file descriptor a desktop gives a process). Now it is closed after
+    TANDEM_REQUEST_READ_TIMEOUT_S, and the gateway serves others meanwhile."""
+    import socket
+
+    start_stack(demo_checkpoint, tmp_path)
+    port = free_port()
+    gateway = start_gateway(demo_checkpoint, tmp_path / "policy.yaml", port, {"TANDEM_REQUEST_READ_TIMEOUT_S": "1"})
+    try:
+        opened = {}
+        for kind, first in [
+            ("idle", b""),
+            ("headers", b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"),
+            ("body", b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"model": '),
+        ]:
+            opened[kind] = socket.create_connection(("127.0.0.1", port))
+            opened[kind].sendall(first)
+            opened[kind].settimeout(0.3)
+        closed, started = set(), time.monotonic()
+        while len(closed) < len(opened) and time.monotonic() - started < 6:
+            for kind, sock in opened.items():
+                if kind in closed:
+                    continue
+                try:
+                    if kind == "headers":
+                        sock.sendall(b"X-Slow: 1\r\n")  # one more header now and then: never a whole request
+                    if sock.recv(65536) == b"":
+                        closed.add(kind)
+                except TimeoutError:
+                    pass
+                except OSError:  # reset: closed too
+                    closed.add(kind)
+        assert closed == set(opened), f"still open after {time.monotonic() - started:.1f} s: {set(opened) - closed}"
+        assert time.monotonic() - started < 4
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+    finally:
+        gateway.stop()

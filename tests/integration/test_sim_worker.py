@@ -123,3 +123,28 @@ def test_a_second_worker_on_a_port_in_use_fails_and_a_clean_stop_logs_no_error(s
     process.terminate()
     out, _ = process.communicate(timeout=30)
     assert process.returncode == 0 and "Traceback" not in out and "ERROR" not in out, out
+
+
+def test_a_client_reading_slowly_over_real_grpc_is_not_the_workers_fault(sim_worker):
+    """The worker answers 40 tokens in ~0.1 s of its own time; the gateway's client takes 2 s to read them. Before,
+    the call's gRPC deadline (TANDEM_BACKEND_TIMEOUT_S) covered the time spent waiting on the client: the answer was
+    cut with DEADLINE_EXCEEDED and counted against the worker's breaker (a review)."""
+    from gateway.backends.circuit_breaker import CircuitBreaker
+    from gateway.backends.grpc_backend import GrpcWorkerBackend
+
+    port, _ = sim_worker
+
+    async def read_slowly() -> tuple[int, str]:
+        backend = GrpcWorkerBackend(f"grpc://127.0.0.1:{port}", "tandem-demo", "cloud", CircuitBreaker(1))
+        request = worker_pb2.GenerateRequest(request_id="slow", model="tandem-demo", prompt_token_ids=[1, 2, 3])
+        request.sampling.max_tokens, request.sampling.ignore_eos = 40, True
+        tokens = 0
+        try:
+            async for chunk in backend.generate(request, timeout_s=0.5):
+                tokens += len(chunk.token_ids)
+                await asyncio.sleep(0.05)
+        finally:
+            await backend.close()
+        return tokens, backend.breaker.state
+
+    assert asyncio.run(read_slowly()) == (40, "closed")

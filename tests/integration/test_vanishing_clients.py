@@ -63,6 +63,14 @@ def gateway_gauges(url: str) -> list[float]:
                                          text, re.M)]  # fmt: skip
 
 
+def requests_by_status(url: str) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for status, value in re.findall(r'^tandem_gateway_requests_total\{[^}]*status="([^"]+)"[^}]*\} (\S+)$',
+                                    httpx.get(f"{url}/metrics").text, re.M):  # fmt: skip
+        totals[status] = totals.get(status, 0) + float(value)
+    return totals
+
+
 def worker_stats(endpoint: str) -> worker_pb2.StatsReply:
     with grpc.insecure_channel(endpoint.removeprefix("grpc://")) as channel:
         return worker_pb2_grpc.WorkerStub(channel).Stats(worker_pb2.StatsRequest(), timeout=5)
@@ -101,6 +109,9 @@ def test_five_hundred_vanished_clients_leave_nothing_behind(stack):
         assert time.monotonic() < deadline, (gauges, stats)
         time.sleep(0.2)
     assert stats["cloud"].requests_total > 0 and stats["edge"].requests_total > 0  # both kinds saw some
+    outcomes = requests_by_status(stack.url)
+    assert outcomes.get("client_gone", 0) > 0, outcomes  # counted, where before a vanished client was nowhere
+    assert "backend_error" not in outcomes, outcomes  # and never as a backend's failure
     for child in stack.children:  # a vanished client is no error: no tracebacks in any log (a review found 26)
         assert "Traceback" not in child.log_path.read_text(), child.log_path
     reply = httpx.post(
