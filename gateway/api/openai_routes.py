@@ -41,7 +41,10 @@ async def list_models(state: State) -> dict:
 
 @router.get("/models/{model:path}", responses=error_responses(404))
 async def retrieve_model(model: str, state: State) -> dict:
-    """One model; 404 model_not_found naming it. (`:path`: ids such as `org/name` have a slash.)"""
+    """One model; 404 model_not_found naming it. (`:path`: ids such as `org/name` have a slash.) `/v1/models/`, with
+    no id, is the list, as a base URL written with a slash asks for it."""
+    if not model:
+        return await list_models(state)
     return _model_card(state, state.served(model).id)
 
 

@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 PENDING_S = 2.0
 MAX_FLOW_PREFIXES = 10_000
 MAX_LOOKUP_BLOCKS = 256  # prompts longer than 4096 tokens (at 16 per block) are matched on their first 4096
+# The longest a request waits on Redis for its hints (a lookup takes 0.2-2 ms here, bench/scaling.py). A Redis that
+# stalls (SIGSTOP, a fork for a snapshot, a network hiccup) cost every request the client's 0.5 s socket timeout;
+# now it costs this, and the next requests route on history until `retry_after_s` has passed.
+LOOKUP_BUDGET_S = 0.05
 
 
 class PrefixHints:
@@ -62,11 +66,17 @@ class PrefixHints:
         256 candidates, a dict of every one was a measurable part of a decision: bench/scaling.py)."""
         if self._redis is not None and time.monotonic() >= self._redis_down_until:
             try:
-                by_worker = await self._redis.match(hashes, workers)
+                async with asyncio.timeout(LOOKUP_BUDGET_S):
+                    by_worker = await self._redis.match(hashes, workers)
             except Exception as exc:  # noqa: BLE001 - any Redis trouble: route on history instead
                 self._redis_down_until = time.monotonic() + self._retry_after_s
                 if self._mode != "approximate":
-                    self._set_mode("approximate", reason=await self._redis.explain(exc))
+                    reason = (
+                        f"Redis answered no lookup within {LOOKUP_BUDGET_S * 1000:g} ms"
+                        if isinstance(exc, TimeoutError)
+                        else await self._redis.explain(exc)
+                    )
+                    self._set_mode("approximate", reason=reason)
             else:
                 self._set_mode("redis")
                 # Prompts routed moments ago may still be in prefill, their blocks not yet announced.

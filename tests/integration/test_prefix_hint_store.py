@@ -79,6 +79,40 @@ def test_redis_dying_mid_run_falls_back_to_history_without_failing(tmp_path):
     assert during == again == {A: 4, B: 0}  # the gateway's own routing history
 
 
+def test_a_redis_that_stalls_costs_a_lookup_its_budget_not_the_socket_timeout(tmp_path):
+    """SIGSTOP (as a fork for a snapshot or a network stall looks from here): every request waited the client's
+    0.5 s socket timeout for its hints. Now the first waits LOOKUP_BUDGET_S, and those after it none."""
+    import signal
+
+    from gateway.hints.prefix_hints import LOOKUP_BUDGET_S
+
+    url, server = start_redis_server(tmp_path)
+    hashes = prefix_hashes(list(range(64)), MODEL, "t")
+
+    async def run():
+        client = redis.asyncio.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        hints = PrefixHints(MODEL, client, retry_after_s=5.0)
+        await hints.match(hashes, [A])  # connected
+        hints.record(A, hashes)
+        server.send_signal(signal.SIGSTOP)
+        try:
+            waits = []
+            for _ in range(3):
+                started = time.perf_counter()
+                assert await hints.match(hashes, [A, B]) == {A: 4, B: 0}  # the gateway's own history
+                waits.append(time.perf_counter() - started)
+            return waits, hints.mode
+        finally:
+            server.send_signal(signal.SIGCONT)
+            await client.aclose()
+            server.terminate()
+            server.wait(timeout=10)
+
+    waits, mode = asyncio.run(run())
+    assert waits[0] < LOOKUP_BUDGET_S + 0.1 and max(waits[1:]) < 0.01, waits
+    assert mode == "approximate"
+
+
 def test_with_redis_a_prefix_routed_moments_ago_counts_before_its_worker_announces_it(tmp_path):
     url, server = start_redis_server(tmp_path)
     hashes = prefix_hashes(list(range(64)), MODEL, "t")

@@ -347,6 +347,11 @@ def test_a_caller_without_a_key_gets_a_401_whatever_the_body(gateway, path, body
     assert reply.status_code == 401 and "API key" in reply.json()["error"]["message"], reply.text
 
 
+def test_the_model_list_with_a_trailing_slash_is_the_list(gateway):
+    response = gateway.get("/v1/models/", headers={"Authorization": f"Bearer {KEY}"})
+    assert response.status_code == 200 and response.json()["object"] == "list", response.text
+
+
 @pytest.mark.parametrize(
     ("method", "path", "says"),
     [
