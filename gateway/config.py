@@ -81,8 +81,8 @@ class Settings(BaseSettings):
     )
     request_read_timeout_s: Seconds = Field(
         default=30.0,
-        description="a connection that has not sent a whole request (line, headers and body) this long after it "
-        "opened, or after its request began, is closed",
+        description="a connection whose request line and headers have not come this long after it opened (or its "
+        "request began), or whose body stops coming for this long, is closed",
     )
     client_stall_s: Seconds = Field(
         default=60.0,

@@ -227,7 +227,6 @@ class LetStalledClientsGo:
             except TimeoutError:
                 log.warning("client %s took no data for %g s: its stream is ended", _peer(scope), self._stall_s())
                 metrics.CLIENTS_LET_GO.inc()
-                _STALLED.set(True)  # uvicorn's "returned without completing response" is this, said above
                 stalled.set()
                 await asyncio.Event().wait()  # the response's task group ends this when `receive` says disconnect
 
@@ -252,7 +251,11 @@ class LetStalledClientsGo:
                     waiting.cancel()
             return waiting.result() if waiting.done() and not waiting.cancelled() else {"type": "http.disconnect"}
 
-        await self.app(scope, receiving, sending)
+        try:
+            await self.app(scope, receiving, sending)
+        finally:
+            if stalled.is_set():  # in the server's own task (`sending` ran in the response's): uvicorn's "returned
+                _STALLED.set(True)  # without completing response", logged next, is this, already said above
 
 
 def _peer(scope) -> str:

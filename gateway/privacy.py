@@ -187,9 +187,11 @@ def _refuse_repeats(pairs: list[tuple[str, object]]) -> dict:
     return dict(pairs)
 
 
-def metadata_privacy(policy: "Policy", metadata: dict | None) -> object:
-    """`metadata.privacy`. A key the caller meant for it (`Privacy`, `privcy`, `{"pii": "yes"}`) is a 400 naming it:
-    read as any other metadata, it would route the request as untagged."""
+def metadata_privacy(policy: "Policy", body) -> object:
+    """`metadata.privacy` of a request body. A key the caller meant for it (`Privacy`, `privcy`, `{"pii": "yes"}`,
+    `{"local_only": true}`) is a 400 naming it: read as any other metadata, it would route the request as untagged.
+    Then a value OpenAI refuses (no string, or over 512 characters) is a 400 naming its key."""
+    metadata = body.metadata
     if not metadata:
         return None
     misplaced = misplaced_privacy_key(metadata, policy.known_privacy_tags, policy.privacy.never_leave_device)
@@ -200,6 +202,8 @@ def metadata_privacy(policy: "Policy", metadata: dict | None) -> object:
             code=UNKNOWN_TAG,
             param=f"metadata.{misplaced}",
         )
+    if (refused := body.metadata_value_refused()) is not None:
+        raise BadRequest(f"metadata.{refused[0]}: {refused[1]}", param=f"metadata.{refused[0]}")
     return metadata.get("privacy")
 
 

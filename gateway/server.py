@@ -42,14 +42,17 @@ def run(settings: Settings, log_level: str = "info") -> None:
 
 
 def timed_requests(read_timeout_s: float) -> type:
-    """uvicorn's HTTP protocol, with a connection closed where a request is not read whole (its line, headers and
-    body) within `read_timeout_s` of the connection or the request starting. uvicorn has no such timeout: a
-    connection that sent nothing, headers one a second, or half a body, was held for ever, and a thousand of them
-    (before any key is checked) took every file descriptor a desktop gives a process (a review)."""
+    """uvicorn's HTTP protocol, with a connection closed where a request's line and headers do not arrive within
+    `read_timeout_s` of the connection or the request starting, or its body stops coming for that long. uvicorn has
+    no such timeout: a connection that sent nothing, headers one a second, or half a body, was held for ever, and a
+    thousand of them (before any key is checked) took every file descriptor a desktop gives a process (a review).
+    A body that keeps coming, however slowly, is read whole; and while the server itself has paused reading (a
+    pipelined request waiting behind an answer), the wait is not the client's."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class TimedRequests(HttpToolsProtocol):
         _read_timer = None
+        _in_body = False
 
         def _arm(self) -> None:
             self._disarm()
@@ -62,7 +65,9 @@ def timed_requests(read_timeout_s: float) -> type:
 
         def _too_slow(self) -> None:
             self._read_timer = None
-            if not self.transport.is_closing():
+            if self.flow is not None and self.flow.read_paused:  # the server's own wait, not the client's
+                self._arm()
+            elif not self.transport.is_closing():
                 self.logger.info("%s:%s sent no whole request within %g s: connection closed", *(self.client or ("?", 0)),
                                  read_timeout_s)  # fmt: skip
                 self.transport.close()
@@ -71,11 +76,23 @@ def timed_requests(read_timeout_s: float) -> type:
             super().connection_made(transport)
             self._arm()
 
+        def data_received(self, data: bytes) -> None:
+            if self._in_body:  # a body that keeps coming is read, however slowly
+                self._arm()
+            super().data_received(data)
+
         def on_message_begin(self) -> None:
             super().on_message_begin()
+            self._in_body = False
+            self._arm()  # the line and the headers: within read_timeout_s in all
+
+        def on_headers_complete(self) -> None:
+            super().on_headers_complete()
+            self._in_body = True
             self._arm()
 
         def on_message_complete(self) -> None:
+            self._in_body = False
             self._disarm()
             super().on_message_complete()
 

@@ -223,7 +223,7 @@ async def _serve(
             events = _stream_events(
                 routed, shape, include_usage, started, admission, traced(one), logprobs(one), tools, prefix=prefix(one)
             )
-            return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+            return ClosingStreamingResponse(events, media_type="text/event-stream", headers=headers)
         work = _collect(routed, shape, started, admission, traced(one), logprobs(one), tools, prefix(one))
         answer = await _unless_the_client_leaves(request, work)
         return await _json_response(answer, headers, logprobs_wanted) if answer is not None else _client_gone()
@@ -278,7 +278,7 @@ async def _serve(
         events = _merged(
             [events_of(routed, choices[0])], shape, usages if include_usage else None, firsts, the_others()
         )
-        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+        return ClosingStreamingResponse(events, media_type="text/event-stream", headers=headers)
     answers = await _unless_the_client_leaves(
         request,
         _first_failure_ends_all(
@@ -451,6 +451,20 @@ class _Share:
         await self.shared.release(None if used_tokens is None else used_tokens - self.counted_elsewhere)
 
 
+class ClosingStreamingResponse(StreamingResponse):
+    """A stream whose answer is closed the moment the response ends, however it ends (the client left, was let go
+    after TANDEM_CLIENT_STALL_S, or an error): Starlette cancels the sending but leaves the body to the garbage
+    collector, so the worker's sequence, the tenant's slot and the backend's in-flight count were freed only when a
+    collection happened to run (a review saw them held for over a minute)."""
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.body_iterator.aclose()
+
+
 _MERGED_EVENTS_AHEAD = 64
 
 
@@ -475,7 +489,9 @@ async def _merged(
             async for event in stream:
                 await queue.put(event)
         finally:
-            if not closing:
+            if closing:  # cancelled, maybe at a full queue's put, outside the stream: close it here
+                await stream.aclose()
+            else:
                 await queue.put(None)
 
     async def start(more: AsyncIterator[AsyncIterator[str] | str]) -> None:

@@ -252,7 +252,7 @@ async def _classify(
             parts=prompt_texts if prompt_texts and len(prompt_texts) > 1 else (),
             prompt_tokens=prompt_lengths[0],
             max_tokens=max_tokens[0],
-            metadata_privacy=privacy.metadata_privacy(policy, body.metadata),
+            metadata_privacy=privacy.metadata_privacy(policy, body),
             privacy_header=tandem_header(request, "X-Tandem-Privacy", repeatable=True),
             device_header=tandem_header(request, "X-Tandem-Device"),
             reported_device=state.edge_agents.device(tandem_header(request, "X-Tandem-Agent")),

@@ -38,8 +38,16 @@ async def serve(body: ResponsesRequest, request: Request, state: GatewayState, p
         if name in FORWARDED_HEADERS or name.startswith("x-ratelimit-")
     }
     if isinstance(answer, StreamingResponse):
-        events = ResponseEvents(body).translate(answer.body_iterator)
-        return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+        chat_events = answer.body_iterator
+
+        async def events():
+            try:
+                async for event in ResponseEvents(body).translate(chat_events):
+                    yield event
+            finally:  # closed when the response ends (ClosingStreamingResponse): the chat stream's answer with it
+                await chat_events.aclose()
+
+        return generation.ClosingStreamingResponse(events(), media_type="text/event-stream", headers=headers)
     if answer.status_code != 200:  # the client left (499)
         return answer
     return JSONResponse(response_object(body, json.loads(answer.body)), headers=headers)

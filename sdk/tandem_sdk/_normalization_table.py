@@ -3,6 +3,7 @@ UNICODE_VERSION = "14.0.0"
 # Combining marks deleted wherever they are (COMBINING_BLOCKS), as first-last ranges
 MARKS = (
     (0x300, 0x36F),
+    (0x483, 0x489),
     (0x1AB0, 0x1ACE),
     (0x1DC0, 0x1DFF),
     (0x20D0, 0x20F0),

@@ -475,16 +475,19 @@ _PHONE_WORDS_WHOLE = (
 ).split() + ["call me", "call us", "text me", "reach me", "ring me"]
 _PHONE_WORDS_ANY = (
     "телефон Телефон ТЕЛЕФОН тел. Тел. ТЕЛ. тел: Тел: ТЕЛ: мобильн Мобильн МОБИЛЬН моб. Моб. МОБ. 電話 电话 手机 手機 "
-    "携帯 전화 휴대폰 핸드폰 फ़ोन फोन هاتف جوال טלפון"
+    "携帯 전화 휴대폰 핸드폰 फ़ोन फोन هاتف جوال טלפון tél tÉl téléphone tÉlÉphone"
 ).split() + ["тел ", "Тел ", "ТЕЛ "]
 # Between a label and its number: punctuation, spaces, line breaks, anything not ASCII (a full-width colon, 号码是),
 # and these words, at most 32 of them in all: `Phone number: `, `mobile no. `, `call me back at `, `contact me on `.
 # Any other ASCII word ends it (`cell count was 12000000`, `iPhone sales: 231 800 000`).
 _FILLER_WORDS = (
     "number numbers num no nr nbr is are me us at on to my our your his her the a an back directly or and of de di del "
-    "la el du der die das here below home work office main personal direct primary landline"
+    "la el du der die das here below home work office main personal direct primary landline alt other preferred h w m"
 ).split()
-_ORDINAL = "\\(?#?[0-9]{1,2}[:)]"  # the second of several: `Phone 2: `, `Tel (1): `, `phone #2) `
+# The second of several: `Phone 2: `, `Tel (1): `, `phone #2) `, `Phone [2]: `, `Téléphone 2 : `; not after the labels
+# whose `<label> 2:` is something else (`_NO_ORDINAL`)
+_ORDINAL = "[\\(\\[]?#?[0-9]{1,2} ?[:)\\]]"
+_NO_ORDINAL = frozenset(b"cell cel contact ph iphone smartphone cellphone".split())  # a sheet's cell, a CRM id, a model
 _MOST_LISTED_DIGITS = 40  # what is read after a label: a number, or the first two of a list (`_first_listed`)
 _NUMBER_SEPARATORS = "[ \\t./()-]"  # no line break inside a labelled number: a column of them reads one by one
 
@@ -555,7 +558,7 @@ def _after_a_label(scan: Scan) -> bool:
     looked = 0
     for run_start, run_end in scan.numeric_runs:
         run = _FIRST_NUMBER.match(data, run_start, run_end)
-        raw = _first_listed(run.group(1))
+        raw = _first_listed(whole := run.group(1))
         if raw is None:
             continue
         if (looked := looked + 1) > _MOST_LOOK_BACKS:
@@ -568,10 +571,18 @@ def _after_a_label(scan: Scan) -> bool:
         while (label := _LABEL_BEFORE.search(window, pos)) is not None:
             pos = label.start() + 1  # a label refused (`tel` in `hotel`) may hide one inside it
             if _whole(data, before + label.start(1), before + label.end(1)):
+                if _sheet_like(label.group(1), window[label.end(1) :], raw is not whole):
+                    break
                 if _a_phone_number(scan, start, start + len(raw), raw):
                     return True
                 break
     return False
+
+
+def _sheet_like(label: bytes, between: bytes, listed: bool) -> bool:
+    """A label whose `<label> 2:` or `<label>: <numbers>` is something else (`Cell 3: 1048576 rows`, `iPhone 15:
+    5234567 units`, `cell: 1234567 2345678 3456789`), with an ordinal or a list after it."""
+    return label in _NO_ORDINAL and (listed or between.translate(None, _DIGITS) != between)
 
 
 def _before_blanks(data: bytes, end: int) -> int:
@@ -583,7 +594,8 @@ def _before_blanks(data: bytes, end: int) -> int:
 
 def _first_listed(raw: bytes) -> bytes | None:
     """The number to read after a label: all of it (7-15 digits), or the first of a list of them parted by blanks
-    (`phones: 4155550100 4155550101`, `415 555 0100 415 555 0101`) where the first two are 7-15 digits each; else
+    or a slash (`phones: 4155550100 4155550101`, `415 555 0100 415 555 0101`, `4155550100/4155550101`) where the
+    first two are 7-15 digits each; else
     None. `raw` holds at most _MOST_LISTED_DIGITS digits: enough for two."""
     digits = len(raw) - len(raw.translate(None, _DIGITS))
     if digits <= 15:
@@ -591,7 +603,7 @@ def _first_listed(raw: bytes) -> bytes | None:
     first, count, pos = b"", 0, 0
     for run in _DIGIT_RUN.finditer(raw):
         gap = raw[pos : run.start()]
-        if count >= _MIN_CLUSTER_DIGITS and (b" " in gap or b"\t" in gap):
+        if count >= _MIN_CLUSTER_DIGITS and (b" " in gap or b"\t" in gap or b"/" in gap):
             if count > 15 or first:
                 break
             first, count = raw[:pos], 0
@@ -608,11 +620,14 @@ def _labelled_from(scan: Scan, start: int) -> bool:
     while (found := _LABELLED_NUMBER.search(lowered, pos)) is not None:
         pos = found.start() + 1  # a label refused (`tel` in `hotel`) may hide one inside it
         number_start = found.start(2)
-        raw = _first_listed(found.group(2))
+        raw = _first_listed(whole := found.group(2))
+        if raw is None or not _whole(data, found.start(1), found.end(1)):
+            continue
+        if _sheet_like(found.group(1), lowered[found.end(1) : number_start], raw is not whole):
+            pos = found.end(1)  # nor `phone` inside `iPhone 15:`: the look-back reads the first label only
+            continue
         if (
-            raw is not None
-            and _before_blanks(data, number_start) - found.start(1) <= _LOOK_BACK  # both paths find the same
-            and _whole(data, found.start(1), found.end(1))
+            _before_blanks(data, number_start) - found.start(1) <= _LOOK_BACK  # both paths find the same
             and _in_a_run(data, number_start, number_start + len(raw))
             and _a_phone_number(scan, number_start, number_start + len(raw), raw)
         ):

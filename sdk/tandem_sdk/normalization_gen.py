@@ -26,8 +26,14 @@ BLANKS_TOO = "\u115f\u1160\u3164\uffa0\u2800"
 # The combining marks of no one script (accents written apart, as macOS and some keyboards write them: `teléfono` as
 # `e` + U+0301; underline and strike-through from rich text, 4̲1̲1̲1̲; keycaps, 4️⃣1️⃣1️⃣1️⃣; stacked marks): nothing, so the
 # letters and digits under them read as themselves. A script's own vowel signs and marks stay.
-COMBINING_BLOCKS = (range(0x0300, 0x0370), range(0x1AB0, 0x1B00), range(0x1DC0, 0x1E00), range(0x20D0, 0x2100),
-                    range(0xFE20, 0xFE30))  # fmt: skip
+COMBINING_BLOCKS = (
+    range(0x0300, 0x0370),
+    range(0x0483, 0x048A),
+    range(0x1AB0, 0x1B00),
+    range(0x1DC0, 0x1E00),
+    range(0x20D0, 0x2100),
+    range(0xFE20, 0xFE30),
+)  # fmt: skip (0483-0489: Cyrillic's, Zalgo's too)
 # What a mapped character may become: what numbers and addresses are written with. A full-width comma or
 # question mark is left alone: no detector reads it, and CJK text is full of them.
 READ_BY_DETECTORS = set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ @.+-()/#%_\n\t")

@@ -327,23 +327,27 @@ class _GenerationParams(BaseModel):
     @field_validator("metadata")
     @classmethod
     def _openai_metadata_limits(cls, value: dict | None) -> dict | None:
-        """OpenAI's limits: 16 keys of at most 64 characters, string values of at most 512 (a request that passes
-        here then passes on OpenAI). Tandem's own `privacy` key may hold a list of tags too. (Each key is checked
-        for a misspelt `privacy`; 170,000 of them held the event loop for seconds.)"""
+        """OpenAI's limits: 16 keys of at most 64 characters. (Each key is checked for a misspelt `privacy`; 170,000
+        of them held the event loop for seconds.)"""
         if value is not None and len(value) > MAX_METADATA_KEYS:
             raise ValueError(f"at most {MAX_METADATA_KEYS} keys, as OpenAI's metadata; got {len(value)}")
-        for key, item in (value or {}).items():
+        for key in value or {}:
             if len(key) > MAX_METADATA_KEY_CHARS:
                 raise ValueError(f"keys of at most {MAX_METADATA_KEY_CHARS} characters, as OpenAI's; got {key[:20]!r}…")
-            if key == "privacy":
-                continue  # Tandem's tags, checked as such (a string or a list of them)
-            if not isinstance(item, str) or len(item) > MAX_METADATA_VALUE_CHARS:
+        return value  # its values: `metadata_value_refused`, after the keys meant for privacy tags are named
+
+    def metadata_value_refused(self) -> tuple[str, str] | None:
+        """(the key, why) for a metadata value OpenAI refuses (values are strings of at most 512 characters; a
+        request that passes here passes there); Tandem's `privacy` may be a list of tags. Checked after the keys
+        meant for privacy tags (`{"local_only": true}` is named as one, not as a value that is no string)."""
+        for key, item in (self.metadata or {}).items():
+            if key != "privacy" and (not isinstance(item, str) or len(item) > MAX_METADATA_VALUE_CHARS):
                 got = f"a {type(item).__name__}" if not isinstance(item, str) else f"{len(item)} characters"
-                raise ValueError(
-                    f"{key[:20]!r}: values are strings of at most {MAX_METADATA_VALUE_CHARS} characters, as OpenAI's; "
-                    f"got {got}"
+                return (
+                    key,
+                    f"values are strings of at most {MAX_METADATA_VALUE_CHARS} characters, as OpenAI's; got {got}",
                 )
-        return value
+        return None
 
     @field_validator("logit_bias")
     @classmethod

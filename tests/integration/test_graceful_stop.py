@@ -1,5 +1,6 @@
 """SIGTERM under load: readiness turns false first, in-flight streams finish, then new connections are refused."""
 
+import json
 import signal
 import threading
 import time
@@ -86,5 +87,16 @@ def test_connections_that_never_finish_a_request_are_closed(demo_checkpoint, tmp
         assert closed == set(opened), f"still open after {time.monotonic() - started:.1f} s: {set(opened) - closed}"
         assert time.monotonic() - started < 4
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+        # A body that keeps coming, however slowly, is read whole: 3 s for this one, the timeout 1 s
+        body = json.dumps({"model": "tandem-demo", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]})
+        slow = socket.create_connection(("127.0.0.1", port))
+        slow.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n".encode())  # fmt: skip
+        for i in range(0, len(body), len(body) // 10 + 1):
+            time.sleep(0.3)
+            slow.sendall(body[i : i + len(body) // 10 + 1].encode())
+        slow.settimeout(30)
+        assert slow.recv(65536).startswith(b"HTTP/1.1 200"), "a slow, steady body was cut"
+        slow.close()
     finally:
         gateway.stop()

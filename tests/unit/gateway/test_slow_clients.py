@@ -10,10 +10,10 @@ import pytest
 from starlette.responses import StreamingResponse
 
 from gateway import metrics
-from gateway.api.generation import _MERGED_EVENTS_AHEAD, _merged
+from gateway.api.generation import _MERGED_EVENTS_AHEAD, ClosingStreamingResponse, _merged
 from gateway.backends.circuit_breaker import CircuitBreaker
 from gateway.backends.worker_backend import BackendError, WorkerBackend
-from gateway.main import LetStalledClientsGo
+from gateway.main import _STALLED, LetStalledClientsGo
 from proto.gen import worker_pb2
 from serving.openai.format import ResponseShape
 
@@ -68,7 +68,7 @@ async def test_a_client_that_takes_no_data_is_let_go_and_its_stream_closed():
         finally:
             closed.set()  # the backend stream's close: the worker's sequence is freed
 
-    app = LetStalledClientsGo(StreamingResponse(answer(), media_type="text/event-stream"), stall_s=lambda: 0.2)
+    app = LetStalledClientsGo(ClosingStreamingResponse(answer(), media_type="text/event-stream"), stall_s=lambda: 0.2)
     sent, receiving = [], [{"type": "http.request", "body": b"", "more_body": False}]
 
     async def receive():
@@ -83,11 +83,14 @@ async def test_a_client_that_takes_no_data_is_let_go_and_its_stream_closed():
 
     before = metrics.CLIENTS_LET_GO._value.get()
     scope = {"type": "http", "asgi": {"spec_version": "2.3"}, "client": ("127.0.0.1", 5), "method": "POST", "path": "/"}
-    await asyncio.wait_for(app(scope, receive, send), timeout=5)  # ended, as when a client leaves
-    assert metrics.CLIENTS_LET_GO._value.get() == before + 1
-    del app  # as the server drops a finished request's response: its answer is closed (asyncio's finalizer)
-    gc.collect()
-    await asyncio.wait_for(closed.wait(), timeout=5)
+    gc.disable()  # the answer is closed when the response ends, not when a collection happens to run (a review)
+    try:
+        async with asyncio.timeout(5):  # in this task, as uvicorn calls the app
+            await app(scope, receive, send)  # ended, as when a client leaves
+    finally:
+        gc.enable()
+    assert closed.is_set() and metrics.CLIENTS_LET_GO._value.get() == before + 1
+    assert _STALLED.get()  # seen from the server's task: uvicorn's "without completing response" is not logged
 
 
 async def test_a_client_that_reads_is_never_let_go():
@@ -111,10 +114,15 @@ async def test_a_client_that_reads_is_never_let_go():
 async def test_choices_wait_for_their_reader_instead_of_piling_up():
     pulled = [0, 0]
 
+    closed = []
+
     async def choice(k):
-        for i in range(10_000):
-            pulled[k] += 1
-            yield f"data: {k}.{i}\n\n"
+        try:
+            for i in range(10_000):
+                pulled[k] += 1
+                yield f"data: {k}.{i}\n\n"
+        finally:
+            closed.append(k)  # the worker's sequence freed
 
     merged = _merged([choice(0), choice(1)], ResponseShape.new(True, "id", "m"), None, set())
     await anext(merged)
@@ -122,3 +130,4 @@ async def test_choices_wait_for_their_reader_instead_of_piling_up():
         await asyncio.sleep(0)  # the producers run as far as they may
     assert sum(pulled) <= _MERGED_EVENTS_AHEAD + 4, pulled
     await merged.aclose()
+    assert closed == [0, 1]  # each choice's stream closed by the close, though its pump waited at a full queue
