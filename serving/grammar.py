@@ -62,13 +62,19 @@ def schema_for(response_format: dict) -> dict | None:
             raise GrammarError(
                 f"response_format.json_schema.name must be 1 to 64 letters, digits, _ or -, got {json.dumps(name)[:40]}"
             )
-        for key, kind, what in (("description", str, "a string"), ("strict", bool, "true or false")):
-            if spec.get(key) is not None and not isinstance(spec[key], kind):
-                raise GrammarError(
-                    f"response_format.json_schema.{key} must be {what}, got {json.dumps(spec[key])[:40]}"
-                )
+        if (mistyped := mistyped_field(spec, "response_format.json_schema")) is not None:
+            raise GrammarError(mistyped)
         return spec.get("schema") or {"type": "object"}
     raise GrammarError(f"type must be text, json_object or json_schema, got {kind!r}")
+
+
+def mistyped_field(spec: dict, where: str) -> str | None:
+    """What is wrong with the `description` and `strict` of OpenAI's named schemas (a function, a json_schema
+    response format), or None: each a string and true or false where given (`"strict": "false"` is no false)."""
+    for key, kind, what in (("description", str, "a string"), ("strict", bool, "true or false")):
+        if spec.get(key) is not None and not isinstance(spec[key], kind):
+            return f"{where}.{key} must be {what}, got {json.dumps(spec[key])[:40]}"
+    return None
 
 
 def schema_grammar(schema: dict) -> str:

@@ -5,7 +5,6 @@ Tandem workers, `HttpWorkerBackend` for OpenAI-compatible servers. Errors use
 gRPC status codes as their one vocabulary.
 """
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -188,22 +187,23 @@ class WorkerBackend:
         self._sent.add()  # (the line above has already marked the snapshot stale)
         answered = failed = False
         chunks = aiter(self._stream(request, timeout_s))
-        left = timeout_s  # the backend's time: waiting on the client (a slow reader) is not counted against it
+        # The backend's own time, counted, not timed: waiting on the client (a slow reader) is not the backend's, and
+        # a wait that never ends is already timed by dispatch (the first token's attempt timeout, then
+        # `RoutedStream`'s idle timeout): a second timer a token would be work done twice on the hot path.
+        left = timeout_s
         try:
             while True:
                 waiting = time.perf_counter()
                 try:
-                    async with asyncio.timeout(left):
-                        chunk = await anext(chunks)
+                    chunk = await anext(chunks)
                 except StopAsyncIteration:
                     break
-                except TimeoutError:
+                if (left := left - (time.perf_counter() - waiting)) < 0:
                     raise BackendError(
                         self.endpoint,
                         grpc.StatusCode.DEADLINE_EXCEEDED,
                         f"no answer within {timeout_s:g} s of its own time (TANDEM_BACKEND_TIMEOUT_S)",
-                    ) from None
-                left -= time.perf_counter() - waiting
+                    )
                 if not answered:
                     answered = True
                     self.breaker.record_success()

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import llguidance
 
+from serving.grammar import mistyped_field
+
 FORMATS = ("hermes", "mistral", "llama3_json")
 _HERMES_OPEN, _HERMES_CLOSE = "<tool_call>", "</tool_call>"
 _MISTRAL_OPEN = "[TOOL_CALLS]"
@@ -80,9 +82,8 @@ def functions(tools: list[dict]) -> dict[str, dict]:
         name = function.get("name")
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
             raise ToolError(f"tools[{i}].function.name must be 1 to 64 letters, digits, _ . or -, got {name!r}")
-        for key, kind, what in (("description", str, "a string"), ("strict", bool, "true or false")):
-            if function.get(key) is not None and not isinstance(function[key], kind):  # "false" is no false
-                raise ToolError(f"tools[{i}].function.{key} must be {what}, got {function[key]!r:.40}")
+        if (mistyped := mistyped_field(function, f"tools[{i}].function")) is not None:
+            raise ToolError(mistyped)
         parameters = function.get("parameters")
         if parameters is None:  # absent or null (go-openai sends null): no arguments
             parameters = {}
