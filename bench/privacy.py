@@ -188,7 +188,8 @@ def context(rng: random.Random, labels: dict[str, list[str]], pos: str) -> tuple
 
 
 def split_value(rng: random.Random, value: str, placement: str) -> list[str]:
-    if placement == "split-parts":  # parts are joined with nothing: any cut
+    if placement == "split-parts" or (placement == "split-messages" and "@" in value):  # any cut: parts are joined
+        # with nothing, and an address sent in two messages is read across the seam
         i = rng.randint(1, len(value) - 1)
         return [value[:i], value[i:]]
     if placement == "split-messages":  # a person sends the number in two messages, at a group break
@@ -556,7 +557,7 @@ PII_ENCODINGS = {
     "email": ["ascii", "ascii", "fullwidth", "zero-width", "mixed"],
     "iban": ["ascii", "ascii", "fullwidth", "zero-width", "unicode-separators", "mixed"],
 }
-PII_PLACEMENTS = {"email": BASE_PLACEMENTS + ["split-parts"],
+PII_PLACEMENTS = {"email": BASE_PLACEMENTS + ["split-parts", "split-messages"],
                   "credit-card": BASE_PLACEMENTS + ["split-parts", "split-messages"]}  # fmt: skip
 
 

@@ -486,9 +486,11 @@ _FILLER_WORDS = (
 ).split()
 # The second of several: `Phone 2: `, `Tel (1): `, `phone #2) `, `Phone [2]: `, `Téléphone 2 : `; not after the labels
 # whose `<label> 2:` is something else (`_NO_ORDINAL`)
-_ORDINAL = "[\\(\\[]?#?[0-9]{1,2} ?[:)\\]]"
+_ORDINAL = "[\\(\\[]?#?[0-9]{1,2} ?(?:[:)\\]]|-(?![0-9]))"
 _NO_ORDINAL = frozenset(b"cell cel contact ph iphone smartphone cellphone".split())  # a sheet's cell, a CRM id, a model
 _MOST_LISTED_DIGITS = 40  # what is read after a label: a number, or the first two of a list (`_first_listed`)
+_LEADER = " \t\r\n._-"  # blanks, and what forms fill a column with (`Phone: ______`, `Phone ........`)
+_LEADER_BYTES = _LEADER.encode()
 _NUMBER_SEPARATORS = "[ \\t./()-]"  # no line break inside a labelled number: a column of them reads one by one
 
 
@@ -503,8 +505,9 @@ def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
     label = "(" + "|".join(re.escape(word) for word in words) + ")"
     fillers = "|".join(sorted(_FILLER_WORDS, key=len, reverse=True))
     for more in ("+", ""):  # possessive where re has it (3.11), else plain
-        # a run of blanks is one step: a form's columns (`Phone:` and its number far to the right)
-        between = f"(?:[ \\t\\r\\n]+{more}|[^0-9a-z]|(?:{fillers})(?![a-z])|{_ORDINAL}){{0,32}}{more}"
+        # a run of blanks, or of a form's leader dots, underscores or dashes, is one step: a form's columns
+        # (`Phone:` and its number far to the right, `Phone ........ 4155550100`)
+        between = f"(?:[{_LEADER}]+{more}|[^0-9a-z]|(?:{fillers})(?![a-z])|{_ORDINAL}){{0,32}}{more}"
         number = f"([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}{more}[0-9]){{6,{_MOST_LISTED_DIGITS - 1}}}{more})"
         try:
             whole = re.compile(f"{label}{between}{number}".encode())
@@ -515,15 +518,15 @@ def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
 
 
 _LABELLED_NUMBER, _LABEL_BEFORE = _labelled_number()
-_LOOK_BACK = 64  # bytes from a label to its number, but for the blanks right before the number
-_BLANKS = b" \t\r\n"
+_LOOK_BACK = 64  # bytes from a label to its number, but for the blanks or leader right before the number
 # A run's first number: its digits in groups parted by 1-2 separators, as many as `_first_listed` reads
-_FIRST_NUMBER = re.compile(
-    f"[^0-9]*([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}[0-9]){{0,{_MOST_LISTED_DIGITS - 1}}})".encode()
+_FIRST_NUMBER = re.compile(  # an ordinal, a dash and a space before it are not its digits (`Phone 2 - 4155550100`)
+    f"[^0-9]*(?:[0-9]{{1,2}} ?-[ \\t]+(?=[0-9]))?([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}[0-9]){{0,{_MOST_LISTED_DIGITS - 1}}})".encode()
 )
 _MOST_LOOK_BACKS = 200  # then one pass over the rest of the text for the labels: a table of numbers stays cheap
 _WHOLE_WORDS = frozenset(word.encode() for word in _PHONE_WORDS_WHOLE)
 _COMPOUND = re.compile(rb"(?:number|no|nr|num)(?![a-z])")  # mobileNumber, telNo
+_GLUED_ORDINAL = re.compile(_ORDINAL.encode())
 
 
 # Words that label a phone number, written glued to it in signatures and on cards (TEL03-1234-5678, FAX+81-…).
@@ -541,7 +544,11 @@ def _glued(scan: Scan, cluster: Cluster) -> bool:
     """Digits glued to a letter (a534-4977-83f5 in a UUID) or part of a time (08:49:05.375892): no national
     number. A label's colon is fine (Tel:020 7946 0958), and so is a label glued on (TEL03-1234-5678)."""
     before, after = scan.before(cluster, 2), scan.after(cluster, 2)
-    time = before[-1:] == b":" and before[:1].isdigit() or after[:1] == b":" and after[1:].isdigit()
+    # a time's minutes or seconds are two digits (`Phone2:4155550100` is an ordinal's colon)
+    minutes = (
+        before[-1:] == b":" and before[:1].isdigit() and not scan.data[cluster.start + 2 : cluster.start + 3].isdigit()
+    )
+    time = minutes or after[:1] == b":" and after[1:].isdigit()
     extension = after[:1] in (b"x", b"X") and after[1:].isdigit()  # 201-555-0123x45
     glued_before = before[-1:].isalpha() and not _labelled(scan.before(cluster, 10))
     return glued_before or (after[:1].isalpha() and not extension) or time
@@ -564,14 +571,15 @@ def _after_a_label(scan: Scan) -> bool:
         if (looked := looked + 1) > _MOST_LOOK_BACKS:
             return _labelled_from(scan, run_start)
         start = run.start(1)
-        end = _before_blanks(data, start)
-        before = max(0, end - _LOOK_BACK)
-        window = data[before:end].lower()
+        before = max(0, _before_leader(data, start) - _LOOK_BACK)
+        window = data[before:start].lower()
         pos = 0
         while (label := _LABEL_BEFORE.search(window, pos)) is not None:
             pos = label.start() + 1  # a label refused (`tel` in `hotel`) may hide one inside it
             if _whole(data, before + label.start(1), before + label.end(1)):
-                if _sheet_like(label.group(1), window[label.end(1) :], raw is not whole):
+                if _sheet_like(label.group(1), window[label.end(1) :], raw is not whole) or _ended(
+                    data[before + label.start(1) : start]
+                ):
                     break
                 if _a_phone_number(scan, start, start + len(raw), raw):
                     return True
@@ -579,23 +587,42 @@ def _after_a_label(scan: Scan) -> bool:
     return False
 
 
+# A sentence that ends, then a blank line: what follows is no longer the label's (`Please call me.\n\n1234567 rows were
+# read`). Not after an abbreviation's dot (`Tel.`, `Mobile No.`) on a form.
+_SENTENCE_END = re.compile(rb"([^ \t\r\n.!?]*)([.!?])[ \t\r]*\n[ \t\r]*\n")
+_ABBREVIATIONS = frozenset("tel tlf tfn ph mob fax no nr num nbr тел моб".split())
+
+
+def _ended(between: bytes) -> bool:
+    """Between a label and a number, a sentence ends and a blank line follows."""
+    for end in _SENTENCE_END.finditer(between):
+        word = end.group(1).decode(errors="ignore").lower().lstrip("([#")
+        if end.group(2) != b"." or word not in _ABBREVIATIONS:
+            return True
+    return False
+
+
 def _sheet_like(label: bytes, between: bytes, listed: bool) -> bool:
-    """A label whose `<label> 2:` or `<label>: <numbers>` is something else (`Cell 3: 1048576 rows`, `iPhone 15:
-    5234567 units`, `cell: 1234567 2345678 3456789`), with an ordinal or a list after it."""
-    return label in _NO_ORDINAL and (listed or between.translate(None, _DIGITS) != between)
+    """A label whose `<label> 2:`, `<label> = ` or `<label>: <numbers>` is something else (`Cell 3: 1048576 rows`,
+    `iPhone 15: 5234567 units`, `cell = 12345678`, `cell: 1234567 2345678 3456789`), with an ordinal, an assignment
+    or a list after it."""
+    return label in _NO_ORDINAL and (listed or b"=" in between or between.translate(None, _DIGITS) != between)
 
 
-def _before_blanks(data: bytes, end: int) -> int:
-    """Where the blanks before data[end] start."""
-    while end > 0 and data[end - 1] in _BLANKS:
+def _before_leader(data: bytes, end: int) -> int:
+    """Where the blanks and leader dots, underscores or dashes before data[end] start; a dot on a word's end is the
+    word's (`Tel.`, `Тел.`), not the leader's."""
+    while end > 0 and data[end - 1] in _LEADER_BYTES:
         end -= 1
+    if data[end : end + 1] == b"." and end > 0 and (data[end - 1] >= 0x80 or data[end - 1 : end].isalpha()):
+        end += 1
     return end
 
 
 def _first_listed(raw: bytes) -> bytes | None:
     """The number to read after a label: all of it (7-15 digits), or the first of a list of them parted by blanks
     or a slash (`phones: 4155550100 4155550101`, `415 555 0100 415 555 0101`, `4155550100/4155550101`) where the
-    first two are 7-15 digits each; else
+    first is 7-15 digits and the second 7 or more (`phone: 4155550100 4111111111111111`: a card after it); else
     None. `raw` holds at most _MOST_LISTED_DIGITS digits: enough for two."""
     digits = len(raw) - len(raw.translate(None, _DIGITS))
     if digits <= 15:
@@ -609,7 +636,7 @@ def _first_listed(raw: bytes) -> bytes | None:
             first, count = raw[:pos], 0
         count += run.end() - run.start()
         pos = run.end()
-    return first if first and _MIN_CLUSTER_DIGITS <= count <= 15 else None
+    return first if first and count >= _MIN_CLUSTER_DIGITS else None
 
 
 def _labelled_from(scan: Scan, start: int) -> bool:
@@ -626,8 +653,10 @@ def _labelled_from(scan: Scan, start: int) -> bool:
         if _sheet_like(found.group(1), lowered[found.end(1) : number_start], raw is not whole):
             pos = found.end(1)  # nor `phone` inside `iPhone 15:`: the look-back reads the first label only
             continue
+        if _ended(data[found.start(1) : number_start]):
+            continue
         if (
-            _before_blanks(data, number_start) - found.start(1) <= _LOOK_BACK  # both paths find the same
+            _before_leader(data, number_start) - found.start(1) <= _LOOK_BACK  # both paths find the same
             and _in_a_run(data, number_start, number_start + len(raw))
             and _a_phone_number(scan, number_start, number_start + len(raw), raw)
         ):
@@ -664,6 +693,8 @@ def _whole(data: bytes, start: int, end: int) -> bool:
     if left.isalnum() and not (left.islower() and data[start : start + 1].isupper()):  # camelCase starts a part
         return False
     after = data[end : end + 1]
+    if after.isdigit():  # an ordinal glued on: `Phone2:`, `tel1)`
+        return _GLUED_ORDINAL.match(data, end) is not None
     if after == b"_":
         return _COMPOUND.match(data[end + 1 : end + 9].lower()) is not None
     return not after.isalnum() or _COMPOUND.match(data[end : end + 8].lower()) is not None

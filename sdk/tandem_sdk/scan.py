@@ -29,7 +29,9 @@ they are plain words (letters, `_`, `-`): `{"type": "ann@example.com"}` is
 scanned. The messages' contents come first, one after another, then each
 message's other fields; all are joined with a
 line break, so a number split across two messages reads as one whatever else
-a message carries (a line break parts digit groups like a space).
+a message carries (a line break parts digit groups like a space); an e-mail
+address cut between two messages or batch prompts is read glued at the seam
+as well (`_seams`).
 
 The detectors then see the same text on the device and at the gateway.
 """
@@ -59,6 +61,7 @@ def _pieces(body: Mapping, decode: Callable[[list[int]], str] | None) -> Iterato
     # Every message's content first, in order and one after the other, as the model reads them: a number split
     # over two messages stays one number whatever else a message carries (a `name`, a `tool_call_id`).
     yield "\n".join(content for content, _ in parts)
+    yield from _seams([content for content, _ in parts])
     yield from (rest for _, rest in parts)
     yield from _prompt_texts(body.get("prompt"), decode)
     bias = body.get("logit_bias")
@@ -111,8 +114,44 @@ def _prompt_texts(prompt, decode: Callable[[list[int]], str] | None) -> Iterator
     elif isinstance(prompt, list | tuple) and prompt and all(isinstance(t, int) for t in prompt):
         yield _decoded(list(prompt), decode)
     elif isinstance(prompt, list | tuple):
+        texts = []
         for item in prompt:
-            yield from _prompt_texts(item, decode)
+            read = list(_prompt_texts(item, decode))  # the prompt, then what its escapes spell
+            texts.append(read[0] if read else "")
+            yield from read
+        yield from _seams(texts)
+
+
+_MOST_SEAM_CHARS = 512  # an e-mail address is at most 254
+_ATS = ("@", "＠", "%40")
+_WHOLE_DOMAIN = re.compile(r"[.．。｡][^\W\d_]{2,}\Z")  # the word ends in a top-level domain: `ann@example.com`
+
+
+def _split_address(word: str, head: str) -> bool:
+    """An address cut at the seam: the word before it has an `@` and no domain whole yet (`ann@exam`, `ann@`,
+    `ann@example.c`), or the word after it starts with the `@` (`ann` + `@example.com`). Not `logo@3x.webp` and
+    the next message's first word, which glued would read as an address of its own."""
+    at = max(word.rfind(a) for a in _ATS)
+    if at != -1:
+        return _WHOLE_DOMAIN.search(word, at) is None
+    return head.startswith(_ATS)
+
+
+def _seams(texts: list[str]) -> Iterator[str]:
+    """Each word with an `@` that runs from one text into the next with no space at the seam, whole: an e-mail
+    address split over two messages or prompts (`ann@exam` + `ple.com`, or over three) reads as one. Numbers need
+    no such help: the line break that joins the texts parts digit groups as a space does."""
+    word = ""
+    for text in texts:
+        head = text.split(None, 1)[0] if text[:1] and not text[:1].isspace() else ""
+        joined = (word + head)[-_MOST_SEAM_CHARS:]
+        if word and head and _split_address(word, head):
+            yield joined
+        if len(head) == len(text):  # the text is one word: the next seam's word goes on from it
+            word = joined
+        else:
+            word = text.rsplit(None, 1)[-1] if not text[-1:].isspace() else ""
+            word = word[-_MOST_SEAM_CHARS:]
 
 
 def _decoded(token_ids: list[int], decode: Callable[[list[int]], str] | None) -> str:

@@ -117,6 +117,17 @@ FIRES = {
         "Phone (h): 4155550100",
         "phones: 4155550100/4155550101",
         "Tél : 4155550100",
+        # a fifth review: an ordinal glued on or before a dash, a form's leader, a long number after it, an
+        # abbreviation's dot before a blank line
+        "Phone2: 4155550100",
+        "Phone2:4155550100",
+        "Phone 2 - 4155550100",
+        "Phone:" + "_" * 40 + "4155550100",
+        "Phone " + "." * 70 + " 4155550100",
+        "phone: 4155550100 1234567890123456",
+        "Tel.\n\n4155550100",
+        "Тел.\n\n89123456789",
+        "Mobile No.\n\n4155550100",
     ],
     "credit-card": [
         "4111 1111 1111 1111",
@@ -194,7 +205,11 @@ QUIET = {
               # a review of those: a sheet's cells, a model's sales, a CRM id, after labels that mean something else
               "Sales by model - iPhone 14: 3456789 units, iPhone 15: 5234567 units", "Cell 3: 1048576 rows",
               "cell 12: 2345678 reads mapped", "Contact #3: 10023456 (CRM id)", "PH 2: 1234567",
-              "cell: 1234567 2345678 3456789"],
+              "cell: 1234567 2345678 3456789",
+              # a fifth review: a sentence that ended, a blank line, then a number; a glued ordinal after cell or a
+              # model; an assignment
+              "Please call me.\n\n1234567 rows were read", "Call me!\n\n\n1234567 records", "iPhone15: 5234567 units",
+              "cell2: 1234567", "cell = 12345678"],
     "credit-card": ["4111 1111 1111 1112", "1234 5678 9012 3456", "tracking 9400111899223100001234",
                     "0000 0000 0000 0000", "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1", "loss: 9.391491627785106",
                     "order 111-2405177-4823152", "AT49 3870 1685 3444 7483"],
@@ -244,6 +259,9 @@ ADVERSARIAL = {  # 1 MB each; a quadratic detector takes seconds to minutes on t
     "labels-and-short-numbers": "call 12345 ",
     "labels-and-ordinals": "tel 1: ",
     "a-label-and-blanks": "phone" + " " * 200,
+    "a-label-and-a-leader": "phone" + "." * 200,
+    "labels-ordinals-and-dashes": "tel 1 - ",
+    "sentence-ends": "Tel.\n\n",
 }
 
 

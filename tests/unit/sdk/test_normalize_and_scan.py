@@ -167,12 +167,33 @@ CARD_A, CARD_B = "4111 1111", "1111 1111"
             "schema": {"type": "string", "pattern": "^4111(?:[ ]1111){3}$"}}}}, "credit-card"),
         ({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {
             "schema": {"type": "string", "pattern": "^\\+44[ ]?20[ ]?7946[ ]?0958$"}}}}, "phone"),
+        # an address split over messages or batch prompts (they were joined with a line break, which ends a domain)
+        ({"messages": [{"role": "user", "content": "mail ann@exam"}, {"role": "user", "content": "ple.com thanks"}]},
+         "email"),
+        ({"messages": [{"role": "user", "content": "mail ann"}, {"role": "user", "content": "@example.com"}]}, "email"),
+        ({"messages": [{"role": "user", "content": "ann@example.c"}, {"role": "user", "content": "om"}]}, "email"),
+        ({"messages": [{"role": "user", "content": "ｏｌｇａ＠ｅｘａｍ"}, {"role": "user", "content": "ｐｌｅ．ｃｏｍ"}]},
+         "email"),
+        ({"prompt": ["write to ann@", "example", ".com now"]}, "email"),
     ],
 )  # fmt: skip
 def test_everything_that_leaves_is_scanned(body, fires):
     spelled = {(1, 2): "mail ann@example.com", (3,): "hello"}
     text = request_text(body, decode=lambda ids: spelled[tuple(ids)])
     assert fires in detect(text, list(DETECTORS)), text
+
+
+@pytest.mark.parametrize(
+    "contents",
+    [
+        ["Please update my snippet to logo@3x.webp", "Summarize the notes above."],  # each side whole already
+        ["ping @john", "thanks"],
+        ["user@host", "Summarize"],
+    ],
+)
+def test_words_are_not_glued_across_messages_into_an_address(contents):
+    body = {"messages": [{"role": "user", "content": text} for text in contents]}
+    assert detect(request_text(body), ["email"]) == []
 
 
 def test_a_prompt_of_token_ids_cannot_be_scanned_without_a_tokenizer():
