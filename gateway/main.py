@@ -338,12 +338,16 @@ def _unknown_url(request: Request) -> str:
     `/v1/responses/{id}`)."""
     path = request.url.path
     said = f"Invalid URL ({request.method} {path[:200]})"
-    served = sorted({route.path for route in openai_routes.router.routes if "{" not in route.path})
-    if path.endswith("/") and path.rstrip("/") in served:
+    api, others = _paths(openai_routes), _paths(health_routes, explain_routes, edge_routes)
+    if path.endswith("/") and path.rstrip("/") in api | others:
         return f"{said}: did you mean {path.rstrip('/')} (no trailing slash)?"
     if path.startswith("/v1/responses/"):
         return f"{said}: Tandem stores no responses (store is false), so none can be read back or deleted"
-    return f"{said}: Tandem serves {', '.join(served)}"
+    return f"{said}: Tandem serves {', '.join(sorted(api))} (and {', '.join(sorted(others))})"
+
+
+def _paths(*route_modules) -> set[str]:
+    return {route.path for module in route_modules for route in module.router.routes if "{" not in route.path}
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:

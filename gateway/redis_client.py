@@ -37,3 +37,27 @@ def connect(url: str, **kwargs):
     pool = client.connection_pool
     pool.connection_class = _hiredis_packing(pool.connection_class)  # the scheme's class (TLS, Unix socket) kept
     return client
+
+
+# The longest a request waits on Redis (a round trip takes 0.2-2 ms here, bench/scaling.py). A Redis that stalls
+# (SIGSTOP, a fork for a snapshot, a network hiccup) cost every request the client's 0.5 s socket timeout; now it
+# costs one request this, and the requests after it go on without Redis until RETRY_AFTER_S has passed.
+ANSWER_BUDGET_S = 0.05
+RETRY_AFTER_S = 5.0
+START_PROBE_S = 2.0  # how long the gateway's start waits for Redis's first answer
+
+
+async def unreachable(client) -> str | None:
+    """Why Redis does not answer a PING at start, in words (its address, never its password); None when it does."""
+    import asyncio
+
+    kwargs = client.connection_pool.connection_kwargs
+    where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+    try:
+        async with asyncio.timeout(START_PROBE_S):
+            await client.ping()
+    except TimeoutError:
+        return f"Redis at {where} did not answer within {START_PROBE_S:g} s"
+    except Exception as exc:  # noqa: BLE001 - any failure is reported, none stops the gateway
+        return f"Redis at {where} did not answer: {exc}"
+    return None

@@ -41,22 +41,31 @@ def run(settings: Settings, log_level: str = "info") -> None:
         shutdown_tracing()
 
 
+MIN_BODY_BYTES_PER_S = 500
+
+
 def timed_requests(read_timeout_s: float) -> type:
     """uvicorn's HTTP protocol, with a connection closed where a request's line and headers do not arrive within
     `read_timeout_s` of the connection or the request starting, or its body stops coming for that long. uvicorn has
     no such timeout: a connection that sent nothing, headers one a second, or half a body, was held for ever, and a
     thousand of them (before any key is checked) took every file descriptor a desktop gives a process (a review).
-    A body that keeps coming, however slowly, is read whole; and while the server itself has paused reading (a
-    pipelined request waiting behind an answer), the wait is not the client's."""
+    A body that keeps coming is read whole if it comes at MIN_BODY_BYTES_PER_S on average (a 1 MB upload over a slow
+    link is; a byte every 29 s is not: `read_timeout_s` plus a second for each MIN_BODY_BYTES_PER_S bytes received,
+    as Apache's mod_reqtimeout counts); and while the server itself has paused reading (a pipelined request waiting
+    behind an answer), the wait is not the client's."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class TimedRequests(HttpToolsProtocol):
         _read_timer = None
         _in_body = False
+        _body_deadline = 0.0  # loop time: read_timeout_s from the headers, and a second per MIN_BODY_BYTES_PER_S
 
         def _arm(self) -> None:
             self._disarm()
-            self._read_timer = self.loop.call_later(read_timeout_s, self._too_slow)
+            delay = read_timeout_s
+            if self._in_body:
+                delay = max(0.0, min(delay, self._body_deadline - self.loop.time()))
+            self._read_timer = self.loop.call_later(delay, self._too_slow)
 
         def _disarm(self) -> None:
             if self._read_timer is not None:
@@ -66,10 +75,16 @@ def timed_requests(read_timeout_s: float) -> type:
         def _too_slow(self) -> None:
             self._read_timer = None
             if self.flow is not None and self.flow.read_paused:  # the server's own wait, not the client's
+                self._body_deadline = max(self._body_deadline, self.loop.time() + read_timeout_s)
                 self._arm()
             elif not self.transport.is_closing():
-                self.logger.info("%s:%s sent no whole request within %g s: connection closed", *(self.client or ("?", 0)),
-                                 read_timeout_s)  # fmt: skip
+                client = self.client or ("?", 0)
+                if self._in_body and self.loop.time() >= self._body_deadline:
+                    self.logger.info("%s:%s sent its body slower than %d bytes/s: connection closed", *client,
+                                     MIN_BODY_BYTES_PER_S)  # fmt: skip
+                else:
+                    self.logger.info("%s:%s sent no whole request within %g s: connection closed", *client,
+                                     read_timeout_s)  # fmt: skip
                 self.transport.close()
 
         def connection_made(self, transport) -> None:
@@ -77,7 +92,8 @@ def timed_requests(read_timeout_s: float) -> type:
             self._arm()
 
         def data_received(self, data: bytes) -> None:
-            if self._in_body:  # a body that keeps coming is read, however slowly
+            if self._in_body:  # a body that keeps coming at the least rate is read
+                self._body_deadline += len(data) / MIN_BODY_BYTES_PER_S
                 self._arm()
             super().data_received(data)
 
@@ -89,6 +105,7 @@ def timed_requests(read_timeout_s: float) -> type:
         def on_headers_complete(self) -> None:
             super().on_headers_complete()
             self._in_body = True
+            self._body_deadline = self.loop.time() + read_timeout_s
             self._arm()
 
         def on_message_complete(self) -> None:

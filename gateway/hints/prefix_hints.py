@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from gateway import metrics
 from gateway.hints.approximate_index import ApproximateIndex
 from gateway.hints.redis_index import RedisHintIndex
+from gateway.redis_client import ANSWER_BUDGET_S, RETRY_AFTER_S
 from gateway.routing.candidate import RECENT_WINDOW_S
 from proto.prefix_hash import DEFAULT_BLOCK_SIZE_TOKENS, prefix_hashes
 from proto.prefix_hints import worker_id_for
@@ -27,15 +28,17 @@ log = logging.getLogger(__name__)
 PENDING_S = 2.0
 MAX_FLOW_PREFIXES = 10_000
 MAX_LOOKUP_BLOCKS = 256  # prompts longer than 4096 tokens (at 16 per block) are matched on their first 4096
-# The longest a request waits on Redis for its hints (a lookup takes 0.2-2 ms here, bench/scaling.py). A Redis that
-# stalls (SIGSTOP, a fork for a snapshot, a network hiccup) cost every request the client's 0.5 s socket timeout;
-# now it costs this, and the next requests route on history until `retry_after_s` has passed.
-LOOKUP_BUDGET_S = 0.05
+LOOKUP_BUDGET_S = ANSWER_BUDGET_S  # the longest a request waits on Redis for its hints
 
 
 class PrefixHints:
     def __init__(
-        self, model_id: str, redis_client=None, retry_after_s: float = 5.0, pending_s: float = PENDING_S
+        self,
+        model_id: str,
+        redis_client=None,
+        retry_after_s: float = RETRY_AFTER_S,
+        pending_s: float = PENDING_S,
+        unreachable: str | None = None,
     ) -> None:
         self.model_id = model_id
         self.approximate = ApproximateIndex()
@@ -45,7 +48,13 @@ class PrefixHints:
         self._flow: OrderedDict[bytes, SlidingCount] = OrderedDict()  # first block hash -> requests lately
         self._redis_down_until = 0.0
         self._mode: str | None = None
-        self._set_mode("redis" if self._redis else "approximate", reason="REDIS_URL not set" if not self._redis else "")
+        if self._redis is None:
+            self._set_mode("approximate", reason="REDIS_URL not set")
+        elif unreachable:  # the gateway's start found Redis silent: history first, Redis again after retry_after_s
+            self._redis_down_until = time.monotonic() + retry_after_s
+            self._set_mode("approximate", reason=unreachable)
+        else:
+            self._set_mode("redis")
 
     @property
     def mode(self) -> str:

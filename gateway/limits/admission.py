@@ -11,13 +11,16 @@ replica), and the metric `tandem_gateway_rate_limit_mode` and a log line
 say which mode is active. Concurrency is counted per replica.
 """
 
+import asyncio
 import logging
 import math
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from gateway import metrics
 from gateway.limits.buckets import Charge, LocalBuckets, RedisBuckets, Taken
+from gateway.redis_client import ANSWER_BUDGET_S, RETRY_AFTER_S
 from gateway.tenants import Tenants
 from serving.openai.errors import BadRequest, RateLimited
 
@@ -52,31 +55,52 @@ class Admission:
 
 
 class AdmissionController:
-    def __init__(self, tenants: Tenants, redis_client=None) -> None:
+    def __init__(
+        self, tenants: Tenants, redis_client=None, unreachable: str | None = None, retry_after_s: float = RETRY_AFTER_S
+    ) -> None:
+        """`unreachable`: why Redis did not answer at the gateway's start, if it did not (local buckets first)."""
         self._tenants = tenants
         self._local = LocalBuckets()
         self._redis = RedisBuckets(redis_client) if redis_client is not None else None
         self._inflight: Counter[str] = Counter()
         self._mode: str | None = None
-        self._set_mode("redis" if self._redis else "local")
+        self._retry_after_s = retry_after_s
+        self._redis_down_until = 0.0
+        if self._redis is None:
+            self._set_mode("local", "REDIS_URL not set")
+        elif unreachable:
+            self._redis_down_until = time.monotonic() + retry_after_s
+            self._set_mode("local", unreachable)
+        else:
+            self._set_mode("redis")
 
-    def _set_mode(self, mode: str) -> None:
+    def _set_mode(self, mode: str, reason: str = "") -> None:
         if mode != self._mode:
             for m in ("redis", "local"):
                 metrics.RATE_LIMIT_MODE.labels(m).set(1 if m == mode else 0)
-            log.log(logging.INFO if mode == "redis" else logging.WARNING,
-                    "rate limits: %s", "shared through Redis" if mode == "redis" else "kept in this process (per replica)")  # fmt: skip
+            if mode == "redis":
+                log.info("rate limits: shared through Redis")
+            else:
+                log.warning("rate limits: kept in this process (per replica)%s", f": {reason}" if reason else "")
             self._mode = mode
 
     async def _take(self, charge: Charge) -> Taken:
-        if self._redis is not None:
+        """From Redis's buckets while it answers within ANSWER_BUDGET_S; after a failure, from this process's for
+        `retry_after_s` (a Redis that stalls cost every limited request the client's 0.5 s socket timeout)."""
+        if self._redis is not None and time.monotonic() >= self._redis_down_until:
             try:
-                taken = await self._redis.take(charge)
+                async with asyncio.timeout(ANSWER_BUDGET_S):
+                    taken = await self._redis.take(charge)
                 self._set_mode("redis")
                 return taken
             except Exception as exc:  # noqa: BLE001 - any Redis failure: keep serving on local buckets
-                log.debug("redis rate limit failed: %s", exc)
-                self._set_mode("local")
+                self._redis_down_until = time.monotonic() + self._retry_after_s
+                reason = (
+                    f"Redis answered not within {ANSWER_BUDGET_S * 1000:g} ms"
+                    if isinstance(exc, TimeoutError)
+                    else f"Redis failed: {exc}"
+                )
+                self._set_mode("local", reason)
         return await self._local.take(charge)
 
     async def admit(self, tenant: str, tokens: int = 0) -> Admission:
@@ -136,7 +160,8 @@ class AdmissionController:
         if unused > 0 and limits.tokens_per_minute:
             try:
                 if self._redis is not None and self._mode == "redis":
-                    await self._redis.give_back(admission.tenant, limits.tokens_per_minute, unused)
+                    async with asyncio.timeout(ANSWER_BUDGET_S):
+                        await self._redis.give_back(admission.tenant, limits.tokens_per_minute, unused)
                 else:
                     await self._local.give_back(admission.tenant, limits.tokens_per_minute, unused)
             except Exception as exc:  # noqa: BLE001 - a lost refund only makes the limit stricter

@@ -87,8 +87,24 @@ def test_connections_that_never_finish_a_request_are_closed(demo_checkpoint, tmp
         assert closed == set(opened), f"still open after {time.monotonic() - started:.1f} s: {set(opened) - closed}"
         assert time.monotonic() - started < 4
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
-        # A body that keeps coming, however slowly, is read whole: 3 s for this one, the timeout 1 s
+        # A body dripped a byte at a time is cut (every byte restarted the timer: held for ever), though bytes come
+        drip = socket.create_connection(("127.0.0.1", port))
+        drip.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+        drip.settimeout(0.3)
+        started = time.monotonic()
+        with pytest.raises((ConnectionError, BrokenPipeError)):  # noqa: PT012 - the drip, until the gateway hangs up
+            while time.monotonic() - started < 6:
+                drip.sendall(b" ")
+                try:
+                    if drip.recv(65536) == b"":
+                        raise ConnectionError("closed")
+                except TimeoutError:
+                    pass
+        assert time.monotonic() - started < 4, "a dripped body was held"
+        drip.close()
+        # A body that keeps coming at a slow link's pace is read whole: 3 s for this one (~1 KB/s), the timeout 1 s
         body = json.dumps({"model": "tandem-demo", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]})
+        body += " " * 2900  # JSON's own whitespace: a body of 3 KB
         slow = socket.create_connection(("127.0.0.1", port))
         slow.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      f"Content-Length: {len(body)}\r\n\r\n".encode())  # fmt: skip

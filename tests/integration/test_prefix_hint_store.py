@@ -79,11 +79,28 @@ def test_redis_dying_mid_run_falls_back_to_history_without_failing(tmp_path):
     assert during == again == {A: 4, B: 0}  # the gateway's own routing history
 
 
+async def waits_while_stopped(server, client, call, times: int = 3) -> list[float]:
+    """How long each of `times` calls took with the redis-server SIGSTOPped (then it is let go and stopped)."""
+    import signal
+
+    server.send_signal(signal.SIGSTOP)
+    try:
+        waits = []
+        for _ in range(times):
+            started = time.perf_counter()
+            await call()
+            waits.append(time.perf_counter() - started)
+        return waits
+    finally:
+        server.send_signal(signal.SIGCONT)
+        await client.aclose()
+        server.terminate()
+        server.wait(timeout=10)
+
+
 def test_a_redis_that_stalls_costs_a_lookup_its_budget_not_the_socket_timeout(tmp_path):
     """SIGSTOP (as a fork for a snapshot or a network stall looks from here): every request waited the client's
     0.5 s socket timeout for its hints. Now the first waits LOOKUP_BUDGET_S, and those after it none."""
-    import signal
-
     from gateway.hints.prefix_hints import LOOKUP_BUDGET_S
 
     url, server = start_redis_server(tmp_path)
@@ -94,19 +111,11 @@ def test_a_redis_that_stalls_costs_a_lookup_its_budget_not_the_socket_timeout(tm
         hints = PrefixHints(MODEL, client, retry_after_s=5.0)
         await hints.match(hashes, [A])  # connected
         hints.record(A, hashes)
-        server.send_signal(signal.SIGSTOP)
-        try:
-            waits = []
-            for _ in range(3):
-                started = time.perf_counter()
-                assert await hints.match(hashes, [A, B]) == {A: 4, B: 0}  # the gateway's own history
-                waits.append(time.perf_counter() - started)
-            return waits, hints.mode
-        finally:
-            server.send_signal(signal.SIGCONT)
-            await client.aclose()
-            server.terminate()
-            server.wait(timeout=10)
+
+        async def lookup():
+            assert await hints.match(hashes, [A, B]) == {A: 4, B: 0}  # the gateway's own history
+
+        return await waits_while_stopped(server, client, lookup), hints.mode
 
     waits, mode = asyncio.run(run())
     assert waits[0] < LOOKUP_BUDGET_S + 0.1 and max(waits[1:]) < 0.01, waits
@@ -270,3 +279,32 @@ def test_thousands_of_other_holders_neither_slow_nor_break_a_lookup(redis_url):
             await client.aclose()
 
     assert asyncio.run(lookup()) == {"127.0.0.1:7001": 2, "10.1.0.3:1": 3}
+
+
+def test_a_redis_that_stalls_costs_a_rate_limited_request_its_budget_not_the_socket_timeout(tmp_path):
+    """The same stall for a tenant with limits: every request waited the socket timeout for its bucket, and again
+    for its refund. Now the first waits ANSWER_BUDGET_S, those after it none, on this process's buckets."""
+    from gateway.limits.admission import AdmissionController
+    from gateway.redis_client import ANSWER_BUDGET_S
+    from gateway.tenants import Tenants
+
+    policy = tmp_path / "tenants.yaml"
+    policy.write_text("tenants:\n  acme: {requests_per_minute: 1000, tokens_per_minute: 100000}\n")
+    url, server = start_redis_server(tmp_path)
+
+    async def run():
+        client = redis.asyncio.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        controller = AdmissionController(Tenants.load(policy, []), client)
+        await (await controller.admit("acme", 10)).release(5)  # connected, and a refund through Redis
+
+        async def limited_request():
+            admission = await controller.admit("acme", 10)
+            await admission.charge(20)
+            await admission.release(5)
+
+        waits = await waits_while_stopped(server, client, limited_request)
+        return waits, metrics.RATE_LIMIT_MODE.labels("local")._value.get()
+
+    waits, local = asyncio.run(run())
+    assert waits[0] < ANSWER_BUDGET_S + 0.1 and max(waits[1:]) < 0.01, waits
+    assert local == 1

@@ -83,6 +83,14 @@ def test_without_redis_limits_hold_per_replica_and_requests_still_succeed(demo_c
     env = {"TANDEM_TENANTS_FILE": str(tenants_file(tmp_path / "tenants.yaml")), "REDIS_URL": dead_redis}
     stack = start_local_stack(demo_checkpoint, policy, tmp_path, free_port(), env)
     try:
+        # said at start, before any request: the gateway logged "reading workers' hints from Redis" and showed
+        # both modes on Redis until a request found it down
+        metrics = httpx.get(f"{stack.url}/metrics", headers=stack.ops_headers).text
+        assert 'tandem_gateway_rate_limit_mode{mode="local"} 1.0' in metrics
+        assert 'tandem_gateway_prefix_hint_mode{mode="approximate"} 1.0' in metrics
+        log = next(c for c in stack.children if c.name == "gateway").log_path.read_text()
+        assert "did not answer" in log and dead_redis.split("//")[1].split("/")[0] in log
+        assert "from Redis" not in log and "shared through Redis" not in log
         answers = [post(stack.url, ACME) for _ in range(5)]
         assert [r.status_code for r in answers] == [200, 200, 200, 200, 429]
         assert [r.headers["x-ratelimit-remaining-requests"] for r in answers] == ["3", "2", "1", "0", "0"]
