@@ -167,9 +167,10 @@ class Cluster:
 
 # A date with a four-digit year, in the forms people write one: it is never part of a number (only its
 # first digit is a class, so re skips text in C). A two-digit year (75.12.30) may be a phone number's groups.
+# A year first is one people write (1800-2199): `4111 1111 1111 6467/12/29` is a card and its expiry.
 _DATE = re.compile(
     rb"[0-9](?<![0-9][0-9])(?<![0-9][-./][0-9])"
-    rb"(?:[0-9]{3}([-./])[01]?[0-9]\1[0-3]?[0-9]|[0-9]?([-./])[01]?[0-9]\2[12][0-9]{3})"
+    rb"(?:[0-9](?<=1[89]|2[01])[0-9]{2}([-./])[01]?[0-9]\1[0-3]?[0-9]|[0-9]?([-./])[01]?[0-9]\2[12][0-9]{3})"
     rb"(?![0-9]|[-./][0-9])"  # 06.12.34.56.78 is a phone number, not a date and two more groups
 )
 
@@ -197,6 +198,7 @@ class Scan:
 
     def __init__(self, text: str) -> None:
         self.data = normalize_utf8(text)
+        self._year_first: list[tuple[int, int]] = []  # runs where a date with its year first was a boundary
 
     @cached_property
     def numeric_runs(self) -> list[tuple[int, int]]:
@@ -227,14 +229,24 @@ class Scan:
                 found += self._clusters_in(start, end)
         return found
 
-    def _clusters_in(self, start: int, end: int):
+    @cached_property
+    def undated_clusters(self) -> list[Cluster]:
+        """The clusters of the runs where a date with its year first was read as a boundary, read without it: a
+        card whose last group reads as a year, then its expiry (`4111 1111 1111 2024/12/29`). For cards only: the
+        digits of such a date start with 18-21, on no card network's range, so only a card before it can be one."""
+        self.clusters  # noqa: B018 - finds the runs
+        return [cluster for start, end in self._year_first for cluster in self._clusters_in(start, end, dates=False)]
+
+    def _clusters_in(self, start: int, end: int, dates: bool = True):
         """The clusters of a run: parted by 5 or more separators in a row.
 
         Most are dropped at once, before they cost a Cluster (`_may_hold_pii`)."""
         run = self.data[start:end]
         kinds = run.translate(_DIGIT_OR_SEPARATOR)
-        if (b"-" in run or b"/" in run or b"." in run) and _DATE.search(run):
+        if dates and (b"-" in run or b"/" in run or b"." in run) and (date := _DATE.search(run)):
             kinds = _DATE.sub(_as_boundary, run).translate(_DIGIT_OR_SEPARATOR)  # a date joins no number
+            if date.group(1) is not None or any(d.group(1) is not None for d in _DATE.finditer(run, date.end())):
+                self._year_first.append((start, end))
         pos = kinds.find(b"d")
         while pos != -1:
             stop = kinds.find(b"x", pos)  # first the nearer boundary, so no search runs past it (linear)
@@ -332,7 +344,7 @@ def card_scheme_ok(digits: bytes) -> bool:
 
 def has_credit_card(scan: Scan) -> bool:
     """13-19 digits in any grouping, on an issuer's range and length, with a valid Luhn check digit."""
-    for cluster in scan.clusters:
+    for cluster in (*scan.clusters, *scan.undated_clusters):
         if _after_country_code(scan, cluster):
             continue  # an IBAN's groups (DE89 3704 …), valid or mistyped, are not a card
         digits, offsets = cluster.digits, cluster.offsets

@@ -69,6 +69,27 @@ def _mapped(match: re.Match[bytes]) -> bytes:
 
 
 _HTML_SPACE = re.compile(rb"&nbsp;|&#160;|&#xa0;|<br\s*/?>", re.IGNORECASE)
+# Control characters but tab, line feed and carriage return: nothing (vertical tab and form feed: a space). Text
+# read in the wrong encoding (UTF-16 read as UTF-8: `a\x00n\x00n\x00@\x00…`) or with a NUL typed in would hide
+# its PII from the detectors and still reach the model: the tokenizer keeps them.
+_CONTROLS = bytes([*range(0x00, 0x09), *range(0x0E, 0x20), 0x7F])
+_VT_FF_AS_SPACE = bytes.maketrans(b"\x0b\x0c", b"  ")
+# In UTF-8: the C1 controls (U+0085, a line break, is mapped to a space before), private-use characters (a font's
+# icons) and the noncharacters (U+FDD0-FDEF, U+xFFFE and U+xFFFF): nothing, as the invisible characters are.
+_NOTHING_TOO = re.compile(
+    rb"\xc2[\x80-\x9f]|\xee[\x80-\xbf][\x80-\xbf]|\xef(?:[\x80-\xa3][\x80-\xbf]|\xb7[\x90-\xaf]|\xbf[\xbe\xbf])"
+    rb"|\xf3[\xb0-\xbf][\x80-\xbf][\x80-\xbf]|\xf4[\x80-\x8f][\x80-\xbf][\x80-\xbf]|[\xf0-\xf4][\x8f\x9f\xaf\xbf]\xbf[\xbe\xbf]"
+)
+# HTML's character references for what addresses and numbers are written with, as a CMS writes an address to hide
+# it from harvesters (`ann&#64;example.com`, every character as `&#97;` or `&#x61;`) and as pasted pages keep them
+_HTML_REFERENCE = re.compile(r"&#(?:[xX]([0-9a-fA-F]{1,6})|([0-9]{1,7}));?")
+_HTML_NAMED = (("&commat;", "@"), ("&period;", "."), ("&plus;", "+"), ("&colon;", ":"), ("&lpar;", "("),
+               ("&rpar;", ")"), ("&hyphen;", "-"), ("&dash;", "-"), ("&lowbar;", "_"), ("&sol;", "/"))  # fmt: skip
+
+
+def _html_character(match: re.Match[str]) -> str:
+    code = int(match.group(1), 16) if match.group(1) else int(match.group(2))
+    return chr(code) if 0 < code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF else match.group()
 
 
 def normalize_utf8(text: str) -> bytes:
@@ -76,7 +97,14 @@ def normalize_utf8(text: str) -> bytes:
 
     Text pasted from a web page or a mail keeps its HTML spaces and line breaks (4111&nbsp;1111…):
     they read as a space and a line break; and a pasted URL its escapes for a space, a `+`, an `@` and a `:`. A lone
-    surrogate (invalid Unicode) reads as "?"."""
+    surrogate (invalid Unicode) reads as "?". HTML character references are read as what they spell (`&#64;`,
+    `&#x40;`, `&commat;`), and control characters (NUL, escape) as nothing."""
+    if "&" in text:
+        if "&#" in text:
+            text = _HTML_REFERENCE.sub(_html_character, text)
+        if ";" in text:
+            for name, sign in _HTML_NAMED:
+                text = text.replace(name, sign)
     data = text.encode(errors="replace")
     if len(data) != len(text):  # not ASCII
         dense = len(data) // 16 + 16
@@ -84,6 +112,8 @@ def normalize_utf8(text: str) -> bytes:
         if runs == dense:  # a mapped character every few: one str.translate is cheaper than a call per run
             data = text.translate(MAPPING).encode(errors="replace")
         data = _MARKS.sub(b"", data)
+        data = _NOTHING_TOO.sub(b"", data)
+    data = data.translate(_VT_FF_AS_SPACE, _CONTROLS)
     if b"&" in data or b"<" in data:
         data = _HTML_SPACE.sub(_html_space, data)
     if b"%" in data:  # a pasted URL's query: ?phone=%2B442079460958, ?card=4111%201111…, ?email=ann%40example.com

@@ -29,6 +29,12 @@ FIRES = {
         "ann@example。com",  # a Chinese keyboard's full stop
         "https://x.test/unsubscribe?email=ann%40example.com",  # pasted from a URL
         "contact ann@example.com¹",  # a footnote mark
+        "e\x00m\x00a\x00i\x00l\x00 \x00a\x00n\x00n\x00@\x00e\x00x\x00a\x00m\x00p\x00l\x00e\x00.\x00c\x00o\x00m\x00",  # UTF-16
+        "mail ann\x00@example.com",
+        '<a href="mailto:ann&#64;example.com">ann&#64;example.com</a>',  # as a CMS writes it
+        "ann&#x40;example.com",
+        "ann&commat;example&period;com",
+        "&#97;&#110;&#110;&#64;&#101;&#120;&#97;&#109;&#112;&#108;&#101;&#46;&#99;&#111;&#109;",
     ],
     "phone": [
         "call +44 20 7946 0958",
@@ -131,6 +137,11 @@ FIRES = {
     ],
     "credit-card": [
         "4111 1111 1111 1111",
+        # an edge review: a card and its expiry (read as a date, 1111/12/29), even where its last group is a year
+        "Charge card 4111 1111 1111 1111/12/29 cvv 123 please",
+        "5500 0000 0000 0004/03/27",
+        "4111 1111 1111 2002/12/29",
+        "card 4111\x1b1111 1111\ue0001111",  # an escape, a private-use character between its groups
         "card: 5555-5555-5555-4444",
         "amex 378282246310005",
         "3782 822463 10005",  # Amex 4-6-5
@@ -210,7 +221,7 @@ QUIET = {
               # model; an assignment
               "Please call me.\n\n1234567 rows were read", "Call me!\n\n\n1234567 records", "iPhone15: 5234567 units",
               "cell2: 1234567", "cell = 12345678"],
-    "credit-card": ["4111 1111 1111 1112", "1234 5678 9012 3456", "tracking 9400111899223100001234",
+    "credit-card": ["2024-01-15 2024-01-16 2024-01-17 2024-01-18", "30.12.2024 31.12.2024", "4111 1111 1111 1112", "1234 5678 9012 3456", "tracking 9400111899223100001234",
                     "0000 0000 0000 0000", "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1", "loss: 9.391491627785106",
                     "order 111-2405177-4823152", "AT49 3870 1685 3444 7483"],
     "cn-id": ["11010519491231002Y", "110105194913310021", "123456789012345678", "11010519491231002",

@@ -33,6 +33,13 @@ from tandem_sdk.scan import request_text
         ("tele\u0301fono 4\ufe0f\u20e3 4\u0332 5\u0336\u0336 Телефо\u0301н", "telefono 4 4 5 Телефон"),  # marks apart
         ("नमस्ते फ़ोन", "नमस्ते फ़ोन"),  # a script's own vowel signs and marks stay
         ("tel%3A%2B1 %3a", "tel:+1 :"),  # a URL's escapes for `:` too
+        # an edge review: control characters (UTF-16 read as UTF-8, a NUL, an escape), private use and
+        # noncharacters hid PII from the detectors, and the tokenizer kept them for the model; HTML's references
+        ("a\x00n\x00n\x00@\x00", "ann@"),
+        ("4111\x1b1111\x7f1\x851\x9f1\ue0001\U000f00002\ufffe3\U0001fffe4\ufdd05", "411111111 1112345"),
+        ("tab\tline\nreturn\r vt\x0bff\x0c", "tab\tline\nreturn\r vt ff "),
+        ("ann&#64;x &#x40; &#X40 &commat; &#97;&#110;&#110; &#46;com", "ann@x @ @ @ ann .com"),
+        ("&#0; &#1114112; &#xD800; &amp; &lt;", "&#0; &#1114112; &#xD800; &amp; &lt;"),  # no character: left
     ],
 )
 def test_normalize(raw, normal):
