@@ -36,6 +36,11 @@ if TYPE_CHECKING:
 H = TypeVar("H")
 
 
+# The tag callers are told to mark a private request with (docs/api.md, the SDK's `private`): a policy that keeps
+# requests on the device at all keeps these.
+CANONICAL_TAG = "private"
+
+
 class PrivacyViolation(RuntimeError):
     """A private request was about to leave for a backend that may not see it."""
 
@@ -52,6 +57,13 @@ def policy_problems(policy: "Policy") -> list[tuple[tuple[str | int, ...], str]]
             ("privacy", "detected_tag"),
             f"detected_tag {policy.privacy.detected_tag!r} is not in privacy.never_leave_device {sorted(never)}: "
             "requests in which a detector finds PII would be free to leave the device",
+        ))  # fmt: skip
+    if never and CANONICAL_TAG not in never:
+        problems.append((
+            ("privacy", "never_leave_device"),
+            f"{sorted(never)} leaves out {CANONICAL_TAG!r}, the tag the SDK and the API "
+            f"docs tell callers to mark private requests with: such requests would be free to leave the device; add "
+            f"it (or write never_leave_device: [] to turn the privacy guarantee off in so many words)",
         ))  # fmt: skip
     problems += _lookalike_tags(policy, never)
     # Per model (the rules a model's requests can reach are those routing to a pool serving it). A model no edge

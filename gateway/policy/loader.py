@@ -15,9 +15,23 @@ class PolicyError(ValueError):
 
 
 MAX_POLICY_BYTES = 1024 * 1024  # thousands of rules; a larger file is a mistake (and seconds of parsing)
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where it is installed: ~10x faster
+MAX_DIGITS = 100  # no setting takes a larger number; Python refuses to read one of over 4300 digits at all
 _DECIMAL = re.compile(r"[-+]?(0|[1-9][0-9]*)")
 _FLOAT = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
+
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml where it is installed: ~10x faster
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> object:
+        """PyYAML's constructors raise plain exceptions on some values (`!!timestamp 1`): as a YAMLError with the
+        value's place, like every other YAML error."""
+        try:
+            return super().construct_object(node, deep)
+        except (yaml.YAMLError, RecursionError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - any constructor's failure is the file's fault
+            tag = node.tag.removeprefix("tag:yaml.org,2002:")
+            problem = f"cannot read {_shown(node.value)} as !!{tag} ({exc})"
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from exc
 
 
 def load_policy(path: Path) -> Policy:
@@ -45,11 +59,13 @@ def read_policy_text(path: Path) -> str:
 
 def parse_policy(text: str, source: str) -> Policy:
     """The policy `text` (from `source`, for the messages) says; PolicyError naming the line and field at fault."""
-    loader = _LOADER(text)
+    loader = _Loader(text)
     try:
         root = loader.get_single_node()
         _check_nodes(root, source)
         raw = loader.construct_document(root) if root is not None else None
+    except PolicyError:
+        raise
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
@@ -57,27 +73,55 @@ def parse_policy(text: str, source: str) -> Policy:
         raise PolicyError(f"{source}{where}: not valid YAML{column}: {getattr(exc, 'problem', exc)}") from exc
     except RecursionError:
         raise PolicyError(f"{source}: nested too deeply to be a policy") from None
+    except Exception as exc:  # noqa: BLE001 - whatever the file holds, the answer is a PolicyError
+        raise PolicyError(f"{source}: not valid YAML: {exc}") from exc
     finally:
         loader.dispose()
     if not isinstance(raw, dict):
         raise PolicyError(f"{source}: the policy must be a YAML mapping with version, pools and rules")
     try:
-        policy = Policy.model_validate(raw)
+        policy = Policy.model_validate(raw, strict=True)  # strict: the plugins' settings too (schema._Strict)
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
             cause = (error.get("ctx") or {}).get("error")
             loc = plain_loc(tuple(error["loc"])) + (cause.loc if isinstance(cause, PolicyFieldError) else ())
-            message = str(cause) if isinstance(cause, PolicyFieldError) else error["msg"]
+            message = str(cause) if isinstance(cause, PolicyFieldError) else _message(error)
             line = _line_of(root, loc)
             field = ".".join(str(p) for p in loc) or "(top level)"
             problems.append(f"{source}{f':{line}' if line else ''}: {field}: {message}")
         raise PolicyError("\n".join(problems)) from exc
-    if loc := _not_finite(policy.model_dump(), ()):  # "1e400" as text is infinity to pydantic: NaN scores
+    except Exception as exc:  # noqa: BLE001 - a validator's own failure on an odd value is still the file's
+        raise PolicyError(f"{source}: not a valid policy: {type(exc).__name__}: {exc}") from exc
+    if loc := _not_finite(policy.model_dump(), ()):  # 1.0e+400 reads as infinity: NaN scores
         line = _line_of(root, loc)
         field = ".".join(str(p) for p in loc)
         raise PolicyError(f"{source}{f':{line}' if line else ''}: {field}: not a finite number")
     return policy
+
+
+_WRITE = {"bool_type": "true or false", "int_type": "a whole number", "float_type": "a number"}
+
+
+def _message(error: dict) -> str:
+    """pydantic's message, or for a value of the wrong type what to write: strict mode's "Input should be a valid
+    boolean" says neither that the value was quoted nor what is accepted."""
+    if error["type"] not in _WRITE:
+        return error["msg"]
+    value, expected = error["input"], _WRITE[error["type"]]
+    if isinstance(value, str) and _FLOAT.fullmatch(value) and _reads_as_text(value):
+        return f"write {expected}: YAML 1.1 reads {value} as text (write 1.0e-3, with a point and a signed exponent)"
+    return f"write {expected}, without quotes (got {_shown(value)})"
+
+
+def _reads_as_text(value: str) -> bool:
+    """Whether YAML 1.1 reads `value`, written without quotes, as text (1e-3 and 1.5e3 are, to PyYAML)."""
+    return yaml.resolver.Resolver().resolve(yaml.ScalarNode, value, (True, False)) == "tag:yaml.org,2002:str"
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}…"
 
 
 def _not_finite(value, loc: tuple) -> tuple | None:
@@ -117,6 +161,11 @@ def _check_nodes(root: yaml.Node | None, source: str) -> None:
             stack += node.value
         elif node.tag == "tag:yaml.org,2002:int" and not _DECIMAL.fullmatch(node.value):
             raise PolicyError(f"{source}:{line}: write {node.value!r} as a decimal number (YAML reads it otherwise)")
+        elif node.tag == "tag:yaml.org,2002:int" and len(node.value.lstrip("+-")) > MAX_DIGITS:
+            digits = len(node.value.lstrip("+-"))
+            raise PolicyError(
+                f"{source}:{line}: a number of {digits} digits; no setting takes one of over {MAX_DIGITS}"
+            )
         elif node.tag == "tag:yaml.org,2002:float" and not _FLOAT.fullmatch(node.value):  # past range: _not_finite
             raise PolicyError(f"{source}:{line}: {node.value!r} is not a finite decimal number")
         elif node.tag == "tag:yaml.org,2002:bool" and node.value not in ("true", "false"):

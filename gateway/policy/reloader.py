@@ -9,6 +9,7 @@ policy they started with.
 import asyncio
 import hashlib
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,12 +57,12 @@ class PolicyReloader:
         """Watch the file's directory, and its target's where it is a symlink elsewhere; a failure of one reload
         is logged and the watch goes on (a watcher that died would leave every later edit unread, silently)."""
         path = self._state.policy_status.path
-        while True:  # watched anew whenever the symlink comes to point into another folder
-            target = path.resolve()
-            folders = {path.parent, target.parent}
-            # Only the file, its target and a ConfigMap's `..data` swap: a log written beside the policy was a
-            # change too, and watchfiles' own "1 change detected" line in it another: 10 reads a second.
-            names = {path.name, target.name, "..data"}
+        while True:  # watched anew whenever the symlinks come to point into other folders
+            chain = link_chain(path)
+            folders = {link.parent for link in chain}
+            # Only the file, its links and target and a ConfigMap's `..data` swap: a log written beside the policy
+            # was a change too, and watchfiles' own "1 change detected" line in it another: 10 reads a second.
+            names = {link.name for link in chain} | {"..data"}
 
             def ours(_change, changed: str, names=names) -> bool:
                 return Path(changed).name in names
@@ -72,7 +73,8 @@ class PolicyReloader:
                 except Exception:  # noqa: BLE001 - the watch must outlive any one edit
                     log.exception("policy reload failed; the previous policy keeps serving")
                     self._state.policy_status.last_error = f"{path}: reload failed; see the gateway log"
-                if path.resolve().parent != target.parent:
+                    metrics.POLICY_RELOADS.labels("error").inc()  # a rejection all the same, as alerts count them
+                if link_chain(path) != chain:
                     break
 
     async def reload(self) -> bool:
@@ -115,6 +117,24 @@ class PolicyReloader:
         metrics.POLICY_RELOADS.labels("error").inc()
         log.error("policy change rejected, the previous policy keeps serving:\n%s", error)
         return False
+
+
+def link_chain(path: Path, most: int = 40) -> list[Path]:
+    """The path, each symlink it leads through one step at a time, and the file it ends at: a change of any of
+    them changes what is read. A policy linked to a ConfigMap's file, itself a link into `..data` (two levels), had
+    only its own folder and the final file's watched, and a `..data` swap between them was missed (a review)."""
+    chain, seen = [path], {path}
+    while chain[-1].is_symlink() and len(chain) <= most:
+        step = chain[-1].parent / os.readlink(chain[-1])
+        if step in seen:
+            break
+        chain.append(step)
+        seen.add(step)
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):  # a loop of links: reading the file says so
+        return chain
+    return chain if resolved in chain else [*chain, resolved]
 
 
 async def settled_text(path: Path) -> str:

@@ -48,12 +48,23 @@ Tag = Annotated[str, BeforeValidator(_tag)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Unknown keys are errors, and a value is taken only as written: `'yes'` or `1` is no truth, `'5'` or `5.0` no
+    whole number (the loader also validates the plugins' settings strictly)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class IntRange(_Strict):
     min: int | None = None
     max: int | None = None
+
+    @model_validator(mode="after")
+    def _holds_a_number(self) -> "IntRange":
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise PolicyFieldError(
+                ("min",), f"min {self.min} is above max {self.max}: no number is within, so the rule never matches"
+            )
+        return self
 
     def contains(self, value: int) -> bool:
         return (self.min is None or value >= self.min) and (self.max is None or value <= self.max)
@@ -101,6 +112,10 @@ def _plugin_field(kind: str, classes: tuple[type[PluginConfig], ...]):
         if isinstance(value, dict):
             if "type" not in value:
                 raise ValueError(f"a {kind} needs a `type`; known: {sorted(known)}")
+            if not isinstance(value["type"], str):
+                raise PolicyFieldError(
+                    ("type",), f"a {kind}'s `type` is one name of {sorted(known)}, not {value['type']!r}"
+                )
             _known(kind, value["type"], known)
         return value
 
@@ -190,6 +205,12 @@ class Pool(_Strict):
                     f"endpoint {parsed.scheme}://…@{parsed.hostname}: credentials in an endpoint would be shown in "
                     "every answer's X-Tandem-Backend, the logs and the metrics; remove them"
                 )
+        seen: dict[tuple[str, int | None], int] = {}
+        for j, url in enumerate(value):  # once per server: twice would double its share of requests
+            i = seen.setdefault(server_of(url), j)
+            if i != j:
+                same = "" if value[i] == url else f" (as {value[i]})"
+                raise PolicyFieldError((j,), f"{url} is listed twice in this pool{same}; list each server once")
         return value
 
     @model_validator(mode="after")
@@ -239,8 +260,15 @@ class ModelSpec(_Strict):
     owned_by: str = Field(default="tandem", description="`owned_by` in /v1/models")
 
 
+def _the_number(value: object) -> object:
+    """`version: true` and `version: 1.0` equal 1 to Python, even in strict mode; the file must say 1."""
+    if isinstance(value, bool | float):
+        raise PolicyFieldError((), f"write the number 1, the only version (got {value!r})")
+    return value
+
+
 class Policy(_Strict):
-    version: Literal[1]
+    version: Annotated[Literal[1], BeforeValidator(_the_number)]
     privacy: Privacy = Privacy()
     pools: dict[Name, Pool] = Field(min_length=1)
     models: dict[str, ModelSpec] = Field(

@@ -23,7 +23,15 @@ from tandem.cli.edge import AccuracyLevel, Bits, BlockSize, KeepLmHead, Quantize
 
 def up(
     state_dir: Annotated[Path, typer.Option(help="where the demo model, exports and logs go")] = Path(".tandem"),
-    policy: Annotated[Path, typer.Option(help="policy YAML")] = Path("policies/default.yaml"),
+    policy: Annotated[
+        Path,
+        typer.Option(
+            envvar="TANDEM_POLICY_FILE",  # as `tandem gateway` reads it: the flag, else the variable, else the default
+            help="policy YAML (default: TANDEM_POLICY_FILE, else policies/default.yaml)",
+            show_default=False,
+            dir_okay=False,
+        ),
+    ] = Path("policies/default.yaml"),
     model: Annotated[
         list[Path] | None,
         typer.Option(help="a further checkpoint to serve (repeatable): a cloud worker and a pool of its own"),
@@ -227,7 +235,7 @@ def edge_agent(
     from edge_agent.server import RegisterWith, run
 
     setup_logging(log_level)
-    priority = tuple(p.strip() for p in providers.split(",")) if providers else DEFAULT_PRIORITY
+    priority = tuple(p.strip() for p in providers.split(",") if p.strip()) if providers else DEFAULT_PRIORITY
     register = None
     if register_url:
         if not register_token:

@@ -58,7 +58,7 @@ def scenarios(draw):
     # Mostly honest backends; sometimes one in an edge pool reports kind=cloud (a mislabelled pool).
     liars = set(draw(st.lists(st.sampled_from(all_endpoints), max_size=2)))
     reported = {e: ("cloud" if e in liars else kind) for name, kind in kinds.items() for e in endpoints[name]}
-    never = draw(st.lists(st.sampled_from(TAGS), min_size=1, max_size=3))
+    never = sorted({"private", *draw(st.lists(st.sampled_from(TAGS), max_size=3))})  # one without it does not load
     tags = frozenset(draw(st.lists(st.sampled_from(TAGS), max_size=3)))
     # Sometimes two models, each pool serving one of them; the request names one.
     owners = draw(st.none() | st.lists(st.sampled_from(MODELS), min_size=len(POOL_NAMES), max_size=len(POOL_NAMES)))

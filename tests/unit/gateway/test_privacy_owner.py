@@ -127,6 +127,16 @@ def test_a_detected_tag_outside_never_leave_device_does_not_load(privacy_yaml, e
         parse_policy(text, "p.yaml")
 
 
+def test_a_policy_that_lets_the_private_tag_leave_does_not_load():
+    """A review: `never_leave_device: [pii, confidential]` with `known_tags: [private]` loaded, with a note at INFO,
+    and requests tagged private (as the SDK and the API docs tell callers to mark them) went to the cloud."""
+    dropped = "version: 1\nprivacy: {never_leave_device: [pii, confidential], known_tags: [private]}\n"
+    with pytest.raises(
+        ValueError, match=r"p.yaml:3: privacy.never_leave_device: \['confidential', 'pii'\] leaves out 'private'"
+    ):
+        parse_policy(POLICY_TEXT.replace("version: 1\n", dropped), "p.yaml")
+
+
 def test_detection_is_on_unless_the_policy_writes_detectors_empty():
     assert POLICY.privacy.detectors == ["email", "phone", "credit-card", "cn-id", "iban"]
     assert privacy.detection_warning(POLICY) is None

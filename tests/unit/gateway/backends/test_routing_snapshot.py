@@ -149,9 +149,12 @@ async def test_a_pool_follows_a_reload_and_a_request_keeps_the_policy_it_started
 
 
 async def test_a_backend_listed_twice_is_one_candidate():
-    """An address listed twice (or listed and also resolved from a dns:// name) is one backend: one candidate, one
-    line in explain, and dispatch does not try it twice."""
-    policy = policy_of("grpc://10.0.0.1:1", "grpc://10.0.0.2:1", "grpc://10.0.0.1:1")
+    """An address listed and also resolved from a dns:// name (listed twice, a policy does not load) is one backend:
+    one candidate, one line in explain, and dispatch does not try it twice."""
+    policy = policy_of("grpc://10.0.0.1:1", "grpc://10.0.0.2:1")
+    pool = policy.pools["cloud"]  # as the resolution would list it: past the loader's check, which refuses it
+    twice = pool.model_copy(update={"endpoints": [*pool.endpoints, "grpc://10.0.0.1:1"]})
+    policy = policy.model_copy(update={"pools": {**policy.pools, "cloud": twice}})
     registry = BackendRegistry(policy, "m", lambda url, model, pool: Answering(url))
     await registry.refresh_all()
     gathered = await gather_pools(registry, policy, ["cloud"], None, None)

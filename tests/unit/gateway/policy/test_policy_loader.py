@@ -176,10 +176,17 @@ CASES = [
         3,
     ),
     (
-        "a number past a float's range, as a number and as text",
+        "a number past a float's range",
         "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://h:1']\n"
-        "    profile: {scorers: [{type: queue-depth, weight: '1e400'}]}\nrules: [{name: d, route: c}]\n",
+        "    profile: {scorers: [{type: queue-depth, weight: 1.0e+400}]}\nrules: [{name: d, route: c}]\n",
         "pools.c.profile.scorers.0.weight: not a finite number",
+        6,
+    ),
+    (
+        "a number YAML 1.1 reads as text (no point in it)",
+        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://h:1']\n"
+        "    profile: {scorers: [{type: queue-depth, weight: 1e400}]}\nrules: [{name: d, route: c}]\n",
+        "pools.c.profile.scorers.0.weight: write a number: YAML 1.1 reads 1e400 as text (write 1.0e-3",
         6,
     ),
     (
@@ -188,6 +195,117 @@ CASES = [
         "rules: [{name: d, route: c}]\n",
         "credentials in an endpoint would be shown",
         3,
+    ),
+    *(
+        (
+            f"a picker's type that is no name: {value or 'empty'}",
+            "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://h:1']\n"
+            f"    profile: {{picker: {{type: {value}}}}}\nrules: [{{name: d, route: c}}]\n",
+            "pools.c.profile.picker.type: a picker's `type` is one name of ['cache-affinity', 'max-score']",
+            6,
+        )
+        for value in ("", "5", "{a: 1}")
+    ),
+    (
+        "a scorer's type that is a list",
+        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://h:1']\n"
+        "    profile: {scorers: [{type: [queue-depth]}]}\nrules: [{name: d, route: c}]\n",
+        "pools.c.profile.scorers.0.type: a scorer's `type` is one name of",
+        6,
+    ),
+    (
+        "a value PyYAML's constructor fails on",
+        "version: !!timestamp 1\n" + POOLS + "rules: [{name: d, route: edge}]\n",
+        "not valid YAML (column 10): cannot read '1' as !!timestamp",
+        1,
+    ),
+    (
+        "a number of more digits than Python reads",
+        "version: 1\n"
+        + POOLS
+        + "rules:\n"
+        + PRIVATE_FIRST
+        + f"  - {{name: d, match: {{priority: {{min: {'9' * 5000}}}}}, route: edge}}\n",
+        "a number of 5000 digits; no setting takes one of over 100",
+        7,
+    ),
+    (
+        "a quoted number of more digits than Python reads",
+        "version: 1\n"
+        + POOLS
+        + "rules:\n"
+        + PRIVATE_FIRST
+        + f"  - {{name: d, match: {{priority: {{min: '{'9' * 5000}'}}}}, route: edge}}\n",
+        "rules.1.match.priority.min: write a whole number, without quotes (got '9999",
+        7,
+    ),
+    *(
+        (
+            f"only true and false are truths: {field}: {value}",
+            "version: 1\npools:\n"
+            f"  edge: {{kind: edge, endpoints: ['grpc://h:1'], {field}: {value}}}\n"
+            "  cloud: {kind: cloud, endpoints: ['grpc://h:2']}\nrules:\n"
+            + PRIVATE_FIRST
+            + "  - {name: d, route: cloud}\n",
+            f"pools.edge.{field}: write true or false, without quotes (got {said})",
+            3,
+        )
+        for field, value, said in [
+            ("trust_remote_http", "'yes'", "'yes'"),
+            ("trust_remote_http", '"1"', "'1'"),
+            ("trust_remote_http", "1", "1"),
+            ("send_cache_salt", "'true'", "'true'"),
+        ]
+    ),
+    *(
+        (
+            f"a match written loosely: {match}",
+            "version: 1\n" + POOLS + "rules:\n" + PRIVATE_FIRST + f"  - {{name: d, match: {match}, route: edge}}\n",
+            said,
+            7,
+        )
+        for match, said in [
+            ("{device: {npu: 'off'}}", "rules.1.match.device.npu: write true or false, without quotes (got 'off')"),
+            ("{device: {npu: 1}}", "rules.1.match.device.npu: write true or false, without quotes (got 1)"),
+            ("{device: {min_battery: true}}", "rules.1.match.device.min_battery: write a number, without quotes"),
+            (
+                "{device: {min_ram_gb: '8'}}",
+                "rules.1.match.device.min_ram_gb: write a number, without quotes (got '8')",
+            ),
+            ("{prompt_tokens: {min: '5'}}", "rules.1.match.prompt_tokens.min: write a whole number, without quotes"),
+            ("{prompt_tokens: {max: 512.0}}", "rules.1.match.prompt_tokens.max: write a whole number, without quotes"),
+            ("{prompt_tokens: {min: 600, max: 512}}", "rules.1.match.prompt_tokens.min: min 600 is above max 512"),
+            ("{max_tokens: {min: 2, max: 1}}", "rules.1.match.max_tokens.min: min 2 is above max 1"),
+        ]
+    ),
+    *(
+        (
+            f"version: {value}",
+            f"version: {value}\n" + POOLS + "rules: [{name: d, route: edge}]\n",
+            f"version: write the number 1, the only version (got {said})",
+            1,
+        )
+        for value, said in [("true", "True"), ("1.0", "1.0")]
+    ),
+    (
+        "a plugin's setting written loosely",
+        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://h:1']\n"
+        "    profile: {scorers: [{type: prefix-hit, min_blocks: '2'}]}\nrules: [{name: d, route: c}]\n",
+        "pools.c.profile.scorers.0.min_blocks: write a whole number, without quotes (got '2')",
+        6,
+    ),
+    *(
+        (
+            f"one server listed twice in a pool: {first} and {again}",
+            f"version: 1\npools:\n  c: {{kind: cloud, endpoints: ['{first}', 'grpc://h:2', '{again}']}}\n"
+            "rules: [{name: d, route: c}]\n",
+            f"pools.c.endpoints.2: {again} is listed twice in this pool{said}",
+            3,
+        )
+        for first, again, said in [
+            ("grpc://h:1", "grpc://h:1", ";"),
+            ("http://localhost:8000/v1", "http://127.0.0.1:8000", " (as http://localhost:8000/v1)"),
+        ]
     ),
     (
         "a port out of range",
