@@ -27,7 +27,7 @@ from tandem_sdk.device import DeviceCapability, detect_device
 from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError, StreamInterrupted
 from tandem_sdk.local_token import read_token, token_file
 from tandem_sdk.privacy import DEFAULT_DETECTORS, NEVER_LEAVE_DEVICE, check_loopback, private_reason
-from tandem_sdk.sse import aevents, events
+from tandem_sdk.sse import StreamEndedEarly, aevents, events
 from tandem_sdk.tags import TagError, check_spelling, misplaced_privacy_key, privacy_tags
 
 DEFAULT_LOCAL_AGENT = "http://127.0.0.1:50062"
@@ -35,6 +35,7 @@ LOCAL_PROBE_TIMEOUT_S = 0.5
 RETRY_STATUSES = {429, 503}
 MAX_BACKOFF_S = 8.0
 MAX_RETRY_AFTER_S = 60.0
+SHOWN_BYTES = 200  # of an answer that is not what was asked for, in the error that says so
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,42 @@ def _answer(response: httpx.Response, content: bytes) -> dict:
     return answer
 
 
+def _is_event_stream(response: httpx.Response) -> bool:
+    """The answer a stream asked for. httpx follows no redirect, so a 3xx lands here as what it is: not a stream."""
+    media_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+    return response.is_success and media_type == "text/event-stream"
+
+
+def _not_a_stream(response: httpx.Response, head: bytes) -> APIError:
+    """A streamed request answered with no event stream: a captive portal's login page, a JSON body, a redirect.
+    Read as a stream it would be an empty answer; the error says what came, so the proxy can be found."""
+    kind = response.headers.get("content-type", "no content type")
+    if response.is_redirect:
+        kind += f", a redirect to {response.headers.get('location', 'nowhere')}"
+    text = head[:SHOWN_BYTES].decode(errors="replace")
+    return APIError(response.status_code, f"the answer is not an event stream ({kind}): {text!r}")
+
+
+def _head(response: httpx.Response) -> bytes:
+    """Enough of a body to show what it is; a long one is not read to its end."""
+    head = b""
+    for part in response.iter_bytes():
+        head += part
+        if len(head) >= SHOWN_BYTES:
+            break
+    return head
+
+
+async def _ahead(response: httpx.Response) -> bytes:
+    """`_head` for the async client."""
+    head = b""
+    async for part in response.aiter_bytes():
+        head += part
+        if len(head) >= SHOWN_BYTES:
+            break
+    return head
+
+
 def _raise_for(response: httpx.Response) -> None:
     if response.status_code < 400:
         return
@@ -220,7 +257,12 @@ def _chunk(payload: dict, response: httpx.Response) -> dict:
 
 def _interrupted(target: Target, reason: str | None, exc: Exception) -> Exception:
     """What a stream that broke after it began raises: the cause, where, and that nothing was re-run."""
-    what = "not JSON" if isinstance(exc, json.JSONDecodeError) else f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, json.JSONDecodeError):
+        what = "not JSON"
+    elif isinstance(exc, StreamEndedEarly):  # a clean close before [DONE]: a proxy's idle timeout, say
+        what = str(exc)
+    else:
+        what = f"{type(exc).__name__}: {exc}"
     where = f"the {target.served_by.replace('-', ' ')} at {target.url.removesuffix('/v1/chat/completions')}"
     if reason is not None:  # a private request: it stays what it was, an error of the device's own agent
         return PrivateRequestError(
@@ -231,8 +273,8 @@ def _interrupted(target: Target, reason: str | None, exc: Exception) -> Exceptio
 
 class Stream:
     """Iterate for OpenAI chunk dicts; `close()` (or leaving a `with` block) cancels the request. A failure after
-    the answer began raises StreamInterrupted (PrivateRequestError for a private request), or APIError for an error
-    the server sent as an event."""
+    the answer began, or an end without `data: [DONE]`, raises StreamInterrupted (PrivateRequestError for a private
+    request), once the chunks that came are yielded; an error the server sent as an event raises APIError."""
 
     def __init__(self, response: httpx.Response, target: Target, context, reason: str | None = None) -> None:
         self.response, self.served_by, self._context = response, target.served_by, context
@@ -241,9 +283,9 @@ class Stream:
 
     def __iter__(self) -> Iterator[dict]:
         try:
-            for payload in events(self.response.iter_lines()):
+            for payload in events(self.response.iter_lines(), require_done=True):
                 yield _chunk(payload, self.response)
-        except (httpx.HTTPError, json.JSONDecodeError) as exc:
+        except (httpx.HTTPError, json.JSONDecodeError, StreamEndedEarly) as exc:
             raise _interrupted(self._target, self._reason, exc) from exc
         finally:
             self.close()
@@ -392,6 +434,12 @@ class Client(_ClientBase):
                 response.read()
                 context.__exit__(None, None, None)
                 _raise_for(response)
+            if stream and not _is_event_stream(response):
+                try:
+                    head = _head(response)
+                finally:
+                    context.__exit__(None, None, None)
+                raise _not_a_stream(response, head)
             if stream:
                 return Stream(response, target, context, reason)
             try:
@@ -425,9 +473,9 @@ class AsyncStream:
 
     async def __aiter__(self) -> AsyncIterator[dict]:
         try:
-            async for payload in aevents(self.response.aiter_lines()):
+            async for payload in aevents(self.response.aiter_lines(), require_done=True):
                 yield _chunk(payload, self.response)
-        except (httpx.HTTPError, json.JSONDecodeError) as exc:
+        except (httpx.HTTPError, json.JSONDecodeError, StreamEndedEarly) as exc:
             raise _interrupted(self._target, self._reason, exc) from exc
         finally:
             await self.aclose()
@@ -504,6 +552,12 @@ class AsyncClient(_ClientBase):
                 await response.aread()
                 await context.__aexit__(None, None, None)
                 _raise_for(response)
+            if stream and not _is_event_stream(response):
+                try:
+                    head = await _ahead(response)
+                finally:
+                    await context.__aexit__(None, None, None)
+                raise _not_a_stream(response, head)
             if stream:
                 return AsyncStream(response, target, context, reason)
             try:

@@ -15,7 +15,8 @@ class GatewayUnavailable(TandemError):
 
 class StreamInterrupted(TandemError):
     """A stream broke after its answer had begun (the connection dropped, a read timed out, the server sent what is
-    not an event). The chunks already yielded are all there is; the request was not run again anywhere."""
+    not an event, the stream ended without `data: [DONE]`). The chunks already yielded are all there is; the request
+    was not run again anywhere."""
 
 
 class APIError(TandemError):

@@ -2,8 +2,9 @@
 gateway's HTTP backends (which imports it from here: the SDK imports nothing of the server side).
 
 Per the SSE format: an event is its `data:` lines (one leading space dropped, several joined by newlines), ended
-by a blank line; comment lines (`:`) and other fields (`event:`, `id:`, `retry:`) carry no data; `[DONE]` ends
-the stream. A last event the server did not end with a blank line still counts.
+by a blank line; comment lines (`:`) and the `id:` and `retry:` fields carry no data; `[DONE]` ends the stream. A
+last event the server did not end with a blank line still counts. An `event: error` event is the server's error,
+whatever its data: it is read as OpenAI's mid-stream error, `{"error": {...}}`, never as a chunk.
 """
 
 import json
@@ -12,30 +13,42 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 DONE = "[DONE]"
 
 
+class StreamEndedEarly(Exception):
+    """The stream closed before `[DONE]`: a proxy's idle timeout or a server that stopped between two events looks
+    like a clean end, but what came is not the whole answer."""
+
+
 class SseDecoder:
-    """Feed it lines (without their line breaks); it returns each event's data once the event is complete."""
+    """Feed it lines (without their line breaks); it returns each event's name ("" when it has none) and data once
+    the event is complete."""
 
     def __init__(self) -> None:
         self._data: list[str] = []
+        self._name = ""
 
-    def feed(self, line: str) -> str | None:
+    def feed(self, line: str) -> tuple[str, str] | None:
         if not line:  # a blank line ends the event
             return self.end()
         field, _, value = line.partition(":")
         if field == "data":
             self._data.append(value.removeprefix(" "))
+        elif field == "event":
+            self._name = value.strip()
         return None  # a comment (empty field name) or another field
 
-    def end(self) -> str | None:
-        """The pending event's data, if any (at a blank line, or when the stream ends); an event whose data is
-        empty is not one (as the format has it)."""
-        data, self._data = "\n".join(self._data), []
-        return data.strip() or None
+    def end(self) -> tuple[str, str] | None:
+        """The pending event's name and data, if any (at a blank line, or when the stream ends); an event whose
+        data is empty is not one (as the format has it)."""
+        name, data = self._name, "\n".join(self._data).strip()
+        self._name, self._data = "", []
+        return (name, data) if data else None
 
 
-def _payloads(data: str) -> tuple[list[dict], bool]:
+def _payloads(name: str, data: str) -> tuple[list[dict], bool]:
     """An event's JSON objects and whether the stream is done. A server that separates events with one line break
     instead of a blank line (not the format, but seen) sends several as one: each line is then one."""
+    if name == "error":
+        return [_error(data)], False
     if data == DONE:
         return [], True
     try:
@@ -51,33 +64,53 @@ def _payloads(data: str) -> tuple[list[dict], bool]:
     return out, False
 
 
-def events(lines: Iterable[str]) -> Iterator[dict]:
-    """Each event's data as JSON, up to `[DONE]`; json.JSONDecodeError for data that is not JSON."""
+def _error(data: str) -> dict:
+    """An `event: error` event in OpenAI's shape, `{"error": {"message": ...}}`, whether its data is that already,
+    the error object alone, or plain text: a reader that looks for "error" finds it."""
+    try:
+        error = json.loads(data)
+    except json.JSONDecodeError:
+        error = data
+    if isinstance(error, dict) and "error" in error:
+        return error
+    return {"error": error if isinstance(error, dict) else {"message": str(error)}}
+
+
+def events(lines: Iterable[str], require_done: bool = False) -> Iterator[dict]:
+    """Each event's data as JSON, up to `[DONE]`; json.JSONDecodeError for data that is not JSON. With
+    `require_done`, a stream that ends without `[DONE]` raises StreamEndedEarly after what it sent."""
     decoder = SseDecoder()
     for line in _with_end(lines):
-        data = decoder.feed(line)
-        if data is not None:
-            payloads, done = _payloads(data)
+        event = decoder.feed(line)
+        if event is not None:
+            payloads, done = _payloads(*event)
             yield from payloads
             if done:
                 return
+    if require_done:
+        raise StreamEndedEarly(f"the stream ended without {DONE}")
 
 
-async def aevents(lines: AsyncIterable[str]) -> AsyncIterator[dict]:
+async def aevents(lines: AsyncIterable[str], require_done: bool = False) -> AsyncIterator[dict]:
     """`events` for an async line stream (httpx's `aiter_lines`)."""
     decoder = SseDecoder()
     async for line in lines:
-        data = decoder.feed(line)
-        if data is not None:
-            payloads, done = _payloads(data)
+        event = decoder.feed(line)
+        if event is not None:
+            payloads, done = _payloads(*event)
             for payload in payloads:
                 yield payload
             if done:
                 return
-    data = decoder.end()
-    if data is not None:
-        for payload in _payloads(data)[0]:
+    event = decoder.end()
+    if event is not None:
+        payloads, done = _payloads(*event)
+        for payload in payloads:
             yield payload
+        if done:
+            return
+    if require_done:
+        raise StreamEndedEarly(f"the stream ended without {DONE}")
 
 
 def _with_end(lines: Iterable[str]) -> Iterator[str]:

@@ -41,3 +41,51 @@ def test_events_sync_and_async_agree(lines, expected):
 def test_data_that_is_not_json_is_an_error():
     with pytest.raises(json.JSONDecodeError):
         list(events(iter(["data: not json", ""])))
+
+
+def _both(lines: list[str], **kwargs) -> list:
+    """What the sync and the async decoder make of `lines` (the same)."""
+
+    async def collect():
+        async def source():
+            for line in lines:
+                yield line
+
+        return [e async for e in aevents(source(), **kwargs)]
+
+    sync = list(events(iter(lines), **kwargs))
+    assert asyncio.run(collect()) == sync
+    return sync
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        ('{"message": "backend died"}', {"message": "backend died"}),
+        ("backend died", {"message": "backend died"}),
+        ('{"error": {"message": "x", "code": "c"}}', {"message": "x", "code": "c"}),
+        ('{"type": "error", "message": "x"}', {"type": "error", "message": "x"}),  # the Responses API's form
+    ],
+)
+def test_an_error_event_is_read_as_openais_error_never_as_a_chunk(data, error):
+    assert _both(["event: error", f"data: {data}", "", "data: [DONE]", ""]) == [{"error": error}]
+
+
+def test_a_stream_that_ends_without_done_is_an_error_when_done_is_required():
+    from tandem_sdk.sse import StreamEndedEarly
+
+    assert _both(['data: {"a": 1}', ""]) == [{"a": 1}]  # the gateway's backends check the finish reason instead
+    assert _both(['data: {"a": 1}', "", "data: [DONE]"], require_done=True) == [{"a": 1}]
+    got = []
+    with pytest.raises(StreamEndedEarly, match=r"ended without \[DONE\]"):
+        got.extend(events(iter(['data: {"a": 1}', "", 'data: {"a": 2}']), require_done=True))
+    assert got == [{"a": 1}, {"a": 2}]  # what came is yielded first
+
+    async def collect():
+        async def source():
+            yield 'data: {"a": 1}'
+
+        return [e async for e in aevents(source(), require_done=True)]
+
+    with pytest.raises(StreamEndedEarly):
+        asyncio.run(collect())

@@ -1,0 +1,143 @@
+"""What a streamed call gives the app when the server's answer is not a whole event stream: a proxy's page, a
+stream cut short without `data: [DONE]`, an `event: error`. Each is an error the app can catch, never an empty or
+short answer that looks complete. A real loopback server answers; the real clients read it."""
+
+import asyncio
+import http.server
+import threading
+
+import pytest
+import tandem_sdk
+from tandem_sdk import APIError, PrivateRequestError, StreamInterrupted
+
+ASK = [{"role": "user", "content": "Say hello world"}]
+HELLO = b'data: {"choices": [{"index": 0, "delta": {"content": "Hello"}}]}\n\n'
+WOR = b'data: {"choices": [{"index": 0, "delta": {"content": " wor"}}]}\n\n'
+DONE = b"data: [DONE]\n\n"
+
+
+def _chunked(body: bytes) -> bytes:
+    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+
+def _answer(status: str, content_type: str, body: bytes, framing: str = "length", extra: str = "") -> bytes:
+    """A raw HTTP/1.1 answer. framing: "length" (Content-Length), "chunked" (a properly ended chunked body) or
+    "close" (neither: the body ends when the server closes the connection)."""
+    head = f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nConnection: close\r\n{extra}"
+    if framing == "length":
+        return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+    if framing == "chunked":
+        return f"{head}Transfer-Encoding: chunked\r\n\r\n".encode() + _chunked(body)
+    return f"{head}\r\n".encode() + body
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A loopback server that is both gateway and local agent: it answers the health probe as an edge agent and
+    each POST with the raw bytes in `server.answer` (each test sets its own), then closes the connection cleanly."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.wfile.write(_answer("200 OK", "application/json", b'{"kind": "edge"}'))
+            self.close_connection = True
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.wfile.write(self.server.answer)
+            self.close_connection = True
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.url = f"http://127.0.0.1:{httpd.server_port}"
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _stream(url: str, private: bool, is_async: bool) -> tuple[list[str], Exception | None]:
+    """The text of each chunk the app got, and what the call raised (None: it looked like a whole answer)."""
+    kwargs = {"model": "m", "messages": ASK, "stream": True, "privacy": "private" if private else None}
+    got: list[str] = []
+
+    def text(chunk: dict) -> str:
+        return chunk["choices"][0]["delta"]["content"]  # a chunk that is not one fails here, as in an app
+
+    async def run_async():
+        async with tandem_sdk.AsyncClient(url, local_agent_url=url, max_retries=0) as client:
+            async with await client.chat.completions.create(**kwargs) as stream:
+                async for chunk in stream:
+                    got.append(text(chunk))
+
+    try:
+        if is_async:
+            asyncio.run(run_async())
+        else:
+            with tandem_sdk.Client(url, local_agent_url=url, max_retries=0) as client:
+                with client.chat.completions.create(**kwargs) as stream:
+                    got.extend(text(chunk) for chunk in stream)
+    except Exception as exc:  # noqa: BLE001 - the test looks at what the app would have caught
+        return got, exc
+    return got, None
+
+
+BOTH = pytest.mark.parametrize(("private", "is_async"), [(False, False), (False, True), (True, False), (True, True)])
+
+
+@BOTH
+def test_a_whole_stream_is_every_chunk_and_no_error(server, private, is_async):
+    server.answer = _answer("200 OK", "text/event-stream", HELLO + WOR + DONE, "chunked")
+    assert _stream(server.url, private, is_async) == (["Hello", " wor"], None)
+
+
+@BOTH
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (_answer("200 OK", "text/html; charset=utf-8", b"<html><title>Wi-Fi login</title>" + b"x" * 500),
+         r"200: the answer is not an event stream \(text/html; charset=utf-8\): '<html><title>Wi-Fi login"),
+        (_answer("200 OK", "application/json", b'{"id": "cmpl-1", "choices": []}'),
+         r"""200: the answer is not an event stream \(application/json\): '{"id": "cmpl-1", "choices": \[\]}'"""),
+        (_answer("302 Found", "text/html", b"<a href='https://portal.example/login'>", extra="Location: /login\r\n"),
+         r"302: the answer is not an event stream \(text/html, a redirect to /login\): \"<a href="),
+    ],
+    ids=["captive-portal-html", "json-body", "redirect"],
+)  # fmt: skip
+def test_an_answer_that_is_not_an_event_stream_is_an_api_error(server, answer, message, private, is_async):
+    server.answer = answer
+    got, error = _stream(server.url, private, is_async)
+    assert got == [] and isinstance(error, APIError), error
+    assert error.status in (200, 302)
+    assert len(error.message) < 300  # the first 200 characters of the page, not all of it
+    with pytest.raises(APIError, match=message):
+        raise error
+
+
+@BOTH
+@pytest.mark.parametrize("framing", ["chunked", "length", "close"])
+def test_a_stream_that_ends_without_done_is_interrupted_after_its_chunks(server, framing, private, is_async):
+    """A proxy's idle timeout ends the body cleanly; the app still hears that the answer is cut short."""
+    server.answer = _answer("200 OK", "text/event-stream", HELLO + WOR, framing)
+    got, error = _stream(server.url, private, is_async)
+    assert got == ["Hello", " wor"]
+    assert isinstance(error, PrivateRequestError if private else StreamInterrupted), error
+    assert "ended without [DONE]" in str(error)
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+@pytest.mark.parametrize(
+    "event",
+    [
+        b'event: error\ndata: {"message": "backend died"}\n\n',
+        b"event: error\ndata: backend died\n\n",
+        b'data: {"error": {"message": "backend died", "code": "backend_failed"}}\n\n',  # the gateway's own form
+    ],
+    ids=["event-error-json", "event-error-text", "data-error"],
+)
+def test_an_error_sent_mid_stream_is_an_api_error_with_its_message(server, event, is_async):
+    server.answer = _answer("200 OK", "text/event-stream", HELLO + event + DONE, "chunked")
+    got, error = _stream(server.url, False, is_async)
+    assert got == ["Hello"]
+    assert isinstance(error, APIError) and "backend died" in error.message, error
