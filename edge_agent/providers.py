@@ -32,7 +32,18 @@ class ProviderChoice:
     skipped: dict[str, str] = field(default_factory=dict)  # provider -> why it was passed over
 
 
-def choose_providers(priority: tuple[str, ...], available: list[str]) -> ProviderChoice:
+def choose_providers(priority: tuple[str, ...], available: list[str], known: list[str] | None = None) -> ProviderChoice:
+    """The providers of `priority` this build has, in order. A name onnxruntime does not know at all (`known`: every
+    provider of any build) is a typo, refused: skipped as "not in this build", `QnnExecutionProvider` ran the model
+    on the CPU with a note at INFO."""
+    known = ort.get_all_providers() if known is None else known
+    for name in priority:
+        if name not in known:
+            meant = next((k for k in known if k.lower() == name.lower()), None) or next(
+                (k for k in known if k.lower().startswith(name.lower().removesuffix("executionprovider"))), None
+            )
+            advice = f" (did you mean {meant}?)" if meant else ""
+            raise ProviderError(f"unknown execution provider {name!r}{advice}; onnxruntime knows {sorted(known)}")
     requested = tuple(p for p in priority if p in available)
     skipped = {p: "not in this onnxruntime build" for p in priority if p not in available}
     if not requested:
@@ -50,8 +61,12 @@ def create_session(
     session's own (bench/edge_decode.py --profile turns on onnxruntime's profiler); onnxruntime's defaults when
     None."""
     choice = choose_providers(priority, ort.get_available_providers())
+    chosen_first = priority != DEFAULT_PRIORITY  # an operator's own list: passing over its first is news
     for provider, reason in choice.skipped.items():
-        log.info("execution provider %s skipped: %s", provider, reason)
+        if chosen_first and priority.index(provider) < priority.index(choice.requested[0]):
+            log.warning("execution provider %s skipped: %s; running on %s", provider, reason, choice.requested[0])
+        else:
+            log.info("execution provider %s skipped: %s", provider, reason)
     options = options or ort.SessionOptions()
     if require_npu:
         choice = ProviderChoice(tuple(p for p in choice.requested if p in NPU_PROVIDERS), choice.skipped)

@@ -8,6 +8,7 @@ against what each backend says it is, so a mislabelled pool cannot leak.
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -17,13 +18,14 @@ import grpc
 from opentelemetry import trace
 
 from gateway import metrics, privacy
+from gateway.backends.circuit_breaker import CLOSED
 from gateway.backends.registry import BackendRegistry
 from gateway.backends.worker_backend import BackendError, WorkerBackend
 from gateway.classify.features import RequestFeatures
-from gateway.gather import PromptKey, gather_pools
+from gateway.gather import Gathered, PromptKey, gather_pools
 from gateway.hints.prefix_hints import PrefixHints
 from gateway.policy.decide import Decision, decide
-from gateway.policy.route_plan import plan_route
+from gateway.policy.route_plan import PoolPlan, RoutePlan, plan_route
 from gateway.policy.schema import Policy
 from proto.gen import worker_pb2
 from proto.prefix_hash import DEFAULT_BLOCK_SIZE_TOKENS
@@ -154,8 +156,47 @@ async def dispatch(
                 predicted = candidate.prefix_match_blocks * (candidate.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS)
                 metrics.PREFIX_TOKENS.labels(pool.pool, "predicted").inc(predicted)
             return RoutedStream(pool.pool, decision.rule, backend, first, stream, request.tenant, predicted)
-        failures.append(f"pool {pool.pool!r}: no healthy backend left")
-    raise NoBackend(_no_backend_message(decision, failures))
+        if pool.ranked:
+            failures.append(f"pool {pool.pool!r}: no backend left to try")
+        else:
+            failures.append(f"pool {pool.pool!r}: no backend may serve now ({_why_none(pool, gathered)})")
+    raise NoBackend(_no_backend_message(decision, failures), headers=_retry_after(plan, gathered))
+
+
+_MOST_NAMED = 8  # backends a 503 names, of a pool that had none to try
+
+
+def _why_none(pool: PoolPlan, gathered: Gathered) -> str:
+    """Why each of a pool's backends was left out, in words: its health problem, its breaker (and when it is probed
+    again), or the privacy refusal. A private request's 503 said only "no healthy backend left" (an edge review)."""
+    backends = gathered.backends[pool.pool]
+    reasons = []
+    for candidate in pool.ranking.candidates[:_MOST_NAMED]:
+        backend = backends.get(candidate.endpoint)
+        reason = pool.ranking.dropped.get(id(candidate), "not ranked")
+        if backend is not None and not reason.startswith("privacy"):
+            if backend.problem:
+                reason = backend.problem
+            elif (wait := backend.breaker.seconds_to_probe()) > 0:
+                reason = f"circuit breaker open after failures in a row; probed again in {wait:.1f} s"
+            elif backend.breaker.current_state() != CLOSED:
+                reason = "being probed after failures in a row"
+        reasons.append(f"{candidate.endpoint}: {reason}")
+    more = len(pool.ranking.candidates) - _MOST_NAMED
+    return "; ".join(reasons) + (f"; and {more} more" if more > 0 else "") if reasons else "it has no backends"
+
+
+def _retry_after(plan: RoutePlan, gathered: Gathered) -> dict[str, str] | None:
+    """Retry-After for a 503 where every backend left out waits on its breaker: when the first is probed again."""
+    waits = [
+        backend.breaker.seconds_to_probe()
+        for pool in plan.pools
+        if not pool.ranked
+        for backend in gathered.backends[pool.pool].values()
+    ]
+    if waits and min(waits) > 0:
+        return {"Retry-After": str(math.ceil(min(waits)))}
+    return None
 
 
 def _no_backend_message(decision: Decision, failures: list[str]) -> str:

@@ -27,6 +27,7 @@ async def readyz(state: State, registry: Registry, request: Request) -> JSONResp
             "problem": b.problem,
             "circuit": b.breaker.current_state(),
             "kind": b.stats.kind if b.stats else None,
+            "privacy": b.privacy_refusal,
             "execution_provider": b.stats.execution_provider if b.stats else None,
         }
         for b in registry.all()

@@ -20,7 +20,7 @@ from opentelemetry import trace
 from tandem_sdk.detectors import Scan
 from tandem_sdk.scan import request_text
 
-from gateway import privacy
+from gateway import privacy, via
 from gateway.classify.classify import classify
 from gateway.classify.features import RequestFeatures
 from gateway.policy.schema import Policy
@@ -182,7 +182,13 @@ def _max_tokens(
     return requested
 
 
-TANDEM_REQUEST_HEADERS = (b"x-tandem-privacy", b"x-tandem-device", b"x-tandem-agent", b"x-tandem-tenant")
+TANDEM_REQUEST_HEADERS = (
+    b"x-tandem-privacy",
+    b"x-tandem-device",
+    b"x-tandem-agent",
+    b"x-tandem-tenant",
+    b"x-tandem-via",  # gateway to gateway (gateway/via.py)
+)
 _NOT_LETTERS = bytes(c for c in range(256) if not 97 <= c <= 122)  # ASGI header names are lower-case
 
 
@@ -240,6 +246,7 @@ async def _classify(
         for length, field in zip(prompt_lengths, fields, strict=True)
     ]
     check_tandem_headers(request)
+    via.arrived(tandem_header(request, via.HEADER))
     raw = await request.body()
     if privacy.may_repeat_keys(raw):  # a count on the loop; the rare parse off it when the body is large
         await _off_loop(request, privacy.check_no_repeated_keys, raw)

@@ -30,6 +30,12 @@ class CircuitBreaker:
             self.state, self._probe_in_flight = HALF_OPEN, False
         return self.state
 
+    def seconds_to_probe(self) -> float:
+        """While open, how long until a request may probe the backend again; 0 otherwise."""
+        if self.current_state() != OPEN:
+            return 0.0
+        return max(0.0, self.open_for_s - (self.clock() - self._opened_at))
+
     def can_send(self) -> bool:
         """Whether a request may be sent now (does not take the half-open probe slot)."""
         state = self.current_state()

@@ -17,6 +17,7 @@ import grpc
 import httpx
 from tandem_sdk.sse import aevents
 
+from gateway import via
 from gateway.backends.circuit_breaker import CircuitBreaker
 from gateway.backends.worker_backend import BackendError, WorkerBackend
 from proto.gen import worker_pb2
@@ -106,15 +107,17 @@ class HttpWorkerBackend(WorkerBackend):
         try:
             # A private request says so: another Tandem gateway behind this one keeps it on its edge (untagged, it
             # routed it to its own cloud pool), and a server that does not know the header ignores it.
-            headers = PRIVATE_HEADERS if request.private else None
+            headers = {via.HEADER: via.onward()} | (PRIVATE_HEADERS if request.private else {})
             async with self._client.stream(
                 "POST", f"{self._base}/v1/completions", json=self._body(request), headers=headers, timeout=timeout_s
             ) as response:
                 if response.status_code != 200:
                     raise self._error(response.status_code, (await response.aread()).decode(errors="replace"))
                 async for event in aevents(response.aiter_lines()):  # the SDK's decoder (tandem_sdk/sse.py)
-                    if "error" in event:
-                        raise BackendError(self.endpoint, grpc.StatusCode.INTERNAL, str(event["error"].get("message")))
+                    if "error" in event:  # OpenAI's {"error": {"message": ...}}, or a server's bare {"error": "..."}
+                        error = event["error"]
+                        message = error.get("message") if isinstance(error, dict) else error
+                        raise BackendError(self.endpoint, grpc.StatusCode.INTERNAL, str(message))
                     if event.get("usage"):
                         usage = event["usage"]
                     for choice in event.get("choices", []):

@@ -95,6 +95,9 @@ class WorkerBackend:
 
     @stats.setter
     def stats(self, reply: worker_pb2.StatsReply | None) -> None:
+        if reply is not None and (self._stats is None or self._stats.kind != reply.kind):
+            if refusal := self._privacy_refusal(reply.kind):
+                log.warning("backend %s: %s", self.endpoint, refusal)
         self._stats = reply
         # Candidate's Stats fields, read off the message once per poll rather than once per request: a protobuf
         # field read is ~0.1 µs, six of them per candidate were a sixth of a 256-worker snapshot.
@@ -104,6 +107,17 @@ class WorkerBackend:
             if reply is not None else (None, 0, 0, 0, 0, 0)
         )  # fmt: skip
         self._snapshot_until = float("-inf")
+
+    @property
+    def privacy_refusal(self) -> str | None:
+        """Why private requests never go to this backend although its pool is an edge pool (it says it is not an
+        edge backend), or None: said in the log and /readyz, where it was only a 503 to private callers."""
+        return self._privacy_refusal(self._stats.kind) if self._stats is not None else None
+
+    def _privacy_refusal(self, kind: str) -> str | None:
+        if self.pool_kind == "edge" and kind != "edge":
+            return f"reports kind={kind or '(none)'} in an edge pool: private requests never go to it"
+        return None
 
     @property
     def is_healthy(self) -> bool:

@@ -146,6 +146,40 @@ def test_a_private_request_over_http_to_another_gateway_stays_on_its_edge(front,
         near.stop()
 
 
+def test_a_gateway_that_is_its_own_backend_refuses_the_loop_at_once(front, demo_checkpoint, tmp_path):
+    """A review pointed a cloud pool at the gateway's own port: one request called the gateway a hundred times,
+    nested, and failed after the 10 s first-token timeout. Each hop names its gateway (X-Tandem-Via), so the
+    gateway that finds itself there answers 508, and the client hears why at once."""
+    _, back, _ = front
+    edge = next(c.endpoint for c in back.children if c.pool == "edge")
+    port = free_port()
+    policy = tmp_path / "loop.yaml"
+    policy.write_text(
+        "version: 1\n"
+        "pools:\n"
+        f"  edge: {{kind: edge, endpoints: ['{edge}']}}\n"
+        f"  cloud: {{kind: cloud, endpoints: ['http://127.0.0.1:{port}']}}\n"
+        "rules:\n"
+        "  - {name: private, match: {privacy: [private, pii, confidential]}, route: edge}\n"
+        "  - {name: default, route: cloud}\n"
+    )
+    looped = start_gateway(demo_checkpoint, policy, port, {}, tmp_path / "loop")
+    try:
+        started = time.monotonic()
+        with pytest.raises(openai.APIStatusError) as failed:
+            ask(f"http://127.0.0.1:{port}")
+        assert time.monotonic() - started < 3
+        assert "routing loop" in failed.value.message, failed.value.message
+        direct = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={"model": "tandem-demo", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
+            headers={"X-Tandem-Via": "gw-a, gw-b, gw-c, gw-d"},
+        )
+        assert direct.status_code == 508 and direct.json()["error"]["code"] == "routing_loop", direct.text
+    finally:
+        looped.stop()
+
+
 def test_readyz_reports_the_http_member_and_its_loss(front):
     url, back, _ = front
     member = httpx.get(f"{url}/readyz").json()["backends"][back.url]

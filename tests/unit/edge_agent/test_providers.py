@@ -45,3 +45,35 @@ def test_require_npu_fails_at_start_without_one(demo_checkpoint, tmp_path):
     path = export_onnx(demo_checkpoint, tmp_path / "onnx", show_progress=False) / "model.onnx"
     with pytest.raises(ProviderError, match="--require-npu"):
         create_session(str(path), require_npu=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [("QnnExecutionProvider", "QNNExecutionProvider"), ("coreml", "CoreMLExecutionProvider"), ("NPU", None)],
+)
+def test_an_unknown_provider_name_is_refused_not_skipped(name, meant):
+    """An edge review: a typo in --providers was "not in this onnxruntime build" at INFO, and the model ran on the
+    CPU."""
+    with pytest.raises(ProviderError, match=f"unknown execution provider '{name}'") as refused:
+        choose_providers((name, "CPUExecutionProvider"), ["CPUExecutionProvider"])
+    assert (f"did you mean {meant}?" in str(refused.value)) if meant else "did you mean" not in str(refused.value)
+
+
+@pytest.mark.skipif("QNNExecutionProvider" in ort.get_available_providers(), reason="this machine has QNN")
+def test_an_operators_first_choice_passed_over_is_a_warning(demo_checkpoint, tmp_path, caplog):
+    from edge_agent.export import export_onnx
+
+    path = export_onnx(demo_checkpoint, tmp_path / "onnx", show_progress=False) / "model.onnx"
+    with caplog.at_level("INFO", logger="edge_agent.providers"):
+        _, actual = create_session(str(path), ("QNNExecutionProvider", "CPUExecutionProvider"))
+    assert actual == "CPUExecutionProvider"
+    warned = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert (
+        warned
+        and "QNNExecutionProvider skipped" in warned[0].getMessage()
+        and "running on CPU" in warned[0].getMessage()
+    )
+    caplog.clear()
+    with caplog.at_level("INFO", logger="edge_agent.providers"):
+        create_session(str(path))  # the default list: NPUs first wherever there are none is no news
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]

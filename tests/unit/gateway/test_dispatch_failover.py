@@ -155,3 +155,23 @@ def test_a_request_fault_after_the_first_token_is_a_400_not_the_backends_failure
     assert isinstance(fault, BadRequest) and fault.status_code == 400 and len(fault.message) < 600
     failure = _mid_answer(BackendError(A, grpc.StatusCode.UNAVAILABLE, "gone"))
     assert failure.status_code == 502 and "backend failed mid-answer" in failure.message
+
+
+def test_a_503_with_no_backend_to_try_says_why_and_when_to_retry():
+    """An edge review: once the edge's breaker was open, private requests got "pool 'edge': no healthy backend
+    left", with no reason, no backend named and no Retry-After."""
+    factory = scripted({"grpc://e:1": FAIL}, failure_threshold=2, open_for_s=30)
+    private = RequestFeatures(10, 16, frozenset({"private"}), None, "t")
+
+    async def go():
+        registry = registry_for(POLICY, factory)
+        for _ in range(2):  # two failures in a row open the edge's breaker
+            with pytest.raises(NoBackend):
+                await dispatch(POLICY, registry, private, worker_pb2.GenerateRequest(request_id="r"), 5.0, 5.0, 5.0)
+        with pytest.raises(NoBackend) as refused:
+            await dispatch(POLICY, registry, private, worker_pb2.GenerateRequest(request_id="r"), 5.0, 5.0, 5.0)
+        return refused.value
+
+    refused = asyncio.run(go())
+    assert "grpc://e:1: circuit breaker open after failures in a row; probed again in" in refused.message
+    assert 29 <= int(refused.headers["Retry-After"]) <= 30

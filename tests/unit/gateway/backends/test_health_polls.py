@@ -45,3 +45,20 @@ def test_one_late_poll_is_no_verdict_and_two_in_a_row_are():
 def test_a_worker_that_is_gone_is_unhealthy_at_the_first_poll():
     assert health(Scripted(None, GONE, None)) == [True, False, True]
     assert health(Scripted(LATE)) == [True]  # never heard from, but not a verdict yet either
+
+
+def test_an_edge_pool_backend_that_reports_another_kind_is_said_once(caplog):
+    """A policy review: an edge pool's backend that said kind=cloud showed healthy with no problem in /readyz and
+    nothing in the log; only private callers' 503s hinted at it."""
+
+    class CloudInEdgePool(Scripted):
+        def __init__(self) -> None:
+            WorkerBackend.__init__(self, "grpc://10.9.9.8:1", "m", "edge")
+            self.outcomes = [None, None]
+
+    backend = CloudInEdgePool()
+    with caplog.at_level("WARNING", logger="gateway.backends.worker_backend"):
+        health(backend)
+    assert backend.privacy_refusal == "reports kind=cloud in an edge pool: private requests never go to it"
+    assert [r.getMessage() for r in caplog.records] == [f"backend {backend.endpoint}: {backend.privacy_refusal}"]
+    assert Scripted(None).privacy_refusal is None  # a cloud pool's cloud backend
