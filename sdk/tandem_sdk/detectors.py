@@ -175,7 +175,8 @@ _DATE = re.compile(
 )
 
 
-def _as_boundary(match: re.Match[bytes]) -> bytes:
+def _as_boundary(match: re.Match[bytes], found: list[re.Match[bytes]]) -> bytes:
+    found.append(match)
     return b"x" * len(match.group())
 
 
@@ -243,9 +244,11 @@ class Scan:
         Most are dropped at once, before they cost a Cluster (`_may_hold_pii`)."""
         run = self.data[start:end]
         kinds = run.translate(_DIGIT_OR_SEPARATOR)
-        if dates and (b"-" in run or b"/" in run or b"." in run) and (date := _DATE.search(run)):
-            kinds = _DATE.sub(_as_boundary, run).translate(_DIGIT_OR_SEPARATOR)  # a date joins no number
-            if date.group(1) is not None or any(d.group(1) is not None for d in _DATE.finditer(run, date.end())):
+        if dates and (b"-" in run or b"/" in run or b"." in run) and _DATE.search(run):
+            found: list[re.Match[bytes]] = []
+            kinds = _DATE.sub(lambda d: _as_boundary(d, found), run).translate(_DIGIT_OR_SEPARATOR)  # no number's
+            # a date with its year first after other digits of the run (a card's groups, then its expiry)
+            if any(d.group(1) is not None and run[: d.start()].strip(_SEPARATORS) for d in found):
                 self._year_first.append((start, end))
         pos = kinds.find(b"d")
         while pos != -1:

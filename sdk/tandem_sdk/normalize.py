@@ -51,7 +51,13 @@ def _trie(encodings: list[bytes]) -> str:
     return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
 
 
-_ONE_MAPPED = _trie(sorted(chr(code).encode() for code in MAPPING))
+# Control characters of C1 (U+0085, a line break, is a space in MAPPING), private-use characters (a font's icons) and
+# the noncharacters: nothing, as the invisible characters are. Fixed by the Unicode standard, so not generated.
+_NOTHING = {
+    code: "" for code in (*range(0x80, 0x85), *range(0x86, 0xA0), *range(0xE000, 0xF900), *range(0xFDD0, 0xFDF0))
+} | {0xFFFE: "", 0xFFFF: ""}
+_TABLE = MAPPING | _NOTHING
+_ONE_MAPPED = _trie(sorted(chr(code).encode() for code in _TABLE))
 # A run of them. Written `x(?:x)*`, not `(?:x)+`: re takes the first-byte class from a leading branch only.
 _UTF8 = re.compile(f"{_ONE_MAPPED}(?:{_ONE_MAPPED})*".encode("latin-1"))
 
@@ -59,13 +65,13 @@ _UTF8 = re.compile(f"{_ONE_MAPPED}(?:{_ONE_MAPPED})*".encode("latin-1"))
 # Deleted by re in C, without a call a match (and `x(?:x)*` as above): a text of stacked marks (Zalgo) is cheap
 _ONE_MARK = _trie(sorted(chr(code).encode() for first, last in MARKS for code in range(first, last + 1)))
 _MARKS = re.compile(f"{_ONE_MARK}(?:{_ONE_MARK})*".encode("latin-1"))
-_ONE = {chr(code).encode(): value.encode() for code, value in MAPPING.items()}  # the usual run: one character
+_ONE = {chr(code).encode(): value.encode() for code, value in _TABLE.items()}  # the usual run: one character
 
 
 def _mapped(match: re.Match[bytes]) -> bytes:
     run = match.group()
     one = _ONE.get(run)
-    return one if one is not None else run.decode().translate(MAPPING).encode()
+    return one if one is not None else run.decode().translate(_TABLE).encode()
 
 
 _HTML_SPACE = re.compile(rb"&nbsp;|&#160;|&#xa0;|<br\s*/?>", re.IGNORECASE)
@@ -74,12 +80,8 @@ _HTML_SPACE = re.compile(rb"&nbsp;|&#160;|&#xa0;|<br\s*/?>", re.IGNORECASE)
 # its PII from the detectors and still reach the model: the tokenizer keeps them.
 _CONTROLS = bytes([*range(0x00, 0x09), *range(0x0E, 0x20), 0x7F])
 _VT_FF_AS_SPACE = bytes.maketrans(b"\x0b\x0c", b"  ")
-# In UTF-8: the C1 controls (U+0085, a line break, is mapped to a space before), private-use characters (a font's
-# icons) and the noncharacters (U+FDD0-FDEF, U+xFFFE and U+xFFFF): nothing, as the invisible characters are.
-_NOTHING_TOO = re.compile(
-    rb"\xc2[\x80-\x9f]|\xee[\x80-\xbf][\x80-\xbf]|\xef(?:[\x80-\xa3][\x80-\xbf]|\xb7[\x90-\xaf]|\xbf[\xbe\xbf])"
-    rb"|\xf3[\xb0-\xbf][\x80-\xbf][\x80-\xbf]|\xf4[\x80-\x8f][\x80-\xbf][\x80-\xbf]|[\xf0-\xf4][\x8f\x9f\xaf\xbf]\xbf[\xbe\xbf]"
-)
+# The private-use planes 15 and 16 (too many for the table), in UTF-8: nothing too
+_SUPPLEMENTARY_PRIVATE_USE = re.compile(rb"\xf3[\xb0-\xbf][\x80-\xbf][\x80-\xbf]|\xf4[\x80-\x8f][\x80-\xbf][\x80-\xbf]")
 # HTML's character references for what addresses and numbers are written with, as a CMS writes an address to hide
 # it from harvesters (`ann&#64;example.com`, every character as `&#97;` or `&#x61;`) and as pasted pages keep them
 _HTML_REFERENCE = re.compile(r"&#(?:[xX]([0-9a-fA-F]{1,6})|([0-9]{1,7}));?")
@@ -110,9 +112,10 @@ def normalize_utf8(text: str) -> bytes:
         dense = len(data) // 16 + 16
         data, runs = _UTF8.subn(_mapped, data, count=dense)
         if runs == dense:  # a mapped character every few: one str.translate is cheaper than a call per run
-            data = text.translate(MAPPING).encode(errors="replace")
+            data = text.translate(_TABLE).encode(errors="replace")
         data = _MARKS.sub(b"", data)
-        data = _NOTHING_TOO.sub(b"", data)
+        if b"\xf3" in data or b"\xf4" in data:
+            data = _SUPPLEMENTARY_PRIVATE_USE.sub(b"", data)
     data = data.translate(_VT_FF_AS_SPACE, _CONTROLS)
     if b"&" in data or b"<" in data:
         data = _HTML_SPACE.sub(_html_space, data)
