@@ -10,9 +10,12 @@ user visits can reach loopback too, so every request must also:
 - be `application/json` when it has a body: a page cannot send that without
   a CORS preflight, which this app never answers (415);
 - carry the per-device token (`Authorization: Bearer <token>`) that the agent
-  writes to a file only its user can read (tandem_sdk.local_token; 401).
+  writes to a file only its user can read (tandem_sdk.local_token; 401);
+  but for the health probe with a challenge, which the SDK sends without the
+  token, so that the agent proves it holds the token first.
 Routes:
-- `GET /v1/local/health`: `{"kind": "edge", "model", "execution_provider", "max_context_tokens"}`;
+- `GET /v1/local/health`: `{"kind": "edge", "model", "execution_provider", "max_context_tokens"}`, and with an
+  `X-Tandem-Challenge` header, `proof`: HMAC-SHA256 of the challenge under the token;
 - `POST /v1/chat/completions` and `GET /v1/models` (serving/engine_app.py):
   OpenAI's request and response shapes, whole or streamed (SSE), answered by
   this agent's own engine.
@@ -23,7 +26,7 @@ import hmac
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from tandem_sdk.local_token import load_or_create
+from tandem_sdk.local_token import CHALLENGE, CHALLENGE_HEADER, load_or_create, proof
 
 from serving.body_limit import BodyLimit
 from serving.engine_api import Engine
@@ -49,12 +52,19 @@ def _refusal(request: Request, token: str) -> JSONResponse | None:
         return error_response(403, "the local agent refuses browser requests (an Origin header)", "forbidden_origin")
     if request.method == "POST" and request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         return error_response(415, "the local agent takes Content-Type: application/json", "unsupported_media_type")
+    if request.method == "GET" and request.url.path == "/v1/local/health" and _challenge(request) is not None:
+        return None  # the SDK's probe: it sends no token before the agent has proved it holds one
     scheme, _, presented = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), token.encode()):
         return error_response(
             401, "the local agent needs 'Authorization: Bearer <token>' from its token file", "invalid_token"
         )
     return None
+
+
+def _challenge(request: Request) -> str | None:
+    value = request.headers.get(CHALLENGE_HEADER, "")
+    return value if CHALLENGE.fullmatch(value) else None
 
 
 def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | None = None) -> FastAPI:
@@ -68,14 +78,17 @@ def local_app(engine: Engine, chat: ChatTokenizer, model_id: str, token: str | N
         return _refusal(request, token) or await call_next(request)
 
     @app.get("/v1/local/health")
-    async def health() -> dict:
+    async def health(request: Request) -> dict:
         stats = engine.stats()
-        return {
+        answer = {
             "kind": engine.kind,
             "model": model_id,
             "execution_provider": engine.execution_provider,
             "max_context_tokens": stats.max_context_tokens,
         }
+        if (challenge := _challenge(request)) is not None:
+            answer["proof"] = proof(token, challenge)
+        return answer
 
     add_openai_routes(app, engine, chat, model_id, private=True)  # a private prompt never leaves this device
     return app

@@ -25,7 +25,7 @@ import httpx
 from tandem_sdk.detectors import DETECTORS
 from tandem_sdk.device import DeviceCapability, detect_device
 from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError, StreamInterrupted
-from tandem_sdk.local_token import read_token, token_file
+from tandem_sdk.local_token import CHALLENGE_HEADER, new_challenge, proves, read_token, token_file
 from tandem_sdk.privacy import DEFAULT_DETECTORS, NEVER_LEAVE_DEVICE, check_loopback, private_reason
 from tandem_sdk.sse import StreamEndedEarly, aevents, events
 from tandem_sdk.tags import TagError, check_spelling, misplaced_privacy_key, privacy_tags
@@ -317,6 +317,7 @@ class _ClientBase:
         known_tags: tuple[str, ...] | frozenset[str] = (),
         local_token_file: str | Path | None = None,
     ) -> None:
+        self._impostor: str | None = None  # why the last probe's answer was not trusted (`_agent_health`)
         self._s = _Settings(
             gateway_url=gateway_url.rstrip("/") if gateway_url else None,
             api_key=_api_key(api_key),
@@ -366,11 +367,39 @@ class _ClientBase:
         )
 
     def _no_local_agent(self, reason: str) -> PrivateRequestError:
-        token = "" if read_token(self._s.local_token_file) else f" (and no token file at {self._s.local_token_file})"
+        if self._impostor:
+            why = f"; {self._impostor}"
+        elif not read_token(self._s.local_token_file):
+            why = f" (and no token file at {self._s.local_token_file})"
+        else:
+            why = ""
         return PrivateRequestError(
-            f"private request ({reason}) and no local agent at {self._s.local_agent_url}{token}; "
-            "it was not sent anywhere"
+            f"private request ({reason}) and no local agent at {self._s.local_agent_url}{why}; it was not sent anywhere"
         )
+
+    def _probe(self, challenge: str) -> dict:
+        """The health probe: a fresh challenge, and no token (the agent proves it holds one first)."""
+        return {"url": f"{self._s.local_agent_url}/v1/local/health", "headers": {CHALLENGE_HEADER: challenge}}
+
+    def _agent_health(self, reply: httpx.Response, challenge: str) -> dict | None:
+        """The probe's answer if it comes from this device's edge agent: `kind` edge and the proof that it holds
+        the token. A program that took the agent's port (another user's, on a shared machine) could answer
+        `{"kind": "edge"}`: it was sent the token and the private prompt."""
+        self._impostor = None
+        try:
+            health = reply.json() if reply.status_code == 200 else None
+        except ValueError:
+            return None
+        if not isinstance(health, dict) or health.get("kind") != "edge":
+            return None
+        token = read_token(self._s.local_token_file)
+        if token is not None and not proves(token, challenge, health.get("proof")):
+            self._impostor = (
+                f"what answers there cannot prove it holds this device's agent token ({self._s.local_token_file}): "
+                "another program on the agent's port, or an agent of another user"
+            )
+            return None
+        return health if token is not None else None
 
 
 class Client(_ClientBase):
@@ -389,19 +418,16 @@ class Client(_ClientBase):
         self.close()
 
     def local_agent(self) -> dict | None:
-        """The local agent's health, or None when there is none (or it is not an edge agent)."""
+        """The local agent's health, or None when there is none, it is not an edge agent, or it cannot prove it
+        holds this device's token (`_ClientBase._agent_health`)."""
         if not self._s.local_agent_url:
             return None
+        challenge = new_challenge()
         try:
-            reply = self._direct.get(
-                f"{self._s.local_agent_url}/v1/local/health",
-                headers=_local_headers(self._s),
-                timeout=LOCAL_PROBE_TIMEOUT_S,
-            )
-            health = reply.json() if reply.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
+            reply = self._direct.get(**self._probe(challenge), timeout=LOCAL_PROBE_TIMEOUT_S)
+        except httpx.HTTPError:
             return None
-        return health if health and health.get("kind") == "edge" else None
+        return self._agent_health(reply, challenge)
 
     def create(self, *, model: str, messages: list[dict], stream: bool = False, privacy=None, **params):
         body, tags, reason = self._plan(model, messages, stream, privacy, params)
@@ -508,16 +534,12 @@ class AsyncClient(_ClientBase):
     async def local_agent(self) -> dict | None:
         if not self._s.local_agent_url:
             return None
+        challenge = new_challenge()
         try:
-            reply = await self._direct.get(
-                f"{self._s.local_agent_url}/v1/local/health",
-                headers=_local_headers(self._s),
-                timeout=LOCAL_PROBE_TIMEOUT_S,
-            )
-            health = reply.json() if reply.status_code == 200 else None
-        except (httpx.HTTPError, ValueError):
+            reply = await self._direct.get(**self._probe(challenge), timeout=LOCAL_PROBE_TIMEOUT_S)
+        except httpx.HTTPError:
             return None
-        return health if health and health.get("kind") == "edge" else None
+        return self._agent_health(reply, challenge)
 
     async def create(self, *, model: str, messages: list[dict], stream: bool = False, privacy=None, **params):
         body, tags, reason = self._plan(model, messages, stream, privacy, params)

@@ -7,13 +7,34 @@ restarts) when the file is a regular file of its own user with mode 0600;
 anything else is replaced by a fresh token, written atomically.
 """
 
+import hashlib
+import hmac
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
 
 TOKEN_ENV = "TANDEM_LOCAL_TOKEN_FILE"
 TOKEN_BYTES = 32
+# The agent proves it holds the token before the SDK sends it anything private: the SDK's health probe carries a
+# fresh nonce and no token, and the agent answers HMAC(token, nonce). A program that took the agent's port first
+# (another user's, on a shared machine) gets neither the token nor a prompt.
+CHALLENGE_HEADER = "X-Tandem-Challenge"
+CHALLENGE = re.compile(r"[0-9a-f]{32,128}")
+
+
+def new_challenge() -> str:
+    return secrets.token_hex(16)
+
+
+def proof(token: str, challenge: str) -> str:
+    """What the agent answers a challenge with: only a holder of the token can compute it."""
+    return hmac.new(token.encode(), b"tandem-local-agent:" + challenge.encode(), hashlib.sha256).hexdigest()
+
+
+def proves(token: str | None, challenge: str, answered: object) -> bool:
+    return token is not None and isinstance(answered, str) and hmac.compare_digest(answered, proof(token, challenge))
 
 
 def token_file() -> Path:

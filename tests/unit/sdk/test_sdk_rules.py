@@ -9,6 +9,8 @@ from tandem_sdk import Client, PrivateRequestError, TagError, detect_device
 from tandem_sdk.privacy import NEVER_LEAVE_DEVICE, check_loopback, private_reason
 from tandem_sdk.tags import check_spelling, misplaced_privacy_key, privacy_tags
 
+from tests.local_agent_stand_in import health_answer
+
 ASK = [{"role": "user", "content": "What is the capital of France?"}]
 
 
@@ -250,7 +252,7 @@ class _EdgeAgent(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self):  # the health probe
-        self._reply(b'{"kind": "edge"}')
+        self._reply(health_answer(self.headers))
 
     def log_message(self, *args):
         pass
@@ -422,3 +424,43 @@ def test_a_tag_with_a_separate_accent_mark_is_the_composed_tag():
     assert privacy_tags("Donne\u0301es") == privacy_tags("données") == {"donn\u00e9es"}
     never_leave = privacy_tags("confidentiél")  # as Client(never_leave=...) reads it
     assert private_reason({"messages": ASK}, privacy_tags("CONFIDENTIE\u0301L"), never_leave=never_leave)
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_program_on_the_agents_port_gets_neither_the_token_nor_the_prompt(is_async):
+    """An edge review: whatever listened on the local agent's port and answered `{"kind": "edge"}` was sent the
+    device's token (with the probe) and then the private prompt. Now the probe carries a challenge and no token, and
+    only an answer that proves the token (HMAC of the challenge) gets the request."""
+    import asyncio
+
+    from tandem_sdk import AsyncClient
+    from tandem_sdk.local_token import load_or_create
+
+    token, seen = load_or_create(), []
+
+    class Squatter(_EdgeAgent):
+        def do_GET(self):
+            seen.append(str(self.headers))
+            self._reply(b'{"kind": "edge", "proof": "' + b"0" * 64 + b'"}')
+
+        def do_POST(self):
+            seen.append(self.rfile.read(int(self.headers["Content-Length"])).decode())
+            self._reply(b'{"choices": [{"message": {"content": "harvested"}}]}')
+
+    server = _serve(Squatter)
+    url = f"http://127.0.0.1:{server.server_port}"
+
+    async def ask_async():
+        async with AsyncClient(None, local_agent_url=url) as client:
+            await client.chat.completions.create(model="m", messages=ASK, privacy="private")
+
+    try:
+        with pytest.raises(PrivateRequestError, match="cannot prove it holds this device's agent token"):
+            if is_async:
+                asyncio.run(ask_async())
+            else:
+                Client(None, local_agent_url=url).chat.completions.create(model="m", messages=ASK, privacy="private")
+    finally:
+        server.shutdown()
+    assert seen and all(token not in s for s in seen), seen  # the probe came, without the token
+    assert not any(ASK[0]["content"] in s for s in seen)  # and nothing of the prompt

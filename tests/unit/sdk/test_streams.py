@@ -10,6 +10,8 @@ import pytest
 import tandem_sdk
 from tandem_sdk import APIError, PrivateRequestError, StreamInterrupted
 
+from tests.local_agent_stand_in import health_answer
+
 ASK = [{"role": "user", "content": "Say hello world"}]
 HELLO = b'data: {"choices": [{"index": 0, "delta": {"content": "Hello"}}]}\n\n'
 WOR = b'data: {"choices": [{"index": 0, "delta": {"content": " wor"}}]}\n\n'
@@ -38,7 +40,7 @@ def server():
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            self.wfile.write(_answer("200 OK", "application/json", b'{"kind": "edge"}'))
+            self.wfile.write(_answer("200 OK", "application/json", health_answer(self.headers)))
             self.close_connection = True
 
         def do_POST(self):
