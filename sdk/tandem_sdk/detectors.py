@@ -175,6 +175,11 @@ _DATE = re.compile(
 )
 
 
+# Digit groups parted by one space or dash, right before a date (searched in the 40 bytes before it): a card's, in
+# a card and its expiry. Not a table's columns: tabs and line breaks part those.
+_GROUPS_BEFORE = re.compile(rb"(?<![0-9])(?:[0-9]{1,19}[ -]){1,5}\Z")
+
+
 def _as_boundary(match: re.Match[bytes], found: list[re.Match[bytes]]) -> bytes:
     found.append(match)
     return b"x" * len(match.group())
@@ -199,7 +204,8 @@ class Scan:
 
     def __init__(self, text: str) -> None:
         self.data = normalize_utf8(text)
-        self._year_first: list[tuple[int, int]] = []  # runs where a date with its year first was a boundary
+        # the groups right before a date with its year first, and its year: a card, then its expiry (`_clusters_in`)
+        self.before_dates: list[list[bytes]] = []
 
     @cached_property
     def numeric_runs(self) -> list[tuple[int, int]]:
@@ -230,26 +236,21 @@ class Scan:
                 found += self._clusters_in(start, end)
         return found
 
-    @cached_property
-    def undated_clusters(self) -> list[Cluster]:
-        """The clusters of the runs where a date with its year first was read as a boundary, read without it: a
-        card whose last group reads as a year, then its expiry (`4111 1111 1111 2024/12/29`). For cards only: the
-        digits of such a date start with 18-21, on no card network's range, so only a card before it can be one."""
-        self.clusters  # noqa: B018 - finds the runs
-        return [cluster for start, end in self._year_first for cluster in self._clusters_in(start, end, dates=False)]
-
-    def _clusters_in(self, start: int, end: int, dates: bool = True):
+    def _clusters_in(self, start: int, end: int):
         """The clusters of a run: parted by 5 or more separators in a row.
 
         Most are dropped at once, before they cost a Cluster (`_may_hold_pii`)."""
         run = self.data[start:end]
         kinds = run.translate(_DIGIT_OR_SEPARATOR)
-        if dates and (b"-" in run or b"/" in run or b"." in run) and _DATE.search(run):
+        if (b"-" in run or b"/" in run or b"." in run) and _DATE.search(run):
             found: list[re.Match[bytes]] = []
-            kinds = _DATE.sub(lambda d: _as_boundary(d, found), run).translate(_DIGIT_OR_SEPARATOR)  # no number's
-            # a date with its year first after other digits of the run (a card's groups, then its expiry)
-            if any(d.group(1) is not None and run[: d.start()].strip(_SEPARATORS) for d in found):
-                self._year_first.append((start, end))
+            masked = _DATE.sub(lambda d: _as_boundary(d, found), run)
+            kinds = masked.translate(_DIGIT_OR_SEPARATOR)  # a date joins no number
+            for date in found:  # a card whose last group reads as a year, then its expiry: `… 1111 2024/12/29`
+                at = date.start()
+                if date.group(1) is not None and masked[at - 2 : at - 1].isdigit():  # (no other date's digits)
+                    if card := _GROUPS_BEFORE.search(masked, max(0, at - 40), at):
+                        self.before_dates.append([*card.group().replace(b"-", b" ").split(), date.group()[:4]])
         pos = kinds.find(b"d")
         while pos != -1:
             stop = kinds.find(b"x", pos)  # first the nearer boundary, so no search runs past it (linear)
@@ -347,7 +348,13 @@ def card_scheme_ok(digits: bytes) -> bool:
 
 def has_credit_card(scan: Scan) -> bool:
     """13-19 digits in any grouping, on an issuer's range and length, with a valid Luhn check digit."""
-    for cluster in (*scan.clusters, *scan.undated_clusters):
+    scan.clusters  # noqa: B018 - finds the groups before dates too
+    for groups in scan.before_dates:  # the groups right before a year-first date, and its year (`_clusters_in`)
+        for i in range(len(groups)):
+            number = b"".join(groups[i:])
+            if 13 <= len(number) <= 19 and luhn_ok(number) and card_scheme_ok(number):
+                return True
+    for cluster in scan.clusters:
         if _after_country_code(scan, cluster):
             continue  # an IBAN's groups (DE89 3704 …), valid or mistyped, are not a card
         digits, offsets = cluster.digits, cluster.offsets
@@ -593,7 +600,7 @@ def _after_a_label(scan: Scan) -> bool:
             pos = label.start() + 1  # a label refused (`tel` in `hotel`) may hide one inside it
             if _whole(data, before + label.start(1), before + label.end(1)):
                 if _sheet_like(label.group(1), window[label.end(1) :], raw is not whole) or _ended(
-                    data[before + label.start(1) : start]
+                    data, before + label.start(1), start, start + len(raw)
                 ):
                     break
                 if _a_phone_number(scan, start, start + len(raw), raw):
@@ -602,15 +609,20 @@ def _after_a_label(scan: Scan) -> bool:
     return False
 
 
-# A sentence that ends, then a blank line: what follows is no longer the label's (`Please call me.\n\n1234567 rows were
-# read`). Not after an abbreviation's dot (`Tel.`, `Mobile No.`) on a form.
-_SENTENCE_END = re.compile(rb"([^ \t\r\n.!?]*)([.!?])[ \t\r]*\n[ \t\r]*\n")
+# A sentence that ends, then a blank line, then a number that starts a sentence of its own: it is no longer the
+# label's (`Please call me.\n\n1234567 rows were read`). A number alone on its line still is (`Here is my phone
+# number.\n\n4155550100`), and so is one after an abbreviation's dot on a form (`Tel.`, `Mobile No.`). A word starts
+# after a blank or the label (the look-behind): each run of text is read once, whatever its length.
+_SENTENCE_END = re.compile(rb"(?<![^ \t\r\n])([^ \t\r\n.!?]*)([.!?])[ \t\r]*\n[ \t\r]*\n")
 _ABBREVIATIONS = frozenset("tel tlf tfn ph mob fax no nr num nbr тел моб".split())
+_WORD_AFTER = re.compile(rb"[ \t]*[A-Za-z]")
 
 
-def _ended(between: bytes) -> bool:
-    """Between a label and a number, a sentence ends and a blank line follows."""
-    for end in _SENTENCE_END.finditer(between):
+def _ended(data: bytes, label_start: int, number_start: int, number_end: int) -> bool:
+    """Between a label and a number followed by words, a sentence ends and a blank line follows."""
+    if _WORD_AFTER.match(data, number_end) is None:
+        return False
+    for end in _SENTENCE_END.finditer(data, label_start, number_start):
         word = end.group(1).decode(errors="ignore").lower().lstrip("([#")
         if end.group(2) != b"." or word not in _ABBREVIATIONS:
             return True
@@ -668,7 +680,7 @@ def _labelled_from(scan: Scan, start: int) -> bool:
         if _sheet_like(found.group(1), lowered[found.end(1) : number_start], raw is not whole):
             pos = found.end(1)  # nor `phone` inside `iPhone 15:`: the look-back reads the first label only
             continue
-        if _ended(data[found.start(1) : number_start]):
+        if _ended(data, found.start(1), number_start, number_start + len(raw)):
             continue
         if (
             _before_leader(data, number_start) - found.start(1) <= _LOOK_BACK  # both paths find the same

@@ -51,13 +51,7 @@ def _trie(encodings: list[bytes]) -> str:
     return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
 
 
-# Control characters of C1 (U+0085, a line break, is a space in MAPPING), private-use characters (a font's icons) and
-# the noncharacters: nothing, as the invisible characters are. Fixed by the Unicode standard, so not generated.
-_NOTHING = {
-    code: "" for code in (*range(0x80, 0x85), *range(0x86, 0xA0), *range(0xE000, 0xF900), *range(0xFDD0, 0xFDF0))
-} | {0xFFFE: "", 0xFFFF: ""}
-_TABLE = MAPPING | _NOTHING
-_ONE_MAPPED = _trie(sorted(chr(code).encode() for code in _TABLE))
+_ONE_MAPPED = _trie(sorted(chr(code).encode() for code in MAPPING))
 # A run of them. Written `x(?:x)*`, not `(?:x)+`: re takes the first-byte class from a leading branch only.
 _UTF8 = re.compile(f"{_ONE_MAPPED}(?:{_ONE_MAPPED})*".encode("latin-1"))
 
@@ -65,23 +59,21 @@ _UTF8 = re.compile(f"{_ONE_MAPPED}(?:{_ONE_MAPPED})*".encode("latin-1"))
 # Deleted by re in C, without a call a match (and `x(?:x)*` as above): a text of stacked marks (Zalgo) is cheap
 _ONE_MARK = _trie(sorted(chr(code).encode() for first, last in MARKS for code in range(first, last + 1)))
 _MARKS = re.compile(f"{_ONE_MARK}(?:{_ONE_MARK})*".encode("latin-1"))
-_ONE = {chr(code).encode(): value.encode() for code, value in _TABLE.items()}  # the usual run: one character
+_ONE = {chr(code).encode(): value.encode() for code, value in MAPPING.items()}  # the usual run: one character
 
 
 def _mapped(match: re.Match[bytes]) -> bytes:
     run = match.group()
     one = _ONE.get(run)
-    return one if one is not None else run.decode().translate(_TABLE).encode()
+    return one if one is not None else run.decode().translate(MAPPING).encode()
 
 
 _HTML_SPACE = re.compile(rb"&nbsp;|&#160;|&#xa0;|<br\s*/?>", re.IGNORECASE)
-# Control characters but tab, line feed and carriage return: nothing (vertical tab and form feed: a space). Text
-# read in the wrong encoding (UTF-16 read as UTF-8: `a\x00n\x00n\x00@\x00…`) or with a NUL typed in would hide
-# its PII from the detectors and still reach the model: the tokenizer keeps them.
-_CONTROLS = bytes([*range(0x00, 0x09), *range(0x0E, 0x20), 0x7F])
-_VT_FF_AS_SPACE = bytes.maketrans(b"\x0b\x0c", b"  ")
-# The private-use planes 15 and 16 (too many for the table), in UTF-8: nothing too
-_SUPPLEMENTARY_PRIVATE_USE = re.compile(rb"\xf3[\xb0-\xbf][\x80-\xbf][\x80-\xbf]|\xf4[\x80-\x8f][\x80-\xbf][\x80-\xbf]")
+# Control characters stay what they are, a boundary: the fields of a FIX message (`34=1571\x0111=130355126`) or a
+# NUL-separated list (deleted, they glued fields into phone and card numbers: a review). But text read in the wrong
+# encoding, UTF-16 as UTF-8, has a NUL after every character (`a\x00n\x00n\x00@\x00…`): there the NULs are
+# nothing, or its PII would be hidden from the detectors and still reach the model (the tokenizer keeps them).
+_UTF16_READ_AS_UTF8 = re.compile(rb"(?:[^\x00]\x00){8}")
 # HTML's character references for what addresses and numbers are written with, as a CMS writes an address to hide
 # it from harvesters (`ann&#64;example.com`, every character as `&#97;` or `&#x61;`) and as pasted pages keep them
 _HTML_REFERENCE = re.compile(r"&#(?:[xX]([0-9a-fA-F]{1,6})|([0-9]{1,7}));?")
@@ -100,7 +92,7 @@ def normalize_utf8(text: str) -> bytes:
     Text pasted from a web page or a mail keeps its HTML spaces and line breaks (4111&nbsp;1111…):
     they read as a space and a line break; and a pasted URL its escapes for a space, a `+`, an `@` and a `:`. A lone
     surrogate (invalid Unicode) reads as "?". HTML character references are read as what they spell (`&#64;`,
-    `&#x40;`, `&commat;`), and control characters (NUL, escape) as nothing."""
+    `&#x40;`, `&commat;`); in UTF-16 read as UTF-8, the NULs as nothing."""
     if "&" in text:
         if "&#" in text:
             text = _HTML_REFERENCE.sub(_html_character, text)
@@ -112,11 +104,10 @@ def normalize_utf8(text: str) -> bytes:
         dense = len(data) // 16 + 16
         data, runs = _UTF8.subn(_mapped, data, count=dense)
         if runs == dense:  # a mapped character every few: one str.translate is cheaper than a call per run
-            data = text.translate(_TABLE).encode(errors="replace")
+            data = text.translate(MAPPING).encode(errors="replace")
         data = _MARKS.sub(b"", data)
-        if b"\xf3" in data or b"\xf4" in data:
-            data = _SUPPLEMENTARY_PRIVATE_USE.sub(b"", data)
-    data = data.translate(_VT_FF_AS_SPACE, _CONTROLS)
+    if b"\x00" in data and _UTF16_READ_AS_UTF8.search(data):
+        data = data.replace(b"\x00", b"")
     if b"&" in data or b"<" in data:
         data = _HTML_SPACE.sub(_html_space, data)
     if b"%" in data:  # a pasted URL's query: ?phone=%2B442079460958, ?card=4111%201111…, ?email=ann%40example.com

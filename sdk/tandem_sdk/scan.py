@@ -40,6 +40,8 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 
+from tandem_sdk.normalize import normalize
+
 _STRUCTURE_KEYS = frozenset({"role", "type"})  # what says how, not what: skipped when the value is a plain word
 _SHAPE_KEYS = frozenset({"role", "type", "text", "content"})  # the keys of every message and part: not read
 _STRUCTURE_WORD = re.compile(r"[A-Za-z_-]{1,32}")  # "user", "function", "json_schema": no digit, no @, no dot
@@ -123,35 +125,51 @@ def _prompt_texts(prompt, decode: Callable[[list[int]], str] | None) -> Iterator
 
 
 _MOST_SEAM_CHARS = 512  # an e-mail address is at most 254
-_ATS = ("@", "＠", "%40")
 _WHOLE_DOMAIN = re.compile(r"[.．。｡][^\W\d_]{2,}\Z")  # the word ends in a top-level domain: `ann@example.com`
+
+
+def _read(text: str) -> str:
+    """A word as the detectors read its `@`: normalized where it may be written otherwise (`＠`, `﹫`, `&#64;`,
+    `%40`)."""
+    return text if text.isascii() and "&" not in text and "%" not in text else normalize(text)
 
 
 def _split_address(word: str, head: str) -> bool:
     """An address cut at the seam: the word before it has an `@` and no domain whole yet (`ann@exam`, `ann@`,
     `ann@example.c`), or the word after it starts with the `@` (`ann` + `@example.com`). Not `logo@3x.webp` and
     the next message's first word, which glued would read as an address of its own."""
-    at = max(word.rfind(a) for a in _ATS)
+    word, head = _read(word), _read(head)
+    at = word.rfind("@")
     if at != -1:
         return _WHOLE_DOMAIN.search(word, at) is None
-    return head.startswith(_ATS)
+    return head.startswith("@")
 
 
 def _seams(texts: list[str]) -> Iterator[str]:
-    """Each word with an `@` that runs from one text into the next with no space at the seam, whole: an e-mail
-    address split over two messages or prompts (`ann@exam` + `ple.com`, or over three) reads as one. Numbers need
-    no such help: the line break that joins the texts parts digit groups as a space does."""
-    word = ""
+    """Each word that runs from one text into the next with no space at a seam where an address may be cut, whole:
+    an e-mail address split over two messages or prompts (`ann@exam` + `ple.com`, or over three) reads as one.
+    A word running through many one-word texts is given once, when it ends (its last _MOST_SEAM_CHARS): a batch of
+    a hundred thousand `@` prompts gave a 512-character word at every seam. Numbers need no such help: the line
+    break that joins the texts parts digit groups as a space does."""
+    word, split = "", False  # the word running across seams, and whether one of its seams may cut an address
     for text in texts:
         head = text.split(None, 1)[0] if text[:1] and not text[:1].isspace() else ""
-        joined = (word + head)[-_MOST_SEAM_CHARS:]
-        if word and head and _split_address(word, head):
-            yield joined
-        if len(head) == len(text):  # the text is one word: the next seam's word goes on from it
-            word = joined
-        else:
-            word = text.rsplit(None, 1)[-1] if not text[-1:].isspace() else ""
-            word = word[-_MOST_SEAM_CHARS:]
+        if word and head:  # it runs on across this seam
+            split = split or _split_address(word, head[:_MOST_SEAM_CHARS])
+            word = (word + head)[-_MOST_SEAM_CHARS:]
+        elif split:  # it ended at the seam
+            yield word
+            split = False
+        elif not word:
+            word = head[-_MOST_SEAM_CHARS:]
+        if head and len(head) == len(text):  # the text is one word: it runs on into the next text
+            continue
+        if split:
+            yield word
+        word = text.rsplit(None, 1)[-1][-_MOST_SEAM_CHARS:] if text[-1:] and not text[-1:].isspace() else ""
+        split = False
+    if split:
+        yield word
 
 
 def _decoded(token_ids: list[int], decode: Callable[[list[int]], str] | None) -> str:

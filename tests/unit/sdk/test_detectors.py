@@ -30,7 +30,6 @@ FIRES = {
         "https://x.test/unsubscribe?email=ann%40example.com",  # pasted from a URL
         "contact ann@example.com¹",  # a footnote mark
         "e\x00m\x00a\x00i\x00l\x00 \x00a\x00n\x00n\x00@\x00e\x00x\x00a\x00m\x00p\x00l\x00e\x00.\x00c\x00o\x00m\x00",  # UTF-16
-        "mail ann\x00@example.com",
         '<a href="mailto:ann&#64;example.com">ann&#64;example.com</a>',  # as a CMS writes it
         "ann&#x40;example.com",
         "ann&commat;example&period;com",
@@ -134,6 +133,10 @@ FIRES = {
         "Tel.\n\n4155550100",
         "Тел.\n\n89123456789",
         "Mobile No.\n\n4155550100",
+        # a review of those: a sentence end and a blank line, then the number alone on its line
+        "Here is my phone number.\n\n4155550100",
+        "Phone number?\n\n4155550100",
+        "Contact phone below.\n\n41 55 55 01 00",
     ],
     "credit-card": [
         "4111 1111 1111 1111",
@@ -141,7 +144,6 @@ FIRES = {
         "Charge card 4111 1111 1111 1111/12/29 cvv 123 please",
         "5500 0000 0000 0004/03/27",
         "4111 1111 1111 2002/12/29",
-        "card 4111\x1b1111 1111\ue0001111",  # an escape, a private-use character between its groups
         "card: 5555-5555-5555-4444",
         "amex 378282246310005",
         "3782 822463 10005",  # Amex 4-6-5
@@ -190,7 +192,8 @@ QUIET = {
     "email": ["user at example dot com", "@handle on social", "a@b", "version 1.2@latest", "email@localhost",
               "icon@2x.png", "@app.route('/x')", "npm i react@18.2.0", "scores = q@k.transpose(-2, -1)",
               "y = x@self.weight.T + b", "out = a@b.float()", "h = x@w.to(dtype)", "att@x.view(-1, 8)"],
-    "phone": ["on 2026-11-30 we met", "IP 192.168.100.200", "172.16.254.10", "order 12345", "pi is 3.14159265",
+    "phone": ["34=1571\x0111=130355126\x0138=2469", "\ue0a0 main \uf017 12:30 \ue0b0 4155550",  # FIX, icon fonts
+              "on 2026-11-30 we met", "IP 192.168.100.200", "172.16.254.10", "order 12345", "pi is 3.14159265",
               "year 2026 and 2027", "version 10.2.3", "05/06/2023 12:30", "ISBN 978-3-16-148410-0",
               "250 000 000 euros", "C++17", "x = 3+4567890", "304 683 351 €", "lr=0.01234567",
               "hotel:12345678", "0110 1001 0101 1100", "mem delta +1048576 bytes", "x = +1234567",
@@ -221,7 +224,12 @@ QUIET = {
               # model; an assignment
               "Please call me.\n\n1234567 rows were read", "Call me!\n\n\n1234567 records", "iPhone15: 5234567 units",
               "cell2: 1234567", "cell = 12345678"],
-    "credit-card": ["2024-01-15 2024-01-16 2024-01-17 2024-01-18", "30.12.2024 31.12.2024", "4111 1111 1111 1112", "1234 5678 9012 3456", "tracking 9400111899223100001234",
+    "credit-card": ["2024-01-15 2024-01-16 2024-01-17 2024-01-18", "30.12.2024 31.12.2024", "4111 1111 1111 1112",
+                    # a review: tables with dates read as one number across their rows, and fields a control
+                    # character parts glued into one
+                    "40\t2024-01-01\t2202.72\n41\t2024-02-02\t1034.32\n42\t2024-03-03\t4111.11",
+                    "2024-03-01 16536 235\n2024-03-02 16537 236\n2024-03-03 41111 111",
+                    "25835457\x0096353980", "1234 5678 9012 3456", "tracking 9400111899223100001234",
                     "0000 0000 0000 0000", "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1", "loss: 9.391491627785106",
                     "order 111-2405177-4823152", "AT49 3870 1685 3444 7483"],
     "cn-id": ["11010519491231002Y", "110105194913310021", "123456789012345678", "11010519491231002",
@@ -273,6 +281,7 @@ ADVERSARIAL = {  # 1 MB each; a quadratic detector takes seconds to minutes on t
     "a-label-and-a-leader": "phone" + "." * 200,
     "labels-ordinals-and-dashes": "tel 1 - ",
     "sentence-ends": "Tel.\n\n",
+    "a-long-leader-then-words": "Phone " + "-" * 100_000 + " 1234567 rows\n",  # a review: 40 KB of it took 10 s
 }
 
 

@@ -33,11 +33,12 @@ from tandem_sdk.scan import request_text
         ("tele\u0301fono 4\ufe0f\u20e3 4\u0332 5\u0336\u0336 Телефо\u0301н", "telefono 4 4 5 Телефон"),  # marks apart
         ("नमस्ते फ़ोन", "नमस्ते फ़ोन"),  # a script's own vowel signs and marks stay
         ("tel%3A%2B1 %3a", "tel:+1 :"),  # a URL's escapes for `:` too
-        # an edge review: control characters (UTF-16 read as UTF-8, a NUL, an escape), private use and
-        # noncharacters hid PII from the detectors, and the tokenizer kept them for the model; HTML's references
-        ("a\x00n\x00n\x00@\x00", "ann@"),
-        ("4111\x1b1111\x7f1\x851\x9f1\ue0001\U000f00002\ufffe3\ufdd04", "411111111 111234"),
-        ("tab\tline\nreturn\r vt\x0bff\x0c", "tab\tline\nreturn\r vt ff "),
+        # an edge review: UTF-16 read as UTF-8 (a NUL after every character) hid PII from the detectors, and the
+        # tokenizer kept the NULs for the model; a later review: other control characters stay a boundary, as the
+        # fields of a FIX message and a NUL-separated list are
+        ("a\x00n\x00n\x00@\x00e\x00x\x00.\x00c\x00o\x00m\x00", "ann@ex.com"),
+        ("34=1571\x0111=130355126\x0138=2469", "34=1571\x0111=130355126\x0138=2469"),
+        ("25835457\x0096353980 \ue0a0 12:30", "25835457\x0096353980 \ue0a0 12:30"),
         ("ann&#64;x &#x40; &#X40 &commat; &#97;&#110;&#110; &#46;com", "ann@x @ @ @ ann .com"),
         ("&#0; &#1114112; &#xD800; &amp; &lt;", "&#0; &#1114112; &#xD800; &amp; &lt;"),  # no character: left
     ],
@@ -182,6 +183,12 @@ CARD_A, CARD_B = "4111 1111", "1111 1111"
         ({"messages": [{"role": "user", "content": "ｏｌｇａ＠ｅｘａｍ"}, {"role": "user", "content": "ｐｌｅ．ｃｏｍ"}]},
          "email"),
         ({"prompt": ["write to ann@", "example", ".com now"]}, "email"),
+        # a review of those: the `@` written as the detectors read it otherwise
+        ({"messages": [{"role": "user", "content": "write to ann&#64;exam"}, {"role": "user", "content": "ple.com"}]},
+         "email"),
+        ({"messages": [{"role": "user", "content": "write to ann\ufe6bexam"}, {"role": "user", "content": "ple.com"}]},
+         "email"),
+        ({"messages": [{"role": "user", "content": "ann"}, {"role": "user", "content": "&#64;example.com"}]}, "email"),
     ],
 )  # fmt: skip
 def test_everything_that_leaves_is_scanned(body, fires):
@@ -201,6 +208,13 @@ def test_everything_that_leaves_is_scanned(body, fires):
 def test_words_are_not_glued_across_messages_into_an_address(contents):
     body = {"messages": [{"role": "user", "content": text} for text in contents]}
     assert detect(request_text(body), ["email"]) == []
+
+
+@pytest.mark.parametrize("word", ["@", "＠", "x"])
+def test_a_batch_of_one_word_prompts_is_read_in_about_its_own_size(word):
+    """A review: 150,000 prompts of `＠` (a 1 MB body) gave a 512-character word at every seam, 10 s and 600 MB."""
+    text = request_text({"prompt": [word] * 100_000})
+    assert len(text) < 3 * 100_000 + 1_000
 
 
 def test_a_prompt_of_token_ids_cannot_be_scanned_without_a_tokenizer():
