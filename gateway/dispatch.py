@@ -10,6 +10,7 @@ import asyncio
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from itertools import count
@@ -163,27 +164,38 @@ async def dispatch(
     raise NoBackend(_no_backend_message(decision, failures), headers=_retry_after(plan, gathered))
 
 
-_MOST_NAMED = 8  # backends a 503 names, of a pool that had none to try
-
-
 def _why_none(pool: PoolPlan, gathered: Gathered) -> str:
-    """Why each of a pool's backends was left out, in words: its health problem, its breaker (and when it is probed
-    again), or the privacy refusal. A private request's 503 said only "no healthy backend left" (an edge review)."""
+    """Why a pool's backends were left out, counted by reason for the caller (`2 failing their health checks, 1 with
+    its circuit breaker open, probed again in 4.2 s`); each backend by address in the gateway's log only: a caller
+    learns no internal address. A private request's 503 said only "no healthy backend left" (an edge review)."""
     backends = gathered.backends[pool.pool]
-    reasons = []
-    for candidate in pool.ranking.candidates[:_MOST_NAMED]:
+    counted: Counter[str] = Counter()
+    soonest = math.inf
+    for candidate in pool.ranking.candidates:
         backend = backends.get(candidate.endpoint)
         reason = pool.ranking.dropped.get(id(candidate), "not ranked")
-        if backend is not None and not reason.startswith("privacy"):
-            if backend.problem:
-                reason = backend.problem
-            elif (wait := backend.breaker.seconds_to_probe()) > 0:
-                reason = f"circuit breaker open after failures in a row; probed again in {wait:.1f} s"
-            elif backend.breaker.current_state() != CLOSED:
-                reason = "being probed after failures in a row"
-        reasons.append(f"{candidate.endpoint}: {reason}")
-    more = len(pool.ranking.candidates) - _MOST_NAMED
-    return "; ".join(reasons) + (f"; and {more} more" if more > 0 else "") if reasons else "it has no backends"
+        if backend is not None and backend.problem:
+            said, why = "failing its health checks", backend.problem
+        elif backend is not None and (wait := backend.breaker.seconds_to_probe()) > 0:
+            said, why, soonest = (
+                "with its circuit breaker open",
+                f"breaker open, probed in {wait:.1f} s",
+                min(soonest, wait),
+            )
+        elif backend is not None and backend.breaker.current_state() != CLOSED:
+            said = why = "being probed after failures in a row"
+        elif reason.startswith("privacy") and candidate.kind is None:
+            said = why = "not heard from yet"
+        elif reason.startswith("privacy"):
+            said, why = f"reporting kind={candidate.kind}, not edge", reason
+        else:
+            said = why = f"left out by {reason}"
+        counted[said] += 1
+        log.warning("pool %r: backend %s left out: %s", pool.pool, candidate.endpoint, why)
+    if not counted:
+        return "it has no backends"
+    parts = [f"{n} {said}" for said, n in counted.most_common()]
+    return ", ".join(parts) + (f", probed again in {soonest:.1f} s" if soonest < math.inf else "")
 
 
 def _retry_after(plan: RoutePlan, gathered: Gathered) -> dict[str, str] | None:

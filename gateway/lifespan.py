@@ -28,7 +28,7 @@ from gateway.limits.admission import AdmissionController
 from gateway.policy.loader import parse_policy, read_policy_text
 from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
 from gateway.policy.schema import Pool
-from gateway.redis_client import connect, unreachable
+from gateway.redis_client import RedisWatch, connect, unreachable
 from gateway.state import GatewayState, ServedModel, check_models
 from gateway.tenants import Tenants, TenantsError
 from serving.openai.chat_tokenizer import ChatTokenizer
@@ -105,15 +105,16 @@ async def lifespan(app: FastAPI):
         raise ConfigError(f"{s.policy_file}: {exc}") from None
     redis_client = _redis(s.redis_url)
     silent = await unreachable(redis_client) if redis_client is not None else None  # said once, by each user
+    watch = RedisWatch()  # one verdict on Redis for its every user
     models = {
-        name: ServedModel(name, ChatTokenizer(path), PrefixHints(name, redis_client, unreachable=silent))
+        name: ServedModel(name, ChatTokenizer(path), PrefixHints(name, redis_client, unreachable=silent, watch=watch))
         for name, path in checkpoints.items()
     }
     tokenizers = {name: served.tokenizer for name, served in models.items()}
     registry = BackendRegistry(policy, next(iter(models)), backend_factory(s, tokenizers))
     status = PolicyStatus(s.policy_file, digest(text), time.time())
     decisions = DecisionLog(s.decision_log) if s.decision_log else None
-    admission = AdmissionController(tenants, redis_client, unreachable=silent)
+    admission = AdmissionController(tenants, redis_client, unreachable=silent, watch=watch)
     state = GatewayState(
         settings=s,
         models=models,

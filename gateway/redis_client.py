@@ -6,6 +6,8 @@ command leaves. Its sync connections use hiredis's C packer; `connect` gives the
 (docs/benchmarks.md, "Routing cost as the work grows").
 """
 
+import time
+
 import hiredis
 
 
@@ -45,6 +47,21 @@ def connect(url: str, **kwargs):
 ANSWER_BUDGET_S = 0.05
 RETRY_AFTER_S = 5.0
 START_PROBE_S = 2.0  # how long the gateway's start waits for Redis's first answer
+
+
+class RedisWatch:
+    """Whether to ask Redis now, one verdict for all its users (prefix hints, rate limits): after a failure of any,
+    none asks for RETRY_AFTER_S. Each kept its own, so a request paid both budgets when Redis stalled (a review)."""
+
+    def __init__(self, retry_after_s: float = RETRY_AFTER_S) -> None:
+        self.retry_after_s = retry_after_s
+        self._down_until = 0.0
+
+    def usable(self) -> bool:
+        return time.monotonic() >= self._down_until
+
+    def failed(self) -> None:
+        self._down_until = time.monotonic() + self.retry_after_s
 
 
 async def unreachable(client) -> str | None:

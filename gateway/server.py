@@ -92,10 +92,15 @@ def timed_requests(read_timeout_s: float) -> type:
             self._arm()
 
         def data_received(self, data: bytes) -> None:
-            if self._in_body:  # a body that keeps coming at the least rate is read
-                self._body_deadline += len(data) / MIN_BODY_BYTES_PER_S
+            super().data_received(data)  # the parser first: the body's bytes in it move the deadline (on_body)
+            if self._in_body and not self.transport.is_closing():  # bytes that keep coming: waited for, up to it
                 self._arm()
-            super().data_received(data)
+
+        def on_body(self, body: bytes) -> None:
+            # The body's own bytes earn time, not what frames them: a chunked body of chunk extensions or trailers
+            # at 600 bytes/s grew no body and held the connection for ever (a review).
+            self._body_deadline += len(body) / MIN_BODY_BYTES_PER_S
+            super().on_body(body)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()

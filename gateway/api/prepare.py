@@ -187,7 +187,6 @@ TANDEM_REQUEST_HEADERS = (
     b"x-tandem-device",
     b"x-tandem-agent",
     b"x-tandem-tenant",
-    b"x-tandem-via",  # gateway to gateway (gateway/via.py)
 )
 _NOT_LETTERS = bytes(c for c in range(256) if not 97 <= c <= 122)  # ASGI header names are lower-case
 
@@ -246,7 +245,7 @@ async def _classify(
         for length, field in zip(prompt_lengths, fields, strict=True)
     ]
     check_tandem_headers(request)
-    via.arrived(tandem_header(request, via.HEADER))
+    via.arrived(request.headers.getlist(via.HEADER))
     raw = await request.body()
     if privacy.may_repeat_keys(raw):  # a count on the loop; the rare parse off it when the body is large
         await _off_loop(request, privacy.check_no_repeated_keys, raw)

@@ -10,14 +10,13 @@ in both modes, so it is warm when it is needed.
 
 import asyncio
 import logging
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 
 from gateway import metrics
 from gateway.hints.approximate_index import ApproximateIndex
 from gateway.hints.redis_index import RedisHintIndex
-from gateway.redis_client import ANSWER_BUDGET_S, RETRY_AFTER_S
+from gateway.redis_client import ANSWER_BUDGET_S, RETRY_AFTER_S, RedisWatch
 from gateway.routing.candidate import RECENT_WINDOW_S
 from proto.prefix_hash import DEFAULT_BLOCK_SIZE_TOKENS, prefix_hashes
 from proto.prefix_hints import worker_id_for
@@ -39,19 +38,20 @@ class PrefixHints:
         retry_after_s: float = RETRY_AFTER_S,
         pending_s: float = PENDING_S,
         unreachable: str | None = None,
+        watch: RedisWatch | None = None,
     ) -> None:
         self.model_id = model_id
         self.approximate = ApproximateIndex()
         self._redis = RedisHintIndex(redis_client, model_id) if redis_client is not None else None
-        self._retry_after_s, self._pending_s = retry_after_s, pending_s
+        self._pending_s = pending_s
+        self._watch = watch or RedisWatch(retry_after_s)  # shared with the rate limits where the gateway has one
         self._pending_writes: set[asyncio.Task] = set()
         self._flow: OrderedDict[bytes, SlidingCount] = OrderedDict()  # first block hash -> requests lately
-        self._redis_down_until = 0.0
         self._mode: str | None = None
         if self._redis is None:
             self._set_mode("approximate", reason="REDIS_URL not set")
         elif unreachable:  # the gateway's start found Redis silent: history first, Redis again after retry_after_s
-            self._redis_down_until = time.monotonic() + retry_after_s
+            self._watch.failed()
             self._set_mode("approximate", reason=unreachable)
         else:
             self._set_mode("redis")
@@ -73,12 +73,12 @@ class PrefixHints:
     async def match_workers(self, hashes: list[bytes], workers: Sequence[str]) -> dict[str, int]:
         """Per worker id holding the first block, how many leading blocks it holds; one left out holds none (at
         256 candidates, a dict of every one was a measurable part of a decision: bench/scaling.py)."""
-        if self._redis is not None and time.monotonic() >= self._redis_down_until:
+        if self._redis is not None and self._watch.usable():
             try:
                 async with asyncio.timeout(LOOKUP_BUDGET_S):
                     by_worker = await self._redis.match(hashes, workers)
             except Exception as exc:  # noqa: BLE001 - any Redis trouble: route on history instead
-                self._redis_down_until = time.monotonic() + self._retry_after_s
+                self._watch.failed()
                 if self._mode != "approximate":
                     reason = (
                         f"Redis answered no lookup within {LOOKUP_BUDGET_S * 1000:g} ms"

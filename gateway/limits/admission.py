@@ -14,13 +14,12 @@ say which mode is active. Concurrency is counted per replica.
 import asyncio
 import logging
 import math
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from gateway import metrics
 from gateway.limits.buckets import Charge, LocalBuckets, RedisBuckets, Taken
-from gateway.redis_client import ANSWER_BUDGET_S, RETRY_AFTER_S
+from gateway.redis_client import ANSWER_BUDGET_S, RedisWatch
 from gateway.tenants import Tenants
 from serving.openai.errors import BadRequest, RateLimited
 
@@ -56,20 +55,24 @@ class Admission:
 
 class AdmissionController:
     def __init__(
-        self, tenants: Tenants, redis_client=None, unreachable: str | None = None, retry_after_s: float = RETRY_AFTER_S
+        self,
+        tenants: Tenants,
+        redis_client=None,
+        unreachable: str | None = None,
+        watch: RedisWatch | None = None,
     ) -> None:
-        """`unreachable`: why Redis did not answer at the gateway's start, if it did not (local buckets first)."""
+        """`unreachable`: why Redis did not answer at the gateway's start, if it did not (local buckets first);
+        `watch`: whether to ask Redis now, shared with the prefix hints."""
         self._tenants = tenants
         self._local = LocalBuckets()
         self._redis = RedisBuckets(redis_client) if redis_client is not None else None
         self._inflight: Counter[str] = Counter()
         self._mode: str | None = None
-        self._retry_after_s = retry_after_s
-        self._redis_down_until = 0.0
+        self._watch = watch or RedisWatch()
         if self._redis is None:
             self._set_mode("local", "REDIS_URL not set")
         elif unreachable:
-            self._redis_down_until = time.monotonic() + retry_after_s
+            self._watch.failed()
             self._set_mode("local", unreachable)
         else:
             self._set_mode("redis")
@@ -87,14 +90,14 @@ class AdmissionController:
     async def _take(self, charge: Charge) -> Taken:
         """From Redis's buckets while it answers within ANSWER_BUDGET_S; after a failure, from this process's for
         `retry_after_s` (a Redis that stalls cost every limited request the client's 0.5 s socket timeout)."""
-        if self._redis is not None and time.monotonic() >= self._redis_down_until:
+        if self._redis is not None and self._watch.usable():
             try:
                 async with asyncio.timeout(ANSWER_BUDGET_S):
                     taken = await self._redis.take(charge)
                 self._set_mode("redis")
                 return taken
             except Exception as exc:  # noqa: BLE001 - any Redis failure: keep serving on local buckets
-                self._redis_down_until = time.monotonic() + self._retry_after_s
+                self._watch.failed()
                 reason = (
                     f"Redis answered not within {ANSWER_BUDGET_S * 1000:g} ms"
                     if isinstance(exc, TimeoutError)

@@ -102,6 +102,21 @@ def test_connections_that_never_finish_a_request_are_closed(demo_checkpoint, tmp
                     pass
         assert time.monotonic() - started < 4, "a dripped body was held"
         drip.close()
+        # Nor do a chunked body's framing bytes earn time: chunk extensions at 3 KB/s, and no body byte (a review)
+        framing = socket.create_connection(("127.0.0.1", port))
+        framing.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;")
+        framing.settimeout(0.1)
+        started = time.monotonic()
+        with pytest.raises((ConnectionError, BrokenPipeError)):  # noqa: PT012 - until the gateway hangs up
+            while time.monotonic() - started < 6:
+                framing.sendall(b"x" * 300)
+                try:
+                    if framing.recv(65536) == b"":
+                        raise ConnectionError("closed")
+                except TimeoutError:
+                    pass
+        assert time.monotonic() - started < 4, "a body of framing alone was held"
+        framing.close()
         # A body that keeps coming at a slow link's pace is read whole: 3 s for this one (~1 KB/s), the timeout 1 s
         body = json.dumps({"model": "tandem-demo", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]})
         body += " " * 2900  # JSON's own whitespace: a body of 3 KB

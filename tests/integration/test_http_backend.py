@@ -148,8 +148,8 @@ def test_a_private_request_over_http_to_another_gateway_stays_on_its_edge(front,
 
 def test_a_gateway_that_is_its_own_backend_refuses_the_loop_at_once(front, demo_checkpoint, tmp_path):
     """A review pointed a cloud pool at the gateway's own port: one request called the gateway a hundred times,
-    nested, and failed after the 10 s first-token timeout. Each hop names its gateway (X-Tandem-Via), so the
-    gateway that finds itself there answers 508, and the client hears why at once."""
+    nested, and failed after the 10 s first-token timeout. Each hop names its gateway (Via), so the gateway that
+    finds itself there answers 508, and the client hears why at once."""
     _, back, _ = front
     edge = next(c.endpoint for c in back.children if c.pool == "edge")
     port = free_port()
@@ -173,9 +173,16 @@ def test_a_gateway_that_is_its_own_backend_refuses_the_loop_at_once(front, demo_
         direct = httpx.post(
             f"http://127.0.0.1:{port}/v1/chat/completions",
             json={"model": "tandem-demo", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},
-            headers={"X-Tandem-Via": "gw-a, gw-b, gw-c, gw-d"},
+            headers={"Via": "1.1 tandem-a, 1.1 proxy (nginx), 1.1 tandem-b, 1.1 tandem-c, 1.1 tandem-d"},
         )
         assert direct.status_code == 508 and direct.json()["error"]["code"] == "routing_loop", direct.text
+        proxied = httpx.post(  # a proxy's Via entry and three gateways: served
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            json={"model": "tandem-demo", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+                  "metadata": {"privacy": "private"}},
+            headers={"Via": "1.1 proxy (nginx), 1.1 tandem-a, 1.1 tandem-b, 1.1 tandem-c"},
+        )  # fmt: skip
+        assert proxied.status_code == 200, proxied.text
     finally:
         looped.stop()
 

@@ -308,3 +308,33 @@ def test_a_redis_that_stalls_costs_a_rate_limited_request_its_budget_not_the_soc
     waits, local = asyncio.run(run())
     assert waits[0] < ANSWER_BUDGET_S + 0.1 and max(waits[1:]) < 0.01, waits
     assert local == 1
+
+
+def test_a_stalled_redis_costs_a_request_one_budget_not_one_per_user(tmp_path):
+    """A review: rate limits and prefix hints each waited their own 50 ms on a stalled Redis, and retried it at the
+    same moment, so one request in every 5 s paid about 110 ms. They share one verdict now (RedisWatch)."""
+    from gateway.limits.admission import AdmissionController
+    from gateway.redis_client import ANSWER_BUDGET_S, RedisWatch
+    from gateway.tenants import Tenants
+
+    policy = tmp_path / "tenants.yaml"
+    policy.write_text("tenants:\n  acme: {requests_per_minute: 1000}\n")
+    url, server = start_redis_server(tmp_path)
+    hashes = prefix_hashes(list(range(64)), MODEL, "t")
+
+    async def run():
+        client = redis.asyncio.from_url(url, socket_timeout=0.5, socket_connect_timeout=0.5)
+        watch = RedisWatch(retry_after_s=5.0)
+        controller = AdmissionController(Tenants.load(policy, []), client, watch=watch)
+        hints = PrefixHints(MODEL, client, watch=watch)
+        await (await controller.admit("acme")).release()
+        await hints.match(hashes, [A])
+
+        async def request():  # what a routed request asks Redis: its admission, then its hints
+            await (await controller.admit("acme")).release()
+            await hints.match(hashes, [A, B])
+
+        return await waits_while_stopped(server, client, request)
+
+    waits = asyncio.run(run())
+    assert waits[0] < ANSWER_BUDGET_S + 0.03 and max(waits[1:]) < 0.01, waits
