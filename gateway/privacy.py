@@ -68,11 +68,19 @@ def policy_problems(policy: "Policy") -> list[tuple[tuple[str | int, ...], str]]
     problems += _lookalike_tags(policy, never)
     # Per model (the rules a model's requests can reach are those routing to a pool serving it). A model no edge
     # pool serves has nowhere to send a private request: the rules cannot help, and decide() refuses such a request.
+    # Each model reads the rules for any model and those naming it, not every rule: a policy of 4,000 models and as
+    # many rules took 9 s to load (a review), reading 16 million (model, rule) pairs.
+    general = [i for i, rule in enumerate(policy.rules) if rule.match.model is None]
+    naming: dict[str, list[int]] = {}
+    for i, rule in enumerate(policy.rules):
+        for name in rule.match.model or ():
+            naming.setdefault(name, []).append(i)
     for model in policy.models or [None]:
         serving = policy.pools_serving(model) if model is not None else None
         if serving is not None and not any(policy.pools[p].kind == "edge" for p in serving):
             continue
-        problem = _first_leaking_rule(policy, never, model, serving)
+        indices = sorted(general + naming.get(model, [])) if model is not None else range(len(policy.rules))
+        problem = _first_leaking_rule(policy, never, model, serving, indices)
         if problem is not None and problem not in problems:
             problems.append(problem)
     return problems
@@ -94,10 +102,13 @@ def _lookalike_tags(policy: "Policy", never: set[str]) -> list[tuple[tuple[str |
     return problems
 
 
-def _first_leaking_rule(policy: "Policy", never: set[str], model: str | None, serving: frozenset[str] | None):
+def _first_leaking_rule(
+    policy: "Policy", never: set[str], model: str | None, serving: frozenset[str] | None, indices: Iterable[int]
+):
     # A rule that matches on privacy alone catches every request with those tags: later rules no longer get them.
     reachable = set(never)
-    for i, rule in enumerate(policy.rules):
+    for i in indices:
+        rule = policy.rules[i]
         match = rule.match
         pools = [p for p in (rule.route, *rule.fallback) if serving is None or p in serving]
         if not pools or (model is not None and match.model is not None and model not in match.model):
