@@ -175,9 +175,10 @@ _DATE = re.compile(
 )
 
 
-# Digit groups parted by one space or dash, right before a date (searched in the 40 bytes before it): a card's, in
-# a card and its expiry. Not a table's columns: tabs and line breaks part those.
-_GROUPS_BEFORE = re.compile(rb"(?<![0-9])(?:[0-9]{1,19}[ -]){1,5}\Z")
+# Three groups of four digits parted by spaces or dashes, right before a date whose year is the fourth (searched in
+# the 21 bytes before it): a 16-digit card and its expiry. Not a table's columns (tabs and line breaks part those),
+# nor an order number and a date (`order 427970498904 2018-03-23`: a review).
+_GROUPS_BEFORE = re.compile(rb"(?<![0-9])[0-9]{4}[ -]{1,3}[0-9]{4}[ -]{1,3}[0-9]{4}[ -]{1,3}\Z")
 
 
 def _as_boundary(match: re.Match[bytes], found: list[re.Match[bytes]]) -> bytes:
@@ -248,8 +249,8 @@ class Scan:
             kinds = masked.translate(_DIGIT_OR_SEPARATOR)  # a date joins no number
             for date in found:  # a card whose last group reads as a year, then its expiry: `… 1111 2024/12/29`
                 at = date.start()
-                if date.group(1) is not None and masked[at - 2 : at - 1].isdigit():  # (no other date's digits)
-                    if card := _GROUPS_BEFORE.search(masked, max(0, at - 40), at):
+                if date.group(1) is not None and masked[max(0, at - 4) : at].rstrip(b" -")[-1:].isdigit():
+                    if card := _GROUPS_BEFORE.search(masked, max(0, at - 21), at):  # 4+4+4 digits, 3×3 parting
                         self.before_dates.append([*card.group().replace(b"-", b" ").split(), date.group()[:4]])
         pos = kinds.find(b"d")
         while pos != -1:
@@ -349,11 +350,10 @@ def card_scheme_ok(digits: bytes) -> bool:
 def has_credit_card(scan: Scan) -> bool:
     """13-19 digits in any grouping, on an issuer's range and length, with a valid Luhn check digit."""
     scan.clusters  # noqa: B018 - finds the groups before dates too
-    for groups in scan.before_dates:  # the groups right before a year-first date, and its year (`_clusters_in`)
-        for i in range(len(groups)):
-            number = b"".join(groups[i:])
-            if 13 <= len(number) <= 19 and luhn_ok(number) and card_scheme_ok(number):
-                return True
+    for groups in scan.before_dates:  # three groups right before a year-first date, and its year (`_clusters_in`)
+        number = b"".join(groups)
+        if luhn_ok(number) and card_scheme_ok(number):
+            return True
     for cluster in scan.clusters:
         if _after_country_code(scan, cluster):
             continue  # an IBAN's groups (DE89 3704 …), valid or mistyped, are not a card
@@ -599,33 +599,11 @@ def _after_a_label(scan: Scan) -> bool:
         while (label := _LABEL_BEFORE.search(window, pos)) is not None:
             pos = label.start() + 1  # a label refused (`tel` in `hotel`) may hide one inside it
             if _whole(data, before + label.start(1), before + label.end(1)):
-                if _sheet_like(label.group(1), window[label.end(1) :], raw is not whole) or _ended(
-                    data, before + label.start(1), start, start + len(raw)
-                ):
+                if _sheet_like(label.group(1), window[label.end(1) :], raw is not whole):
                     break
                 if _a_phone_number(scan, start, start + len(raw), raw):
                     return True
                 break
-    return False
-
-
-# A sentence that ends, then a blank line, then a number that starts a sentence of its own: it is no longer the
-# label's (`Please call me.\n\n1234567 rows were read`). A number alone on its line still is (`Here is my phone
-# number.\n\n4155550100`), and so is one after an abbreviation's dot on a form (`Tel.`, `Mobile No.`). A word starts
-# after a blank or the label (the look-behind): each run of text is read once, whatever its length.
-_SENTENCE_END = re.compile(rb"(?<![^ \t\r\n])([^ \t\r\n.!?]*)([.!?])[ \t\r]*\n[ \t\r]*\n")
-_ABBREVIATIONS = frozenset("tel tlf tfn ph mob fax no nr num nbr тел моб".split())
-_WORD_AFTER = re.compile(rb"[ \t]*[A-Za-z]")
-
-
-def _ended(data: bytes, label_start: int, number_start: int, number_end: int) -> bool:
-    """Between a label and a number followed by words, a sentence ends and a blank line follows."""
-    if _WORD_AFTER.match(data, number_end) is None:
-        return False
-    for end in _SENTENCE_END.finditer(data, label_start, number_start):
-        word = end.group(1).decode(errors="ignore").lower().lstrip("([#")
-        if end.group(2) != b"." or word not in _ABBREVIATIONS:
-            return True
     return False
 
 
@@ -679,8 +657,6 @@ def _labelled_from(scan: Scan, start: int) -> bool:
             continue
         if _sheet_like(found.group(1), lowered[found.end(1) : number_start], raw is not whole):
             pos = found.end(1)  # nor `phone` inside `iPhone 15:`: the look-back reads the first label only
-            continue
-        if _ended(data, found.start(1), number_start, number_start + len(raw)):
             continue
         if (
             _before_leader(data, number_start) - found.start(1) <= _LOOK_BACK  # both paths find the same

@@ -36,6 +36,7 @@ as well (`_seams`).
 The detectors then see the same text on the device and at the gateway.
 """
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -125,51 +126,72 @@ def _prompt_texts(prompt, decode: Callable[[list[int]], str] | None) -> Iterator
 
 
 _MOST_SEAM_CHARS = 512  # an e-mail address is at most 254
+_MOST_WINDOWS = 64  # seams a request's text gives a window around: people split an address once or twice
 _WHOLE_DOMAIN = re.compile(r"[.．。｡][^\W\d_]{2,}\Z")  # the word ends in a top-level domain: `ann@example.com`
 
 
 def _read(text: str) -> str:
     """A word as the detectors read its `@`: normalized where it may be written otherwise (`＠`, `﹫`, `&#64;`,
     `%40`)."""
-    return text if text.isascii() and "&" not in text and "%" not in text else normalize(text)
+    if text.isascii() and "&" not in text and "%" not in text:
+        return text
+    return _read_short(text) if len(text) <= 16 else normalize(text)
 
 
-def _split_address(word: str, head: str) -> bool:
-    """An address cut at the seam: the word before it has an `@` and no domain whole yet (`ann@exam`, `ann@`,
-    `ann@example.c`), or the word after it starts with the `@` (`ann` + `@example.com`). Not `logo@3x.webp` and
-    the next message's first word, which glued would read as an address of its own."""
-    word, head = _read(word), _read(head)
-    at = word.rfind("@")
+@functools.lru_cache(maxsize=4096)
+def _read_short(text: str) -> str:  # a batch of one-character prompts: each seam's word normalized once, not anew
+    return normalize(text)
+
+
+def _split_address(tail: str, head: str) -> bool:
+    """An address cut at the seam, both sides as the detectors read them: the word before it has an `@` and no
+    domain whole yet (`ann@exam`, `ann@`, `ann@example.c`), or the word after it starts with the `@` (`ann` +
+    `@example.com`). Not `logo@3x.webp` and the next message's first word, which glued would read as an address
+    of its own."""
+    at = tail.rfind("@")
     if at != -1:
-        return _WHOLE_DOMAIN.search(word, at) is None
+        return _WHOLE_DOMAIN.search(tail, at) is None
     return head.startswith("@")
 
 
 def _seams(texts: list[str]) -> Iterator[str]:
     """Each word that runs from one text into the next with no space at a seam where an address may be cut, whole:
-    an e-mail address split over two messages or prompts (`ann@exam` + `ple.com`, or over three) reads as one.
-    A word running through many one-word texts is given once, when it ends (its last _MOST_SEAM_CHARS): a batch of
-    a hundred thousand `@` prompts gave a 512-character word at every seam. Numbers need no such help: the line
-    break that joins the texts parts digit groups as a space does."""
-    word, split = "", False  # the word running across seams, and whether one of its seams may cut an address
+    an e-mail address split over two messages or prompts (`ann@exam` + `ple.com`, over three, or a minified JSON
+    sent in pieces) reads as one. An empty text between parts nothing. The word is given whole once, when it ends,
+    and around each seam that may cut an address (the first _MOST_WINDOWS of them), so what is given stays about the
+    size of the texts (a batch of 150,000 `@` prompts gave a 512-character word at every seam: a review). Numbers
+    need no such help: the line break that joins the texts parts digit groups as a space does."""
+    chain: list[str] = []  # the running word's pieces, as sent
+    tail = ""  # its last _MOST_SEAM_CHARS characters as the detectors read them, each piece normalized once
+    split = False  # a seam in it may cut an address
+    windows = _MOST_WINDOWS
     for text in texts:
-        head = text.split(None, 1)[0] if text[:1] and not text[:1].isspace() else ""
-        if word and head:  # it runs on across this seam
-            split = split or _split_address(word, head[:_MOST_SEAM_CHARS])
-            word = (word + head)[-_MOST_SEAM_CHARS:]
-        elif split:  # it ended at the seam
-            yield word
-            split = False
-        elif not word:
-            word = head[-_MOST_SEAM_CHARS:]
+        if not text:
+            continue
+        head = text.split(None, 1)[0] if not text[:1].isspace() else ""
+        if chain and head:  # it runs on across this seam
+            read = _read(head[:_MOST_SEAM_CHARS])
+            if _split_address(tail, read):
+                split = True
+                if windows > 0:  # `ann@exam` + `ple.com` + `1`: the address, not only `ann@example.com1`
+                    windows -= 1
+                    yield tail + read
+            chain.append(head)
+            tail = (tail + read)[-_MOST_SEAM_CHARS:]
+        elif chain:  # it ended at the seam
+            if split:
+                yield "".join(chain)
+            chain, tail, split = [], "", False
         if head and len(head) == len(text):  # the text is one word: it runs on into the next text
+            if not chain:
+                chain, tail = [head], _read(head[-_MOST_SEAM_CHARS:])
             continue
         if split:
-            yield word
-        word = text.rsplit(None, 1)[-1][-_MOST_SEAM_CHARS:] if text[-1:] and not text[-1:].isspace() else ""
-        split = False
+            yield "".join(chain)
+        last = text.rsplit(None, 1)[-1] if not text[-1:].isspace() else ""
+        chain, tail, split = ([last] if last else []), _read(last[-_MOST_SEAM_CHARS:]), False
     if split:
-        yield word
+        yield "".join(chain)
 
 
 def _decoded(token_ids: list[int], decode: Callable[[list[int]], str] | None) -> str:

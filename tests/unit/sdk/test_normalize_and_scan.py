@@ -9,6 +9,9 @@ from tandem_sdk.detectors import DETECTORS, detect
 from tandem_sdk.normalize import normalize
 from tandem_sdk.scan import request_text
 
+MINIFIED = json.dumps({"users": [{"email": "ann@example.com", "id": 1}, *({"id": i} for i in range(40))]},
+                      separators=(",", ":"))  # fmt: skip
+
 
 @pytest.mark.parametrize(
     ("raw", "normal"),
@@ -189,6 +192,11 @@ CARD_A, CARD_B = "4111 1111", "1111 1111"
         ({"messages": [{"role": "user", "content": "write to ann\ufe6bexam"}, {"role": "user", "content": "ple.com"}]},
          "email"),
         ({"messages": [{"role": "user", "content": "ann"}, {"role": "user", "content": "&#64;example.com"}]}, "email"),
+        # and a third: the word running on past the address, an empty message between, a minified JSON in pieces
+        ({"prompt": ["ann@exam", "ple.com", "1"]}, "email"),
+        ({"messages": [{"role": "user", "content": "write to ann@exam"}, {"role": "assistant", "content": ""},
+                       {"role": "user", "content": "ple.com"}]}, "email"),
+        ({"prompt": [MINIFIED[i : i + 32] for i in range(0, len(MINIFIED), 32)]}, "email"),
     ],
 )  # fmt: skip
 def test_everything_that_leaves_is_scanned(body, fires):
@@ -214,7 +222,7 @@ def test_words_are_not_glued_across_messages_into_an_address(contents):
 def test_a_batch_of_one_word_prompts_is_read_in_about_its_own_size(word):
     """A review: 150,000 prompts of `＠` (a 1 MB body) gave a 512-character word at every seam, 10 s and 600 MB."""
     text = request_text({"prompt": [word] * 100_000})
-    assert len(text) < 3 * 100_000 + 1_000
+    assert len(text) < 4 * 100_000  # the prompts, each line; the word they make, once; a few windows
 
 
 def test_a_prompt_of_token_ids_cannot_be_scanned_without_a_tokenizer():
