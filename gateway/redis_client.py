@@ -6,6 +6,7 @@ command leaves. Its sync connections use hiredis's C packer; `connect` gives the
 (docs/benchmarks.md, "Routing cost as the work grows").
 """
 
+import asyncio
 import time
 
 import hiredis
@@ -47,6 +48,7 @@ def connect(url: str, **kwargs):
 ANSWER_BUDGET_S = 0.05
 RETRY_AFTER_S = 5.0
 START_PROBE_S = 2.0  # how long the gateway's start waits for Redis's first answer
+STALLED = f"Redis answered not within {ANSWER_BUDGET_S * 1000:g} ms"
 
 
 class RedisWatch:
@@ -63,11 +65,19 @@ class RedisWatch:
     def failed(self) -> None:
         self._down_until = time.monotonic() + self.retry_after_s
 
+    async def ask(self, awaitable):
+        """Redis's answer within ANSWER_BUDGET_S; a failure (TimeoutError past it) is raised, and no user asks Redis
+        again for `retry_after_s`."""
+        try:
+            async with asyncio.timeout(ANSWER_BUDGET_S):
+                return await awaitable
+        except Exception:
+            self.failed()
+            raise
+
 
 async def unreachable(client) -> str | None:
     """Why Redis does not answer a PING at start, in words (its address, never its password); None when it does."""
-    import asyncio
-
     kwargs = client.connection_pool.connection_kwargs
     where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
     try:

@@ -27,7 +27,8 @@ class RoutingLoop(GatewayError):
 def arrived(values: list[str]) -> None:
     """The `Via` lines the request came with: refused if this gateway is among those it passed, or too many are."""
     received = ", ".join(value.strip() for value in values if value.strip())
-    passed = [entry.split()[1] for entry in received.split(",") if len(entry.split()) >= 2]  # `1.1 name [comment]`
+    entries = (entry.split() for entry in received.split(","))
+    passed = [words[1] for words in entries if len(words) >= 2]  # `1.1 name [comment]`
     ours = [name for name in passed if name.startswith("tandem-")]
     if GATEWAY_ID in ours or len(ours) >= MOST_HOPS:
         why = "came back to this gateway" if GATEWAY_ID in ours else f"passed {len(ours)} Tandem gateways"

@@ -182,12 +182,7 @@ def _max_tokens(
     return requested
 
 
-TANDEM_REQUEST_HEADERS = (
-    b"x-tandem-privacy",
-    b"x-tandem-device",
-    b"x-tandem-agent",
-    b"x-tandem-tenant",
-)
+TANDEM_REQUEST_HEADERS = (b"x-tandem-privacy", b"x-tandem-device", b"x-tandem-agent", b"x-tandem-tenant")
 _NOT_LETTERS = bytes(c for c in range(256) if not 97 <= c <= 122)  # ASGI header names are lower-case
 
 

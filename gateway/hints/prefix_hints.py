@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from gateway import metrics
 from gateway.hints.approximate_index import ApproximateIndex
 from gateway.hints.redis_index import RedisHintIndex
-from gateway.redis_client import ANSWER_BUDGET_S, RETRY_AFTER_S, RedisWatch
+from gateway.redis_client import RETRY_AFTER_S, STALLED, RedisWatch
 from gateway.routing.candidate import RECENT_WINDOW_S
 from proto.prefix_hash import DEFAULT_BLOCK_SIZE_TOKENS, prefix_hashes
 from proto.prefix_hints import worker_id_for
@@ -27,7 +27,6 @@ log = logging.getLogger(__name__)
 PENDING_S = 2.0
 MAX_FLOW_PREFIXES = 10_000
 MAX_LOOKUP_BLOCKS = 256  # prompts longer than 4096 tokens (at 16 per block) are matched on their first 4096
-LOOKUP_BUDGET_S = ANSWER_BUDGET_S  # the longest a request waits on Redis for its hints
 
 
 class PrefixHints:
@@ -75,16 +74,10 @@ class PrefixHints:
         256 candidates, a dict of every one was a measurable part of a decision: bench/scaling.py)."""
         if self._redis is not None and self._watch.usable():
             try:
-                async with asyncio.timeout(LOOKUP_BUDGET_S):
-                    by_worker = await self._redis.match(hashes, workers)
+                by_worker = await self._watch.ask(self._redis.match(hashes, workers))
             except Exception as exc:  # noqa: BLE001 - any Redis trouble: route on history instead
-                self._watch.failed()
                 if self._mode != "approximate":
-                    reason = (
-                        f"Redis answered no lookup within {LOOKUP_BUDGET_S * 1000:g} ms"
-                        if isinstance(exc, TimeoutError)
-                        else await self._redis.explain(exc)
-                    )
+                    reason = STALLED if isinstance(exc, TimeoutError) else await self._redis.explain(exc)
                     self._set_mode("approximate", reason=reason)
             else:
                 self._set_mode("redis")

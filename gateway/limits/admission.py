@@ -11,7 +11,6 @@ replica), and the metric `tandem_gateway_rate_limit_mode` and a log line
 say which mode is active. Concurrency is counted per replica.
 """
 
-import asyncio
 import logging
 import math
 from collections import Counter
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 
 from gateway import metrics
 from gateway.limits.buckets import Charge, LocalBuckets, RedisBuckets, Taken
-from gateway.redis_client import ANSWER_BUDGET_S, RedisWatch
+from gateway.redis_client import STALLED, RedisWatch
 from gateway.tenants import Tenants
 from serving.openai.errors import BadRequest, RateLimited
 
@@ -88,22 +87,16 @@ class AdmissionController:
             self._mode = mode
 
     async def _take(self, charge: Charge) -> Taken:
-        """From Redis's buckets while it answers within ANSWER_BUDGET_S; after a failure, from this process's for
-        `retry_after_s` (a Redis that stalls cost every limited request the client's 0.5 s socket timeout)."""
+        """From Redis's buckets while it answers within its budget (RedisWatch.ask); after a failure, from this
+        process's until the watch asks Redis again (a Redis that stalls cost every limited request the client's
+        0.5 s socket timeout)."""
         if self._redis is not None and self._watch.usable():
             try:
-                async with asyncio.timeout(ANSWER_BUDGET_S):
-                    taken = await self._redis.take(charge)
+                taken = await self._watch.ask(self._redis.take(charge))
                 self._set_mode("redis")
                 return taken
             except Exception as exc:  # noqa: BLE001 - any Redis failure: keep serving on local buckets
-                self._watch.failed()
-                reason = (
-                    f"Redis answered not within {ANSWER_BUDGET_S * 1000:g} ms"
-                    if isinstance(exc, TimeoutError)
-                    else f"Redis failed: {exc}"
-                )
-                self._set_mode("local", reason)
+                self._set_mode("local", STALLED if isinstance(exc, TimeoutError) else f"Redis failed: {exc}")
         return await self._local.take(charge)
 
     async def admit(self, tenant: str, tokens: int = 0) -> Admission:
@@ -163,8 +156,7 @@ class AdmissionController:
         if unused > 0 and limits.tokens_per_minute:
             try:
                 if self._redis is not None and self._mode == "redis":
-                    async with asyncio.timeout(ANSWER_BUDGET_S):
-                        await self._redis.give_back(admission.tenant, limits.tokens_per_minute, unused)
+                    await self._watch.ask(self._redis.give_back(admission.tenant, limits.tokens_per_minute, unused))
                 else:
                     await self._local.give_back(admission.tenant, limits.tokens_per_minute, unused)
             except Exception as exc:  # noqa: BLE001 - a lost refund only makes the limit stricter

@@ -393,13 +393,15 @@ class _ClientBase:
         if not isinstance(health, dict) or health.get("kind") != "edge":
             return None
         token = read_token(self._s.local_token_file)
-        if token is not None and not proves(token, challenge, health.get("proof")):
+        if token is None:  # nothing to prove against, and no token to send: no agent of this device has run
+            return None
+        if not proves(token, challenge, health.get("proof")):
             self._impostor = (
                 f"what answers there cannot prove it holds this device's agent token ({self._s.local_token_file}): "
                 "another program on the agent's port, or an agent of another user"
             )
             return None
-        return health if token is not None else None
+        return health
 
 
 class Client(_ClientBase):

@@ -205,8 +205,7 @@ class Scan:
 
     def __init__(self, text: str) -> None:
         self.data = normalize_utf8(text)
-        # the groups right before a date with its year first, and its year: a card, then its expiry (`_clusters_in`)
-        self.before_dates: list[list[bytes]] = []
+        self._before_dates: list[list[bytes]] = []  # found with the clusters (`_clusters_in`)
 
     @cached_property
     def numeric_runs(self) -> list[tuple[int, int]]:
@@ -224,6 +223,13 @@ class Scan:
                 runs.append((start, end))
             pos = end
         return runs
+
+    @property
+    def before_dates(self) -> list[list[bytes]]:
+        """Three groups of four digits right before a date with its year first, and its year: a card, then its
+        expiry (`4111 1111 1111 2024/12/29`). Found with the clusters, where the dates are."""
+        self.clusters  # noqa: B018 - finds them
+        return self._before_dates
 
     @cached_property
     def clusters(self) -> list[Cluster]:
@@ -251,7 +257,7 @@ class Scan:
                 at = date.start()
                 if date.group(1) is not None and masked[max(0, at - 4) : at].rstrip(b" -")[-1:].isdigit():
                     if card := _GROUPS_BEFORE.search(masked, max(0, at - 21), at):  # 4+4+4 digits, 3×3 parting
-                        self.before_dates.append([*card.group().replace(b"-", b" ").split(), date.group()[:4]])
+                        self._before_dates.append([*card.group().replace(b"-", b" ").split(), date.group()[:4]])
         pos = kinds.find(b"d")
         while pos != -1:
             stop = kinds.find(b"x", pos)  # first the nearer boundary, so no search runs past it (linear)
@@ -349,7 +355,6 @@ def card_scheme_ok(digits: bytes) -> bool:
 
 def has_credit_card(scan: Scan) -> bool:
     """13-19 digits in any grouping, on an issuer's range and length, with a valid Luhn check digit."""
-    scan.clusters  # noqa: B018 - finds the groups before dates too
     for groups in scan.before_dates:  # three groups right before a year-first date, and its year (`_clusters_in`)
         number = b"".join(groups)
         if luhn_ok(number) and card_scheme_ok(number):

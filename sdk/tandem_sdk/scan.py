@@ -135,11 +135,11 @@ def _read(text: str) -> str:
     `%40`)."""
     if text.isascii() and "&" not in text and "%" not in text:
         return text
-    return _read_short(text) if len(text) <= 16 else normalize(text)
+    return _normalized(text)
 
 
 @functools.lru_cache(maxsize=4096)
-def _read_short(text: str) -> str:  # a batch of one-character prompts: each seam's word normalized once, not anew
+def _normalized(text: str) -> str:  # a batch of one-character prompts: each seam's word normalized once, not anew
     return normalize(text)
 
 

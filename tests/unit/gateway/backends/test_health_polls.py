@@ -61,4 +61,6 @@ def test_an_edge_pool_backend_that_reports_another_kind_is_said_once(caplog):
         health(backend)
     assert backend.privacy_refusal == "reports kind=cloud in an edge pool: private requests never go to it"
     assert [r.getMessage() for r in caplog.records] == [f"backend {backend.endpoint}: {backend.privacy_refusal}"]
-    assert Scripted(None).privacy_refusal is None  # a cloud pool's cloud backend
+    cloud = Scripted(None, None)  # a cloud pool's cloud backend, heard from: nothing to say
+    health(cloud)
+    assert cloud.stats.kind == "cloud" and cloud.privacy_refusal is None
