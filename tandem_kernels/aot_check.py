@@ -32,11 +32,13 @@ def cases():
         "stride_q_seq": "i32", "stride_q_head": "i32", "stride_kv_head": "i32", "stride_kv_block": "i32",
         "stride_kv_slot": "i32", "stride_table": "i32", "scale": "fp32", "num_splits": "i32", "num_heads": "i32",
         "GROUP": "constexpr", "GROUP_PAD": "constexpr", "BLOCK_SIZE": "constexpr", "HEAD_DIM": "constexpr",
-        "SPLIT": "constexpr",
+        "SPLIT": "constexpr", "KEYS": "constexpr",
     }  # fmt: skip
     for shape, group, head_dim in (("llama3-8b", 4, 128), ("0.5b", 7, 64)):
         for split in (False, True):
-            consts = {"GROUP": group, "GROUP_PAD": 16, "BLOCK_SIZE": 16, "HEAD_DIM": head_dim, "SPLIT": split}
+            keys = paged_attention.decode_keys(16, head_dim)
+            consts = {"GROUP": group, "GROUP_PAD": 16, "BLOCK_SIZE": 16, "HEAD_DIM": head_dim, "SPLIT": split,
+                      "KEYS": keys}  # fmt: skip
             yield f"paged decode {shape} split={split}", decode, decode_sig, consts
     yield (
         "paged decode combine",
@@ -129,8 +131,10 @@ def cases():
                 "vocab": "i32",
                 "stride_row": "i32",
                 "BLOCK": "constexpr",
+                "SEARCH_BLOCK": "constexpr",
+                "WAYS": "constexpr",
             },  # fmt: skip
-            {"BLOCK": 1024},
+            {"BLOCK": 1024, "SEARCH_BLOCK": 256, "WAYS": 16},
         )
     for block_m, has_bias in ((16, False), (64, True)):
         yield (

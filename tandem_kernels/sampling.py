@@ -10,9 +10,9 @@ the same token in any batch, on any device, through either implementation.
 
 `sample_ref` sorts only the rows that ask for top-p (torch.sort), the way
 most engines do. The Triton kernel never sorts: one program per row finds
-each cut-off by bisection over the float bit patterns (32 counting passes
-over the vocabulary for the k-th largest logit, 31 summing passes for the
-top-p boundary), which yields the exact order statistic FlashInfer's
+each cut-off by a 16-way search over the float bit patterns (8 counting
+passes over the vocabulary for the k-th largest logit, 8 summing passes for
+the top-p boundary, each testing 16 thresholds at once), which yields the exact order statistic FlashInfer's
 pivot search approximates, then makes one pass for the race.
 """
 
@@ -46,11 +46,14 @@ def masked_probs_ref(logits, temperature, top_k, top_p, min_p) -> torch.Tensor:
 
 
 def _top_p(probs: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
-    sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
-    # Drop a token when the mass before it already reaches top_p; the first always stays.
-    drop_sorted = (sorted_probs.cumsum(dim=-1) - sorted_probs) >= top_p.unsqueeze(1)
-    drop_sorted[:, 0] = False  # (top_p 0 would otherwise drop everything)
-    return probs.masked_fill(drop_sorted.scatter(1, order, drop_sorted), 0.0)
+    sorted_probs, _ = torch.sort(probs, dim=-1, descending=True)
+    # Keep the most likely tokens until their mass reaches top_p (the first always stays), and every token as
+    # likely as the last one kept: which of equal probabilities a sort puts first must not decide what is drawn
+    # (bf16 logits tie often), and the kernel's cut-off, an order statistic, keeps them all the same way.
+    kept_sorted = (sorted_probs.cumsum(dim=-1) - sorted_probs) < top_p.unsqueeze(1)
+    kept_sorted[:, 0] = True  # (top_p 0 would otherwise drop everything)
+    last = kept_sorted.sum(dim=-1, keepdim=True) - 1
+    return probs.masked_fill(probs < sorted_probs.gather(1, last), 0.0)
 
 
 def row_hashes(seed: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
@@ -113,7 +116,7 @@ def _kernel():
     @triton.jit
     def sample_kernel(
         logits_ptr, temperature_ptr, top_k_ptr, top_p_ptr, min_p_ptr, row_hash_ptr, out_ptr,
-        vocab, stride_row, BLOCK: tl.constexpr,
+        vocab, stride_row, BLOCK: tl.constexpr, SEARCH_BLOCK: tl.constexpr, WAYS: tl.constexpr,
     ):  # fmt: skip
         row = tl.program_id(0)
         base = logits_ptr + row * stride_row
@@ -123,6 +126,7 @@ def _kernel():
         top_p = tl.load(top_p_ptr + row)
         min_p = tl.load(min_p_ptr + row)
         offsets = tl.arange(0, BLOCK)
+        search = tl.arange(0, SEARCH_BLOCK)
 
         # Pass 1: the largest and smallest scaled logit (as order keys) and the maximum itself.
         top = tl.full((), float("-inf"), tl.float32)
@@ -137,20 +141,27 @@ def _kernel():
             low_key = tl.minimum(low_key, tl.min(tl.where(valid, keys, 2147483647), axis=0))
             high_key = tl.maximum(high_key, tl.max(tl.where(valid, keys, -2147483648), axis=0))
 
-        # Top-k: the largest key t with at least k logits >= t is the k-th largest logit.
+        # Top-k: the largest key t with at least k logits >= t is the k-th largest logit. Each pass counts the
+        # logits at or above WAYS thresholds spread over [lo, hi] at once and keeps the sixteenth of the range
+        # that holds t: 8 passes over the vocabulary for 32 bits, where halving took 33.
+        ways = tl.arange(0, WAYS)
         k_cut = low_key.to(tl.int64)
         if (top_k > 0) & (top_k < vocab):
             lo, hi = low_key.to(tl.int64), high_key.to(tl.int64)
-            for _ in range(33):
-                mid = (lo + hi + 1) // 2
-                count = tl.zeros((), tl.int64)
-                for start in range(0, vocab, BLOCK):
-                    idx = start + offsets
-                    s = _scaled_logits(base, idx, vocab, temperature)
-                    count += tl.sum(((_order_key(s).to(tl.int64) >= mid) & (idx < vocab)).to(tl.int64), axis=0)
-                ok = count >= top_k
-                lo = tl.where(ok, mid, lo)
-                hi = tl.where(ok, hi, mid - 1)
+            for _ in range(8):
+                step = (hi - lo + WAYS) // WAYS
+                cuts = lo + ways.to(tl.int64) * step
+                usable = cuts <= hi
+                cuts32 = tl.minimum(cuts, hi).to(tl.int32)  # within [lo, hi], so within int32
+                count = tl.zeros((WAYS,), tl.int64)
+                for start in range(0, vocab, SEARCH_BLOCK):
+                    idx = start + search
+                    keys = _order_key(_scaled_logits(base, idx, vocab, temperature))
+                    above = (keys[:, None] >= cuts32[None, :]) & (idx < vocab)[:, None]
+                    count += tl.sum(above.to(tl.int64), axis=0)
+                way = tl.max(tl.where(usable & (count >= top_k), ways, 0), axis=0)  # way 0 (= lo) always holds
+                lo = lo + way.to(tl.int64) * step
+                hi = tl.minimum(hi, lo + step - 1)
             k_cut = lo
 
         # The softmax normaliser over the tokens top-k keeps.
@@ -162,23 +173,28 @@ def _kernel():
             total += tl.sum(tl.where(kept, tl.exp(s - top), 0.0), axis=0)
         p_max = 1.0 / total
 
-        # Top-p: the largest probability t whose tokens with p >= t reach top_p (bisection on the bits of p >= 0).
+        # Top-p: the largest probability t whose tokens with p >= t reach top_p (searched on the bits of p >= 0,
+        # WAYS thresholds a pass, as for top-k).
         p_cut = tl.zeros((), tl.int64)
         if top_p < 1.0:
             lo = tl.zeros((), tl.int64)
             hi = p_max.to(tl.int32, bitcast=True).to(tl.int64)
-            for _ in range(32):
-                mid = (lo + hi + 1) // 2
-                mass = tl.zeros((), tl.float32)
-                for start in range(0, vocab, BLOCK):
-                    idx = start + offsets
+            for _ in range(8):
+                step = (hi - lo + WAYS) // WAYS
+                cuts = lo + ways.to(tl.int64) * step
+                usable = cuts <= hi
+                cuts32 = tl.minimum(cuts, hi).to(tl.int32)
+                mass = tl.zeros((WAYS,), tl.float32)
+                for start in range(0, vocab, SEARCH_BLOCK):
+                    idx = start + search
                     s = _scaled_logits(base, idx, vocab, temperature)
                     kept = (idx < vocab) & (_order_key(s).to(tl.int64) >= k_cut)
                     p = tl.where(kept, tl.exp(s - top) / total, 0.0)
-                    mass += tl.sum(tl.where(p.to(tl.int32, bitcast=True).to(tl.int64) >= mid, p, 0.0), axis=0)
-                ok = mass >= top_p
-                lo = tl.where(ok, mid, lo)
-                hi = tl.where(ok, hi, mid - 1)
+                    bits = p.to(tl.int32, bitcast=True)
+                    mass += tl.sum(tl.where(bits[:, None] >= cuts32[None, :], p[:, None], 0.0), axis=0)
+                way = tl.max(tl.where(usable & (mass >= top_p), ways, 0), axis=0)
+                lo = lo + way.to(tl.int64) * step
+                hi = tl.minimum(hi, lo + step - 1)
             p_cut = lo
         floor = min_p * p_max
 
@@ -226,7 +242,7 @@ def sample_triton(logits, temperature, top_k, top_p, min_p, seed, step, block: i
     out = torch.empty(rows, dtype=torch.int64, device=logits.device)
     _kernel()[(rows,)](
         logits, temperature, top_k, top_p, min_p, row_hashes(seed, step).contiguous(), out,
-        vocab, logits.stride(0), BLOCK=block,
+        vocab, logits.stride(0), BLOCK=block, SEARCH_BLOCK=min(block, 256), WAYS=16,
     )  # fmt: skip
     return out
 

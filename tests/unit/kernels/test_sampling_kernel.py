@@ -63,6 +63,21 @@ def test_mixed_parameters_per_row():
     assert sample_triton(logits, **p, block=64).tolist() == sample_ref(logits, **p).tolist()
 
 
+def test_tokens_tied_at_the_top_p_cut_are_all_kept_by_both():
+    """Three tokens tie at the boundary (bf16 logits tie often): top-p 0.5 reaches its mass inside the tie, and all
+    three stay, whatever order a sort leaves them in. The CPU reference and the GPU kernel then draw alike, as a
+    seeded request must on either device (the reference kept only those a sort put first, and they differed)."""
+    logits = torch.tensor([[3.0, 2.0, 2.0, 2.0, 0.0, 0.0, -1.0, 0.0]] * 8)
+    p = params(8, top_p=0.5)
+    probs = masked_probs_ref(logits, p["temperature"], p["top_k"], p["top_p"], p["min_p"])
+    assert (probs[0, :4] > 0).all() and (probs[0, 4:] == 0).all()  # token 0 (0.44) and all three tied at 0.16
+    rows, vocab = 12, 320
+    tied = torch.randint(-3, 4, (rows, vocab), generator=torch.Generator().manual_seed(5)).float()
+    for top_p in (0.3, 0.7, 0.95):
+        q = params(rows, top_p=top_p, top_k=0, seed=int(top_p * 100))
+        assert sample_triton(tied, **q, block=128).tolist() == sample_ref(tied, **q).tolist()
+
+
 def test_the_sampled_distribution_is_the_masked_one():
     """8 tokens, min-p 0.15 keeps 4 (a mask without the bisection passes; the cut-offs are checked exactly above):
     400 draws, one per step, against the renormalised kept mass. The interpreter runs a program a row, slowly, so

@@ -111,10 +111,31 @@ def test_split_k_decode_matches_the_reference(num_splits, heads, kv_heads):
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_decode_over_many_steps_of_keys_matches_the_reference(num_splits):
+    """Contexts longer than one step's keys (decode_keys): steps that end inside a block, past a split's end."""
+    from tandem_kernels.paged_attention import decode_keys, paged_decode_triton
+
+    assert decode_keys(4, 16) == 128
+    q, k_cache, v_cache, meta = decode_case([300, 129, 7, 256], heads=8, kv_heads=2)
+    expected = paged_attention_ref(q, k_cache, v_cache, meta)
+    got = paged_decode_triton(q, k_cache, v_cache, meta.block_tables, torch.tensor(meta.context_lens), num_splits)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+
+
 def test_long_contexts_are_split():
     from tandem_kernels.paged_attention import decode_splits
 
-    assert decode_splits(512) == 1 and decode_splits(8192) == 4 and decode_splits(131072) == 16
+    assert decode_splits(512) == 1 and decode_splits(8192) == 4 and decode_splits(131072) == 64
+
+
+def test_few_sequences_are_split_to_fill_the_gpu():
+    from tandem_kernels.paged_attention import MIN_SPLIT_KEYS, decode_splits
+
+    # One sequence over 8 KV heads on 132 SMs: 33 splits, not the 16 its length alone asks for.
+    assert decode_splits(32768, programs=8, multiprocessors=132) == 33
+    assert decode_splits(512, programs=8, multiprocessors=132) == 512 // MIN_SPLIT_KEYS  # no split under 256 keys
+    assert decode_splits(4096, programs=256 * 8, multiprocessors=132) == 2  # a full batch fills the GPU already
 
 
 def test_paged_prefill_attention_matches_the_reference(monkeypatch):
