@@ -498,7 +498,7 @@ def _national(scan: Scan, cluster: Cluster) -> bool:
 _PHONE_WORDS_WHOLE = (
     "tel tlf tfn fax ph mob mobil mobile cel cell cellular cellulare celular whatsapp handy handynummer mobilnummer "
     "rufnummer telefonnummer movil móvil mÓvil phone phones telephone cellphone smartphone iphone handphone telefon "
-    "telefono teléfono telÉfono telefone contact"
+    "telefono teléfono telÉfono telefone contact call calling called callback dial dialed dialled sms txt texted"
 ).split() + ["call me", "call us", "text me", "reach me", "ring me"]
 _PHONE_WORDS_ANY = (
     "телефон Телефон ТЕЛЕФОН тел. Тел. ТЕЛ. тел: Тел: ТЕЛ: мобильн Мобильн МОБИЛЬН моб. Моб. МОБ. 電話 电话 手机 手機 "

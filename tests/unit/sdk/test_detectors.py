@@ -89,6 +89,14 @@ FIRES = {
         "13812345678²",
         # after a label, in any grouping (an adversarial review found these went to the cloud)
         "Please call me back, phone: 4155550100",
+        # a verb for the label: a bare ten digits after it were read as an id and sent to the cloud
+        "call 4155550100",
+        "pls call at 415 555 0100 after 6",
+        "I called 4155550100 twice",
+        "dial 4155550100",
+        "sms 4155550100",
+        "Callback: 4155550100",
+        "give me a call on 4155550100",
         "My mobile number is 9876543210",  # how Indian mobiles are written
         "Мой телефон 89123456789",  # a Russian trunk 8, unbroken
         "mobile 98765 43210",
