@@ -315,3 +315,112 @@ def test_the_endpoint_picker_config_uses_declared_plugins_and_metrics_the_worker
     assert scorers & set(SCORER_METRIC_FLAGS), "no scorer reads the workers' load"
     for flag in [SCORER_METRIC_FLAGS[s] for s in scorers & set(SCORER_METRIC_FLAGS)] + ["lora-info-metric"]:
         assert flags(container)[flag] in exported, f"--{flag}: the workers do not export it"
+
+
+# NetworkPolicy, read as the API server's semantics say: a pod selected by any Ingress policy takes only what one of
+# its rules allows (a peer list and a port list, each absent meaning "any"); a peer's podSelector alone means this
+# namespace, a namespaceSelector alone every pod of the namespaces it selects.
+def _selects(selector: dict, labels: dict) -> bool:
+    assert set(selector) <= {"matchLabels"}, f"read here: matchLabels only, got {selector}"
+    return selector.get("matchLabels", {}).items() <= labels.items()
+
+
+def _peer_admits(peer: dict, source: dict, namespace: str) -> bool:
+    assert set(peer) <= {"podSelector", "namespaceSelector"}, f"read here: pod and namespace selectors, got {peer}"
+    if "namespaceSelector" not in peer:
+        return source["namespace"] == namespace and _selects(peer["podSelector"], source["labels"])
+    ns_labels = {"kubernetes.io/metadata.name": source["namespace"], **source.get("namespace_labels", {})}
+    return _selects(peer["namespaceSelector"], ns_labels) and _selects(peer.get("podSelector", {}), source["labels"])
+
+
+def reaches(objects: list[dict], source: dict, workload: str, port_name: str) -> bool:
+    """May a pod (labels, namespace, its namespace's labels) open the named port of the workload's pods?"""
+    target = find(objects, "Deployment", workload)
+    labels, namespace = target["spec"]["template"]["metadata"]["labels"], target["metadata"]["namespace"]
+    ports = {p["name"]: p["containerPort"] for c in containers(target) for p in c.get("ports", [])}
+    policies = [
+        o
+        for o in objects
+        if o["kind"] == "NetworkPolicy"
+        and o["metadata"]["namespace"] == namespace
+        and "Ingress" in o["spec"]["policyTypes"]
+        and _selects(o["spec"]["podSelector"], labels)
+    ]
+    if not policies:
+        return True
+    return any(
+        ("ports" not in rule or any(p["port"] in (port_name, ports[port_name]) for p in rule["ports"]))
+        and ("from" not in rule or any(_peer_admits(peer, source, namespace) for peer in rule["from"]))
+        for policy in policies
+        for rule in policy["spec"].get("ingress", [])
+    )
+
+
+def pod(app: str | None, namespace: str, **namespace_labels) -> dict:
+    return {"labels": {"app.kubernetes.io/name": app} if app else {}, "namespace": namespace,
+            "namespace_labels": namespace_labels}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_only_the_gateway_reaches_the_workers_the_edge_agents_and_redis(name):
+    """Secure by default in the cluster: no pod but the gateway may send a worker or an edge agent a request (which
+    would skip the API keys, the limits and the privacy rules), and only the gateways and workers reach Redis (hints
+    steer routing)."""
+    objects = render(name)
+    ns = find(objects, "Deployment", "gateway")["metadata"]["namespace"]
+    gateway, worker, edge = pod("gateway", ns), pod("cloud-worker", ns), pod("edge-agent", ns)
+    stranger, elsewhere = pod("debug-shell", ns), pod(None, "default")
+    scraper = pod("prometheus", "monitoring", **{"tandem.ai/metrics-scraper": "true"})
+    needed = [
+        (gateway, "cloud-worker", "grpc"), (gateway, "edge-agent", "grpc"), (gateway, "redis", "redis"),
+        (worker, "redis", "redis"), (elsewhere, "gateway", "http"), (stranger, "gateway", "http"),
+        (scraper, "cloud-worker", "metrics"), (scraper, "edge-agent", "metrics"),
+        (gateway, "otel-collector", "otlp-grpc"), (worker, "otel-collector", "otlp-grpc"),
+        (edge, "otel-collector", "otlp-grpc"),
+    ]  # fmt: skip
+    for source, workload, port in needed:
+        assert reaches(objects, source, workload, port), f"{source} cannot reach {workload}:{port}"
+    refused = [
+        (stranger, "cloud-worker", "grpc"), (stranger, "edge-agent", "grpc"), (stranger, "redis", "redis"),
+        (elsewhere, "cloud-worker", "grpc"), (elsewhere, "edge-agent", "grpc"), (elsewhere, "redis", "redis"),
+        (elsewhere, "otel-collector", "otlp-grpc"), (stranger, "cloud-worker", "metrics"),
+        (worker, "edge-agent", "grpc"), (edge, "redis", "redis"), (edge, "cloud-worker", "grpc"),
+        (pod("prometheus", "monitoring"), "cloud-worker", "metrics"),  # a namespace not labelled as a scraper
+    ]  # fmt: skip
+    for source, workload, port in refused:
+        assert not reaches(objects, source, workload, port), f"{source} reaches {workload}:{port}"
+    deny_all = [o for o in objects if o["kind"] == "NetworkPolicy" and o["spec"]["podSelector"] == {}]
+    assert any("ingress" not in o["spec"] for o in deny_all), "no default deny: a new workload would be open"
+
+
+def test_the_inference_gateway_reaches_its_picker_and_the_workers_serving_port():
+    objects = render(GATEWAY_API)
+    ns = find(objects, "Deployment", "gateway")["metadata"]["namespace"]
+    proxy = {"labels": {"gateway.networking.k8s.io/gateway-name": "inference-gateway"}, "namespace": ns}
+    envoy_elsewhere = pod("envoy", "envoy-gateway-system", **{"tandem.ai/inference-gateway": "true"})
+    picker = pod("tandem-cloud-epp", ns)
+    for source in (proxy, envoy_elsewhere):
+        assert reaches(objects, source, "tandem-cloud-epp", "grpc")
+        assert reaches(objects, source, "cloud-worker", "metrics")  # where --serve-openai answers
+    assert reaches(objects, picker, "cloud-worker", "metrics")
+    for source in (pod("debug-shell", ns), pod("envoy", "envoy-gateway-system")):
+        assert not reaches(objects, source, "cloud-worker", "metrics")
+        assert not reaches(objects, source, "tandem-cloud-epp", "grpc")
+    assert not reaches(objects, proxy, "cloud-worker", "grpc") and not reaches(objects, proxy, "edge-agent", "grpc")
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_every_network_policy_names_pods_and_ports_that_exist(name):
+    """A typo in a policy's selector or port name fails closed, silently: a worker nobody can reach."""
+    objects = render(name)
+    workloads = [o for o in objects if o["kind"] in WORKLOADS]
+    for policy in (o for o in objects if o["kind"] == "NetworkPolicy"):
+        selector = policy["spec"]["podSelector"]
+        if selector == {}:
+            continue
+        selected = [w for w in workloads if _selects(selector, w["spec"]["template"]["metadata"]["labels"])]
+        assert selected, f"{policy['metadata']['name']} selects no pod"
+        names = {p["name"] for w in selected for c in containers(w) for p in c.get("ports", [])}
+        for rule in policy["spec"].get("ingress", []):
+            for port in rule.get("ports", []):
+                assert port["port"] in names, f"{policy['metadata']['name']}: no port named {port['port']}"
