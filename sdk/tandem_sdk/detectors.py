@@ -325,6 +325,7 @@ _CARD_SCHEMES = (
     (2200, 2204, _ANY_LENGTH),  # Mir
     (81, 82, _ANY_LENGTH),  # UnionPay, RuPay
     (9792, 9792, (16,)),  # Troy
+    (8600, 8600, (16,)), (9860, 9860, (16,)),  # Uzcard, Humo
 )  # fmt: skip
 
 
@@ -472,6 +473,15 @@ def _national(scan: Scan, cluster: Cluster) -> bool:
         return False
     if _parenthesized_area(scan, cluster):
         return True
+    if (
+        len(groups) == 2
+        and len(groups[0]) == len(groups[1]) == 5
+        and groups[0][:1] in b"6789"
+        and gaps[0] in (b" ", b"-")
+    ):
+        return True  # an Indian mobile: 98765 43210
+    if [len(g) for g in groups[:3]] == [2, 5, 4] and groups[1][:1] == b"9" and gaps[:2] == (b" ", b"-"):
+        return True  # a Brazilian mobile after its area code: 11 98765-4321
     first = groups[0]
     # trunk prefix: 020 7946 0958, 0912 345 678, 030 123456, 090-1234-5678, 081234 56789
     if first[:1] == b"0" and first[:2] != b"00" and 2 <= len(first) <= 6 and all(len(g) >= 2 for g in groups[1:]):
@@ -498,18 +508,35 @@ def _national(scan: Scan, cluster: Cluster) -> bool:
 _PHONE_WORDS_WHOLE = (
     "tel tlf tfn fax ph mob mobil mobile cel cell cellular cellulare celular whatsapp handy handynummer mobilnummer "
     "rufnummer telefonnummer movil móvil mÓvil phone phones telephone cellphone smartphone iphone handphone telefon "
-    "telefono teléfono telÉfono telefone contact call calling called callback dial dialed dialled sms txt texted"
-).split() + ["call me", "call us", "text me", "reach me", "ring me"]
+    "telefono teléfono telÉfono telefone contact call calling called callback dial dialed dialled dialing dialling "
+    "sms txt text texted texting phoned rang ring telp hubungi mbl portable mobiel telefoonnummer gsm telefonu "
+    "mobilfunknummer numaram caller viber telegram wechat whats wsp zap msisdn callto facetime llámame llamame "
+    "chiamami ligue"
+).split() + [
+    "call me", "call us", "text me", "reach me", "ring me", "msg me", "message me", "hit me up", "give me a ring",
+    "whatsapp me", "caller id", "my number", "our number", "mi numero", "mi número", "mi nÚmero", "mon numéro",
+    "mon numero", "meine nummer", "mein nummer", "meu número", "meu numero", "mijn nummer", "il mio numero",
+    "llama al", "marca el", "liga para", "me liga", "ruf mich an", "erreichbar unter", "appelle-moi", "appelez-moi",
+]  # fmt: skip
 _PHONE_WORDS_ANY = (
     "телефон Телефон ТЕЛЕФОН тел. Тел. ТЕЛ. тел: Тел: ТЕЛ: мобильн Мобильн МОБИЛЬН моб. Моб. МОБ. 電話 电话 手机 手機 "
-    "携帯 전화 휴대폰 핸드폰 फ़ोन फोन هاتف جوال טלפון tél tÉl téléphone tÉlÉphone"
-).split() + ["тел ", "Тел ", "ТЕЛ "]
+    "携帯 전화 휴대폰 핸드폰 फ़ोन फोन هاتف جوال טלפון tél tÉl téléphone tÉlÉphone ☎ ☏ 📞 📱 📲 ✆ wa.me/ "
+    "номер Номер НОМЕР позвони Позвони звоните Звоните звонить сотовый Сотовый моб: Моб: МОБ: 拨打 致电 打给我 联系我 "
+    "联系方式 座机 联系人 号码 연락주세요 연락처 번호는 नंबर कॉल komórka sđt sĐt τηλ Τηλ ΤΗΛ κινητό Κινητό "
+    "โทร เบอร์ נייד واتساب"
+).split() + ["тел ", "Тел ", "ТЕЛ ", "내 번호"]
 # Between a label and its number: punctuation, spaces, line breaks, anything not ASCII (a full-width colon, 号码是),
 # and these words, at most 32 of them in all: `Phone number: `, `mobile no. `, `call me back at `, `contact me on `.
 # Any other ASCII word ends it (`cell count was 12000000`, `iPhone sales: 231 800 000`).
 _FILLER_WORDS = (
     "number numbers num no nr nbr is are me us at on to my our your his her the a an back directly or and of de di del "
-    "la el du der die das here below home work office main personal direct primary landline alt other preferred h w m"
+    "la el du der die das here below home work office main personal direct primary landline alt other preferred h w m "
+    # the 'is' of other languages (`mi teléfono es`, `mein Telefon ist`, `c'est le`, `my phone's`) and their `at`
+    "es est ist lautet c s le al au unter para op it its "
+    # what people put between a verb and the number (`call me tomorrow at`, `call him on`, `call or text`)
+    "tomorrow today tonight anytime now asap him her them this that please pls mom dad text call "
+    # HTML around a label (`<b>Phone:</b> `, `<td>Phone</td><td>`)
+    "b i td th tr span strong em div p br li dt dd"
 ).split()
 # The second of several: `Phone 2: `, `Tel (1): `, `phone #2) `, `Phone [2]: `, `Téléphone 2 : `; not after the labels
 # whose `<label> 2:` is something else (`_NO_ORDINAL`)
@@ -521,6 +548,41 @@ _LEADER_BYTES = _LEADER.encode()
 _NUMBER_SEPARATORS = "[ \\t./()-]"  # no line break inside a labelled number: a column of them reads one by one
 
 
+def _trie(words: set[str]) -> str:
+    """One alternation of the words (as UTF-8 bytes) shaped as a trie: at each byte one branch, the longer words
+    tried first (`telephone` before `tel`), as the sorted list of them was. A list of 200 words costs re a try of
+    each at every place whose byte starts one (most letters: English text paid twice for the labels added in
+    other languages); the trie costs a few steps there."""
+    tree: dict = {}
+    for word in words:
+        node = tree
+        for byte in word.encode():
+            node = node.setdefault(byte, {})
+        node[None] = {}  # a word ends here
+
+    def pattern(node: dict) -> str:
+        branches = [
+            _byte_pattern(b) + pattern(child)
+            for b, child in sorted(node.items(), key=lambda kv: kv[0] or 0)
+            if b is not None
+        ]
+        if not branches:
+            return ""
+        inner = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if None in node:  # a word may end here: the longer ones first
+            return "(?:" + inner + ")?" if len(branches) == 1 else inner + "?"
+        return inner
+
+    return pattern(tree)
+
+
+def _byte_pattern(byte: int) -> str:
+    return re.escape(chr(byte)) if byte < 0x80 else f"\\x{byte:02x}"
+
+
+_LABEL_TRIE = _trie({*_PHONE_WORDS_WHOLE, *_PHONE_WORDS_ANY})
+
+
 def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
     """A label, what may stand between (_FILLER_WORDS, an ordinal, blanks), then 7 digits or more in groups
     parted by 1-2 separators; and the label with what may follow it, at the end of what is searched.
@@ -528,13 +590,15 @@ def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
     Every branch of the label is a literal, so re skips in C to where one starts; and the quantifiers are
     possessive (Python 3.11; the same matches either way, as digits and what is between them are disjoint), so a
     label with no number after it is given up at once."""
-    words = sorted({*_PHONE_WORDS_WHOLE, *_PHONE_WORDS_ANY}, key=len, reverse=True)  # `telephone` before `tel`
-    label = "(" + "|".join(re.escape(word) for word in words) + ")"
-    fillers = "|".join(sorted(_FILLER_WORDS, key=len, reverse=True))
+    label = "(" + _LABEL_TRIE + ")"
+    fillers = _trie(set(_FILLER_WORDS))
     for more in ("+", ""):  # possessive where re has it (3.11), else plain
         # a run of blanks, or of a form's leader dots, underscores or dashes, is one step: a form's columns
         # (`Phone:` and its number far to the right, `Phone ........ 4155550100`)
-        between = f"(?:[{_LEADER}]+{more}|[^0-9a-z]|(?:{fillers})(?![a-z])|{_ORDINAL}){{0,32}}{more}"
+        # a run of non-ASCII bytes is one step (a CJK or Cyrillic word), and so is a short note in brackets
+        # (`Phone (9am-5pm): `, `Mobile (private): `, `Tel (Mo-Fr 9-17 Uhr): `)
+        note = "\\([^()\\n]{1,32}\\)|\\[[^\\[\\]\\n]{1,32}\\]"
+        between = f"(?:[{_LEADER}]+{more}|[\\x80-\\xff]+{more}|{note}|[^0-9a-z]|(?:{fillers})(?![a-z])|{_ORDINAL}){{0,32}}{more}"
         number = f"([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}{more}[0-9]){{6,{_MOST_LISTED_DIGITS - 1}}}{more})"
         try:
             whole = re.compile(f"{label}{between}{number}".encode())
@@ -545,7 +609,16 @@ def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
 
 
 _LABELLED_NUMBER, _LABEL_BEFORE = _labelled_number()
-_LOOK_BACK = 64  # bytes from a label to its number, but for the blanks or leader right before the number
+# A table's header cell that is a phone label (`Phone`, `Mobile number`, `tel.`, `电话`): a CSV, TSV, `;` or Markdown
+# table, on lowered text. Group 1: the delimiter before it, or none at the start of a line.
+# A table's header cell that is a phone label (`Phone`, `Mobile number`, `tel.`, `电话`), lowered and stripped.
+_LABEL_CELL = re.compile(("(?:" + _LABEL_TRIE + ")(?: *(?:number|no\\.?|nr\\.?|#))?").encode())
+_DELIMITERS = (b",", b"\t", b"|", b";")
+_HEADER_TAIL = " *(?:number|no\\.?|nr\\.?|#)? *(?=[,\t|;]|$)"  # a header cell, found by one pass (lowered)
+_HEADER_AFTER = re.compile(("([,\t|;]) *(?:" + _LABEL_TRIE + ")" + _HEADER_TAIL).encode(), re.M)
+_HEADER_FIRST = re.compile(("^ *(?:" + _LABEL_TRIE + ")" + _HEADER_TAIL).encode(), re.M)
+_MOST_TABLE_ROWS = 200
+_LOOK_BACK = 96  # bytes from a label to its number, but for the blanks or leader right before the number
 # A run's first number: its digits in groups parted by 1-2 separators, as many as `_first_listed` reads
 _FIRST_NUMBER = re.compile(  # an ordinal, a dash and a space before it are not its digits (`Phone 2 - 4155550100`)
     f"[^0-9]*(?:[0-9]{{1,2}} ?-[ \\t]+(?=[0-9]))?([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}[0-9]){{0,{_MOST_LISTED_DIGITS - 1}}})".encode()
@@ -553,11 +626,13 @@ _FIRST_NUMBER = re.compile(  # an ordinal, a dash and a space before it are not 
 _MOST_LOOK_BACKS = 200  # then one pass over the rest of the text for the labels: a table of numbers stays cheap
 _WHOLE_WORDS = frozenset(word.encode() for word in _PHONE_WORDS_WHOLE)
 _COMPOUND = re.compile(rb"(?:number|no|nr|num)(?![a-z])")  # mobileNumber, telNo
+_COMPOUND_ENDS = frozenset(b"telefon handy".split())  # labels that end German compounds
+_SEVEN_DIGITS = re.compile(rb"[0-9]{7}")
 _GLUED_ORDINAL = re.compile(_ORDINAL.encode())
 
 
 # Words that label a phone number, written glued to it in signatures and on cards (TEL03-1234-5678, FAX+81-…).
-_PHONE_LABELS = frozenset(b"tel tell fax phone mobile mob cell tfn tlf telefon telephone telefono".split())
+_PHONE_LABELS = frozenset(b"tel tell fax phone mobile mob cell tfn tlf telefon telephone telefono call".split())
 _TRAILING_WORD = re.compile(rb"(?<![A-Za-z0-9])[A-Za-z]{3,9}\Z")
 
 
@@ -612,6 +687,98 @@ def _after_a_label(scan: Scan) -> bool:
     return False
 
 
+def _in_a_phone_column(scan: Scan) -> bool:
+    """A number in a table pasted as text whose header names a phone column (`Name,Phone` then
+    `Ann Lee,4155550100`; TSV, `;`, Markdown's `| Ann | 4155550100 |`): the label and its number are rows apart,
+    too far for the look-back. From each of the first 200 numbers (as the look-back reads them), up over the
+    lines with as many delimiters as its own (prose stops there: its lines differ) to the first, whose cell in the
+    number's column must be a phone label; after them, one pass over the rest of the text for such headers."""
+    data = scan.data
+    if not any(d in data for d in _DELIMITERS):
+        return False
+    for looked, (run_start, run_end) in enumerate(scan.numeric_runs):
+        if looked == _MOST_LOOK_BACKS:
+            return _phone_columns_from(scan, run_start)
+        run_start = _FIRST_NUMBER.match(data, run_start, run_end).start(1)  # past a tab or a line break before it
+        line_start = data.rfind(b"\n", 0, run_start) + 1
+        if line_start == 0:
+            continue  # on the first line: no header above it
+        line_end = _line_end(data, run_end)
+        above = data.rfind(b"\n", 0, line_start - 1) + 1
+        for delimiter in _DELIMITERS:
+            width = data.count(delimiter, line_start, line_end)
+            if not width or data.count(delimiter, above, line_start - 1) != width:
+                continue  # no table row here, or not one under another (prose: its lines differ)
+            top = above
+            for _ in range(_MOST_TABLE_ROWS):
+                if top == 0:
+                    break
+                higher = data.rfind(b"\n", 0, top - 1) + 1
+                if data.count(delimiter, higher, top - 1) != width:
+                    break
+                top = higher
+            column = data.count(delimiter, line_start, run_start)
+            if _phone_header(data, top, delimiter, column) and _phone_cell(scan, line_start, delimiter, column):
+                return True
+    return False
+
+
+def _phone_columns_from(scan: Scan, start: int) -> bool:
+    """`_in_a_phone_column` from `start` on: the header lines found by one pass, and the rows under each."""
+    data = scan.data
+    lowered = data.lower()
+    pos = data.rfind(b"\n", 0, start) + 1
+    headers = [*islice(_HEADER_AFTER.finditer(lowered, pos), 20), *islice(_HEADER_FIRST.finditer(lowered, pos), 20)]
+    for header in headers:
+        line_start = lowered.rfind(b"\n", 0, header.start()) + 1
+        line_end = _line_end(lowered, header.end())
+        after = header.re is _HEADER_AFTER
+        delimiter = header.group(1) if after else lowered[header.end() : line_end].lstrip(b" ")[:1]
+        if delimiter not in _DELIMITERS:
+            continue
+        width = data.count(delimiter, line_start, line_end)
+        column = data.count(delimiter, line_start, header.start() + after)
+        row = line_end + 1
+        for _ in range(_MOST_TABLE_ROWS):
+            if row >= len(data):
+                break
+            row_end = _line_end(data, row)
+            if data.count(delimiter, row, row_end) != width:
+                break
+            if _phone_cell(scan, row, delimiter, column):
+                return True
+            row = row_end + 1
+    return False
+
+
+def _phone_header(data: bytes, line_start: int, delimiter: bytes, column: int) -> bool:
+    header = data[line_start : _line_end(data, line_start)].split(delimiter)
+    return column < len(header) and _LABEL_CELL.fullmatch(header[column].strip(b" \t'\"*:").lower()) is not None
+
+
+def _phone_cell(scan: Scan, line_start: int, delimiter: bytes, column: int) -> bool:
+    """The row's cell in that column holds one number of 7-15 digits that reads as a phone number."""
+    data = scan.data
+    cells = data[line_start : _line_end(data, line_start)].split(delimiter)
+    if column >= len(cells):
+        return False
+    cell = cells[column]
+    raw = cell.strip(b" \t+()'\"*")
+    digits = len(raw) - len(raw.translate(None, _DIGITS))
+    if not (_MIN_CLUSTER_DIGITS <= digits <= 15 and _NUMBER_CELL.fullmatch(raw)):
+        return False
+    first = line_start + sum(len(c) + 1 for c in cells[:column]) + cell.index(raw[:1])
+    return _a_phone_number(scan, first, first + len(raw), raw)
+
+
+_NUMBER_CELL = re.compile(rb"[0-9](?:[ ./()-]{0,2}[0-9])*")
+
+
+def _line_end(data: bytes, pos: int) -> int:
+    end = data.find(b"\n", pos)
+    return len(data) if end < 0 else end
+
+
 def _sheet_like(label: bytes, between: bytes, listed: bool) -> bool:
     """A label whose `<label> 2:`, `<label> = ` or `<label>: <numbers>` is something else (`Cell 3: 1048576 rows`,
     `iPhone 15: 5234567 units`, `cell = 12345678`, `cell: 1234567 2345678 3456789`), with an ordinal, an assignment
@@ -622,8 +789,12 @@ def _sheet_like(label: bytes, between: bytes, listed: bool) -> bool:
 def _before_leader(data: bytes, end: int) -> int:
     """Where the blanks and leader dots, underscores or dashes before data[end] start; a dot on a word's end is the
     word's (`Tel.`, `Тел.`), not the leader's."""
-    while end > 0 and data[end - 1] in _LEADER_BYTES:
-        end -= 1
+    while end > 0:  # in C, a page at a time: a leader may run for 100 KB (a review: 40 KB of it took 10 s)
+        start = max(0, end - 4096)
+        kept = len(data[start:end].rstrip(_LEADER_BYTES))
+        end = start + kept
+        if kept:
+            break
     if data[end : end + 1] == b"." and end > 0 and (data[end - 1] >= 0x80 or data[end - 1 : end].isalpha()):
         end += 1
     return end
@@ -693,19 +864,30 @@ def _whole(data: bytes, start: int, end: int) -> bool:
     if data[start:end] == b"pH":  # acidity, not a phone
         return False
     word = data[start:end].lower()
+    if word == b"txt" and data[start - 1 : start] == b".":  # a file's extension: `out.txt: 12345678 lines`
+        return False
     if word[:1] >= b"\xd0" and word[:1] <= b"\xd4":  # Cyrillic: a letter before it makes it part of a word
         return not data[max(0, start - 2) : start].decode(errors="ignore").isalpha()
     if word not in _WHOLE_WORDS:
         return True
     left = data[start - 1 : start] if start else b""
     if left.isalnum() and not (left.islower() and data[start : start + 1].isupper()):  # camelCase starts a part
-        return False
+        # but a German compound ends in one (`Mobiltelefon`, `Diensthandy`, `Kontakttelefon`)
+        if not (left.isalpha() and word in _COMPOUND_ENDS):
+            return False
     after = data[end : end + 1]
-    if after.isdigit():  # an ordinal glued on: `Phone2:`, `tel1)`
-        return _GLUED_ORDINAL.match(data, end) is not None
+    if after.isdigit():  # an ordinal glued on (`Phone2:`, `tel1)`), or the number itself (`tel4155550100`)
+        return _GLUED_ORDINAL.match(data, end) is not None or _SEVEN_DIGITS.match(data, end) is not None
     if after == b"_":
         return _COMPOUND.match(data[end + 1 : end + 9].lower()) is not None
     return not after.isalnum() or _COMPOUND.match(data[end : end + 8].lower()) is not None
+
+
+# What a count is of: after a label's number, it was no phone number (`the function was called 12345678 times`).
+_COUNTED = re.compile(
+    rb"[ \t]*(?:times|rows|tokens|bytes|lines|items|units|records|entries|users|numbers|ms|seconds|secs|calls|"
+    rb"requests|words|chars|characters|pages|files|points|steps|samples)(?![a-z])"
+)
 
 
 def _a_phone_number(scan: Scan, start: int, end: int, raw: bytes) -> bool:
@@ -717,8 +899,10 @@ def _a_phone_number(scan: Scan, start: int, end: int, raw: bytes) -> bool:
     amount = raw.endswith(b"00000") or (len(groups) > 2 and groups[-1] == b"000" and len(set(gaps)) == 1)
     listed = sum(gap == b"/" for gap in gaps) >= 2 or sum(len(g) == 1 for g in groups) >= 5
     decimal = len(groups) == 2 and gaps[0] == b"."
+    counted = _COUNTED.match(scan.data[end : end + 24].lower()) is not None  # `called 12345678 times`
     return not (
-        years
+        counted
+        or years
         or version
         or amount
         or listed
@@ -753,7 +937,10 @@ def _dotted_quad(groups: tuple[bytes, ...], gaps: tuple[bytes, ...]) -> bool:
 
 
 def _unbroken_trunk_number(digits: bytes) -> bool:
-    """0612345678, 07700900123: a trunk 0, then 9-10 digits, written without a break (an ISBN-10 is not one)."""
+    """0612345678, 07700900123: a trunk 0, then 9-10 digits, written without a break (an ISBN-10 is not one); an
+    Indonesian mobile runs to 12-13 (081234567890)."""
+    if len(digits) in (12, 13):
+        return digits[:2] == b"08"
     return 10 <= len(digits) <= 11 and digits[:1] == b"0" and digits[1:2] != b"0" and not isbn.is_valid(digits.decode())
 
 
@@ -785,13 +972,17 @@ _DIGIT_RUN = re.compile(rb"[0-9]+")
 def has_phone(scan: Scan) -> bool:
     """International (+CC, 00CC, tel:), Chinese mobiles, and national numbers in an unambiguous shape, also
     after another number."""
-    return any(
-        _international(scan, c)
-        or _chinese_mobile(c)
-        or _national(scan, c)
-        or any(_national(scan, t) or _international(scan, t) for t in _tails(scan, c))
-        for c in scan.clusters
-    ) or _after_a_label(scan)
+    return (
+        any(
+            _international(scan, c)
+            or _chinese_mobile(c)
+            or _national(scan, c)
+            or any(_national(scan, t) or _international(scan, t) for t in _tails(scan, c))
+            for c in scan.clusters
+        )
+        or _after_a_label(scan)
+        or _in_a_phone_column(scan)
+    )
 
 
 # -- Chinese resident ID -----------------------------------------------------------------------------

@@ -97,6 +97,50 @@ FIRES = {
         "sms 4155550100",
         "Callback: 4155550100",
         "give me a call on 4155550100",
+        # a third review: other languages' 'is' and verbs, words between, emoji, links, tables, notes, glued labels
+        "mi teléfono es 5512345678",
+        "mein Telefon ist 1711234567",
+        "mon tel c'est le 612345678",
+        "my phone's 4155550100",
+        "my number is 4155550100",
+        "мой номер 9123456789",
+        "llámame al 612 34 56 78",
+        "chiamami al 3331234567",
+        "liga para 11 98765-4321",
+        "ruf mich an: 171 1234567",
+        "позвони мне 9123456789",
+        "请拨打４１５５５５０１００",
+        "联系我4155550100",
+        "연락주세요 1012345678",
+        "Call/Text: 4155550100",
+        "call or text 4155550100",
+        "hit me up at 4155550100",
+        "call me tomorrow at 4155550100",
+        "call him on 4155550100",
+        "📞 4155550100",
+        "☎️ 4155550100",
+        "https://wa.me/447700900123",
+        "081234567890",
+        "telp 081234567890",
+        "98765 43210",
+        "11 98765-4321",
+        "<b>Phone:</b> 4155550100",
+        "<td>Phone</td><td>4155550100</td>",
+        "Phone (9am-5pm): 4155550100",
+        "Mobile (private): 9876543210",
+        "我的电话是（白天工作时间不方便接）4155550100",
+        "phone4155550100",
+        "call4155550100",
+        "Телефон для связи в любое время: 9123456789",
+        "Mobiltelefon: 1711234567",
+        "Diensthandy: 1711234567",
+        "| Name | Phone |\n|---|---|\n| Ann | 4155550100 |",
+        "Name,Phone\nAnn Lee,4155550100\nBob Ray,4155550101",
+        "Name\tPhone\nAnn Lee\t4155550100",
+        "name;mobile\nAnn;9876543210",
+        "phone,name\n4155550100,Ann",
+        "| **Name** | **Phone** |\n| --- | --- |\n| Ann | 415 555 0100 |",
+        "id,phone,date\n1,+1 415 555 0100,2024-01-01",
         "My mobile number is 9876543210",  # how Indian mobiles are written
         "Мой телефон 89123456789",  # a Russian trunk 8, unbroken
         "mobile 98765 43210",
@@ -216,6 +260,12 @@ QUIET = {
               "tell me 1234567890 things", "television 1234567890", "recall 1234567890", "hotel 1234567890",
               "phone bill 2024-01-15", "phone 192.168.100.200", "phone price 1234.5678", "call 12345678901234567",
               "my iPhone 15 cost 1299",
+              # the verbs and a file's extension in logs: a count after the number, `.txt`
+              "report.txt 12345678 bytes", "saved to out.txt: 12345678 lines", "the function was called 12345678 times",
+              "Calling 12345678 rows", "Call #2: 12345678 tokens",
+              # tables whose phone column holds no phone number, and numbers under other headers
+              "Name,Phone\nAnn,n/a\nBob,2024-01-15", "id,cell\n1,12345678 rows", "Item,Price\nA,12345678",
+              "Order,Qty\n12345678,3", "First line, with commas.\nAnother line, 41555501, here.",
               # a second review: the words in code, logs and statistics
               "INFO call_id=123456789 status=200", "call started at 1712345678", "The cell count was 12000000 per mL",
               "iPhone sales: 231 800 000", "headphones sold 12 000 000", "fax_count = 1234567",
@@ -290,6 +340,8 @@ ADVERSARIAL = {  # 1 MB each; a quadratic detector takes seconds to minutes on t
     "labels-ordinals-and-dashes": "tel 1 - ",
     "sentence-ends": "Tel.\n\n",
     "a-long-leader-then-words": "Phone " + "-" * 100_000 + " 1234567 rows\n",  # a review: 40 KB of it took 10 s
+    "tall-tables": "Name,Phone\n" + "a,b\n" * 300,  # a header every 300 rows: each row is walked up from
+    "notes-and-runs": "Phone (9am-5pm) 电话中文 📞 ",
 }
 
 
