@@ -473,15 +473,11 @@ def _national(scan: Scan, cluster: Cluster) -> bool:
         return False
     if _parenthesized_area(scan, cluster):
         return True
-    if (
-        len(groups) == 2
-        and len(groups[0]) == len(groups[1]) == 5
-        and groups[0][:1] in b"6789"
-        and gaps[0] in (b" ", b"-")
-    ):
-        return True  # an Indian mobile: 98765 43210
+    round_ = any(g.endswith(b"000") for g in groups[:3])  # a range or an amount: 60000-80000, 12 90000-1234
+    if len(groups) == 2 and len(groups[0]) == len(groups[1]) == 5 and groups[0][:1] in b"6789" and gaps[0] == b" ":
+        return not round_  # an Indian mobile: 98765 43210
     if [len(g) for g in groups[:3]] == [2, 5, 4] and groups[1][:1] == b"9" and gaps[:2] == (b" ", b"-"):
-        return True  # a Brazilian mobile after its area code: 11 98765-4321
+        return not round_  # a Brazilian mobile after its area code: 11 98765-4321
     first = groups[0]
     # trunk prefix: 020 7946 0958, 0912 345 678, 030 123456, 090-1234-5678, 081234 56789
     if first[:1] == b"0" and first[:2] != b"00" and 2 <= len(first) <= 6 and all(len(g) >= 2 for g in groups[1:]):
@@ -509,24 +505,22 @@ _PHONE_WORDS_WHOLE = (
     "tel tlf tfn fax ph mob mobil mobile cel cell cellular cellulare celular whatsapp handy handynummer mobilnummer "
     "rufnummer telefonnummer movil móvil mÓvil phone phones telephone cellphone smartphone iphone handphone telefon "
     "telefono teléfono telÉfono telefone contact call calling called callback dial dialed dialled dialing dialling "
-    "sms txt text texted texting phoned rang ring telp hubungi mbl portable mobiel telefoonnummer gsm telefonu "
-    "mobilfunknummer numaram caller viber telegram wechat whats wsp zap msisdn callto facetime llámame llamame "
-    "chiamami ligue"
+    "sms txt texted texting phoned rang telp hubungi mobiel telefoonnummer gsm telefonu mobilfunknummer viber "
+    "wechat wsp msisdn callto facetime llámame llamame chiamami ligue"
 ).split() + [
-    "call me", "call us", "text me", "reach me", "ring me", "msg me", "message me", "hit me up", "give me a ring",
-    "whatsapp me", "caller id", "my number", "our number", "mi numero", "mi número", "mi nÚmero", "mon numéro",
+    "call me", "call us", "text me", "text to", "reach me", "ring me", "msg me", "message me", "hit me up",
+    "give me a ring", "whatsapp me", "caller id", "call or text", "call/text", "text or call", "my number", "our number", "mi numero", "mi número", "mi nÚmero", "mon numéro",
     "mon numero", "meine nummer", "mein nummer", "meu número", "meu numero", "mijn nummer", "il mio numero",
     "llama al", "marca el", "liga para", "me liga", "ruf mich an", "erreichbar unter", "appelle-moi", "appelez-moi",
 ]  # fmt: skip
 _PHONE_WORDS_ANY = (
     "телефон Телефон ТЕЛЕФОН тел. Тел. ТЕЛ. тел: Тел: ТЕЛ: мобильн Мобильн МОБИЛЬН моб. Моб. МОБ. 電話 电话 手机 手機 "
     "携帯 전화 휴대폰 핸드폰 फ़ोन फोन هاتف جوال טלפון tél tÉl téléphone tÉlÉphone ☎ ☏ 📞 📱 📲 ✆ wa.me/ "
-    "номер Номер НОМЕР позвони Позвони звоните Звоните звонить сотовый Сотовый моб: Моб: МОБ: 拨打 致电 打给我 联系我 "
-    "联系方式 座机 联系人 号码 연락주세요 연락처 번호는 नंबर कॉल komórka sđt sĐt τηλ Τηλ ΤΗΛ κινητό Κινητό "
-    "โทร เบอร์ נייד واتساب"
-).split() + ["тел ", "Тел ", "ТЕЛ ", "내 번호"]
+    "позвони Позвони звоните Звоните звонить сотовый Сотовый моб: Моб: МОБ: 拨打 致电 打给我 联系我 联系方式 座机 "
+    "我的号码 연락주세요 연락처 कॉल komórka sđt sĐt τηλ. Τηλ. ΤΗΛ. τηλ: Τηλ: ΤΗΛ: κινητό Κινητό เบอร์โทร נייד واتساب"
+).split() + ["тел ", "Тел ", "ТЕЛ ", "내 번호", "мой номер", "Мой номер", "मेरा नंबर", "τηλ ", "Τηλ ", "ΤΗΛ "]
 # Between a label and its number: punctuation, spaces, line breaks, anything not ASCII (a full-width colon, 号码是),
-# and these words, at most 32 of them in all: `Phone number: `, `mobile no. `, `call me back at `, `contact me on `.
+# and these words, at most 32 of them in all (a character not ASCII is one): `Phone number: `, `mobile no. `, `call me back at `, `contact me on `.
 # Any other ASCII word ends it (`cell count was 12000000`, `iPhone sales: 231 800 000`).
 _FILLER_WORDS = (
     "number numbers num no nr nbr is are me us at on to my our your his her the a an back directly or and of de di del "
@@ -534,7 +528,7 @@ _FILLER_WORDS = (
     # the 'is' of other languages (`mi teléfono es`, `mein Telefon ist`, `c'est le`, `my phone's`) and their `at`
     "es est ist lautet c s le al au unter para op it its "
     # what people put between a verb and the number (`call me tomorrow at`, `call him on`, `call or text`)
-    "tomorrow today tonight anytime now asap him her them this that please pls mom dad text call "
+    "tomorrow today tonight anytime now asap him her them this that please pls mom dad "
     # HTML around a label (`<b>Phone:</b> `, `<td>Phone</td><td>`)
     "b i td th tr span strong em div p br li dt dd"
 ).split()
@@ -595,10 +589,10 @@ def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
     for more in ("+", ""):  # possessive where re has it (3.11), else plain
         # a run of blanks, or of a form's leader dots, underscores or dashes, is one step: a form's columns
         # (`Phone:` and its number far to the right, `Phone ........ 4155550100`)
-        # a run of non-ASCII bytes is one step (a CJK or Cyrillic word), and so is a short note in brackets
-        # (`Phone (9am-5pm): `, `Mobile (private): `, `Tel (Mo-Fr 9-17 Uhr): `)
-        note = "\\([^()\\n]{1,32}\\)|\\[[^\\[\\]\\n]{1,32}\\]"
-        between = f"(?:[{_LEADER}]+{more}|[\\x80-\\xff]+{more}|{note}|[^0-9a-z]|(?:{fillers})(?![a-z])|{_ORDINAL}){{0,32}}{more}"
+        # a short note in brackets is one step (`Phone (9am-5pm): `, `Mobile (private): `), unless it is a
+        # number (`Phone (4155550100)`: the number itself)
+        note = "\\((?![0-9+ ./-]+\\))[^()\\n]{1,32}\\)|\\[(?![0-9+ ./-]+\\])[^\\[\\]\\n]{1,32}\\]"
+        between = f"(?:[{_LEADER}]+{more}|{note}|[\\xc0-\\xff][\\x80-\\xbf]{{0,3}}{more}|[^0-9a-z]|(?:{fillers})(?![a-z])|{_ORDINAL}){{0,32}}{more}"
         number = f"([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}{more}[0-9]){{6,{_MOST_LISTED_DIGITS - 1}}}{more})"
         try:
             whole = re.compile(f"{label}{between}{number}".encode())
@@ -609,16 +603,25 @@ def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
 
 
 _LABELLED_NUMBER, _LABEL_BEFORE = _labelled_number()
-# A table's header cell that is a phone label (`Phone`, `Mobile number`, `tel.`, `电话`): a CSV, TSV, `;` or Markdown
-# table, on lowered text. Group 1: the delimiter before it, or none at the start of a line.
-# A table's header cell that is a phone label (`Phone`, `Mobile number`, `tel.`, `电话`), lowered and stripped.
-_LABEL_CELL = re.compile(("(?:" + _LABEL_TRIE + ")(?: *(?:number|no\\.?|nr\\.?|#))?").encode())
+# A table's header cell that names a phone (lowered; `_` and `-` read as spaces): `Phone`, `Mobile Phone`,
+# `Phone 1 - Value`, `Tel.`, `电话号码`. Not the label words that head other columns (`Text`, `Calls`, `iPhone`).
+_HEADER_WORD = re.compile(  # no look-behind first: re skips in C to where a word starts (`_header_word_in` checks)
+    "(?:phones?|telephone|tel|mobile|mob|cell|cellphone|fax|whatsapp|handy|telefon|telefono|teléfono|"
+    "telefone|móvil|movil|celular|msisdn|gsm)(?![a-z])|电话|電話|手机|手機|携帯|전화|휴대폰|телефон|мобильн".encode()
+)
+
+
+def _header_words(lowered: bytes, start: int = 0, end: int | None = None):
+    """_HEADER_WORD's matches in lowered text that start a word."""
+    for hit in _HEADER_WORD.finditer(lowered, start, len(lowered) if end is None else end):
+        if hit.start() == 0 or not lowered[hit.start() - 1 : hit.start()].isalpha():
+            yield hit
+
+
 _DELIMITERS = (b",", b"\t", b"|", b";")
-_HEADER_TAIL = " *(?:number|no\\.?|nr\\.?|#)? *(?=[,\t|;]|$)"  # a header cell, found by one pass (lowered)
-_HEADER_AFTER = re.compile(("([,\t|;]) *(?:" + _LABEL_TRIE + ")" + _HEADER_TAIL).encode(), re.M)
-_HEADER_FIRST = re.compile(("^ *(?:" + _LABEL_TRIE + ")" + _HEADER_TAIL).encode(), re.M)
 _MOST_TABLE_ROWS = 200
-_LOOK_BACK = 96  # bytes from a label to its number, but for the blanks or leader right before the number
+_TABLE_SEARCH = 256 * 1024
+_LOOK_BACK = 80  # bytes from a label to its number, but for the blanks or leader right before the number
 # A run's first number: its digits in groups parted by 1-2 separators, as many as `_first_listed` reads
 _FIRST_NUMBER = re.compile(  # an ordinal, a dash and a space before it are not its digits (`Phone 2 - 4155550100`)
     f"[^0-9]*(?:[0-9]{{1,2}} ?-[ \\t]+(?=[0-9]))?([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}[0-9]){{0,{_MOST_LISTED_DIGITS - 1}}})".encode()
@@ -627,7 +630,9 @@ _MOST_LOOK_BACKS = 200  # then one pass over the rest of the text for the labels
 _WHOLE_WORDS = frozenset(word.encode() for word in _PHONE_WORDS_WHOLE)
 _COMPOUND = re.compile(rb"(?:number|no|nr|num)(?![a-z])")  # mobileNumber, telNo
 _COMPOUND_ENDS = frozenset(b"telefon handy".split())  # labels that end German compounds
-_SEVEN_DIGITS = re.compile(rb"[0-9]{7}")
+_GLUED_NUMBER = re.compile(rb"[0-9]{10}")  # `tel4155550100`: a number glued to its label
+_GLUED_LABELS = frozenset(b"tel phone fax mobile mob cell call".split())
+_FILE_TAIL = re.compile(rb":? *[0-9]")
 _GLUED_ORDINAL = re.compile(_ORDINAL.encode())
 
 
@@ -681,7 +686,7 @@ def _after_a_label(scan: Scan) -> bool:
             if _whole(data, before + label.start(1), before + label.end(1)):
                 if _sheet_like(label.group(1), window[label.end(1) :], raw is not whole):
                     break
-                if _a_phone_number(scan, start, start + len(raw), raw):
+                if _a_phone_number(scan, start, start + len(raw), raw, label.group(1) in _VERBS):
                     return True
                 break
     return False
@@ -689,71 +694,109 @@ def _after_a_label(scan: Scan) -> bool:
 
 def _in_a_phone_column(scan: Scan) -> bool:
     """A number in a table pasted as text whose header names a phone column (`Name,Phone` then
-    `Ann Lee,4155550100`; TSV, `;`, Markdown's `| Ann | 4155550100 |`): the label and its number are rows apart,
-    too far for the look-back. From each of the first 200 numbers (as the look-back reads them), up over the
-    lines with as many delimiters as its own (prose stops there: its lines differ) to the first, whose cell in the
-    number's column must be a phone label; after them, one pass over the rest of the text for such headers."""
+    `Ann Lee,4155550100`; TSV, `;`, Markdown's `| Ann | 4155550100 |`; Outlook's `Mobile Phone`, `电话号码`): the
+    label and its number are rows apart, too far for the look-back. From each of the first 200 numbers (as the
+    look-back reads them), up over the lines with as many delimiters as its own (prose stops there: its lines
+    differ) to the first, or the second where a line of prose above happens to match; after them, one pass over
+    the rest of the text for header cells, and the rows under each."""
     data = scan.data
-    if not any(d in data for d in _DELIMITERS):
+    delimiters = [d for d in _DELIMITERS if d in data]
+    if not delimiters:
         return False
+    tops: dict = {}  # (delimiter, width, a row's start) -> its table's first line; None -> lines walked
     for looked, (run_start, run_end) in enumerate(scan.numeric_runs):
         if looked == _MOST_LOOK_BACKS:
-            return _phone_columns_from(scan, run_start)
+            top = min((v for k, v in tops.items() if k is not None), default=run_start)
+            return _phone_columns_from(scan, min(top, data.rfind(b"\n", 0, run_start) + 1))
         run_start = _FIRST_NUMBER.match(data, run_start, run_end).start(1)  # past a tab or a line break before it
         line_start = data.rfind(b"\n", 0, run_start) + 1
         if line_start == 0:
             continue  # on the first line: no header above it
         line_end = _line_end(data, run_end)
         above = data.rfind(b"\n", 0, line_start - 1) + 1
-        for delimiter in _DELIMITERS:
+        for delimiter in delimiters:
             width = data.count(delimiter, line_start, line_end)
             if not width or data.count(delimiter, above, line_start - 1) != width:
                 continue  # no table row here, or not one under another (prose: its lines differ)
-            top = above
-            for _ in range(_MOST_TABLE_ROWS):
-                if top == 0:
-                    break
-                higher = data.rfind(b"\n", 0, top - 1) + 1
-                if data.count(delimiter, higher, top - 1) != width:
-                    break
-                top = higher
+            top = _table_top(data, delimiter, width, above, tops)
+            if top is None:
+                continue  # walked far enough: the rest is `_phone_columns_from`'s
             column = data.count(delimiter, line_start, run_start)
-            if _phone_header(data, top, delimiter, column) and _phone_cell(scan, line_start, delimiter, column):
+            second = _line_end(data, top) + 1
+            header = top if _phone_header(data, top, delimiter, column) else None
+            if header is None and second < line_start and _phone_header(data, second, delimiter, column):
+                header = second
+            if header is not None and _phone_cell(scan, line_start, delimiter, column):
                 return True
     return False
 
 
+def _table_top(data: bytes, delimiter: bytes, width: int, row: int, tops: dict) -> int | None:
+    """The first line of the block of lines with `width` delimiters that holds the one at `row`; each line is
+    walked over once for all the numbers under it (`tops`), and 10,000 lines in all (`tops[None]`: then None)."""
+    walked = []
+    top = row
+    while True:
+        if top == 0:
+            break
+        if (steps := tops.get(None, 0) + 1) > _MOST_TABLE_ROWS * 50:
+            return None
+        tops[None] = steps
+        if (known := tops.get((delimiter, width, top))) is not None:
+            top = known
+            break
+        higher = data.rfind(b"\n", 0, top - 1) + 1
+        if data.count(delimiter, higher, top - 1) != width:
+            break
+        walked.append(top)
+        top = higher
+    for line in walked:
+        tops[(delimiter, width, line)] = top
+    tops[(delimiter, width, row)] = top
+    return top
+
+
 def _phone_columns_from(scan: Scan, start: int) -> bool:
-    """`_in_a_phone_column` from `start` on: the header lines found by one pass, and the rows under each."""
+    """`_in_a_phone_column` from `start` on: one pass for header cells (`_HEADER_WORD`), and the rows under each
+    whose next line is a row of the same width, each row read once (`scanned`), _MOST_TABLE_ROWS x 5 in all;
+    headers in the next _TABLE_SEARCH bytes (a pass of re over 1 MB of delimiters or line breaks takes 60 ms)."""
     data = scan.data
     lowered = data.lower()
-    pos = data.rfind(b"\n", 0, start) + 1
-    headers = [*islice(_HEADER_AFTER.finditer(lowered, pos), 20), *islice(_HEADER_FIRST.finditer(lowered, pos), 20)]
-    for header in headers:
-        line_start = lowered.rfind(b"\n", 0, header.start()) + 1
-        line_end = _line_end(lowered, header.end())
-        after = header.re is _HEADER_AFTER
-        delimiter = header.group(1) if after else lowered[header.end() : line_end].lstrip(b" ")[:1]
-        if delimiter not in _DELIMITERS:
-            continue
-        width = data.count(delimiter, line_start, line_end)
-        column = data.count(delimiter, line_start, header.start() + after)
+    budget = _MOST_TABLE_ROWS * 5
+    scanned: dict[tuple[bytes, int, int], int] = {}  # (delimiter, width, column) -> where its rows were read to
+    for hit in _header_words(lowered, start, start + _TABLE_SEARCH):
+        line_start = lowered.rfind(b"\n", 0, hit.start()) + 1
+        line_end = _line_end(lowered, hit.end())
         row = line_end + 1
-        for _ in range(_MOST_TABLE_ROWS):
-            if row >= len(data):
-                break
-            row_end = _line_end(data, row)
-            if data.count(delimiter, row, row_end) != width:
-                break
-            if _phone_cell(scan, row, delimiter, column):
-                return True
-            row = row_end + 1
+        for delimiter in _DELIMITERS:
+            width = data.count(delimiter, line_start, line_end)
+            if not width or data.count(delimiter, row, _line_end(data, row)) != width:
+                continue
+            column = data.count(delimiter, line_start, hit.start())
+            if not _phone_header(data, line_start, delimiter, column):
+                continue
+            row = max(row, scanned.get((delimiter, width, column), 0))
+            while row < len(data):
+                if (budget := budget - 1) < 0:
+                    return False
+                row_end = _line_end(data, row)
+                if data.count(delimiter, row, row_end) != width:
+                    break
+                if _phone_cell(scan, row, delimiter, column):
+                    return True
+                row = row_end + 1
+            scanned[(delimiter, width, column)] = row
     return False
 
 
 def _phone_header(data: bytes, line_start: int, delimiter: bytes, column: int) -> bool:
-    header = data[line_start : _line_end(data, line_start)].split(delimiter)
-    return column < len(header) and _LABEL_CELL.fullmatch(header[column].strip(b" \t'\"*:").lower()) is not None
+    """The line's cell in that column names a phone (`Phone`, `Mobile Phone`, `Phone_Number`, `电话号码`), and the line
+    is no table of devices (`Month,Desktop,Mobile,Tablet`)."""
+    line = data[line_start : _line_end(data, line_start)].lower()
+    header = line.split(delimiter)
+    if column >= len(header) or b"desktop" in line or b"tablet" in line:
+        return False
+    return next(_header_words(header[column].replace(b"_", b" ").replace(b"-", b" ")), None) is not None
 
 
 def _phone_cell(scan: Scan, line_start: int, delimiter: bytes, column: int) -> bool:
@@ -763,7 +806,7 @@ def _phone_cell(scan: Scan, line_start: int, delimiter: bytes, column: int) -> b
     if column >= len(cells):
         return False
     cell = cells[column]
-    raw = cell.strip(b" \t+()'\"*")
+    raw = cell.strip(b" \t\r+()'\"*")
     digits = len(raw) - len(raw.translate(None, _DIGITS))
     if not (_MIN_CLUSTER_DIGITS <= digits <= 15 and _NUMBER_CELL.fullmatch(raw)):
         return False
@@ -837,7 +880,7 @@ def _labelled_from(scan: Scan, start: int) -> bool:
         if (
             _before_leader(data, number_start) - found.start(1) <= _LOOK_BACK  # both paths find the same
             and _in_a_run(data, number_start, number_start + len(raw))
-            and _a_phone_number(scan, number_start, number_start + len(raw), raw)
+            and _a_phone_number(scan, number_start, number_start + len(raw), raw, found.group(1) in _VERBS)
         ):
             return True
     return False
@@ -864,8 +907,8 @@ def _whole(data: bytes, start: int, end: int) -> bool:
     if data[start:end] == b"pH":  # acidity, not a phone
         return False
     word = data[start:end].lower()
-    if word == b"txt" and data[start - 1 : start] == b".":  # a file's extension: `out.txt: 12345678 lines`
-        return False
+    if data[start:end] == b"txt" and data[start - 1 : start] == b"." and _FILE_TAIL.match(data, end):
+        return False  # a file's extension, the number right after it: `out.txt: 12345678 lines`
     if word[:1] >= b"\xd0" and word[:1] <= b"\xd4":  # Cyrillic: a letter before it makes it part of a word
         return not data[max(0, start - 2) : start].decode(errors="ignore").isalpha()
     if word not in _WHOLE_WORDS:
@@ -877,7 +920,8 @@ def _whole(data: bytes, start: int, end: int) -> bool:
             return False
     after = data[end : end + 1]
     if after.isdigit():  # an ordinal glued on (`Phone2:`, `tel1)`), or the number itself (`tel4155550100`)
-        return _GLUED_ORDINAL.match(data, end) is not None or _SEVEN_DIGITS.match(data, end) is not None
+        glued = word in _GLUED_LABELS and not left.isalnum() and _GLUED_NUMBER.match(data, end) is not None
+        return glued or _GLUED_ORDINAL.match(data, end) is not None
     if after == b"_":
         return _COMPOUND.match(data[end + 1 : end + 9].lower()) is not None
     return not after.isalnum() or _COMPOUND.match(data[end : end + 8].lower()) is not None
@@ -885,12 +929,16 @@ def _whole(data: bytes, start: int, end: int) -> bool:
 
 # What a count is of: after a label's number, it was no phone number (`the function was called 12345678 times`).
 _COUNTED = re.compile(
-    rb"[ \t]*(?:times|rows|tokens|bytes|lines|items|units|records|entries|users|numbers|ms|seconds|secs|calls|"
-    rb"requests|words|chars|characters|pages|files|points|steps|samples)(?![a-z])"
+    rb" ?(?:times|rows|tokens|bytes|lines|items|units|records|entries|users|numbers|seconds|secs|calls|"
+    rb"requests|words|chars|characters|pages|files|points|steps|samples)(?![A-Za-z:.])"
+)
+# Labels that are verbs: what follows them may be a count (`the function was called 12345678 times`).
+_VERBS = frozenset(
+    b"call calling called callback dial dialed dialled dialing dialling sms txt texted texting phoned rang".split()
 )
 
 
-def _a_phone_number(scan: Scan, start: int, end: int, raw: bytes) -> bool:
+def _a_phone_number(scan: Scan, start: int, end: int, raw: bytes, after_a_verb: bool = False) -> bool:
     """What follows a label is a phone number: not a date, an address, a decimal, a version, a year range, a list
     (`11/12/13/14`), an amount (`1 200 000`, `10000000`), digits one by one, or digits glued to a letter."""
     groups, gaps = tuple(_DIGIT_RUN.findall(raw)), tuple(_GAP.findall(raw))
@@ -899,7 +947,7 @@ def _a_phone_number(scan: Scan, start: int, end: int, raw: bytes) -> bool:
     amount = raw.endswith(b"00000") or (len(groups) > 2 and groups[-1] == b"000" and len(set(gaps)) == 1)
     listed = sum(gap == b"/" for gap in gaps) >= 2 or sum(len(g) == 1 for g in groups) >= 5
     decimal = len(groups) == 2 and gaps[0] == b"."
-    counted = _COUNTED.match(scan.data[end : end + 24].lower()) is not None  # `called 12345678 times`
+    counted = after_a_verb and _COUNTED.match(scan.data, end) is not None  # `called 12345678 times`
     return not (
         counted
         or years
@@ -940,7 +988,7 @@ def _unbroken_trunk_number(digits: bytes) -> bool:
     """0612345678, 07700900123: a trunk 0, then 9-10 digits, written without a break (an ISBN-10 is not one); an
     Indonesian mobile runs to 12-13 (081234567890)."""
     if len(digits) in (12, 13):
-        return digits[:2] == b"08"
+        return digits[:2] == b"08" and digits[2:3] != b"0"
     return 10 <= len(digits) <= 11 and digits[:1] == b"0" and digits[1:2] != b"0" and not isbn.is_valid(digits.decode())
 
 

@@ -141,6 +141,22 @@ FIRES = {
         "phone,name\n4155550100,Ann",
         "| **Name** | **Phone** |\n| --- | --- |\n| Ann | 415 555 0100 |",
         "id,phone,date\n1,+1 415 555 0100,2024-01-01",
+        # a fourth review: Windows line ends, export headers, prose above a table, tall tables, and back from a verb
+        "Name,Phone\r\nAnn,4155550100\r\n",
+        "Name\tPhone\r\nAnn\t4155550100\r\n",
+        "Name,Mobile Phone\nAnn,9876543210",
+        "Name,Phone 1 - Value\nAnn,9876543210",
+        "Name,Phone (Work)\nAnn,9876543210",
+        "Name,Phone_Number\nAnn,9876543210",
+        "Name,手机号码\nAnn,9876543210",
+        "Hi, can you clean this up:\nName,Phone\nAnn,4155550100",
+        "name,phone\n" + "Ann,n/a\n" * 250 + "Bob,4155550100\n",
+        "order,phone\n" + "".join(f"{10_000_000 + i},\n" for i in range(250)) + "10000999,4155550100\n",
+        "Tel: 4155550100 Ms Jane Doe",
+        "call 9876543210 Times Square office",
+        "Phone (4155550100)",
+        "Thanks.txt me at 9876543210",
+        "call or text 4155550100",
         "My mobile number is 9876543210",  # how Indian mobiles are written
         "Мой телефон 89123456789",  # a Russian trunk 8, unbroken
         "mobile 98765 43210",
@@ -266,6 +282,13 @@ QUIET = {
               # tables whose phone column holds no phone number, and numbers under other headers
               "Name,Phone\nAnn,n/a\nBob,2024-01-15", "id,cell\n1,12345678 rows", "Item,Price\nA,12345678",
               "Order,Qty\n12345678,3", "First line, with commas.\nAnother line, 41555501, here.",
+              # a fourth review: ranges, number words that are not a phone's, columns of counts, ambiguous labels
+              "Salary range: 60000-80000 per year", "ports 60000 65535", "Step 12 90000-1234", "Номер заказа: 12345678",
+              "订单号码为12345678，请查收", "주문 번호는 12345678입니다", "ऑर्डर नंबर: 12345678", "Η τηλεόραση κωδικός 12345678",
+              "Month,Desktop,Mobile,Tablet\nJan,12345678,23456789,3456789", "Month,Calls,SMS\nJan,12345678,23456789",
+              "Year,iPhone,iPad,Mac\n2023,231818000,55123456,25123456", "ID,Text\n1,12345678",
+              '{"text": "12345678"}', "whats 12345678 x 9", "Telegram: 123456789", "caller: 12345678", "Ring 3: 12345678",
+              "session_id=call12345678", '<div id="phone12345678">',
               # a second review: the words in code, logs and statistics
               "INFO call_id=123456789 status=200", "call started at 1712345678", "The cell count was 12000000 per mL",
               "iPhone sales: 231 800 000", "headphones sold 12 000 000", "fax_count = 1234567",
@@ -340,7 +363,9 @@ ADVERSARIAL = {  # 1 MB each; a quadratic detector takes seconds to minutes on t
     "labels-ordinals-and-dashes": "tel 1 - ",
     "sentence-ends": "Tel.\n\n",
     "a-long-leader-then-words": "Phone " + "-" * 100_000 + " 1234567 rows\n",  # a review: 40 KB of it took 10 s
-    "tall-tables": "Name,Phone\n" + "a,b\n" * 300,  # a header every 300 rows: each row is walked up from
+    "tall-tables": "Name,Phone\n" + "a,b\n" * 300 + "c,12345678 x\n",  # each number walked up 300 rows
+    "numbers-then-line-breaks": "x10000000," + "\n" * 200,  # past 200 numbers: one pass for table headers
+    "a-label-then-spaces-in-a-cell": "x10000000,phone" + " " * 200 + "x\n",
     "notes-and-runs": "Phone (9am-5pm) 电话中文 📞 ",
 }
 
