@@ -714,14 +714,16 @@ def _in_a_phone_column(scan: Scan) -> bool:
             continue  # on the first line: no header above it
         line_end = _line_end(data, run_end)
         above = data.rfind(b"\n", 0, line_start - 1) + 1
+        if line_end - above > 2 * _LONGEST_ROW:
+            continue  # no table row: read no further along it
         for delimiter in delimiters:
-            width = data.count(delimiter, line_start, line_end)
-            if not width or data.count(delimiter, above, line_start - 1) != width:
+            width = _width(data, line_start, line_end, delimiter)
+            if not width or _width(data, above, line_start - 1, delimiter) != width:
                 continue  # no table row here, or not one under another (prose: its lines differ)
             top = _table_top(data, delimiter, width, above, tops)
             if top is None:
                 continue  # walked far enough: the rest is `_phone_columns_from`'s
-            column = data.count(delimiter, line_start, run_start)
+            column = _width(data, line_start, run_start, delimiter)
             second = _line_end(data, top) + 1
             header = top if _phone_header(data, top, delimiter, column) else None
             if header is None and second < line_start and _phone_header(data, second, delimiter, column):
@@ -746,7 +748,7 @@ def _table_top(data: bytes, delimiter: bytes, width: int, row: int, tops: dict) 
             top = known
             break
         higher = data.rfind(b"\n", 0, top - 1) + 1
-        if data.count(delimiter, higher, top - 1) != width:
+        if _width(data, higher, top - 1, delimiter) != width:
             break
         walked.append(top)
         top = higher
@@ -769,10 +771,10 @@ def _phone_columns_from(scan: Scan, start: int) -> bool:
         line_end = _line_end(lowered, hit.end())
         row = line_end + 1
         for delimiter in _DELIMITERS:
-            width = data.count(delimiter, line_start, line_end)
-            if not width or data.count(delimiter, row, _line_end(data, row)) != width:
+            width = _width(data, line_start, line_end, delimiter)
+            if not width or _width(data, row, _line_end(data, row), delimiter) != width:
                 continue
-            column = data.count(delimiter, line_start, hit.start())
+            column = _width(data, line_start, hit.start(), delimiter)
             if not _phone_header(data, line_start, delimiter, column):
                 continue
             row = max(row, scanned.get((delimiter, width, column), 0))
@@ -780,7 +782,7 @@ def _phone_columns_from(scan: Scan, start: int) -> bool:
                 if (budget := budget - 1) < 0:
                     return False
                 row_end = _line_end(data, row)
-                if data.count(delimiter, row, row_end) != width:
+                if _width(data, row, row_end, delimiter) != width:
                     break
                 if _phone_cell(scan, row, delimiter, column):
                     return True
@@ -793,24 +795,50 @@ def _phone_header(data: bytes, line_start: int, delimiter: bytes, column: int) -
     """The line's cell in that column names a phone (`Phone`, `Mobile Phone`, `Phone_Number`, `电话号码`), and the line
     is no table of devices (`Month,Desktop,Mobile,Tablet`)."""
     line = data[line_start : _line_end(data, line_start)].lower()
-    header = line.split(delimiter)
-    if column >= len(header) or b"desktop" in line or b"tablet" in line:
+    cell = _cell(data, line_start, delimiter, column)
+    if cell is None or b"desktop" in line or b"tablet" in line:
         return False
-    return next(_header_words(header[column].replace(b"_", b" ").replace(b"-", b" ")), None) is not None
+    return next(_header_words(cell[1].lower().replace(b"_", b" ").replace(b"-", b" ")), None) is not None
+
+
+_QUOTED = re.compile(rb'"[^"\n]*"')
+
+
+_LONGEST_ROW = 4096
+
+
+def _width(data: bytes, start: int, end: int, delimiter: bytes) -> int:
+    """Delimiters in data[start:end] outside a CSV's quotes (`"Lee, Ann",4155550100` is two cells); -1 for a line
+    too long to be a table's row."""
+    if end - start > _LONGEST_ROW:
+        return -1
+    if data.find(b'"', start, end) < 0:
+        return data.count(delimiter, start, end)
+    return _QUOTED.sub(b"", data[start:end]).count(delimiter)
+
+
+def _cell(data: bytes, line_start: int, delimiter: bytes, column: int) -> tuple[int, bytes] | None:
+    """(where it starts, its bytes) of the line's cell in that column, a quoted cell's delimiters not splitting it."""
+    line = data[line_start : _line_end(data, line_start)]
+    grid = _QUOTED.sub(lambda m: b"x" * len(m.group()), line) if b'"' in line else line  # the same length
+    cells = grid.split(delimiter)
+    if column >= len(cells):
+        return None
+    offset = sum(len(c) + 1 for c in cells[:column])
+    return line_start + offset, line[offset : offset + len(cells[column])]
 
 
 def _phone_cell(scan: Scan, line_start: int, delimiter: bytes, column: int) -> bool:
     """The row's cell in that column holds one number of 7-15 digits that reads as a phone number."""
-    data = scan.data
-    cells = data[line_start : _line_end(data, line_start)].split(delimiter)
-    if column >= len(cells):
+    found = _cell(scan.data, line_start, delimiter, column)
+    if found is None:
         return False
-    cell = cells[column]
+    offset, cell = found
     raw = cell.strip(b" \t\r+()'\"*")
     digits = len(raw) - len(raw.translate(None, _DIGITS))
     if not (_MIN_CLUSTER_DIGITS <= digits <= 15 and _NUMBER_CELL.fullmatch(raw)):
         return False
-    first = line_start + sum(len(c) + 1 for c in cells[:column]) + cell.index(raw[:1])
+    first = offset + cell.index(raw[:1])
     return _a_phone_number(scan, first, first + len(raw), raw)
 
 

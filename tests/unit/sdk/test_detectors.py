@@ -114,6 +114,9 @@ FIRES = {
         "연락주세요 1012345678",
         "Call/Text: 4155550100",
         "call or text 4155550100",
+        'Name,Phone\n"Lee, Ann",4155550100',  # a CSV's quoted cell holds the delimiter
+        'Name,Address,Phone\n"Lee, Ann","1 Main St, SF",4155550100',
+        '"Name","Phone"\n"Ann","4155550100"',
         "hit me up at 4155550100",
         "call me tomorrow at 4155550100",
         "call him on 4155550100",
@@ -366,6 +369,7 @@ ADVERSARIAL = {  # 1 MB each; a quadratic detector takes seconds to minutes on t
     "tall-tables": "Name,Phone\n" + "a,b\n" * 300 + "c,12345678 x\n",  # each number walked up 300 rows
     "numbers-then-line-breaks": "x10000000," + "\n" * 200,  # past 200 numbers: one pass for table headers
     "a-label-then-spaces-in-a-cell": "x10000000,phone" + " " * 200 + "x\n",
+    "quoted-cells-on-long-lines": ('"a, b",' * 700 + "12345678 ") * 70 + "\n",  # rows of 350 KB: no table's
     "notes-and-runs": "Phone (9am-5pm) 电话中文 📞 ",
 }
 
