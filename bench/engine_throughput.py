@@ -109,18 +109,26 @@ def run_engine(path: Path, requests: list[tuple[list[int], int]], budget: int, c
     }
 
 
-def run_hf(path: Path, requests: list[tuple[list[int], int]], packed_linears: bool = False) -> dict:
+def run_hf(
+    path: Path,
+    requests: list[tuple[list[int], int]],
+    packed_linears: bool = False,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    batch_size: int = HF_BATCH,
+) -> dict:
+    """HF `generate` in padded static batches, in arrival order (bench/gpu_engine.py runs it on a GPU in bf16)."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
     if packed_linears:
         pack_linears(model)
     outputs: list[list[int]] = []
 
     def batch_generate(batch):
         width = max(len(p) for p, _ in batch)
-        ids = torch.tensor([[0] * (width - len(p)) + p for p, _ in batch])
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p, _ in batch])
+        ids = torch.tensor([[0] * (width - len(p)) + p for p, _ in batch], device=device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p, _ in batch], device=device)
         num_out = max(n for _, n in batch)
         with torch.no_grad():
             out = model.generate(
@@ -133,10 +141,16 @@ def run_hf(path: Path, requests: list[tuple[list[int], int]], packed_linears: bo
             )
         return [out[i, width : width + n].tolist() for i, (_, n) in enumerate(batch)]
 
+    def sync():
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
     batch_generate(requests[:2])  # warm-up
+    sync()
     started = time.perf_counter()
-    for start in range(0, len(requests), HF_BATCH):
-        outputs += batch_generate(requests[start : start + HF_BATCH])
+    for start in range(0, len(requests), batch_size):
+        outputs += batch_generate(requests[start : start + batch_size])
+    sync()
     return {"tokens": outputs, "elapsed_s": time.perf_counter() - started}
 
 

@@ -44,7 +44,7 @@ from serving.engine_api import GenerationRequest, SamplingParams  # noqa: E402
 from tandem.demo_model import DemoShape, cached_demo_checkpoint  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engine_throughput import workload  # noqa: E402
+from engine_throughput import run_hf, workload  # noqa: E402
 from gpu_kernels import copy_gb_s  # noqa: E402
 
 FULL = {
@@ -109,8 +109,7 @@ def run_engine(path: Path, graphs: str, requests: list, stream: tuple[int, int])
         sync()
         elapsed = time.perf_counter() - started
         prompt_len, num_new = stream
-        alone = workload(1, seed=7)[0][0] * 4
-        alone = (alone[:prompt_len], num_new)
+        alone = ([3 + i % 497 for i in range(prompt_len)], num_new)  # token ids the demo tokenizer has
         _, tpot = asyncio.run(all_requests([alone], 20_000))[0]
         graphs_ = engine.runner.graphs
         replays = graphs_.num_replays if graphs_ is not None else 0
@@ -134,30 +133,6 @@ def run_engine(path: Path, graphs: str, requests: list, stream: tuple[int, int])
         engine.close()
     return {"tokens": [r[0] for r in results], "elapsed_s": elapsed, "tpot_ms": tpot * 1000,
             "build_s": build_s, "graph_replays": replays, "replay_ms": replay_ms}  # fmt: skip
-
-
-def run_hf(path: Path, requests: list, dtype: torch.dtype) -> dict:
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(P["device"]).eval()
-
-    def batch_generate(batch):
-        width = max(len(p) for p, _ in batch)
-        ids = torch.tensor([[0] * (width - len(p)) + p for p, _ in batch], device=P["device"])
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p, _ in batch], device=P["device"])
-        num_out = max(n for _, n in batch)
-        with torch.no_grad():
-            out = model.generate(ids, attention_mask=mask, max_new_tokens=num_out, min_new_tokens=num_out,
-                                 do_sample=False, pad_token_id=0)  # fmt: skip
-        return [out[i, width : width + n].tolist() for i, (_, n) in enumerate(batch)]
-
-    batch_generate(requests[:2])  # warm-up
-    sync()
-    started, outputs = time.perf_counter(), []
-    for start in range(0, len(requests), P["hf_batch"]):
-        outputs += batch_generate(requests[start : start + P["hf_batch"]])
-    sync()
-    return {"tokens": outputs, "elapsed_s": time.perf_counter() - started}
 
 
 def agreement(tokens: list[list[int]], oracle: list[list[int]]) -> dict:
@@ -200,9 +175,11 @@ def main() -> None:
         print(f"  engine, decode graphs {graphs}: {num_out / r['elapsed_s']:.0f} tok/s, one stream "
               f"{r['tpot_ms']:.2f} ms/token, {r['graph_replays']} replays, built in {r['build_s']:.1f} s", flush=True)  # fmt: skip
     low = torch.bfloat16 if P["device"] == "cuda" else torch.float32
-    hf = run_hf(path, requests, low)
+    hf = run_hf(path, requests, dtype=low, device=P["device"], batch_size=P["hf_batch"])
     print(f"  HF generate, static batches of {P['hf_batch']}: {num_out / hf['elapsed_s']:.0f} tok/s", flush=True)
-    oracle = run_hf(path, requests, torch.float32)["tokens"]  # fp32: what both bf16 runs are held to
+    oracle = run_hf(path, requests, device=P["device"], batch_size=P["hf_batch"])[
+        "tokens"
+    ]  # fp32: what both bf16 runs are held to
     on, off = runs[P["graphs"]], runs["off"]
     agree = {"engine": agreement(on["tokens"], oracle), "hf": agreement(hf["tokens"], oracle)}
     print(f"  against HF fp32: {json.dumps(agree)}", flush=True)

@@ -12,8 +12,9 @@ the same token in any batch, on any device, through either implementation.
 most engines do. The Triton kernel never sorts: one program per row finds
 each cut-off by a 16-way search over the float bit patterns (8 counting
 passes over the vocabulary for the k-th largest logit, 8 summing passes for
-the top-p boundary, each testing 16 thresholds at once), which yields the exact order statistic FlashInfer's
-pivot search approximates, then makes one pass for the race.
+the top-p boundary, each testing 16 thresholds at once), which yields the
+exact order statistic FlashInfer's pivot search approximates, then makes one
+pass for the race.
 """
 
 import functools

@@ -473,11 +473,11 @@ def _national(scan: Scan, cluster: Cluster) -> bool:
         return False
     if _parenthesized_area(scan, cluster):
         return True
-    round_ = any(g.endswith(b"000") for g in groups[:3])  # a range or an amount: 60000-80000, 12 90000-1234
+    # not a range or an amount (60000-80000, 12 90000-1234): no group ends in 000
     if len(groups) == 2 and len(groups[0]) == len(groups[1]) == 5 and groups[0][:1] in b"6789" and gaps[0] == b" ":
-        return not round_  # an Indian mobile: 98765 43210
+        return not any(g.endswith(b"000") for g in groups)  # an Indian mobile: 98765 43210
     if [len(g) for g in groups[:3]] == [2, 5, 4] and groups[1][:1] == b"9" and gaps[:2] == (b" ", b"-"):
-        return not round_  # a Brazilian mobile after its area code: 11 98765-4321
+        return not any(g.endswith(b"000") for g in groups[:3])  # a Brazilian mobile after its area code: 11 98765-4321
     first = groups[0]
     # trunk prefix: 020 7946 0958, 0912 345 678, 030 123456, 090-1234-5678, 081234 56789
     if first[:1] == b"0" and first[:2] != b"00" and 2 <= len(first) <= 6 and all(len(g) >= 2 for g in groups[1:]):
@@ -509,8 +509,8 @@ _PHONE_WORDS_WHOLE = (
     "wechat wsp msisdn callto facetime llámame llamame chiamami ligue"
 ).split() + [
     "call me", "call us", "text me", "text to", "reach me", "ring me", "msg me", "message me", "hit me up",
-    "give me a ring", "whatsapp me", "caller id", "call or text", "call/text", "text or call", "my number", "our number", "mi numero", "mi número", "mi nÚmero", "mon numéro",
-    "mon numero", "meine nummer", "mein nummer", "meu número", "meu numero", "mijn nummer", "il mio numero",
+    "give me a ring", "whatsapp me", "caller id", "call or text", "call/text", "text or call", "my number",
+    "our number", "mi numero", "mi número", "mi nÚmero", "mon numéro", "mon numero", "meine nummer", "mein nummer", "meu número", "meu numero", "mijn nummer", "il mio numero",
     "llama al", "marca el", "liga para", "me liga", "ruf mich an", "erreichbar unter", "appelle-moi", "appelez-moi",
 ]  # fmt: skip
 _PHONE_WORDS_ANY = (
@@ -520,7 +520,8 @@ _PHONE_WORDS_ANY = (
     "我的号码 연락주세요 연락처 कॉल komórka sđt sĐt τηλ. Τηλ. ΤΗΛ. τηλ: Τηλ: ΤΗΛ: κινητό Κινητό เบอร์โทร נייד واتساب"
 ).split() + ["тел ", "Тел ", "ТЕЛ ", "내 번호", "мой номер", "Мой номер", "मेरा नंबर", "τηλ ", "Τηλ ", "ΤΗΛ "]
 # Between a label and its number: punctuation, spaces, line breaks, anything not ASCII (a full-width colon, 号码是),
-# and these words, at most 32 of them in all (a character not ASCII is one): `Phone number: `, `mobile no. `, `call me back at `, `contact me on `.
+# and these words, at most 32 of them in all (a character not ASCII is one): `Phone number: `, `mobile no. `,
+# `call me back at `, `contact me on `.
 # Any other ASCII word ends it (`cell count was 12000000`, `iPhone sales: 231 800 000`).
 _FILLER_WORDS = (
     "number numbers num no nr nbr is are me us at on to my our your his her the a an back directly or and of de di del "
@@ -605,7 +606,7 @@ def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
 _LABELLED_NUMBER, _LABEL_BEFORE = _labelled_number()
 # A table's header cell that names a phone (lowered; `_` and `-` read as spaces): `Phone`, `Mobile Phone`,
 # `Phone 1 - Value`, `Tel.`, `电话号码`. Not the label words that head other columns (`Text`, `Calls`, `iPhone`).
-_HEADER_WORD = re.compile(  # no look-behind first: re skips in C to where a word starts (`_header_word_in` checks)
+_HEADER_WORD = re.compile(  # no look-behind first: re skips in C to where a word starts (`_header_words` checks)
     "(?:phones?|telephone|tel|mobile|mob|cell|cellphone|fax|whatsapp|handy|telefon|telefono|teléfono|"
     "telefone|móvil|movil|celular|msisdn|gsm)(?![a-z])|电话|電話|手机|手機|携帯|전화|휴대폰|телефон|мобильн".encode()
 )
@@ -703,10 +704,10 @@ def _in_a_phone_column(scan: Scan) -> bool:
     delimiters = [d for d in _DELIMITERS if d in data]
     if not delimiters:
         return False
-    tops: dict = {}  # (delimiter, width, a row's start) -> its table's first line; None -> lines walked
+    tops: dict[tuple[bytes, int, int], int] = {}  # (delimiter, width, a row's start) -> its table's first line
     for looked, (run_start, run_end) in enumerate(scan.numeric_runs):
         if looked == _MOST_LOOK_BACKS:
-            top = min((v for k, v in tops.items() if k is not None), default=run_start)
+            top = min(tops.values(), default=run_start)
             return _phone_columns_from(scan, min(top, data.rfind(b"\n", 0, run_start) + 1))
         run_start = _FIRST_NUMBER.match(data, run_start, run_end).start(1)  # past a tab or a line break before it
         line_start = data.rfind(b"\n", 0, run_start) + 1
@@ -735,15 +736,13 @@ def _in_a_phone_column(scan: Scan) -> bool:
 
 def _table_top(data: bytes, delimiter: bytes, width: int, row: int, tops: dict) -> int | None:
     """The first line of the block of lines with `width` delimiters that holds the one at `row`; each line is
-    walked over once for all the numbers under it (`tops`), and 10,000 lines in all (`tops[None]`: then None)."""
+    walked over once for all the numbers under it (`tops`, which holds every line walked), 10,000 in all (then
+    None)."""
     walked = []
     top = row
-    while True:
-        if top == 0:
-            break
-        if (steps := tops.get(None, 0) + 1) > _MOST_TABLE_ROWS * 50:
+    while top > 0:
+        if len(tops) + len(walked) > _MOST_TABLE_ROWS * 50:
             return None
-        tops[None] = steps
         if (known := tops.get((delimiter, width, top))) is not None:
             top = known
             break
@@ -802,8 +801,6 @@ def _phone_header(data: bytes, line_start: int, delimiter: bytes, column: int) -
 
 
 _QUOTED = re.compile(rb'"[^"\n]*"')
-
-
 _LONGEST_ROW = 4096
 
 
