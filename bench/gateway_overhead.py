@@ -17,7 +17,12 @@ into what Python's serving stack costs and what Tandem adds on top of it.
 Tandem runs with tracing on at the default sampling (every request), its spans
 exported over OTLP to a sink process (bench/otlp_sink.py); `--tracing off`
 measures it without. On the 2-core development machine the client, the router
-and the worker share the cores, which is the same handicap for both. Last
+and the worker share the cores, which is the same handicap for both. The HTTP
+paths go through bench/http1.py, a keep-alive client with a fifth of httpx's
+CPU a request (0.3 against 1.4 ms here): through httpx (`--client httpx`, every figure before
+2026-12-04) each HTTP path topped out near 200 requests/s, the client's rate,
+and the HTTP-in paths' added latency held httpx's cost, which direct gRPC's
+did not. Last
 line: one JSON object, with the goals' ratios: Tandem's added latency over
 sglang-router's (p50, p99; goal at most 2) and Tandem's max rate over direct
 gRPC's (goal at least 0.5). The paths are measured in rounds (--rounds, 3 by
@@ -47,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from routing import MODEL_ID, Pool, SglangRouter, _start, checkpoint, free_port, start_gateway  # noqa: E402
 
+from bench import http1  # noqa: E402
 from bench.privacy import cpu_info  # noqa: E402
 from bench.rounds import round_order  # noqa: E402
 from proto.gen import worker_pb2, worker_pb2_grpc  # noqa: E402
@@ -56,13 +62,23 @@ PROMPT = "Tell me about the gateway and how it routes requests to workers. " * 3
 
 class Paths:
     """The five ways to get one token: direct gRPC, Tandem gateway, the Python floor (bench/python_floor.py),
-    direct HTTP, sglang-router."""
+    direct HTTP, sglang-router. HTTP goes through bench/http1.py's keep-alive client (one connection per
+    concurrent caller), or httpx with `--client httpx` (the client every figure before 2026-12-04 came from)."""
 
     def __init__(
-        self, grpc_port: int, http_port: int, gateway_url: str, floor_url: str, sglang_url: str, token_ids: list[int]
-    ):
+        self, grpc_port: int, http_port: int, gateway_url: str, floor_url: str, sglang_url: str, token_ids: list[int],
+        client: str = "http1",
+    ):  # fmt: skip
         self.grpc_target, self.http = f"127.0.0.1:{grpc_port}", f"http://127.0.0.1:{http_port}"
         self.gateway, self.floor, self.sglang, self.token_ids = gateway_url, floor_url, sglang_url, token_ids
+        self.client_kind = client
+        self._idle: dict[str, list[http1.Connection]] = {}
+        completion = json.dumps({"model": MODEL_ID, "prompt": PROMPT, "max_tokens": 1}).encode()
+        generate = json.dumps({"text": PROMPT, "sampling_params": {"max_new_tokens": 1}}).encode()
+        self.tandem = self._poster(self.gateway, "/v1/completions", completion)
+        self.python_floor = self._poster(self.floor, "/v1/completions", completion)
+        self.direct_http = self._poster(self.http, "/generate", generate)
+        self.sglang_router = self._poster(self.sglang, "/generate", generate)
 
     async def open(self):
         self.channel = grpc.aio.insecure_channel(self.grpc_target)
@@ -72,6 +88,9 @@ class Paths:
     async def close(self):
         await self.channel.close()
         await self.client.aclose()
+        for connections in self._idle.values():
+            for connection in connections:
+                connection.close()
 
     async def direct_grpc(self):
         request = worker_pb2.GenerateRequest(
@@ -80,21 +99,20 @@ class Paths:
         async for _ in self.stub.Generate(request):
             pass
 
-    async def tandem(self):
-        body = {"model": MODEL_ID, "prompt": PROMPT, "max_tokens": 1}
-        (await self.client.post(f"{self.gateway}/v1/completions", json=body)).raise_for_status()
+    def _poster(self, base: str, path: str, body: bytes):
+        """A call that POSTs `body` to base + path and fails on a non-2xx answer."""
+        url, idle = base + path, self._idle.setdefault(base, [])
 
-    async def python_floor(self):
-        body = {"model": MODEL_ID, "prompt": PROMPT, "max_tokens": 1}
-        (await self.client.post(f"{self.floor}/v1/completions", json=body)).raise_for_status()
+        async def call():
+            if self.client_kind == "httpx":
+                response = await self.client.post(url, content=body, headers={"content-type": "application/json"})
+                response.raise_for_status()
+                return
+            connection = idle.pop() if idle else http1.Connection(base)
+            await http1.post_ok(connection, path, body)
+            idle.append(connection)  # only after a whole answer: a failed one is not reused
 
-    async def direct_http(self):
-        body = {"text": PROMPT, "sampling_params": {"max_new_tokens": 1}}
-        (await self.client.post(f"{self.http}/generate", json=body)).raise_for_status()
-
-    async def sglang_router(self):
-        body = {"text": PROMPT, "sampling_params": {"max_new_tokens": 1}}
-        (await self.client.post(f"{self.sglang}/generate", json=body)).raise_for_status()
+        return call
 
 
 def cpu_s(pid: int | None) -> float:
@@ -188,6 +206,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="200 requests and 3 s of load per path (else 1000, 10 s)")
     parser.add_argument("--tracing", choices=("on", "off"), default="on", help="the gateway's tracing (default on)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, each over every path (default 3)")
+    parser.add_argument(
+        "--client", choices=("http1", "httpx"), default="http1",
+        help="the HTTP paths' client: bench/http1.py (default) or httpx (five times its CPU a request)",
+    )  # fmt: skip
     args = parser.parse_args()
     n, seconds = (200, 3.0) if args.quick else (1000, 10.0)
     model = checkpoint()
@@ -253,7 +275,9 @@ def _run(args, n, seconds, model, logs, grpc_port, http_port, edge_port, sim, st
             logs / "floor.log",
         ),
     )
-    paths = Paths(grpc_port, http_port, gateway.url, f"http://127.0.0.1:{floor_port}", router.url, token_ids)
+    paths = Paths(
+        grpc_port, http_port, gateway.url, f"http://127.0.0.1:{floor_port}", router.url, token_ids, args.client
+    )
     # Each router's own CPU time per request (all its threads), over the sequential calls.
     pids = {"tandem": gateway.children[0].process.pid, "python_floor": floor.pid, "sglang_router": router.process.pid}
 
@@ -279,7 +303,13 @@ def _run(args, n, seconds, model, logs, grpc_port, http_port, edge_port, sim, st
     # Each figure (the ratios included) is the median of its per-round values: a ratio within a round holds
     # on a VM that drifts by a third within a minute; one long block per path did not.
     result = {key: round(statistics.median(r[key] for r in per_round), 3) for key in per_round[0]}
-    result |= {"rounds": args.rounds, "tracing": args.tracing, "cpu": cpu_info()[0], "isa": cpu_info()[1]}
+    result |= {
+        "rounds": args.rounds,
+        "tracing": args.tracing,
+        "client": args.client,
+        "cpu": cpu_info()[0],
+        "isa": cpu_info()[1],
+    }
     lat = {name: sorted(x for one in rounds for x in one[0][name]) for name in rounds[0][0]}
     rate = {name: statistics.median(one[2][name] for one in rounds) for name in rounds[0][2]}
     for name in lat:
