@@ -84,6 +84,11 @@ class Settings(BaseSettings):
         description="a connection whose request line and headers have not come this long after it opened (or its "
         "request began), or whose body stops coming for this long, is closed",
     )
+    access_log: bool = Field(
+        default=False,
+        description="a line per request on stderr (uvicorn's access log): off unless asked, as in Envoy and "
+        "sglang-router; each request's span, metrics and usage record say the same",
+    )
     client_stall_s: Seconds = Field(
         default=60.0,
         description="a streaming client that takes no data for this long is let go: its answer stops, and its "

@@ -32,6 +32,7 @@ def run(settings: Settings, log_level: str = "info") -> None:
         host=settings.host,
         port=settings.port,
         log_level=log_level,
+        access_log=settings.access_log,  # 60-80 µs of the event loop's ~1.3 ms a request, as much as tokenizing
         timeout_graceful_shutdown=settings.shutdown_grace_s,
         http=timed_requests(settings.request_read_timeout_s),
     )

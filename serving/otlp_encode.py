@@ -115,9 +115,32 @@ def _attributes(number: int, attributes: Mapping | None) -> bytes:
         return b""
     # The SDK's BoundedAttributes reads each item through a lock and the Mapping protocol; its dict, straight.
     attributes = getattr(attributes, "_dict", attributes)
-    return b"".join(
-        _field(number, _field(1, key.encode()) + _field(2, _value(value))) for key, value in attributes.items()
-    )
+    out = []
+    for key, value in attributes.items():
+        kind = type(value)
+        if kind in _CACHED and (kind is not str or len(value) <= _CACHED_STR):
+            cache_key = (number, key, kind, value)  # the type too: True == 1 and hashes alike
+            if (encoded := _KEY_VALUES.get(cache_key)) is None:
+                if len(_KEY_VALUES) >= _KEY_VALUES_MAX:
+                    _KEY_VALUES.clear()
+                encoded = _KEY_VALUES[cache_key] = _key_value(number, key, value)
+            out.append(encoded)
+        else:
+            out.append(_key_value(number, key, value))
+    return b"".join(out)
+
+
+def _key_value(number: int, key: str, value) -> bytes:
+    return _field(number, _field(1, key.encode()) + _field(2, _value(value)))
+
+
+# A request's spans repeat most of their attributes (the pool, the backend, the route, the model, rpc.system): each
+# (key, value) pair is encoded once and kept, up to _KEY_VALUES_MAX of them (then the lot is dropped and refilled),
+# so ids, counts and texts that never repeat cost a pass through the cache at most.
+_CACHED = frozenset({str, bool, int})
+_CACHED_STR = 64
+_KEY_VALUES: dict[tuple, bytes] = {}
+_KEY_VALUES_MAX = 4096
 
 
 def _value(value) -> bytes:

@@ -27,13 +27,14 @@ from gateway.limits.admission import Admission
 from gateway.policy.schema import Policy
 from gateway.state import GatewayState
 from proto.gen import worker_pb2
+from serving import spans
 from serving.openai.answer import ToolPlan, answer_logprobs
 from serving.openai.errors import BackendFailed, BadRequest, GatewayError
 from serving.openai.format import SSE_DONE, Logprobs, ResponseShape, sse, usage_dict
 from serving.openai.schemas import _GenerationParams
 
 log = logging.getLogger(__name__)
-tracer = trace.get_tracer(__name__)
+tracer = spans.get_tracer(__name__)  # the SDK's spans at a fraction of their cost (serving/spans.py)
 Prepare = Callable[..., Awaitable[Prepared]]  # prepare_chat or prepare_completion (gateway/api/prepare.py)
 T = TypeVar("T")
 

@@ -10,11 +10,12 @@ from opentelemetry.propagate import inject
 from gateway.backends.circuit_breaker import CircuitBreaker
 from gateway.backends.worker_backend import BackendError, WorkerBackend
 from proto.gen import worker_pb2, worker_pb2_grpc
+from serving import spans
 
 STATS_TIMEOUT_S = 1.0
 _SERVICE = worker_pb2.DESCRIPTOR.services_by_name["Worker"].full_name
 GENERATE = f"/{_SERVICE}/Generate"
-tracer = trace.get_tracer(__name__)
+tracer = spans.get_tracer(__name__)  # the SDK's spans at a fraction of their cost (serving/spans.py)
 # gRPC's own reconnect backoff grows towards two minutes: a worker restarted after an outage would wait that
 # long for its first health poll. One second at most.
 CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 1000)]

@@ -21,9 +21,10 @@ from gateway.policy.decide import Decision, RuleTrace, decide, trace_rules
 from gateway.policy.schema import Policy
 from gateway.routing.candidate import Candidate
 from gateway.routing.profile import CandidateReport, PoolRanking, run_profile
+from serving import spans
 from serving.openai.errors import NoBackend
 
-tracer = trace.get_tracer(__name__)
+tracer = spans.get_tracer(__name__)  # the SDK's spans at a fraction of their cost (serving/spans.py)
 _SPAN_CANDIDATES = 8  # endpoints named on the span, best first: 256 would make every span large
 
 

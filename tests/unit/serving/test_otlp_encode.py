@@ -131,3 +131,28 @@ def test_a_value_the_encoder_does_not_write_goes_through_the_librarys_encoder():
         assert [kv.key for kv in sent.resource_spans[0].scope_spans[0].spans[0].attributes] == ["tandem.map", "ok"]
     finally:
         exporter.shutdown()
+
+
+def test_values_equal_in_python_but_not_in_otlp_keep_their_own_encoding():
+    """The encoder keeps each (key, value)'s bytes for the next span; True == 1 == 1.0 in Python, not on the wire."""
+
+    def build(provider):
+        for value in (True, 1, 1.0, "1", 1, True, False, 0):
+            provider.get_tracer("t").start_span("s", attributes={"k": value}).end()
+
+    spans = record(build)
+    assert parsed(encode_spans(spans)) == library_encode(spans)
+    kinds = [
+        s.attributes[0].value.WhichOneof("value")
+        for s in parsed(encode_spans(spans)).resource_spans[0].scope_spans[0].spans
+    ]
+    assert kinds == [
+        "bool_value",
+        "int_value",
+        "double_value",
+        "string_value",
+        "int_value",
+        "bool_value",
+        "bool_value",
+        "int_value",
+    ]

@@ -1,0 +1,291 @@
+"""Spans at a fraction of the SDK's cost, for the request path: `get_tracer(__name__)` instead of
+`trace.get_tracer(__name__)`, the same `start_span` and `start_as_current_span`.
+
+The OpenTelemetry SDK spends ~14 µs starting and ending one span here and ~2 µs on each attribute (a sampler asked
+through three layers, a lock per attribute, bounded lists, a second copy to a ReadableSpan at the end), and a
+gateway request makes eight spans on its event loop: a fifth of the request's CPU, which bounds how many requests
+one process serves (bench/gateway_overhead.py, docs/benchmarks.md). Where the answer is known without asking, this
+records the span in plain fields and hands the SDK's processors the ReadableSpan the SDK would have made, with
+the same ids, flags, trace state, attributes, events, status and scope; exporters and processors see no difference
+(tests/unit/serving/test_spans.py records the same work both ways and compares what they receive).
+
+The answer is known when the provider is the SDK's with its default sampler shape, ParentBased with ALWAYS_ON for
+sampled parents and at the root, ALWAYS_OFF for unsampled parents (OTEL_TRACES_SAMPLER unset, or
+`parentbased_always_on`), and the tracer is enabled. Anything else (another sampler, a no-op or foreign provider,
+the SDK disabled) goes through the SDK's own tracer, unchanged. Not mirrored: the SDK's self-metrics
+(`OTEL_PYTHON_SDK_INTERNAL_METRICS_ENABLED`), off by default.
+"""
+
+import logging
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from time import time_ns
+
+from opentelemetry import context as context_api
+from opentelemetry import trace
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.trace import Event, ReadableSpan, sampling
+from opentelemetry.sdk.trace import Tracer as SdkTracer
+from opentelemetry.sdk.util import BoundedList
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+log = logging.getLogger(__name__)
+_PRIMITIVE = (str, bool, int, float)
+_SAMPLED = TraceFlags.SAMPLED
+_RANDOM = TraceFlags.RANDOM_TRACE_ID
+
+
+class Tracer:
+    """A tracer with the API's `start_span` and `start_as_current_span`, cheap where it can be (the module doc)."""
+
+    def __init__(self, name: str, provider: trace.TracerProvider | None = None) -> None:
+        """`provider`: the global one (followed as it changes, as the API's tracers do) unless one is given."""
+        self._name, self._given = name, provider
+        self._proxy = provider.get_tracer(name) if provider is not None else trace.get_tracer(name)
+        self._provider = None
+        self._fast: SdkTracer | None = None  # the SDK tracer to record for, where the shortcut holds
+
+    def _resolve(self) -> SdkTracer | None:
+        provider = self._given or trace.get_tracer_provider()
+        if provider is not self._provider:
+            self._provider, self._fast = provider, None
+            real = self._proxy if self._given is not None else provider.get_tracer(self._name)
+            if isinstance(real, SdkTracer) and _default_sampler(real.sampler):
+                self._fast = real
+        fast = self._fast
+        return fast if fast is not None and fast._is_enabled() else None
+
+    def start_span(
+        self,
+        name: str,
+        context: context_api.Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: dict | None = None,
+        links=(),
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+    ) -> trace.Span:
+        sdk = self._resolve()
+        if sdk is None:
+            return self._proxy.start_span(
+                name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+            )
+        parent = trace.get_current_span(context).get_span_context()
+        if parent is not None and parent.is_valid:
+            if not parent.trace_flags.sampled:  # ALWAYS_OFF under an unsampled parent: the SDK's no-op span
+                flags = TraceFlags(parent.trace_flags & _RANDOM)
+                return trace.NonRecordingSpan(
+                    SpanContext(parent.trace_id, sdk.id_generator.generate_span_id(), False, flags, parent.trace_state)
+                )
+            trace_id, state = parent.trace_id, parent.trace_state
+            flags = TraceFlags(_SAMPLED | parent.trace_flags & _RANDOM)
+        else:  # a root: ALWAYS_ON
+            parent = None
+            trace_id = sdk.id_generator.generate_trace_id()
+            flags = TraceFlags(_SAMPLED | _RANDOM) if sdk.id_generator.is_trace_id_random() else TraceFlags(_SAMPLED)
+            state = None
+        span_context = SpanContext(trace_id, sdk.id_generator.generate_span_id(), False, flags, state)
+        span = Span(sdk, name, span_context, parent, kind, record_exception, set_status_on_exception)
+        if attributes:
+            span.set_attributes(attributes)
+        for link in links:
+            span.add_link(link.context, link.attributes)
+        span._start = start_time if start_time is not None else time_ns()
+        sdk.span_processor.on_start(span, parent_context=context)
+        return span
+
+    @contextmanager
+    def start_as_current_span(
+        self,
+        name: str,
+        context: context_api.Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: dict | None = None,
+        links=(),
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+        end_on_exit: bool = True,
+    ) -> Iterator[trace.Span]:
+        span = self.start_span(
+            name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception
+        )
+        with trace.use_span(span, end_on_exit, record_exception, set_status_on_exception) as current:
+            yield current
+
+
+def get_tracer(name: str, provider: trace.TracerProvider | None = None) -> Tracer:
+    return Tracer(name, provider)
+
+
+def _default_sampler(sampler) -> bool:
+    """ParentBased(ALWAYS_ON): sampled parents and roots sampled, unsampled parents not."""
+    return (
+        type(sampler) is sampling.ParentBased
+        and sampler._root is sampling.ALWAYS_ON
+        and sampler._remote_parent_sampled is sampling.ALWAYS_ON
+        and sampler._local_parent_sampled is sampling.ALWAYS_ON
+        and sampler._remote_parent_not_sampled is sampling.ALWAYS_OFF
+        and sampler._local_parent_not_sampled is sampling.ALWAYS_OFF
+    )
+
+
+class Span(trace.Span):
+    """A recording span in plain fields; at `end` the SDK's processors get the ReadableSpan the SDK would make."""
+
+    __slots__ = ("_sdk", "_name", "_context", "_parent", "_kind", "_attributes", "_dropped", "_events", "_links",
+                 "_status", "_start", "_end", "_record_exception", "_set_status_on_exception")  # fmt: skip
+
+    def __init__(self, sdk: SdkTracer, name, context, parent, kind, record_exception, set_status_on_exception):
+        self._sdk, self._name, self._context, self._parent, self._kind = sdk, name, context, parent, kind
+        self._attributes: dict = {}
+        self._dropped = 0  # attributes past the limit, as the SDK counts them
+        self._events: BoundedList | tuple = ()  # a BoundedList from the first event on, as the SDK keeps them
+        self._links: BoundedList | tuple = ()
+        self._status = Status(StatusCode.UNSET)
+        self._start = self._end = None
+        self._record_exception, self._set_status_on_exception = record_exception, set_status_on_exception
+
+    def get_span_context(self) -> SpanContext:
+        return self._context
+
+    @property
+    def context(self) -> SpanContext:
+        return self._context
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def attributes(self):
+        return self._attributes
+
+    def is_recording(self) -> bool:
+        return self._end is None
+
+    def set_attribute(self, key: str, value) -> None:
+        if self._end is not None:
+            log.warning("Setting attribute on ended span.")
+            return
+        limits = self._sdk._span_limits
+        kind = type(value)
+        if type(key) is str and key and (kind is not str or limits.max_span_attribute_length is None):
+            if kind in _PRIMITIVE:
+                self._keep(key, value, limits.max_span_attributes)
+                return
+            if (kind is list or kind is tuple) and value and (first := type(value[0])) in _PRIMITIVE:
+                # A list of one primitive type (routing's pools and candidates): kept as a tuple, as the SDK does.
+                if first is not str or limits.max_span_attribute_length is None:
+                    if all(type(v) is first for v in value):
+                        self._keep(key, tuple(value), limits.max_span_attributes)
+                        return
+        # Anything else as the SDK's BoundedAttributes cleans it: sequences made tuples, mappings kept, strings
+        # cut to the length limit, an invalid key or value dropped with its warning (and counted).
+        one = BoundedAttributes(None, {key: value}, immutable=False, max_value_len=limits.max_span_attribute_length)
+        self._dropped += one.dropped
+        if key in one:
+            self._keep(key, one[key], limits.max_span_attributes)
+
+    def _keep(self, key: str, value, most: int | None) -> None:
+        """As BoundedAttributes stores a value: a key set again moves to the end; when full, the oldest goes."""
+        attributes = self._attributes
+        if key in attributes:
+            del attributes[key]
+        elif most is not None and len(attributes) >= most:
+            if most == 0:
+                self._dropped += 1
+                return
+            del attributes[next(iter(attributes))]
+            self._dropped += 1
+        attributes[key] = value
+
+    def set_attributes(self, attributes) -> None:
+        for key, value in attributes.items():
+            self.set_attribute(key, value)
+
+    def add_event(self, name: str, attributes=None, timestamp: int | None = None) -> None:
+        if self._end is not None:
+            log.warning("Calling add_event on an ended span.")
+            return
+        limits = self._sdk._span_limits
+        if not self._events:  # the SDK's list: when full, the oldest goes, and is counted
+            self._events = BoundedList(limits.max_events)
+        bounded = BoundedAttributes(limits.max_event_attributes, attributes, max_value_len=limits.max_attribute_length)
+        self._events.append(Event(name, bounded, timestamp if timestamp is not None else time_ns()))
+
+    def add_link(self, context: SpanContext, attributes=None) -> None:
+        if self._end is not None or not (context and (context.is_valid or attributes or context.trace_state)):
+            return  # what the SDK takes for a link
+        limits = self._sdk._span_limits
+        if not self._links:
+            self._links = BoundedList(limits.max_links)
+        bounded = BoundedAttributes(limits.max_link_attributes, attributes, max_value_len=limits.max_attribute_length)
+        self._links.append(Link(context, bounded))
+
+    def update_name(self, name: str) -> None:
+        if self._end is None:
+            self._name = name
+
+    def set_status(self, status, description: str | None = None) -> None:
+        if self._end is not None or self._status.status_code is StatusCode.OK:
+            return
+        if isinstance(status, Status):
+            if status.status_code is not StatusCode.UNSET:
+                self._status = status
+        elif status is not StatusCode.UNSET:
+            self._status = Status(status, description)
+
+    def record_exception(self, exception: BaseException, attributes=None, timestamp=None, escaped=False) -> None:
+        module, qualname = type(exception).__module__, type(exception).__qualname__
+        recorded = {
+            "exception.type": f"{module}.{qualname}" if module and module != "builtins" else qualname,
+            "exception.message": str(exception),
+            "exception.stacktrace": "".join(traceback.format_exception(exception)),
+            "exception.escaped": str(escaped),
+        }
+        if attributes:
+            recorded.update(attributes)
+        self.add_event("exception", recorded, timestamp)
+
+    def end(self, end_time: int | None = None) -> None:
+        if self._end is not None:
+            log.warning("Calling end() on an ended span.")
+            return
+        self._end = end_time if end_time is not None else time_ns()
+        sdk = self._sdk
+        processor = sdk.span_processor
+        processor._on_ending(self)
+        readable = ReadableSpan(
+            name=self._name,
+            context=self._context,
+            parent=self._parent,
+            resource=sdk.resource,
+            attributes=self._attributes if not self._dropped else _counted(self._attributes, self._dropped),
+            events=self._events,
+            links=self._links,
+            kind=self._kind,
+            status=self._status,
+            start_time=self._start,
+            end_time=self._end,
+            instrumentation_info=sdk.instrumentation_info,
+            instrumentation_scope=sdk._instrumentation_scope,
+        )
+        processor.on_end(readable)
+
+    def __exit__(self, exc_type, exc_val, exc_tb) -> None:
+        if exc_val is not None and self.is_recording():
+            if self._record_exception:
+                self.record_exception(exc_val, escaped=True)
+            if self._set_status_on_exception:
+                self.set_status(Status(StatusCode.ERROR, f"{type(exc_val).__name__}: {exc_val}"))
+        super().__exit__(exc_type, exc_val, exc_tb)
+
+
+def _counted(attributes: dict, dropped: int) -> BoundedAttributes:
+    """The attributes with the count of those dropped (ReadableSpan reads it from a BoundedAttributes only)."""
+    bounded = BoundedAttributes(None, attributes, immutable=True)
+    bounded.dropped = dropped
+    return bounded

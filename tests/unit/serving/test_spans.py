@@ -1,0 +1,158 @@
+"""serving/spans.py against the OpenTelemetry SDK as the oracle: the same work traced through the SDK's tracer and
+through ours must reach the span processors as the same spans (ids and times aside), and where our shortcut does
+not hold (another sampler, limits), ours must behave as the SDK does."""
+
+import pytest
+from opentelemetry import context, propagate, trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider, sampling
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from serving import spans
+
+CALLER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def provider_pair(**kwargs):
+    """Two providers alike, each with an in-memory exporter."""
+    out = []
+    for _ in range(2):
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider(resource=Resource.create({"service.name": "t"}), **kwargs)
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        out.append((provider, exporter))
+    return out
+
+
+def request_like(tracer, carrier: dict | None = None) -> None:
+    """What a gateway request does with its tracer: a server span (the caller's child when it sent a
+    traceparent), stages as current spans, a client span under one, an error, an event, a renamed span."""
+    parent_context = propagate.extract(carrier) if carrier else None
+    server = tracer.start_span(
+        "POST", context=parent_context, kind=trace.SpanKind.SERVER, attributes={"http.request.method": "POST"}
+    )
+    token = context.attach(trace.set_span_in_context(server))
+    try:
+        with tracer.start_as_current_span("gateway.tokenize") as span:
+            span.set_attribute("tandem.prompt_tokens", 12)
+            span.set_attribute("tandem.pools", ["cloud", "edge"])  # a list: kept as a tuple
+            span.set_attribute("tandem.ratio", 0.5)
+            for odd in ([1, "a"], [1, 2.5], [], ["a", None], (True, False), [1, True]):
+                span.set_attribute(f"tandem.seq{len(odd)}{type(odd).__name__}", odd)
+            span.set_attribute("tandem.private", False)
+            span.set_attribute("tandem.prompt_tokens", 13)  # set again: moves to the end, as the SDK orders it
+            span.set_attribute("tandem.odd", object())  # not an attribute value: the SDK keeps its str()
+        with tracer.start_as_current_span("gateway.backend_call", attributes={"tandem.attempt": 1}) as call:
+            client = tracer.start_span("/tandem.Worker/Generate", kind=trace.SpanKind.CLIENT, attributes={"a": "b"})
+            client.set_status(trace.StatusCode.ERROR, "UNAVAILABLE: down")
+            client.set_status(trace.StatusCode.OK)  # OK after ERROR: taken; nothing after OK is
+            client.set_status(trace.StatusCode.ERROR, "late")
+            client.end()
+            call.add_event("retry", {"tandem.backend": "grpc://w:1"}, timestamp=5)
+        with pytest.raises(ValueError), tracer.start_as_current_span("gateway.classify"):
+            raise ValueError("boom")
+        stream = tracer.start_span("gateway.stream", attributes={"gen_ai.request.model": "m"})
+        stream.update_name("gateway.stream.renamed")
+        stream.end()
+        stream.set_attribute("after", 1)  # ignored: the span has ended
+        server.set_attribute("http.response.status_code", 200)
+    finally:
+        context.detach(token)
+        server.end()
+
+
+def comparable(finished) -> list[tuple]:
+    """Each span as a tuple of everything but its random ids and times, with its parent as an index."""
+    index = {s.context.span_id: i for i, s in enumerate(finished)}
+    out = []
+    for s in finished:
+        parent = None if s.parent is None else index.get(s.parent.span_id, ("outside", s.parent.span_id))
+        events = [(e.name, dict(e.attributes), e.timestamp if e.name != "exception" else None) for e in s.events]
+        events = [
+            (name, {k: v for k, v in attrs.items() if k != "exception.stacktrace"}, ts) for name, attrs, ts in events
+        ]
+        out.append((
+            s.name, s.kind, parent, int(s.context.trace_flags), s.context.trace_state.to_header(),
+            s.context.is_remote, list(s.attributes.items()), s.dropped_attributes, events, s.status.status_code,
+            s.status.description, s.instrumentation_scope, s.resource.attributes, s.dropped_events,
+            [(link.context, dict(link.attributes)) for link in s.links],
+        ))  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("carrier", [None, {"traceparent": CALLER, "tracestate": "vendor=1"}])
+def test_the_processors_get_what_the_sdk_gives_them(carrier):
+    (sdk_provider, sdk_out), (our_provider, our_out) = provider_pair()
+    request_like(sdk_provider.get_tracer("gw"), carrier)
+    ours = spans.get_tracer("gw", our_provider)
+    request_like(ours, carrier)
+    assert ours._resolve() is not None, "the shortcut did not run: this compared the SDK with itself"
+    sdk_spans, our_spans = sdk_out.get_finished_spans(), our_out.get_finished_spans()
+    assert comparable(our_spans) == comparable(sdk_spans)
+    assert len(our_spans) == 6
+    trace_ids = {s.context.trace_id for s in our_spans}
+    assert len(trace_ids) == 1
+    if carrier:
+        assert trace_ids == {0x4BF92F3577B34DA6A3CE929D0E0E4736}
+        assert our_spans[-1].parent.span_id == 0x00F067AA0BA902B7 and our_spans[-1].parent.is_remote
+    assert len({s.context.span_id for s in our_spans}) == 6
+
+    # The exporters' own encoder takes ours as it takes the SDK's.
+    def names(finished):
+        return [s.name for s in encode_spans(finished).resource_spans[0].scope_spans[0].spans]
+
+    assert names(our_spans) == names(sdk_spans)
+
+
+def test_an_unsampled_caller_gets_no_spans_and_its_flags_go_on():
+    (_, _), (our_provider, our_out) = provider_pair()
+    tracer = spans.get_tracer("gw", our_provider)
+    unsampled = propagate.extract({"traceparent": CALLER[:-2] + "00"})
+    span = tracer.start_span("POST", context=unsampled)
+    assert not span.is_recording() and not span.get_span_context().trace_flags.sampled
+    child = tracer.start_span("child", context=trace.set_span_in_context(span))
+    child.end()
+    span.end()
+    assert our_out.get_finished_spans() == ()
+    assert child.get_span_context().trace_id == span.get_span_context().trace_id
+
+
+@pytest.mark.parametrize(
+    "sampler", [sampling.ALWAYS_OFF, sampling.TraceIdRatioBased(0.0), sampling.ParentBased(sampling.ALWAYS_OFF)]
+)
+def test_another_sampler_is_asked_as_the_sdk_asks_it(sampler):
+    (sdk_provider, sdk_out), (our_provider, our_out) = provider_pair(sampler=sampler)
+    request_like(sdk_provider.get_tracer("gw"))
+    tracer = spans.get_tracer("gw", our_provider)
+    request_like(tracer)
+    assert tracer._resolve() is None  # the SDK's own path
+    assert comparable(our_out.get_finished_spans()) == comparable(sdk_out.get_finished_spans())
+
+
+def test_limits_drop_and_cut_as_the_sdk_does():
+    limits = {"span_limits": SpanLimits(max_span_attributes=3, max_span_attribute_length=4, max_events=1)}
+    (sdk_provider, sdk_out), (our_provider, our_out) = provider_pair(**limits)
+    for tracer in (sdk_provider.get_tracer("gw"), spans.get_tracer("gw", our_provider)):
+        span = tracer.start_span("s", attributes={"a": "abcdefgh", "b": ("long text", "x")})
+        for key in "cde":
+            span.set_attribute(key, 1)
+        span.add_event("one", timestamp=1)
+        span.add_event("two", timestamp=2)  # over max_events: the oldest goes
+        span.add_link(trace.SpanContext(1, 2, False), {"k": "long value"})
+        span.end()
+    assert comparable(our_out.get_finished_spans()) == comparable(sdk_out.get_finished_spans())
+    (ours,) = our_out.get_finished_spans()
+    assert dict(ours.attributes) == {"c": 1, "d": 1, "e": 1} and ours.dropped_attributes == 2
+
+
+def test_the_global_provider_is_followed(monkeypatch):
+    """Module-level tracers are made before the provider is set (at import); they must use it once it is."""
+    tracer = spans.get_tracer("late")
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    tracer.start_span("s").end()
+    assert [s.name for s in exporter.get_finished_spans()] == ["s"]
