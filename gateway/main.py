@@ -216,6 +216,7 @@ class LetStalledClientsGo:
             await self.app(scope, receive, send)
             return
         stalled = asyncio.Event()
+        waits: set[asyncio.Task] = set()
 
         async def sending(message) -> None:
             if not message.get("more_body") or stalled.is_set():  # headers, a whole body, the end: as they come
@@ -228,6 +229,8 @@ class LetStalledClientsGo:
                 log.warning("client %s took no data for %g s: its stream is ended", _peer(scope), self._stall_s())
                 metrics.CLIENTS_LET_GO.inc()
                 stalled.set()
+                for waiting in waits:  # the watches waiting on the client hear that it left
+                    waiting.cancel()
                 await asyncio.Event().wait()  # the response's task group ends this when `receive` says disconnect
 
         body_read = False
@@ -240,16 +243,18 @@ class LetStalledClientsGo:
                 message = await receive()
                 body_read = message["type"] != "http.request" or not message.get("more_body")
                 return message
-            # After the body only a streamed response's watch for the client leaving asks: a stall is a leaving
+            # After the body only the watches for the client leaving ask: a stall is a leaving (`sending` cancels
+            # the wait; one task, not two and an asyncio.wait, on every request's path)
             waiting = asyncio.ensure_future(receive())
-            stall = asyncio.ensure_future(stalled.wait())
+            waits.add(waiting)
             try:
-                await asyncio.wait((waiting, stall), return_when=asyncio.FIRST_COMPLETED)
+                return await waiting
+            except asyncio.CancelledError:
+                if stalled.is_set() and waiting.cancelled() and not asyncio.current_task().cancelling():
+                    return {"type": "http.disconnect"}
+                raise
             finally:
-                stall.cancel()
-                if not waiting.done():
-                    waiting.cancel()
-            return waiting.result() if waiting.done() and not waiting.cancelled() else {"type": "http.disconnect"}
+                waits.discard(waiting)
 
         try:
             await self.app(scope, receiving, sending)

@@ -2,6 +2,8 @@
 through ours must reach the span processors as the same spans (ids and times aside), and where our shortcut does
 not hold (another sampler, limits), ours must behave as the SDK does."""
 
+import asyncio
+
 import pytest
 from opentelemetry import context, propagate, trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -51,8 +53,12 @@ def request_like(tracer, carrier: dict | None = None) -> None:
             client.set_status(trace.StatusCode.ERROR, "late")
             client.end()
             call.add_event("retry", {"tandem.backend": "grpc://w:1"}, timestamp=5)
-        with pytest.raises(ValueError), tracer.start_as_current_span("gateway.classify"):
+        with pytest.raises(ValueError), tracer.start_as_current_span("gateway.classify") as classify:
+            assert trace.get_current_span() is classify
             raise ValueError("boom")
+        with pytest.raises(asyncio.CancelledError), tracer.start_as_current_span("gateway.cancelled"):
+            raise asyncio.CancelledError  # a BaseException: not recorded as an error
+        assert trace.get_current_span() is server
         stream = tracer.start_span("gateway.stream", attributes={"gen_ai.request.model": "m"})
         stream.update_name("gateway.stream.renamed")
         stream.end()
@@ -91,13 +97,13 @@ def test_the_processors_get_what_the_sdk_gives_them(carrier):
     assert ours._resolve() is not None, "the shortcut did not run: this compared the SDK with itself"
     sdk_spans, our_spans = sdk_out.get_finished_spans(), our_out.get_finished_spans()
     assert comparable(our_spans) == comparable(sdk_spans)
-    assert len(our_spans) == 6
+    assert len(our_spans) == 7
     trace_ids = {s.context.trace_id for s in our_spans}
     assert len(trace_ids) == 1
     if carrier:
         assert trace_ids == {0x4BF92F3577B34DA6A3CE929D0E0E4736}
         assert our_spans[-1].parent.span_id == 0x00F067AA0BA902B7 and our_spans[-1].parent.is_remote
-    assert len({s.context.span_id for s in our_spans}) == 6
+    assert len({s.context.span_id for s in our_spans}) == 7
 
     # The exporters' own encoder takes ours as it takes the SDK's.
     def names(finished):
@@ -156,3 +162,58 @@ def test_the_global_provider_is_followed(monkeypatch):
     monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
     tracer.start_span("s").end()
     assert [s.name for s in exporter.get_finished_spans()] == ["s"]
+
+
+def test_the_api_s_edges_as_the_sdk_has_them():
+    """A review's list: links=None, a status that is neither Status nor StatusCode, keys that are not strings,
+    limits of zero, the attributes read-only, and calls after the end."""
+    limits = {"span_limits": SpanLimits(max_events=0, max_links=0)}
+    (sdk_provider, sdk_out), (our_provider, our_out) = provider_pair(**limits)
+    for tracer in (sdk_provider.get_tracer("gw"), spans.get_tracer("gw", our_provider)):
+        span = tracer.start_span("s", links=None, attributes={1: "one", "": "empty", "ok": 1})
+        span.set_attributes({2: "two"})
+        span.set_attribute(3, "three")  # one at a time: dropped, not made a string
+        span.set_status("ERROR")  # neither a Status nor a StatusCode: ignored
+        for i in range(3):
+            span.add_event(f"e{i}")
+            span.add_link(trace.SpanContext(1, 2 + i, False))
+        with pytest.raises(TypeError):
+            span.attributes["late"] = 1
+        span.end()
+        span.update_name("renamed")
+        span.set_status(trace.StatusCode.ERROR)
+        span.end()  # twice: exported once
+    assert comparable(our_out.get_finished_spans()) == comparable(sdk_out.get_finished_spans())
+    (ours,) = our_out.get_finished_spans()
+    assert ours.name == "s" and ours.dropped_events == 3 and ours.dropped_links == 3
+
+
+async def test_as_a_decorator_each_call_is_a_span_around_the_call():
+    (sdk_provider, sdk_out), (our_provider, our_out) = provider_pair()
+    for tracer in (sdk_provider.get_tracer("gw"), spans.get_tracer("gw", our_provider)):
+
+        @tracer.start_as_current_span("decorated")
+        async def work(tracer=tracer):
+            await asyncio.sleep(0.01)
+            tracer.start_span("inner").end()
+
+        await work()
+        await work()
+    assert comparable(our_out.get_finished_spans()) == comparable(sdk_out.get_finished_spans())
+    inner, outer = our_out.get_finished_spans()[:2]
+    assert inner.parent.span_id == outer.context.span_id and outer.end_time - outer.start_time >= 10_000_000
+
+
+def test_a_span_ended_from_two_threads_is_exported_once():
+    import threading
+
+    (_, _), (our_provider, our_out) = provider_pair()
+    tracer = spans.get_tracer("gw", our_provider)
+    for _ in range(200):
+        span = tracer.start_span("s")
+        threads = [threading.Thread(target=span.end) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(our_out.get_finished_spans()) == 200
