@@ -27,7 +27,7 @@ from types import MappingProxyType
 from opentelemetry import context as context_api
 from opentelemetry import trace
 from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.sdk.trace import Event, ReadableSpan, sampling
+from opentelemetry.sdk.trace import Event, ReadableSpan, SynchronousMultiSpanProcessor, sampling
 from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -89,6 +89,12 @@ class Tracer:
             flags = TraceFlags(_SAMPLED | _RANDOM) if sdk.id_generator.is_trace_id_random() else TraceFlags(_SAMPLED)
             state = None
         span_context = SpanContext(trace_id, sdk.id_generator.generate_span_id(), False, flags, state)
+        processors = sdk.span_processor
+        if type(processors) is SynchronousMultiSpanProcessor and not processors._span_processors:
+            # No exporter (no collector configured: `make up`'s default): nothing would read the span. Its context
+            # still goes on (X-Trace-Id, traceparent to the workers), sampled as the SDK's would be; the work of
+            # recording it, and the attributes callers compute only for a recording span, is skipped.
+            return trace.NonRecordingSpan(span_context)
         span = Span(sdk, name, span_context, parent, kind, record_exception, set_status_on_exception)
         if attributes:
             span.set_attributes(attributes)

@@ -217,3 +217,23 @@ def test_a_span_ended_from_two_threads_is_exported_once():
         for t in threads:
             t.join()
     assert len(our_out.get_finished_spans()) == 200
+
+
+def test_with_no_exporter_nothing_is_recorded_and_the_context_still_goes_on():
+    """`make up` without a collector: the provider has no processor, so a recorded span would be thrown away;
+    the trace id and the sampled flag still reach the workers (traceparent) and the caller (X-Trace-Id)."""
+    provider = TracerProvider()
+    tracer = spans.get_tracer("gw", provider)
+    caller = propagate.extract({"traceparent": CALLER})
+    server = tracer.start_span("POST", context=caller, kind=trace.SpanKind.SERVER)
+    child = tracer.start_span("child", context=trace.set_span_in_context(server))
+    assert not server.is_recording() and not child.is_recording()
+    assert server.get_span_context().trace_id == child.get_span_context().trace_id == 0x4BF92F3577B34DA6A3CE929D0E0E4736
+    assert child.get_span_context().trace_flags.sampled
+    carrier: dict = {}
+    propagate.inject(carrier, context=trace.set_span_in_context(child))
+    assert carrier["traceparent"].endswith(f"{child.get_span_context().span_id:016x}-01")
+    exporter = InMemorySpanExporter()  # an exporter added later is used from then on
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer.start_span("later").end()
+    assert [s.name for s in exporter.get_finished_spans()] == ["later"]
