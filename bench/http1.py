@@ -5,7 +5,7 @@ routers. httpx spends about 1.4 ms of CPU a request here (a 2-vCPU VM), four tim
 so a rate measured through it is mostly the client's: every HTTP path topped out at ~200 requests/s while direct
 gRPC, through grpc.aio's cheaper client, reached 1,600. This client writes a request's bytes and reads the answer's
 (status line, headers, a Content-Length or chunked body) on asyncio streams, 0.3 ms a request, so the rate is the
-router's. It speaks only what the benches send: POST (or GET) with a JSON body, to one host.
+router's. It speaks only what the benches send: a POST with a JSON body, to one host.
 """
 
 import asyncio
@@ -34,9 +34,6 @@ class Connection:
             + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(payload)).encode() + b"\r\n\r\n"
         )  # fmt: skip
         return await self._exchange(head + payload)
-
-    async def get(self, path: str) -> tuple[int, bytes]:
-        return await self._exchange(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: " + self._host_header + b"\r\n\r\n")
 
     async def _exchange(self, request: bytes) -> tuple[int, bytes]:
         for attempt in (0, 1):  # a kept-alive connection the server closed meanwhile: once more on a new one

@@ -101,7 +101,7 @@ class Tracer:
         for link in links or ():  # None, as the API's signature has it, is none
             span.add_link(link.context, link.attributes)
         span._start = start_time if start_time is not None else time_ns()
-        sdk.span_processor.on_start(span, parent_context=context)
+        processors.on_start(span, parent_context=context)
         return span
 
     def start_as_current_span(
@@ -119,17 +119,17 @@ class Tracer:
         """The SDK's `start_as_current_span` (a span, then `trace.use_span`) as a plain context manager: the
         generator-based one cost ~5 µs a span. As a decorator, a span per call (coroutine functions included)."""
         args = (name, context, kind, attributes, links, start_time, record_exception, set_status_on_exception)
-        return _CurrentSpan(self, args, end_on_exit)
+        return _CurrentSpan(self, args, end_on_exit, record_exception, set_status_on_exception)
 
 
 class _CurrentSpan:
     """What `trace.use_span` does: the span current inside, an Exception (not a BaseException: a cancellation is
     not an error) recorded on it with status ERROR, and the span ended on the way out. The span starts on entry."""
 
-    __slots__ = ("_tracer", "_args", "_end", "_span", "_token")
+    __slots__ = ("_tracer", "_args", "_end", "_record", "_status", "_span", "_token")
 
-    def __init__(self, tracer: Tracer, args: tuple, end_on_exit: bool) -> None:
-        self._tracer, self._args, self._end = tracer, args, end_on_exit
+    def __init__(self, tracer: Tracer, args: tuple, end_on_exit: bool, record: bool, set_status: bool) -> None:
+        self._tracer, self._args, self._end, self._record, self._status = tracer, args, end_on_exit, record, set_status
         self._span = self._token = None
 
     def __enter__(self) -> trace.Span:
@@ -142,9 +142,9 @@ class _CurrentSpan:
         try:
             context_api.detach(self._token)
             if isinstance(exc, Exception) and span.is_recording():
-                if self._args[6]:  # record_exception
+                if self._record:
                     span.record_exception(exc)
-                if self._args[7]:  # set_status_on_exception
+                if self._status:
                     span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         finally:
             if self._end:
@@ -152,19 +152,19 @@ class _CurrentSpan:
 
     def __call__(self, func):
         """As a decorator: each call in a span of its own, as the SDK's context manager decorates."""
-        tracer, args, end = self._tracer, self._args, self._end
+        fields = (self._tracer, self._args, self._end, self._record, self._status)
         if inspect.iscoroutinefunction(func):
 
             @functools.wraps(func)
             async def traced_coroutine(*a, **k):
-                with _CurrentSpan(tracer, args, end):
+                with _CurrentSpan(*fields):
                     return await func(*a, **k)
 
             return traced_coroutine
 
         @functools.wraps(func)
         def traced(*a, **k):
-            with _CurrentSpan(tracer, args, end):
+            with _CurrentSpan(*fields):
                 return func(*a, **k)
 
         return traced
