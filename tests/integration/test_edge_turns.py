@@ -66,9 +66,11 @@ def test_a_streamed_private_requests_first_choice_streams_while_the_next_waits_i
     assert usage.completion_tokens == 2 * ANSWER_TOKENS
     first, second = arrivals[0], arrivals[1]
     assert first and second
-    # the first choice's text came as it was made, the second's after it (one sequence at a time on the edge)
+    # the first choice's text came as it was made, the second's after it (one sequence at a time on the edge). Not
+    # after the very last of it: the first's last tokens can still be on their way through the gateway when the edge
+    # starts the next sequence (a CI run saw the second's first text 78 ms before the first's last).
     assert first[0] < 0.5 * first[-1], (first[0], first[-1])
-    assert second[0] >= first[-1] - 0.05
+    assert second[0] > first[len(first) * 3 // 4], (second[0], first[len(first) * 3 // 4], first[-1])
 
 
 def _edge_stats(stack) -> worker_pb2.StatsReply:
