@@ -9,6 +9,7 @@ variables. W3C trace context is the propagator, across HTTP and gRPC.
 
 import logging
 import os
+import time
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -60,17 +61,30 @@ def _otlp_exporter() -> SpanExporter:
             self._client = EncodedTraceServiceStub(self._channel)
 
         def _translate_data(self, data) -> bytes:
+            # In parts of ENCODE_CHUNK_SPANS, the GIL handed back between them: one export's encoding would hold the
+            # event loop for its whole length (2.4 ms at 256 spans). Requests joined are one request: its only
+            # field is repeated, so the collector reads the resource's spans in two lists instead of one.
+            parts = []
+            for start in range(0, len(data), ENCODE_CHUNK_SPANS):
+                if start:
+                    time.sleep(0)  # releases the GIL; a thread waiting for it (the event loop) takes it
+                parts.append(self._encoded(data[start : start + ENCODE_CHUNK_SPANS]))
+            return b"".join(parts)
+
+        @staticmethod
+        def _encoded(spans) -> bytes:
             try:
-                return encode_spans(data)
+                return encode_spans(spans)
             except (TypeError, ValueError):
                 # A value serving/otlp_encode.py does not write (a dict, an int past int64, a lone surrogate, which a
                 # caller can send): the library's encoder drops that attribute alone, not the batch.
-                return library_encode(data).SerializeToString()
+                return library_encode(spans).SerializeToString()
 
     return Exporter()
 
 
-EXPORT_BATCH_SPANS = 64
+EXPORT_BATCH_SPANS = 256  # a gRPC export costs ~0.7 ms of CPU whatever it carries: 256 spans, a fourth as many
+ENCODE_CHUNK_SPANS = 64  # ~0.6 ms of encoding: the longest the export thread holds the GIL from the event loop
 
 
 def setup_tracing(service_name: str) -> TracerProvider:
@@ -78,9 +92,9 @@ def setup_tracing(service_name: str) -> TracerProvider:
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
     provider = TracerProvider(resource=resource)
     names = _exporter_names()
-    # Batches of 64 spans unless OTEL_BSP_MAX_EXPORT_BATCH_SIZE says otherwise: encoding the SDK's default 512 holds
-    # the GIL for about 10 ms, which every request arriving meanwhile waits out (the gateway's p99 went from 2.5 to
-    # 15 ms with export on; 64: 3.5 ms; bench/gateway_overhead.py, docs/benchmarks.md).
+    # Batches of 256 spans unless OTEL_BSP_MAX_EXPORT_BATCH_SIZE says otherwise, encoded 64 at a time: encoding the
+    # SDK's default 512 in one go held the GIL for about 10 ms, which every request arriving meanwhile waited out
+    # (the gateway's p99 went from 2.5 to 15 ms with export on; bench/gateway_overhead.py, docs/benchmarks.md).
     batch = None if "OTEL_BSP_MAX_EXPORT_BATCH_SIZE" in os.environ else EXPORT_BATCH_SPANS
     for name in names:
         provider.add_span_processor(BatchSpanProcessor(_make_exporter(name), max_export_batch_size=batch))

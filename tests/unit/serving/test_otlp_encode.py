@@ -156,3 +156,46 @@ def test_values_equal_in_python_but_not_in_otlp_keep_their_own_encoding():
         "bool_value",
         "int_value",
     ]
+
+
+def test_an_export_larger_than_one_encoding_part_sends_every_span_in_order():
+    """An export of 256 spans is encoded 64 at a time (the GIL handed back between parts) and the parts joined:
+    one request holding, scope by scope and in order, every span the library's encoder holds, field for field; a
+    part with a value only the library writes falls back alone."""
+    from serving.telemetry import ENCODE_CHUNK_SPANS
+
+    spans = []
+    while len(spans) < 2 * ENCODE_CHUNK_SPANS + 5:
+        spans += record(a_request_trace)
+    odd = spans[ENCODE_CHUNK_SPANS + 1]
+    odd = ReadableSpan(
+        name=odd.name, context=odd.context, parent=odd.parent, resource=odd.resource,
+        attributes={**odd.attributes, "tandem.lone": "\ud800"}, instrumentation_scope=odd.instrumentation_scope,
+        start_time=odd.start_time, end_time=odd.end_time,
+    )  # fmt: skip
+    spans[ENCODE_CHUNK_SPANS + 1] = odd
+    exporter = _otlp_exporter()
+    try:
+        sent = parsed(exporter._translate_data(spans))
+    finally:
+        exporter.shutdown()
+    expected = library_encode(spans)
+
+    def flat(request):
+        return [
+            (resource.resource, scope.scope, span)
+            for resource in request.resource_spans
+            for scope in resource.scope_spans
+            for span in scope.spans
+        ]
+
+    def by_scope(request) -> dict:  # each (resource, scope)'s spans, in the order read
+        grouped: dict = {}
+        for resource, scope, span in flat(request):
+            grouped.setdefault((resource.SerializeToString(), scope.SerializeToString()), []).append(span)
+        return grouped
+
+    assert len(sent.resource_spans) == 3  # one a part
+    # The library groups a scope's spans across the whole batch, the parts within each part: read in order, the same
+    assert by_scope(sent) == by_scope(expected)
+    assert len(flat(sent)) == len(spans)
