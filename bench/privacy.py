@@ -3,7 +3,8 @@
 Every case is an OpenAI request body, built the way clients send them, passed
 through `request_text` and then `detect(text, every detector)`. Measured:
 - recall over labelled in-scope PII (e-mail addresses, phone numbers, payment
-  cards, Chinese resident IDs, IBANs): many formats per type; six encodings
+  cards, Chinese resident IDs, IBANs, US Social Security numbers): many
+  formats per type; six encodings
   (ASCII, full-width, zero-width characters inside, Unicode spaces and dashes
   as separators, Arabic-Indic digits, a mix); nine positions (start and end
   of the text, inside an English, Chinese, German or Arabic sentence, next to
@@ -16,11 +17,13 @@ through `request_text` and then `detect(text, every detector)`. Measured:
   versions and ranges, order and invoice numbers, ISBNs, UUIDs, hashes,
   Luhn-failing card-shaped numbers, IP addresses, amounts, percentages, code
   with "@", coordinates, maths, short numbers, years, postal codes,
-  timestamps, log lines, IBANs and IDs with a wrong check;
+  timestamps, log lines, IBANs and IDs with a wrong check, SSN-shaped numbers
+  that are no SSN;
 - recall on PII the detectors do not promise to find (national numbers
   without a trunk prefix, 7-digit local numbers, obfuscated or base64
   addresses, JSON-escaped text, other card schemes, residence permits,
-  IBANs whose bank's own check fails), reported apart and counted in no goal;
+  IBANs whose bank's own check fails, ITINs), reported apart and counted in
+  no goal;
 - the p99 time of `detect(request_text(body))` on a ~16,000-character English
   prompt (~4k tokens) and a ~5,500-character Chinese one; the English prompt
   with curly quotes and em dashes (no longer ASCII) is timed and reported too,
@@ -29,7 +32,7 @@ through `request_text` and then `detect(text, every detector)`. Measured:
 Goals: recall >= 0.995, false-alarm rate <= 0.01, p99 <= 1000 us.
 Prints a table, up to 20 missed positives and 20 false alarms; last line: one JSON object.
 
-    python bench/privacy.py --quick      # ~1,250 positives, ~1,250 look-alikes
+    python bench/privacy.py --quick      # ~1,500 positives, ~1,300 look-alikes
     python bench/privacy.py              # 5x the cases, 2,000 timed scans per prompt (--quick: 500)
 """
 
@@ -549,8 +552,33 @@ def gen_iban(rng: random.Random) -> tuple[str, str]:
     return iban_text(rng, compact, country + check, groups)
 
 
+# ---------------------------------------------------------------- US Social Security number
+
+SSN_AREAS = [f"{a:03d}" for a in range(1, 900) if a != 666]  # the SSA issues no area 000, 666 or 900-999
+SSN_LABELS = ["SSN", "SSN:", "SSN#", "SSN #:", "SS#", "S.S.N.", "Social Security No.", "social security number",
+              "Soc. Sec. #", "ssn =", "SOCIAL SECURITY NUMBER:"]  # fmt: skip
+
+
+def ssn_parts(rng: random.Random) -> tuple[str, str, str]:
+    """An area, group and serial the SSA issues: group 01-99, serial 0001-9999."""
+    return rng.choice(SSN_AREAS), f"{rng.randint(1, 99):02d}", f"{rng.randint(1, 9999):04d}"
+
+
+def gen_ssn(rng: random.Random) -> tuple[str, str]:
+    area, group, serial = ssn_parts(rng)
+    fmt = rng.choice(["dashes", "dashes", "dashes", "spaces", "spaced-dashes", "labelled", "labelled",
+                      "labelled-dashes"])  # fmt: skip
+    number = {"dashes": f"{area}-{group}-{serial}", "spaces": f"{area} {group} {serial}",
+              "spaced-dashes": f"{area} - {group} - {serial}", "labelled": area + group + serial,
+              "labelled-dashes": f"{area}-{group}-{serial}"}[fmt]  # fmt: skip
+    if fmt.startswith("labelled"):  # 9 digits unbroken are an SSN only after a label
+        number = f"{rng.choice(SSN_LABELS)}{rng.choice([' ', ' ', ''])}{number}"
+    return number, fmt
+
+
 PII: dict[str, Callable[[random.Random], tuple[str, str]]] = {
     "email": gen_email, "phone": gen_phone, "credit-card": gen_card, "cn-id": gen_cn_id, "iban": gen_iban,
+    "ssn": gen_ssn,
 }  # fmt: skip
 ALL_ENCODINGS = ["ascii", "ascii", "fullwidth", "zero-width", "unicode-separators", "arabic-indic", "mixed"]
 PII_ENCODINGS = {
@@ -769,6 +797,24 @@ def lookalike_bad_check(rng: random.Random) -> str:
     return body + cn_check(body)
 
 
+def lookalike_ssn_shaped(rng: random.Random) -> str:
+    """Numbers shaped like an SSN that are none: ones the SSA never issues (area 000, 666 or 9xx with a group no ITIN
+    has, group 00, serial 0000), 3-2-4 inside a longer number (a Korean business number's 3-2-5) or glued to an
+    identifier, ZIP+4, 3-2-4 with dots, and 9 digits with no SSN label. (No area 0xx, no 4-2-4 with a trunk 0, no
+    3-2-4-2: phone numbers' shapes, `019-84-0000` a national number with its trunk 0.)"""
+    _, group, serial = ssn_parts(rng)
+    area = str(rng.randint(100, 899))
+    never = rng.choice(["000", "666", str(rng.randint(900, 999))])
+    return rng.choice([
+        f"{never}-{rng.randint(1, 49):02d}-{serial}", f"{area}-00-{serial}", f"{area}-{group}-0000",
+        f"{never} {rng.randint(1, 49):02d} {serial}", f"{rng.randint(1, 9)}{area}-{group}-{serial}",
+        f"{rng.randint(1, 9)}{area[1:]}-{group}-{serial}{rng.randint(0, 9)}",
+        f"SKU-{area}-{group}-{serial}", f"{rng.choice(UPPER)}{area}-{group}-{serial}",
+        f"{rng.randint(10000, 99999)}-{serial}", f"build {area}.{group}.{serial}", f"{area}.{group}{serial}",
+        f"order {area}{group}{serial}", f"tracking no. {area}{group}{serial}", f"ref {area}{group}{serial}",
+    ])  # fmt: skip
+
+
 LOOKALIKES: dict[str, Callable[[random.Random], str]] = {
     "dates": lookalike_date, "times": lookalike_time, "versions": lookalike_version,
     "semver-ranges": lookalike_semver_range, "order-numbers": lookalike_order, "isbn": lookalike_isbn,
@@ -777,7 +823,7 @@ LOOKALIKES: dict[str, Callable[[random.Random], str]] = {
     "code-with-at": lookalike_code_at, "coordinates": lookalike_coordinates, "math": lookalike_math,
     "short-numbers": lookalike_short_number, "years": lookalike_year, "postal-codes": lookalike_postal_code,
     "invoice-numbers": lookalike_invoice, "timestamps": lookalike_timestamp, "log-lines": lookalike_log_line,
-    "bad-check-ids": lookalike_bad_check,
+    "bad-check-ids": lookalike_bad_check, "ssn-shaped": lookalike_ssn_shaped,
 }  # fmt: skip
 LOOKALIKE_ENCODINGS = ["ascii"] * 5 + ["fullwidth", "unicode-separators", "zero-width"]
 
@@ -789,8 +835,24 @@ def card_like(digits: str) -> bool:
     return 13 <= len(digits) <= 19 and bool(scheme) and luhn_check_digit(digits[:-1]) == digits[-1]
 
 
+SSN_GROUPED = re.compile(
+    r"(?<![0-9A-Za-z])(?<![0-9A-Za-z][-./])(?P<area>\d{3})(?P<gap> - |[- ])(?P<group>\d{2})(?P=gap)(?P<serial>\d{4})"
+    r"(?![0-9A-Za-z]|[-./]\d)"
+)
+SSN_AFTER_LABEL = re.compile(
+    r"(?i)(?:ssn|ss ?#|social security|soc\.? ?sec\.?)\W{0,8}(?P<area>\d{3})(?P<group>\d{2})(?P<serial>\d{4})(?!\d)"
+)
+
+
+def ssn_issued(area: str, group: str, serial: str) -> bool:
+    return area not in ("000", "666") and not area.startswith("9") and group != "00" and serial != "0000"
+
+
 def pii_shaped(s: str) -> bool:
     """The oracle's own guard: a look-alike that is PII by the detectors' promise is no look-alike."""
+    ssns = [*SSN_GROUPED.finditer(s), *SSN_AFTER_LABEL.finditer(s)]
+    if any(ssn_issued(m["area"], m["group"], m["serial"]) for m in ssns):
+        return True
     for m in re.finditer(r"\d(?:[ \-./]{0,2}\d){12,18}", s):
         if card_like(re.sub(r"\D", "", m.group())):
             return True
@@ -844,6 +906,12 @@ def oos_iban_national_check(rng: random.Random) -> str:
     return " ".join([country + check, *groups])
 
 
+def oos_itin(rng: random.Random) -> str:
+    """An ITIN: 9xx with group 50-65, 70-88, 90-92 or 94-99 (a taxpayer's number, not the SSA's)."""
+    group = rng.choice([*range(50, 66), *range(70, 89), 90, 91, 92, *range(94, 100)])
+    return f"9{rng.randint(0, 99):02d}-{group}-{rng.randint(1, 9999):04d}"
+
+
 def oos_other_card(rng: random.Random) -> str:
     prefix = rng.choice(["2200", "2201", "2204", "6759", "5018", "5020", "6062", "508"])  # Mir, Maestro, RuPay
     payload = prefix + "".join(rng.choices(DIGITS, k=15 - len(prefix)))
@@ -862,6 +930,7 @@ OUT_OF_SCOPE: dict[str, tuple[str, Callable[[random.Random], str], list[str], li
     "card-other-schemes": ("credit-card", oos_other_card, ["ascii"], BASE_PLACEMENTS),
     "cn-residence-permit": ("cn-id", oos_residence_permit, ["ascii"], BASE_PLACEMENTS),
     "iban-bank-check-fails": ("iban", oos_iban_national_check, ["ascii"], BASE_PLACEMENTS),
+    "ssn-itin": ("ssn", oos_itin, ["ascii"], BASE_PLACEMENTS),
 }  # fmt: skip
 
 LABELS: dict[str, dict[str, list[str]]] = {
@@ -875,6 +944,8 @@ LABELS: dict[str, dict[str, list[str]]] = {
               "ar": ["رقم الهوية"]},
     "iban": {"en": ["IBAN", "bank account"], "zh": ["银行账号", "国际银行账号"], "de": ["IBAN", "Kontonummer"],
              "ar": ["رقم الآيبان", "IBAN"]},
+    "ssn": {"en": ["SSN", "social security number"], "zh": ["社会安全号码", "美国社保号"],
+            "de": ["Sozialversicherungsnummer"], "ar": ["رقم الضمان الاجتماعي"]},
 }  # fmt: skip
 LOOKALIKE_LABELS = {  # family: (en, zh, de, ar)
     "dates": ("date", "日期", "Datum", "التاريخ"), "times": ("time", "时间", "Uhrzeit", "الوقت"),
@@ -890,6 +961,7 @@ LOOKALIKE_LABELS = {  # family: (en, zh, de, ar)
     "invoice-numbers": ("invoice", "发票号", "Rechnungsnummer", "رقم الفاتورة"),
     "timestamps": ("timestamp", "时间戳", "Zeitstempel", "الطابع الزمني"), "log-lines": ("log", "日志", "Log", "السجل"),
     "bad-check-ids": ("account", "账号", "Konto", "الحساب"),
+    "ssn-shaped": ("reference", "编号", "Referenz", "المرجع"),
 }  # fmt: skip
 LABELS |= {family: dict(zip(("en", "zh", "de", "ar"), ([w] for w in words), strict=True))
            for family, words in LOOKALIKE_LABELS.items()}  # fmt: skip
@@ -1165,7 +1237,7 @@ def scan(cases: list[Case]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="~1,250 positives and look-alikes, 500 timed scans")
+    parser.add_argument("--quick", action="store_true", help="~1,500 positives, ~1,300 look-alikes, 500 timed scans")
     parser.add_argument("--seed", type=int, default=20240115)
     args = parser.parse_args()
     scale, runs = (1, 500) if args.quick else (5, 2000)

@@ -9,7 +9,7 @@ text (`tandem_sdk.scan`), so the two can never disagree. Every detector:
 - runs in linear time: candidates are found with C-level scans (bytes.translate
   to a class map, then bytes.find or a bounded regex), and Python looks only
   at the few candidates; numbers are found once and shared by the card,
-  phone and ID detectors;
+  phone, ID and SSN detectors;
 - decides alone: no detector suppresses another.
 
 Checksums and country tables come from python-stdnum (IBAN registry, Chinese
@@ -1125,12 +1125,120 @@ def has_iban(scan: Scan) -> bool:
     return False
 
 
+# -- US Social Security numbers ----------------------------------------------------------------------
+
+# A number the SSA could have issued: no area 000, 666 or 900-999 (where ITINs are), no group 00, no serial 0000.
+# Each part is refused by a look-behind once its digits are read, so a pattern starts with a class re skips to in C.
+_SSN_AREA = rb"[0-8][0-9]{2}(?<!000)(?<!666)"
+_SSN_GROUP = rb"[0-9]{2}(?<!00)"
+_SSN_SERIAL = rb"[0-9]{4}(?<!0000)"
+_SSN_END = rb"(?![0-9A-Za-z]|[-./][0-9])"  # no letter or digit after it, nor another group (`…-6789-01`, `….6789.5`)
+# 3-2-4 parted alike twice by a dash, ` - ` or a space: an SSN with no label. The first byte is the one before the
+# number: neither a letter nor a digit, nor a dash, dot or slash glued to one (`ID-123-45-6789`, `1.123-45-6789`).
+# Parted by spaces, it is no part of a row of space-parted numbers (`1 2 123 45 6789`, `123 45 6789 10`), but may
+# follow a lone number of 1-3 digits, as a phone number may (`Room 12 123 45 6789`): not one of 4 digits or more,
+# one glued to a letter (`a12`), or one after another number and its gap.
+_SSN_SPACED = rb"[0-9]{3} [0-9]{2} [0-9]{4}"
+_SSN_IN_A_ROW = rb"(?<![0-9]{4} %s)" % _SSN_SPACED + b"".join(
+    rb"(?<!%s[0-9]{%d} %s)" % (before, lead, _SSN_SPACED)
+    for lead in (1, 2, 3)
+    for before in (b"[A-Za-z]", b"[0-9][ ./-]")
+)
+_SSN_GROUPED = re.compile(
+    rb"[^0-9A-Za-z](?<![0-9A-Za-z][-./])" + _SSN_AREA + rb"(?:(?P<dash> - |-)|(?P<space> ))" + _SSN_GROUP
+    + rb"(?(dash)(?P=dash)| )" + _SSN_SERIAL + _SSN_END + rb"(?(space)" + _SSN_IN_A_ROW + rb"(?! [0-9]))"
+)  # fmt: skip
+# The SSN a label makes plain: 9 digits unbroken, or 3-2-4 parted alike twice by one separator (`123.45.6789`). The
+# first byte is the one before it, no digit: a label may be glued on (`SSN123456789`, `SSN-123-45-6789`). Every SSN
+# _SSN_GROUPED finds is one of these too.
+_SSN_NUMBER = _SSN_AREA + rb"(?P<gap> - |[ ./-]|)" + _SSN_GROUP + rb"(?P=gap)" + _SSN_SERIAL + _SSN_END
+_SSN_SHAPED = re.compile(rb"[^0-9]" + _SSN_NUMBER)
+_SSN_GAPS = frozenset((b"-", b" - ", b" "))  # _SSN_GROUPED's
+# The labels, on text with ASCII lower-cased: `SSN`, `S.S.N.`, `SS#`, `social security`, `soc. sec.`, Spanish forms'
+# `seguro social`, and Chinese, Japanese and Korean names of the US number. Then up to 8 of: a run of punctuation and
+# blanks (`: `, ` #: `, `": "`, a form's leader dots), an HTML tag (`</td><td>`), `number`, `no`, `is`, or a few
+# non-ASCII characters (a full-width colon, `码：`). Each run is taken whole, so a label with no number after it is
+# given up in linear time.
+_SSN_LABEL = (
+    "(?:ssns?|s\\.s\\.n\\.?|ss ?#|soc(?:ial)?\\.?[ _-]?sec(?:urity)?\\.?|seguro social|"
+    "社会安全号|社會安全號|社会保障番号|사회보장번호)"
+).encode()
+_SSN_FILLER = rb"[\s:#=._\"'>/|*()\[\]-]"
+_SSN_BETWEEN = (
+    rb"(?:" + _SSN_FILLER + rb"+(?!" + _SSN_FILLER + rb")|</?[a-z]{1,6}>|(?:number|num|nr|no|is)(?![a-z])|"
+    rb"[\x80-\xff]{1,12}(?![\x80-\xff])){0,8}"
+)
+_SSN_LABEL_BEFORE = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"\Z")
+_SSN_LABELLED = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"(?P<number>" + _SSN_NUMBER + rb")")
+
+
+def has_ssn(scan: Scan) -> bool:
+    """A US Social Security number the SSA could have issued: 3-2-4 with or without a label (`123-45-6789`,
+    `123 45 6789`), or 9 digits in any grouping right after an SSN label (`SSN: 123456789`, `SS# 123.45.6789`).
+
+    Labels are looked back for from each of the first 200 numbers that are an SSN but for a label; after them, the
+    rest of the runs are searched for the 3-2-4 form alone, and one pass over the rest of the text finds its labels
+    and what follows them (a table of 9-digit ids stays cheap)."""
+    if not scan.numeric_runs:  # every SSN is in one: 9 digits
+        return False
+    padded = b"\n" + scan.data  # each pattern reads the byte before the number: the text's first has one too
+    runs = iter(scan.numeric_runs)  # padded[start]: the byte before a run; padded[end + 1]: the one after it
+    looked = 0
+    for start, end in runs:
+        if _SSN_SHAPED.search(padded, start, end + 2) is None:  # most runs: dates, versions, amounts
+            continue
+        for number in _SSN_SHAPED.finditer(padded, start, end + 2):
+            if number["gap"] in _SSN_GAPS and _SSN_GROUPED.match(padded, number.start(), end + 2):
+                return True
+            if (looked := looked + 1) > _MOST_LOOK_BACKS:
+                rest = [(number.end(), end), *runs]
+                return any(_SSN_GROUPED.search(padded, s, e + 2) for s, e in rest) or _ssn_labelled_from(scan, start)
+            if _ssn_label_before(scan.data, number.start()):  # number.start() + 1 in padded: the number in data
+                return True
+    return False
+
+
+def _ssn_label_before(data: bytes, number_start: int) -> bool:
+    """An SSN label ends within _LOOK_BACK bytes of the number, but for the blanks or leader right before it."""
+    end = _before_leader(data, number_start)
+    window_start = max(0, end - _LOOK_BACK)
+    window = data[window_start:end].lower()
+    pos = 0
+    while (label := _SSN_LABEL_BEFORE.search(window, pos)) is not None:
+        if _ssn_label_starts_a_word(data, window_start + label.start()):
+            return True
+        pos = label.start() + 1  # a label refused (`ssn` in `classname`) may hide one after it
+    return False
+
+
+def _ssn_labelled_from(scan: Scan, start: int) -> bool:
+    """The labelled SSNs from `start` on, in one pass over the text for the labels: what `_ssn_label_before` finds."""
+    data = scan.data
+    lowered = data.lower()
+    pos = max(0, start - _LOOK_BACK)
+    while (found := _SSN_LABELLED.search(lowered, pos)) is not None:
+        pos = found.start() + 1
+        near = _before_leader(data, found.start("number")) - found.start() <= _LOOK_BACK
+        if near and _ssn_label_starts_a_word(data, found.start()):
+            return True
+    return False
+
+
+def _ssn_label_starts_a_word(data: bytes, start: int) -> bool:
+    """`ssn`, not the letters in `classname`; but a camelCase word's part (`userSSN`) or after `_` (`customer_ssn`)."""
+    left = data[start - 1 : start] if start else b""
+    if not (left.isalnum() and data[start : start + 1].isalpha()):
+        return True
+    return left.islower() and data[start : start + 1].isupper()
+
+
 DETECTORS: dict[str, Callable[[Scan], bool]] = {
     "email": has_email,
     "phone": has_phone,
     "credit-card": has_credit_card,
     "cn-id": has_cn_id,
     "iban": has_iban,
+    "ssn": has_ssn,
 }
 
 

@@ -138,7 +138,7 @@ def test_a_policy_that_lets_the_private_tag_leave_does_not_load():
 
 
 def test_detection_is_on_unless_the_policy_writes_detectors_empty():
-    assert POLICY.privacy.detectors == ["email", "phone", "credit-card", "cn-id", "iban"]
+    assert POLICY.privacy.detectors == ["email", "phone", "credit-card", "cn-id", "iban", "ssn"]
     assert privacy.detection_warning(POLICY) is None
     off = parse_policy(POLICY_TEXT.replace("version: 1\n", "version: 1\nprivacy: {detectors: []}\n"), "p.yaml")
     assert off.privacy.detectors == []

@@ -268,7 +268,7 @@ def test_a_refused_request_costs_no_tokenization(gateway, monkeypatch):
 def test_detection_off_is_logged_at_start(demo_checkpoint, tmp_path, caplog):
     policy = tmp_path / "policy.yaml"
     policy.write_text(
-        DEFAULT_POLICY.read_text().replace("detectors: [email, phone, credit-card, cn-id, iban]", "detectors: []")
+        DEFAULT_POLICY.read_text().replace("detectors: [email, phone, credit-card, cn-id, iban, ssn]", "detectors: []")
     )
     with caplog.at_level("WARNING", logger="gateway.main"):
         with TestClient(create_app(settings(demo_checkpoint, tmp_path, policy_file=policy))):

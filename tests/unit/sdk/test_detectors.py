@@ -259,6 +259,66 @@ FIRES = {
         "BE71 0961 2345 6769",  # a mistyped Belgian bank check, a valid IBAN check: still an account
         "DE89370400440532013000¹",
     ],
+    "ssn": [
+        # 3-2-4, with or without a label
+        "ssn 123-45-6789",
+        "SSN: 123 45 6789",
+        "123-45-6789",
+        "My social security number is 123-45-6789.",
+        "Employee 4411, SSN 078-05-1120, hired 2019-03-04",
+        "name,ssn\nAnn Lee,123-45-6789\nBob Ray,234-56-7890",  # a CSV column of them
+        "Ann\t123-45-6789\t2024-01-15",
+        "SSNs: 123-45-6789, 234-56-7890",
+        "(123-45-6789)",
+        "Room 12 123-45-6789",  # another number before it
+        "Room 12 123 45 6789",
+        "Total: 42\n123 45 6789",
+        "123 - 45 - 6789",
+        "001-01-0001",  # the least the SSA issues, and the most
+        "899-99-9999",
+        "665-12-3456",
+        "667-12-3456",
+        # next to CJK, full-width, and the separators keyboards and word processors type
+        "社保号123-45-6789です",
+        "我的社会安全号码是123-45-6789，请保密",
+        "１２３－４５－６７８９",
+        f"123{NBSP}45{NBSP}6789",
+        f"123{EN_DASH}45{EN_DASH}6789",
+        "123\u201445\u20146789",  # em dash
+        "123\u221245\u22126789",  # minus sign
+        "123ー45ー6789",  # katakana prolonged sound mark
+        "123\u300045\u30006789",  # ideographic space
+        f"123-4{ZWSP}5-67{SOFT_HYPHEN}89",
+        "١٢٣-٤٥-٦٧٨٩",  # Arabic-Indic digits
+        # 9 digits after a label, and the groupings a label makes plain
+        "SSN 123456789",
+        "my SSN is 123456789",
+        "SSN#123456789",
+        "SSN#: 123456789",
+        "SS# 123456789",
+        "S.S.N. 123456789",
+        "social security number: 123456789",
+        "Social Security No. 123456789",
+        "SOCIAL SECURITY #: 123456789",
+        "soc sec 123456789",
+        "Soc. Sec. No.: 123456789",
+        "Social Security Number (SSN): 123456789",
+        "SSN:\n123456789",  # a form: the label, and the number on the next line
+        "SSN: ________ 123456789",
+        "SSN ........ 123456789",
+        "SSN-123-45-6789",  # the label glued on
+        "SSN123456789",
+        "SSN: 123.45.6789",
+        "userSSN: 123456789",
+        "customer_ssn=123456789",
+        '{"ssn": "123456789"}',
+        "<td>SSN</td><td>123456789</td>",
+        "<b>SSN:</b> 123456789",
+        "| SSN | 123456789 |",
+        "SSN：123456789",  # a full-width colon
+        "社会安全号码：123456789",
+        "número de seguro social: 123456789",
+    ],
 }
 
 QUIET = {
@@ -320,6 +380,25 @@ QUIET = {
               "440524188001010019", "110105194912310021"],
     "iban": ["DE89 3704 0044 0532 0130 01", "GB82WEST1234569876543", "XX00 1234", "the ABCD1234 code",
              "DE8937040044053201300"],
+    "ssn": [
+            # glued to a letter or a digit, or to another group: part of a longer number or an id
+            "a123-45-6789", "123-45-6789a", "1123-45-6789", "123-45-67890", "ID-123-45-6789", "1.123-45-6789",
+            "123-45-6789-01", "123-45-6789.5", "0123-45-6789",  # a Japanese number's 4-2-4
+            "Korean business no. 123-45-67890",
+            # not the SSA's: area 000, 666 or 9xx (ITINs, advertising numbers), group 00, serial 0000
+            "000-12-3456", "666-12-3456", "900-12-3456", "987-65-4321", "999-99-9999", "123-00-4567", "123-45-0000",
+            "SSN 000123456", "SSN 666123456", "SSN 912781234", "SSN 123004567", "SSN 123450000",
+            # other shapes: phone numbers, ZIP+4, dates, times, versions, IPs, decimals, ISBNs, CAS numbers
+            "123-456-7890", "(555) 123-4567", "1-800-555-0199", "ZIP 12345-6789", "2024-01-15 12:30", "15.01.2024",
+            "v1.2.3", "version 123.45.6789", "192.168.100.200", "pi is 3.14159265", "ISBN 978-3-16-148410-0",
+            "CAS 7732-18-5", "123-45 6789", "123/45/6789",
+            # 9 digits with no label: order numbers, ids
+            "order 123456789", "123456789", "ids: 123456789, 234567890",
+            # a space-parted 3-2-4 in a row of space-parted numbers
+            "1 2 123 45 6789", "2024 123 45 6789", "a12 123 45 6789", "123 45 6789 10", "values 1 2 123 45 6789 7 8",
+            # a label inside a word, another word between, a number that is no SSN after one
+            "classname 123456789", "address #123456789", "the ssn count was 123456789", "SSN 1234567890",
+            "SSN 12345678", "SSN 123456789x", "SSN: 123-456-789", "SSN last four: 6789"],
 }  # fmt: skip
 
 
@@ -334,8 +413,8 @@ def test_quiet(name, text):
 
 
 def test_no_detector_suppresses_another():
-    text = "mail ann@example.com, card 4111 1111 1111 1111, +44 20 7946 0958, DE89370400440532013000"
-    assert detect(text, list(DETECTORS)) == ["email", "phone", "credit-card", "iban"]
+    text = "mail ann@example.com, card 4111 1111 1111 1111, +44 20 7946 0958, DE89370400440532013000, ssn 123-45-6789"
+    assert detect(text, list(DETECTORS)) == ["email", "phone", "credit-card", "iban", "ssn"]
     assert detect(text, ["iban", "email"]) == ["iban", "email"]  # only those asked, in the order asked
 
 
@@ -347,6 +426,18 @@ def test_fast_luhn_agrees_with_python_stdnum(number):
 def test_checksums():
     assert cn_id_ok("11010519491231002X") and not cn_id_ok("110105194912310021")
     assert iban_ok("DE89370400440532013000") and not iban_ok("DE89370400440532013001")
+
+
+@pytest.mark.parametrize(
+    ("number", "issued"),
+    [("001-01-0001", True), ("000-01-0001", False), ("665-01-0001", True), ("666-01-0001", False),
+     ("667-01-0001", True), ("899-99-9999", True), ("900-01-0001", False), ("999-99-9999", False),
+     ("123-00-0001", False), ("123-01-0000", False), ("123-99-9999", True)],
+)  # fmt: skip
+def test_an_ssn_is_one_the_ssa_could_have_issued(number, issued):
+    """SSA rules: no area 000, 666 or 900-999, no group 00, no serial 0000; alike unlabelled and after a label."""
+    assert (detect(number, ["ssn"]) == ["ssn"]) == issued
+    assert (detect(f"SSN {number.replace('-', '')}", ["ssn"]) == ["ssn"]) == issued
 
 
 ADVERSARIAL = {  # 1 MB each; a quadratic detector takes seconds to minutes on these
@@ -371,6 +462,8 @@ ADVERSARIAL = {  # 1 MB each; a quadratic detector takes seconds to minutes on t
     "a-label-then-spaces-in-a-cell": "x10000000,phone" + " " * 200 + "x\n",
     "quoted-cells-on-long-lines": ('"a, b",' * 700 + "12345678 ") * 70 + "\n",  # rows of 350 KB: no table's
     "notes-and-runs": "Phone (9am-5pm) 电话中文 📞 ",
+    "ssn-labels": "ssn ",  # each an SSN label a number may follow
+    "ssn-labels-and-words": "social security no.: ",
 }
 
 
@@ -382,6 +475,17 @@ MANY_NUMBERS = " ".join(f"order {10_000_000 + i}," for i in range(250)) + "\n"
 @pytest.mark.parametrize("text", FIRES["phone"] + QUIET["phone"])
 def test_a_label_is_read_alike_after_many_numbers(text):
     assert ("phone" in detect(MANY_NUMBERS + text, ["phone"])) == ("phone" in detect(text, ["phone"]))
+
+
+# 250 numbers that are an SSN but for a label: after the first 200 an SSN's label is found by one regex pass
+# (detectors._ssn_labelled_from), and the 3-2-4 form by searching the rest of the runs; both must find the same
+MANY_SSN_SHAPED = " ".join(f"order {123_450_001 + i}," for i in range(250)) + "\n"
+
+
+@pytest.mark.parametrize("text", FIRES["ssn"] + QUIET["ssn"])
+def test_an_ssn_label_is_read_alike_after_many_numbers(text):
+    assert detect(MANY_SSN_SHAPED, ["ssn"]) == []
+    assert ("ssn" in detect(MANY_SSN_SHAPED + text, ["ssn"])) == ("ssn" in detect(text, ["ssn"]))
 
 
 @pytest.mark.parametrize("name", sorted(ADVERSARIAL))

@@ -25,6 +25,8 @@ def candidates(healthy=True, edge_reports="edge"):
 CASES = [
     # (name, classify kwargs, candidates, rules tried, pick pool)
     ("detected e-mail", dict(text="mail ann@example.com"), candidates(), ["private"], "edge"),
+    ("detected SSN", dict(text="my SSN is 123-45-6789"), candidates(), ["private"], "edge"),
+    ("detected SSN after a label", dict(text="Social Security No.: 123456789"), candidates(), ["private"], "edge"),
     (
         "short on an NPU",
         dict(text="hi", device_header='{"npu": true}'),
