@@ -20,10 +20,12 @@ through `request_text` and then `detect(text, every detector)`. Measured:
   timestamps, log lines, IBANs and IDs with a wrong check, SSN-shaped numbers
   that are no SSN;
 - recall on PII the detectors do not promise to find (national numbers
-  without a trunk prefix, 7-digit local numbers, obfuscated or base64
-  addresses, JSON-escaped text, other card schemes, residence permits,
-  IBANs whose bank's own check fails, ITINs), reported apart and counted in
-  no goal;
+  without a trunk prefix, 7-digit local numbers, base64 addresses,
+  JSON-escaped text, other card schemes, residence permits, IBANs whose
+  bank's own check fails, ITINs), reported apart and counted in no goal;
+  and written-out addresses (`email-obfuscated`: `ann (at) example (dot)
+  com`), kept there since the `email` detector learned to read them
+  (2026-12-04) so the seeded cases before them stay the same;
 - the p99 time of `detect(request_text(body))` on a ~16,000-character English
   prompt (~4k tokens) and a ~5,500-character Chinese one; the English prompt
   with curly quotes and em dashes (no longer ASCII) is timed and reported too,

