@@ -206,6 +206,7 @@ class Scan:
     def __init__(self, text: str) -> None:
         self.data = normalize_utf8(text)
         self._before_dates: list[list[bytes]] = []  # found with the clusters (`_clusters_in`)
+        self.broken_ssn_look_backs = 0  # has_ssn's, from nine digits a line break parts
 
     @cached_property
     def numeric_runs(self) -> list[tuple[int, int]]:
@@ -1248,13 +1249,53 @@ _SSN_LABEL = (
     "(?:ssns?|s\\.s\\.n\\.?|ss ?#|soc(?:ial)?\\.?[ _-]?sec(?:urity)?\\.?|seguro social|"
     "社会安全号|社會安全號|社会保障番号|사회보장번호)"
 ).encode()
-_SSN_FILLER = rb"[\s:#=._\"'>/|*()\[\]-]"
+_SSN_FILLER = rb"[\s:#=._\"'>/|*()\[\]{}`,;?!-]"  # `SSN? 123456789` (a bot's question), `SSN,123456789` (CSV)
 _SSN_BETWEEN = (
-    rb"(?:" + _SSN_FILLER + rb"+(?!" + _SSN_FILLER + rb")|</?[a-z]{1,6}>|(?:number|num|nr|no|is)(?![a-z])|"
+    rb"(?:" + _SSN_FILLER + rb"+(?!" + _SSN_FILLER + rb")|</?[a-z]{1,6}>|(?:number|num|nr|no|is|es|el)(?![a-z])|"
     rb"[\x80-\xff]{1,12}(?![\x80-\xff])){0,8}"
 )
 _SSN_LABEL_BEFORE = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"\Z")
 _SSN_LABELLED = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"(?P<number>" + _SSN_NUMBER + rb")")
+
+
+# An SSN split over two messages or lines (request_text joins messages with a line break, which parts digit groups as
+# a space does): `123-45-` then `6789`, `123-45` then `6789`, `123` then `45-6789`. A line break stands for a gap where
+# the other gap is a dash (three lines of 3, 2 and 4 digits are a column of numbers); beside a space, or in nine digits
+# broken once, after a label (`SSN: 123 45` then `6789`, `SSN: 12345` then `6789`).
+_SSN_BROKEN_GAP = rb"(?P<%s>(?: ?-)? ?\r?\n ?(?:- ?)?| - |-| )"
+_SSN_BROKEN = re.compile(
+    rb"[^0-9A-Za-z](?<![0-9A-Za-z][-./])" + _SSN_AREA + _SSN_BROKEN_GAP % b"first" + _SSN_GROUP
+    + _SSN_BROKEN_GAP % b"second" + _SSN_SERIAL + _SSN_END
+)  # fmt: skip
+_SSN_BROKEN_PLAIN = re.compile(rb"[^0-9](?P<head>[0-9]{1,8})\r?\n(?P<tail>[0-9]{1,8})(?![0-9A-Za-z])")
+_SSN_PLAIN = re.compile(_SSN_AREA + _SSN_GROUP + _SSN_SERIAL)
+
+
+def _ssn_broken(scan: Scan, padded: bytes, start: int, end: int) -> bool:
+    """An SSN in run [start, end) of `padded` broken by a line break (positions as in has_ssn). Labels are looked
+    back for from the first _MOST_LOOK_BACKS nine digits broken so (a numeric table's rows end and start so)."""
+    for found in _SSN_BROKEN.finditer(padded, start, end + 2):
+        gaps = found["first"] + found["second"]
+        if b"\n" in gaps and b"-" in gaps:
+            return True
+        if b"\n" in gaps and _ssn_broken_labelled(scan, found.start()):  # `123 45` then `6789`: a space's form
+            return True
+    for found in _SSN_BROKEN_PLAIN.finditer(padded, start, end + 2):
+        if len(found["head"]) + len(found["tail"]) == 9 and _SSN_PLAIN.fullmatch(found["head"] + found["tail"]):
+            if _ssn_broken_labelled(scan, found.start()):
+                return True
+            if scan.broken_ssn_look_backs >= _MOST_LOOK_BACKS:
+                return False
+    return False
+
+
+def _ssn_broken_labelled(scan: Scan, at: int) -> bool:
+    """A label before the number at `at` in the text (at + 1 in has_ssn's padded copy), for the first
+    _MOST_LOOK_BACKS numbers a line break parts."""
+    if scan.broken_ssn_look_backs >= _MOST_LOOK_BACKS:
+        return False
+    scan.broken_ssn_look_backs += 1
+    return _ssn_label_before(scan.data, at)
 
 
 def has_ssn(scan: Scan) -> bool:
@@ -1270,6 +1311,8 @@ def has_ssn(scan: Scan) -> bool:
     runs = iter(scan.numeric_runs)  # padded[start]: the byte before a run; padded[end + 1]: the one after it
     looked = 0
     for start, end in runs:
+        if b"\n" in padded[start + 1 : end + 1] and _ssn_broken(scan, padded, start, end):
+            return True
         if _SSN_SHAPED.search(padded, start, end + 2) is None:  # most runs: dates, versions, amounts
             continue
         for number in _SSN_SHAPED.finditer(padded, start, end + 2):
@@ -1277,7 +1320,10 @@ def has_ssn(scan: Scan) -> bool:
                 return True
             if (looked := looked + 1) > _MOST_LOOK_BACKS:
                 rest = [(number.end(), end), *runs]
-                return any(_SSN_GROUPED.search(padded, s, e + 2) for s, e in rest) or _ssn_labelled_from(scan, start)
+                if any(_SSN_GROUPED.search(padded, s, e + 2) for s, e in rest):
+                    return True
+                broken = any(b"\n" in padded[s + 1 : e + 1] and _ssn_broken(scan, padded, s, e) for s, e in rest)
+                return broken or _ssn_labelled_from(scan, start)
             if _ssn_label_before(scan.data, number.start()):  # number.start() + 1 in padded: the number in data
                 return True
     return False

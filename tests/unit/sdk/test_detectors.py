@@ -345,6 +345,23 @@ FIRES = {
         "SSN：123456789",  # a full-width colon
         "社会安全号码：123456789",
         "número de seguro social: 123456789",
+        # split over two messages or lines (request_text joins them with a line break; a review found these missed)
+        "My SSN is 123-45-\n6789",
+        "123-45\n6789",
+        "ssn 123\n45-6789",
+        "SSN: 12345\n6789",
+        "My SSN is 123-45-\r\n6789",
+        # what a label may be followed by (a review): a bot's question, CSV key and value, Spanish `es`
+        "SSN? 123456789",
+        "What's your SSN?\n123456789",
+        "Here is my SSN, 123456789",
+        "SSN,123456789",
+        '"SSN","123456789"',
+        "SSN;123456789",
+        "SSN,,,,123456789",
+        "Mi número de seguro social es 123456789",
+        "mi seguro social es el 123456789",
+        "SSN: `123456789`",
     ],
 }
 
@@ -411,6 +428,8 @@ QUIET = {
     "iban": ["DE89 3704 0044 0532 0130 01", "GB82WEST1234569876543", "XX00 1234", "the ABCD1234 code",
              "DE8937040044053201300"],
     "ssn": [
+            "123\n45\n6789",  # a column of numbers: a line break stands for a gap only beside a dash
+            "123 45\n6789 units", "totals\n123-45\n678", "order 12345\n6789", "ssn count, 123456789 rows",
             # glued to a letter or a digit, or to another group: part of a longer number or an id
             "a123-45-6789", "123-45-6789a", "1123-45-6789", "123-45-67890", "ID-123-45-6789", "1.123-45-6789",
             "123-45-6789-01", "123-45-6789.5", "0123-45-6789",  # a Japanese number's 4-2-4
@@ -494,7 +513,21 @@ ADVERSARIAL = {  # 1 MB each; a quadratic detector takes seconds to minutes on t
     "notes-and-runs": "Phone (9am-5pm) 电话中文 📞 ",
     "ssn-labels": "ssn ",  # each an SSN label a number may follow
     "ssn-labels-and-words": "social security no.: ",
+    "ssn-label-then-broken": "ssn 12345\n",
 }
+# Lines of digits are one numeric run as long as the text: the cn-id detector takes 0.3-0.4 s a megabyte on these
+# (docs/security.md), the ssn detector's reading of numbers a line break parts is held to the bound above
+BROKEN_BY_LINES = {
+    "nine-digits-broken-by-lines": "12345\n6789\n",  # each a label looked back for, up to 200
+    "ssn-broken-by-lines": "123-45\n6789 ",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN_BY_LINES))
+def test_a_megabyte_of_numbers_parted_by_line_breaks_takes_the_ssn_detector_under_100_ms(name):
+    text = (BROKEN_BY_LINES[name] * (1_000_000 // len(BROKEN_BY_LINES[name]) + 1))[:1_000_000]
+    best_s = min(_timed(lambda: detect(text, ["ssn"])) for _ in range(3))
+    assert best_s < 0.100, f"{name}: {best_s * 1e3:.1f} ms"
 
 
 # 250 numbers of 8 digits that are no phone: after the first 200 numbers a text's labels are found by one regex pass
@@ -525,6 +558,17 @@ def test_a_megabyte_of_adversarial_text_takes_under_100_ms(name):
     text = (ADVERSARIAL[name] * (1_000_000 // len(ADVERSARIAL[name]) + 1))[:1_000_000]
     best_s = min(_timed(lambda: detect(text, list(DETECTORS))) for _ in range(3))  # best of 3: not the machine's noise
     assert best_s < 0.100, f"{name}: {best_s * 1e3:.1f} ms"
+
+
+def test_an_ssn_split_over_two_messages_or_prompts_is_found():
+    """request_text joins messages and a batch's prompts with a line break: an SSN typed across two is one SSN."""
+    from tandem_sdk.scan import request_text
+
+    messages = {"messages": [{"role": "user", "content": "My SSN is 123-45-"}, {"role": "user", "content": "6789"}]}
+    assert "ssn" in detect(request_text(messages), ["ssn"])
+    assert "ssn" in detect(request_text({"prompt": ["My SSN is 123-45", "6789"]}), ["ssn"])
+    assert "ssn" in detect(request_text({"prompt": ["SSN: 12345", "6789"]}), ["ssn"])
+    assert not detect(request_text({"prompt": ["123", "45", "6789"]}), ["ssn"])
 
 
 # Written-out addresses (`ann (at) example (dot) com`): each pattern holds its whole rule, so every candidate is
