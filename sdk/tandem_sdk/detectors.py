@@ -314,59 +314,80 @@ def _email_after(data: bytes, pos: int) -> bool:
 # An address written out so that scrapers miss it, as web pages, signatures and papers print them (a user pasting one
 # did not choose the disguise): `ann (at) example (dot) com`, `ann[at]example.com`, `ann [@] example [.] com`,
 # `ann @ example . com`, `ann@example dot com`, `ann AT example DOT com`, `ann at example dot com`. The at: a
-# bracketed `at` or `@`, an `@` with a blank after it (`word @handle.tld` is a mention, not an address; an `@` with
-# none is has_email's, unless a dot is spelled), or the word `at`. The dots: a bracketed `dot` or `.`, the word `dot`,
-# or, except after the word `at`, a `.` with a blank around it or not (`I work at example.com` names a site). The
-# last label is a top-level domain people have addresses in. Each pattern holds the whole rule (no candidate reaches
-# Python to be refused there), and starts with a byte re skips to; each runs only where a byte it needs is in the text.
-_E = rb"[A-Za-z0-9._%+-]"  # an address's local part ends in one of these, right before the at or a blank before it
+# bracketed `at` or `@`, an `@` (with or without blanks) before spelled dots or dots parted by blanks, or the word
+# `at` before spelled dots. Not an @ with a blank after it before plain dots: that is code (`q = x @ self.Wq`, `A @
+# A.mT`) and notes (`Lunch @ noon. We`) far more often than an address (a review). The last label is a top-level
+# domain. Blanks are 0-3 of any kind (a PDF's doubled spaces, a line break from Windows). Each pattern holds the whole
+# rule (no candidate reaches Python to be refused there), starts with a byte re skips to, and runs only where a byte
+# it needs is in the text.
+_E = rb"[A-Za-z0-9._%+-]"  # an address's local part ends in one of these, right before the at or blanks before it
 _BRACKET_OPEN, _BRACKET_CLOSE = rb"[\(\[\{<]", rb"[\)\]\}>]"
 _WRITTEN_DOT = (
-    rb"\s?" + _BRACKET_OPEN + rb"\s?(?:dot|DOT|Dot|\.)\s?" + _BRACKET_CLOSE + rb"\s?|\s(?:dot|DOT)\s"
-)
-_ANY_DOT = _WRITTEN_DOT + rb"|\s?\.\s?"
-# where the domain does not end: a label, a call's bracket, or another dot and label (a sentence's full stop ends it)
-_TLD_END = rb"(?![A-Za-z0-9_(]|\.[A-Za-z0-9]|" + _WRITTEN_DOT + rb")"
-# The last label: any run of letters (`(at) studio (dot) photography`), but where the at is an @ parted by blanks and
-# the dots are dots, as in code (`h = x @ self.weight`), or the at is the word in lower case, only a country's two
-# letters or a generic domain's. Written in lower case, upper case or capitalized: `A @ A.mT` is code.
-_IN_ONE_CASE = rb"(?:[a-z]{%d,24}|[A-Z]{%d,24}|[A-Z][a-z]{%d,23})"
-_ANY_TLD = rb"(?!(?i:" + b"|".join(_NOT_TLDS) + rb")" + _TLD_END + rb")" + _IN_ONE_CASE % (2, 2, 1) + _TLD_END
-_KNOWN_TLD = (
-    rb"(?:" + _IN_ONE_CASE.replace(b",24", b"").replace(b",23", b"") % (2, 2, 1) + b"|(?i:"
-    + b"|".join(sorted(_TLDS_BEFORE_A_BRACKET)) + rb"))" + _TLD_END
+    rb"\s{0,3}" + _BRACKET_OPEN + rb"\s{0,3}(?:dot|DOT|Dot|\.)\s{0,3}" + _BRACKET_CLOSE + rb"\s{0,3}"
+    + rb"|\s{1,3}(?:dot|DOT)\s{1,3}"
 )  # fmt: skip
-# After the word `at`, a sentence's words: `looked at the dot it made`, `stared at this dot com`
-_NOT_A_WORD = rb"(?!(?i:am|an|as|at|be|by|do|go|he|if|in|is|it|my|no|of|on|or|so|to|up|us|we)(?![A-Za-z0-9]))"
+_SPACED_DOTS = _WRITTEN_DOT + rb"|\s{1,3}\.\s{1,3}"  # `ann @ example . com`
+_ANY_DOT = _WRITTEN_DOT + rb"|\s{0,3}\.\s{0,3}"  # after a bracketed at: `ann (at) example.com`
+# Where the domain does not end: a label, an identifier's `_`, another dot and label (a sentence's full stop ends it),
+# or a call's bracket where the dots may be code's (`a @ b.to(device)`); after a bracketed at, a bracket is a note
+# (`ann(at)example.com(work)`)
+_TLD_END = rb"(?![A-Za-z0-9_%s]|\.[A-Za-z0-9]|" + _WRITTEN_DOT.replace(b"%", b"%%") + rb")"
+# The last label: a run of letters in one case (`A @ A.mT` is code), not a file's extension (`logo[at]2x.png`)
+_IN_ONE_CASE = rb"(?:[a-z]{2,24}|[A-Z]{2,24}|[A-Z][a-z]{1,23})"
+_ANY_TLD = rb"(?!(?i:" + b"|".join(sorted(_NOT_TLDS)) + rb")(?![A-Za-z]))" + _IN_ONE_CASE + _TLD_END % b"("
+_ANY_TLD_BEFORE_A_BRACKET = _ANY_TLD.replace(_TLD_END % b"(", _TLD_END % b"")
+# After the word `at`, plain words read as an address only where the last is a country's two letters or a generic
+# domain, and no small word (`looked at the dot it made`); in capitals as well (`LOOK AT RED DOT IN CENTER`)
+_KNOWN_TLD = (
+    rb"(?:[a-z]{2}|[A-Z]{2}|[A-Z][a-z]|(?i:" + b"|".join(sorted(_TLDS_BEFORE_A_BRACKET)) + rb"))" + _TLD_END % b"("
+)  # fmt: skip
+_NOT_A_WORD = (
+    rb"(?!(?i:am|an|as|at|be|by|do|go|he|if|in|is|it|me|my|no|of|ok|on|or|so|to|up|us|we|dot)(?![A-Za-z0-9]))"
+)
 _NOT_A_DOMAIN = rb"(?!(?i:the|a|an|this|that|these|those|my|your|his|her|its|our|their|one)(?![A-Za-z0-9-]))"
+# ... and a word before `at` that makes it a sentence about a site, as transcripts spell them: `visit us at example dot
+# com`, `I ordered it at Amazon dot com`, `He worked at Pets dot com`, `good at ASP dot NET`
+_NOT_A_LOCAL_PART = (
+    rb"(?!(?i:us|it|me|him|her|them|you|we|i|they|one|all|here|there|that|this|work|works|worked|working|met|meet|"
+    rb"order|ordered|buy|bought|sell|sold|shop|shopping|available|found|find|visit|visited|see|look|looked|online|"
+    rb"live|based|up|out|good|great|expert|better|best|bad|job|jobs|staff|hired|intern|engineer|developer)\s)"
+)  # fmt: skip
 
 
 def _written_domain(dots: bytes, tld: bytes, first: bytes = b"") -> bytes:
-    """Labels parted by `dots`, the last a top-level domain."""
+    """Labels parted by `dots`, the last a top-level domain; group "more" set where there are three or more."""
     label = rb"[A-Za-z0-9-]{1,63}"
-    return rb"\s?" + first + label + rb"(?:(?:" + dots + rb")" + label + rb"){0,7}?(?:" + dots + rb")" + tld
+    return rb"\s{0,3}" + first + label + rb"(?:(?:" + dots + rb")(?P<more>" + label + rb")){0,7}?(?:" + dots + rb")" + tld
 
 
-_WRITTEN_AT_SIGN = re.compile(  # an @ with a blank after it, and any dots; any @, and spelled dots
-    rb"@(?:(?<=" + _E + rb"@)|(?<=" + _E + rb"\s@))(?:(?=\s)" + _written_domain(_ANY_DOT, _KNOWN_TLD) + b"|"
-    + _written_domain(_WRITTEN_DOT, _ANY_TLD) + b")"
-)  # fmt: skip
+def _after_a_local_part(then: bytes) -> bytes:
+    """`then` right after a local part's last character and 0-3 blanks (look-behinds are of one width each)."""
+    return then + rb"(?:" + b"|".join(rb"(?<=" + _E + rb"\s" * n + then + rb")" for n in range(4)) + rb")"
+
+
+_WRITTEN_AT_SIGN = re.compile(  # ann@example dot com, ann @ example . com
+    _after_a_local_part(b"@") + _written_domain(_SPACED_DOTS, _ANY_TLD_BEFORE_A_BRACKET)
+)
 _BRACKETED_AT = re.compile(
-    _BRACKET_OPEN + rb"(?:(?<=" + _E + _BRACKET_OPEN + rb")|(?<=" + _E + rb"\s" + _BRACKET_OPEN + rb"))"
-    + rb"\s?(?:at|AT|At|@)\s?" + _BRACKET_CLOSE + _written_domain(_ANY_DOT, _ANY_TLD)
+    _after_a_local_part(_BRACKET_OPEN) + rb"\s{0,3}(?:at|AT|At|@)\s{0,3}" + _BRACKET_CLOSE
+    + _written_domain(_ANY_DOT, _ANY_TLD_BEFORE_A_BRACKET)
 )  # fmt: skip
-_CLOSED_AT = re.compile(_BRACKET_CLOSE + rb"(?:(?<=[tT@]" + _BRACKET_CLOSE + rb")|(?<=[tT@]\s" + _BRACKET_CLOSE + rb"))")
+_CLOSED_AT = re.compile(  # the hint for _BRACKETED_AT: `at)`, `@ ]` (re skips to the rare closing bracket)
+    _BRACKET_CLOSE + rb"(?:" + b"|".join(rb"(?<=[tT@]" + rb"\s" * n + _BRACKET_CLOSE + rb")" for n in range(4)) + rb")"
+)
 # `ann at example dot com`, searched for from the local part, in a stretch around a `dot` word only. Its last label
-# is any run of letters where the local part has what no word has (`jane.doe at studio dot photography`, `ann93`),
-# the domain a hyphen (`ann at museum-berlin dot museum`), or the at is in capitals (`ANN AT PROTON DOT ME`: no
-# sentence is written so); else a country's two letters or a generic domain's, and no small word (`it`, `in`)
+# is any run of letters (a country's two letters that are words too: `mario.rossi at libero dot it`) where the local
+# part has what no word has (`jane.doe`, `ann93`) or the domain three labels (`ann at cs dot iitb dot ac dot in`);
+# any run of letters but a small word where the domain has a hyphen (`museum-berlin dot museum`) or the at is in
+# capitals (`ANN AT PROTON DOT ME`); else a known one
 _WORD_AT = re.compile(
-    rb"(?<![A-Za-z0-9._%+-])(?:(?P<marked>(?=[A-Za-z0-9._%+-]{0,63}[._%+0-9])[A-Za-z0-9._%+-]{1,64})|"
-    rb"[A-Za-z0-9._%+-]{1,64})\s(?:(?P<upper>AT)|at)(?=\s)\s?" + _NOT_A_DOMAIN
-    + rb"(?:(?P<hyphen>[A-Za-z0-9]{1,62}-[A-Za-z0-9-]{1,62})|[A-Za-z0-9-]{1,63})"
-    + rb"(?:(?:" + _WRITTEN_DOT + rb")[A-Za-z0-9-]{1,63}){0,7}?(?:" + _WRITTEN_DOT + rb")"
-    + rb"(?(upper)" + _ANY_TLD + rb"|" + _NOT_A_WORD + rb"(?(marked)" + _ANY_TLD + rb"|(?(hyphen)" + _ANY_TLD + b"|"
-    + _KNOWN_TLD + rb")))"
+    rb"(?<![A-Za-z0-9._%+-])" + _NOT_A_LOCAL_PART
+    + rb"(?:(?P<marked>(?=[A-Za-z0-9._%+-]{0,63}[._%+0-9])[A-Za-z0-9._%+-]{1,64})|[A-Za-z0-9._%+-]{1,64})"
+    + rb"\s{1,3}(?:(?P<upper>AT)|at)(?=\s)\s{0,2}" + _NOT_A_DOMAIN
+    + rb"(?=(?P<hyphen>[A-Za-z0-9]{1,62}-[A-Za-z0-9-]{1,62})?)"
+    + _written_domain(_WRITTEN_DOT, b"").removeprefix(rb"\s{0,3}")
+    + rb"(?(marked)" + _ANY_TLD + rb"|(?(more)" + _ANY_TLD + rb"|" + _NOT_A_WORD + rb"(?(hyphen)" + _ANY_TLD
+    + rb"|(?(upper)" + _ANY_TLD + b"|" + _KNOWN_TLD + rb"))))"
 )  # fmt: skip
 
 
@@ -377,15 +398,20 @@ def _written_out_email(data: bytes, after_local: int) -> bool:
     closes = b")" in data or b"]" in data or b"}" in data or b">" in data
     if closes and _CLOSED_AT.search(data) and _BRACKETED_AT.search(data):
         return True
-    # The word `at`: searched for only around a `dot` word (rare in text; `at` is not), each stretch once
+    # The word `at`: searched for only around a `dot` word (rare in text; `at` is not), each stretch once, and a match
+    # may run past its stretch's end (an address the end cut was missed: a review)
     for dot in (b"dot", b"DOT"):
-        searched, pos = 0, data.find(dot)
+        start = end = -1  # the stretch to search: from a local part before a dot to 8 labels after it, merged
+        pos = data.find(dot)
         while pos != -1:
-            if pos + 3 > searched:
-                start, searched = max(searched, pos - 72), pos + 640  # from a label before the dot to 8 after it
-                if _WORD_AT.search(data, start, searched):
+            if pos - 150 > end:  # past the stretch: search it, start another
+                if end != -1 and _WORD_AT.search(data, start, end + 1_000):
                     return True
+                start = max(end, pos - 150, 0)
+            end = pos + 640
             pos = data.find(dot, pos + 3)
+        if end != -1 and _WORD_AT.search(data, start, end + 1_000):
+            return True
     return False
 
 

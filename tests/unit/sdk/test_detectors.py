@@ -48,19 +48,31 @@ FIRES = {
         "ann@example[.]com",
         "ann@example dot com",
         "ann @ example . com",
-        "ann@ example.com",
         "mail ann at gmail dot com please",
         "ann at example dot co dot uk",
         "邮箱 ann（at）example（dot）com 谢谢",  # full-width brackets, CJK neighbours
         "ann(at)example(dot)com.",
         "The email on file is kwame.m.zhang AT mail DOT gov DOT cn.\nmodel",  # a full stop, then more text
-        "ann @ example.com. Next",
+        "ann @ example . com. Next",
         "jane.doe at studio dot photography",  # a long top-level domain, after a local part no word has
         "jnguyen at museum-berlin dot museum",
         "ANN93 AT PROTON DOT ME",
-        "ann @ example.com and bob@x",  # the first @ is no address, the one before it is written out
-        "ann\n@ example.com",
+        "ann @ example . com and bob@x",  # the first @ is no address, the one before it is written out
+        "ann\n@ example . com",
         "x@y and ann@example dot com",
+        # a review's: Windows line ends, a PDF's doubled spaces, a note after, a country's letters that are a word
+        "Ann Lee\r\nann (at)\r\nexample.com",
+        "ann at example\r\ndot com",
+        "ann  at  example  dot  com",
+        "ann [at]  example [dot]  com",
+        "ann(at)example.com(work)",
+        "联系：ann(at)example.com（工作用）",
+        "mario.rossi at libero dot it",
+        "ann at cs dot iitb dot ac dot in",
+        "averyveryverylongfirstname.averyverylonglastname at longdepartmentname-xy dot com",
+        # 600 characters after a `dot`: the search around it once stopped there, cutting the address
+        "Thanks for the dot product. " + "I reread the notes twice and the proofs make sense now. " * 11
+        + "\nBest,\nAnn\nann at example dot com",
     ],
     "phone": [
         "call +44 20 7946 0958",
@@ -369,7 +381,13 @@ QUIET = {
     "email": ["I work at example.com", "docs at example.com/help", "I looked at the dot it made",
               "stared at this dot com bubble", "looking at red dot patterns", "arrive at 10 dot 30", "born at home dot dot dot",
               "y = x @ w.T", "out = a @ b.to(device)", "z = q @ k.transpose(0, 1)", "x @ self.weight", "the @ sign",
-              "see @user.name on twitter", "icon @ 2x.png", "logo[at]2x.png", "@handle on social", "a@b", "version 1.2@latest", "email@localhost",
+              "see @user.name on twitter", "icon @ 2x.png", "logo[at]2x.png", "@handle on social",
+              # a review's: matrix products on attributes, notes with @ for at, sites spelled out in a transcript
+              "q = x @ self.Wq", "h = x @ self.kv", "z = X @ np.pi", "y = x @ self.fc", "y = x @ self.info",
+              "loss = (x @ self.Wq).sum()", "Lunch @ noon. We should go.", "Dinner @ 7pm. OK?",
+              "We multiply A @ B. If the shapes differ, broadcast.", "Tickets @ eventbrite.com",
+              "visit us at example dot com", "I ordered it at Amazon dot com", "He worked at Pets dot com",
+              "I'm good at ASP dot NET and C#", "LOOK AT RED DOT IN CENTER", "WE ARRIVED AT CAMP DOT DOT DOT", "a@b", "version 1.2@latest", "email@localhost",
               "icon@2x.png", "@app.route('/x')", "npm i react@18.2.0", "scores = q@k.transpose(-2, -1)",
               "y = x@self.weight.T + b", "out = a@b.float()", "h = x@w.to(dtype)", "att@x.view(-1, 8)"],
     "phone": ["34=1571\x0111=130355126\x0138=2469", "\ue0a0 main \uf017 12:30 \ue0b0 4155550",  # FIX, icon fonts
