@@ -280,12 +280,23 @@ def test_edge_trace_says_which_execution_provider_ran(client, collector):
 
 @pytest.mark.parametrize(
     "content",
-    ["Mail me at ann.lee@example.com", "My card is 4111 1111 1111 1111", "IBAN DE89 3704 0044 0532 0130 00"],
-    ids=["email", "card", "iban"],
+    [
+        "Mail me at ann.lee@example.com", "My card is 4111 1111 1111 1111", "IBAN DE89 3704 0044 0532 0130 00",
+        "My SSN is 123-45-6789", "Contact: lee [at] cs [dot] stanford [dot] edu",
+    ],
+    ids=["email", "card", "iban", "ssn", "written-out-email"],
 )
 def test_detected_pii_keeps_an_untagged_request_on_the_edge(client, content):
     headers, _ = chat(client, content, max_tokens=2)
     assert headers["x-tandem-route"] == "edge; rule=private"
+
+
+def test_an_ssn_sent_over_two_messages_keeps_the_request_on_the_edge(client):
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, max_tokens=2,
+        messages=[{"role": "user", "content": "My SSN is 123-45-"}, {"role": "user", "content": "6789"}],
+    )  # fmt: skip
+    assert raw.headers["x-tandem-route"] == "edge; rule=private"
 
 
 def test_token_id_prompts_are_scanned_too(client, demo_checkpoint):
