@@ -331,15 +331,16 @@ _ANY_DOT = _WRITTEN_DOT + rb"|\s{0,3}\.\s{0,3}"  # after a bracketed at: `ann (a
 # Where the domain does not end: a label, an identifier's `_`, another dot and label (a sentence's full stop ends it),
 # or a call's bracket where the dots may be code's (`a @ b.to(device)`); after a bracketed at, a bracket is a note
 # (`ann(at)example.com(work)`)
-_TLD_END = rb"(?![A-Za-z0-9_%s]|\.[A-Za-z0-9]|" + _WRITTEN_DOT.replace(b"%", b"%%") + rb")"
+_TLD_END_BEFORE_A_BRACKET = rb"(?![A-Za-z0-9_]|\.[A-Za-z0-9]|" + _WRITTEN_DOT + rb")"
+_TLD_END = rb"(?!\()" + _TLD_END_BEFORE_A_BRACKET
 # The last label: a run of letters in one case (`A @ A.mT` is code), not a file's extension (`logo[at]2x.png`)
-_IN_ONE_CASE = rb"(?:[a-z]{2,24}|[A-Z]{2,24}|[A-Z][a-z]{1,23})"
-_ANY_TLD = rb"(?!(?i:" + b"|".join(sorted(_NOT_TLDS)) + rb")(?![A-Za-z]))" + _IN_ONE_CASE + _TLD_END % b"("
-_ANY_TLD_BEFORE_A_BRACKET = _ANY_TLD.replace(_TLD_END % b"(", _TLD_END % b"")
+_IN_ONE_CASE = rb"(?!(?i:" + b"|".join(sorted(_NOT_TLDS)) + rb")(?![A-Za-z]))(?:[a-z]{2,24}|[A-Z]{2,24}|[A-Z][a-z]{1,23})"
+_ANY_TLD = _IN_ONE_CASE + _TLD_END
+_ANY_TLD_BEFORE_A_BRACKET = _IN_ONE_CASE + _TLD_END_BEFORE_A_BRACKET
 # After the word `at`, plain words read as an address only where the last is a country's two letters or a generic
 # domain, and no small word (`looked at the dot it made`); in capitals as well (`LOOK AT RED DOT IN CENTER`)
 _KNOWN_TLD = (
-    rb"(?:[a-z]{2}|[A-Z]{2}|[A-Z][a-z]|(?i:" + b"|".join(sorted(_TLDS_BEFORE_A_BRACKET)) + rb"))" + _TLD_END % b"("
+    rb"(?:[a-z]{2}|[A-Z]{2}|[A-Z][a-z]|(?i:" + b"|".join(sorted(_TLDS_BEFORE_A_BRACKET)) + rb"))" + _TLD_END
 )  # fmt: skip
 _NOT_A_WORD = (
     rb"(?!(?i:am|an|as|at|be|by|do|go|he|if|in|is|it|me|my|no|of|ok|on|or|so|to|up|us|we|dot)(?![A-Za-z0-9]))"
@@ -354,10 +355,10 @@ _NOT_A_LOCAL_PART = (
 )  # fmt: skip
 
 
-def _written_domain(dots: bytes, tld: bytes, first: bytes = b"") -> bytes:
+def _written_domain(dots: bytes, tld: bytes, lead: bytes = rb"\s{0,3}") -> bytes:
     """Labels parted by `dots`, the last a top-level domain; group "more" set where there are three or more."""
     label = rb"[A-Za-z0-9-]{1,63}"
-    return rb"\s{0,3}" + first + label + rb"(?:(?:" + dots + rb")(?P<more>" + label + rb")){0,7}?(?:" + dots + rb")" + tld
+    return lead + label + rb"(?:(?:" + dots + rb")(?P<more>" + label + rb")){0,7}?(?:" + dots + rb")" + tld
 
 
 def _after_a_local_part(then: bytes) -> bytes:
@@ -385,7 +386,7 @@ _WORD_AT = re.compile(
     + rb"(?:(?P<marked>(?=[A-Za-z0-9._%+-]{0,63}[._%+0-9])[A-Za-z0-9._%+-]{1,64})|[A-Za-z0-9._%+-]{1,64})"
     + rb"\s{1,3}(?:(?P<upper>AT)|at)(?=\s)\s{0,2}" + _NOT_A_DOMAIN
     + rb"(?=(?P<hyphen>[A-Za-z0-9]{1,62}-[A-Za-z0-9-]{1,62})?)"
-    + _written_domain(_WRITTEN_DOT, b"").removeprefix(rb"\s{0,3}")
+    + _written_domain(_WRITTEN_DOT, b"", lead=b"")
     + rb"(?(marked)" + _ANY_TLD + rb"|(?(more)" + _ANY_TLD + rb"|" + _NOT_A_WORD + rb"(?(hyphen)" + _ANY_TLD
     + rb"|(?(upper)" + _ANY_TLD + b"|" + _KNOWN_TLD + rb"))))"
 )  # fmt: skip
@@ -1302,9 +1303,9 @@ def _ssn_broken(scan: Scan, padded: bytes, start: int, end: int) -> bool:
     back for from the first _MOST_LOOK_BACKS nine digits broken so (a numeric table's rows end and start so)."""
     for found in _SSN_BROKEN.finditer(padded, start, end + 2):
         gaps = found["first"] + found["second"]
-        if b"\n" in gaps and b"-" in gaps:
-            return True
-        if b"\n" in gaps and _ssn_broken_labelled(scan, found.start()):  # `123 45` then `6789`: a space's form
+        if b"\n" not in gaps:  # the forms has_ssn reads without a line break
+            continue
+        if b"-" in gaps or _ssn_broken_labelled(scan, found.start()):  # `123 45` then `6789`: after a label
             return True
     for found in _SSN_BROKEN_PLAIN.finditer(padded, start, end + 2):
         if len(found["head"]) + len(found["tail"]) == 9 and _SSN_PLAIN.fullmatch(found["head"] + found["tail"]):
@@ -1337,7 +1338,7 @@ def has_ssn(scan: Scan) -> bool:
     runs = iter(scan.numeric_runs)  # padded[start]: the byte before a run; padded[end + 1]: the one after it
     looked = 0
     for start, end in runs:
-        if b"\n" in padded[start + 1 : end + 1] and _ssn_broken(scan, padded, start, end):
+        if padded.find(b"\n", start + 1, end + 1) != -1 and _ssn_broken(scan, padded, start, end):
             return True
         if _SSN_SHAPED.search(padded, start, end + 2) is None:  # most runs: dates, versions, amounts
             continue
@@ -1348,7 +1349,7 @@ def has_ssn(scan: Scan) -> bool:
                 rest = [(number.end(), end), *runs]
                 if any(_SSN_GROUPED.search(padded, s, e + 2) for s, e in rest):
                     return True
-                broken = any(b"\n" in padded[s + 1 : e + 1] and _ssn_broken(scan, padded, s, e) for s, e in rest)
+                broken = any(padded.find(b"\n", s + 1, e + 1) != -1 and _ssn_broken(scan, padded, s, e) for s, e in rest)
                 return broken or _ssn_labelled_from(scan, start)
             if _ssn_label_before(scan.data, number.start()):  # number.start() + 1 in padded: the number in data
                 return True
