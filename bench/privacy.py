@@ -197,12 +197,13 @@ def split_value(rng: random.Random, value: str, placement: str) -> list[str]:
         # with nothing, and an address sent in two messages is read across the seam
         i = rng.randint(1, len(value) - 1)
         return [value[:i], value[i:]]
-    if placement == "split-messages":  # a person sends the number in two messages, at a group break
-        breaks = list(re.finditer(r"\D+", value))
+    if placement == "split-messages":  # a person sends the number in two messages, at a group break (not before its
+        breaks = list(re.finditer(r"(?<=\d)\D+(?=\d)", value))  # first digit: a label stays with it)
         if breaks:
             cut = breaks[len(breaks) // 2]
             return [value[: cut.start()], value[cut.end() :]]
-        i = 4 * max(1, len(value) // 8)
+        first = re.search(r"\d", value).start()  # nine digits after a label: cut among the digits, as `SSN: 1234`
+        i = first + 4 * max(1, (len(value) - first) // 8)  # then `56789`
         return [value[:i], value[i:]]
     return [value]
 
@@ -588,7 +589,8 @@ PII_ENCODINGS = {
     "iban": ["ascii", "ascii", "fullwidth", "zero-width", "unicode-separators", "mixed"],
 }
 PII_PLACEMENTS = {"email": BASE_PLACEMENTS + ["split-parts", "split-messages"],
-                  "credit-card": BASE_PLACEMENTS + ["split-parts", "split-messages"]}  # fmt: skip
+                  "credit-card": BASE_PLACEMENTS + ["split-parts", "split-messages"],
+                  "ssn": BASE_PLACEMENTS + ["split-parts", "split-messages"]}  # fmt: skip
 
 
 # ---------------------------------------------------------------- look-alikes (none may fire)

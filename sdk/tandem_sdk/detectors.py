@@ -1268,32 +1268,54 @@ _SSN_NUMBER = _SSN_AREA + rb"(?P<gap> - |[ ./-]|)" + _SSN_GROUP + rb"(?P=gap)" +
 _SSN_SHAPED = re.compile(rb"[^0-9]" + _SSN_NUMBER)
 _SSN_GAPS = frozenset((b"-", b" - ", b" "))  # _SSN_GROUPED's
 # The labels, on text with ASCII lower-cased: `SSN`, `S.S.N.`, `SS#`, `social security`, `soc. sec.`, Spanish forms'
-# `seguro social`, and Chinese, Japanese and Korean names of the US number. Then up to 8 of: a run of punctuation and
-# blanks (`: `, ` #: `, `": "`, a form's leader dots), an HTML tag (`</td><td>`), `number`, `no`, `is`, or a few
-# non-ASCII characters (a full-width colon, `码：`). Each run is taken whole, so a label with no number after it is
-# given up in linear time.
+# `seguro social`, the German and Arabic words for it, and Chinese, Japanese and Korean names of the US number. Then
+# up to 8 of: a run of punctuation and blanks (`: `, ` #: `, `": "`, a form's leader dots), an HTML tag (`</td><td>`),
+# `number`, `no`, `is`, or a few non-ASCII characters (a full-width colon, `码：`, `是`); or, in one sentence (no `.`,
+# `;` or line break), up to 10 of those and words of up to 12 letters (`SSN on file is`, `als SSN ist`). Each run and
+# word is taken whole, so a label with no number after it is given up in linear time.
 _SSN_LABEL = (
-    "(?:ssns?|s\\.s\\.n\\.?|ss ?#|soc(?:ial)?\\.?[ _-]?sec(?:urity)?\\.?|seguro social|"
-    "社会安全号|社會安全號|社会保障番号|사회보장번호)"
+    "(?:ssns?|s\\.s\\.n\\.?|ss ?#|soc(?:ial)?\\.?[ _-]?sec(?:urity)?\\.?|seguro social|sozialversicherungsnummer|"
+    "رقم الضمان الاجتماعي|社会安全号|社會安全號|美国社保号|美國社保號|社会保障番号|사회보장번호)"
 ).encode()
 _SSN_FILLER = rb"[\s:#=._\"'>/|*()\[\]{}`,;?!-]"  # `SSN? 123456789` (a bot's question), `SSN,123456789` (CSV)
+_SSN_WORD = rb"(?<![a-z])[a-z]{1,12}(?![a-z])"  # a whole word, not the end of one glued to a label (`ssnfoo`)
+_SSN_FILLER_IN_A_SENTENCE = rb"[ \t:#=_\"'<>/|*()\[\]{}`,?!-]"
+# `ssn count was 123456789`, `SSN total: 123456789`: a number of SSNs, not one
+_SSN_COUNTED = rb"(?!" + _SSN_FILLER_IN_A_SENTENCE + rb"*(?:counts?|totals?|sum|length|digits|rows|records|entries)(?![a-z]))"
 _SSN_BETWEEN = (
-    rb"(?:" + _SSN_FILLER + rb"+(?!" + _SSN_FILLER + rb")|</?[a-z]{1,6}>|(?:number|num|nr|no|is|es|el)(?![a-z])|"
-    rb"[\x80-\xff]{1,12}(?![\x80-\xff])){0,8}"
+    rb"(?:(?:" + _SSN_FILLER + rb"+(?!" + _SSN_FILLER + rb")|</?[a-z]{1,6}>|(?:number|num|nr|no|is|es|el)(?![a-z])|"
+    rb"[\x80-\xff]{1,12}(?![\x80-\xff])){0,8}|" + _SSN_COUNTED + rb"(?:" + _SSN_FILLER_IN_A_SENTENCE + rb"+(?!"
+    + _SSN_FILLER_IN_A_SENTENCE + rb")|(?:number|num|nr|no|is|es|el)(?![a-z])|" + _SSN_WORD
+    + rb"|[\x80-\xff]{1,12}(?![\x80-\xff])){0,10})"
 )
 _SSN_LABEL_BEFORE = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"\Z")
 _SSN_LABELLED = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"(?P<number>" + _SSN_NUMBER + rb")")
+# A label after the number, in the same sentence: `123456789 is my SSN`, `… (the social security number from the
+# form)`, `…是我的社会安全号码`, or `123456789` then `that is my SSN` in the next message (a line break right after the
+# number). Up to 10 words, blanks and punctuation but a sentence's end (`.`, `;`) between, within _LOOK_BACK bytes; a
+# non-ASCII run before the label is read at any length up to 24 bytes (`是我的`).
+_SSN_AFTER = (
+    rb"(?:[ \t]*\r?\n(?![ \t]*\r?\n))?(?:" + _SSN_FILLER_IN_A_SENTENCE + rb"+(?!" + _SSN_FILLER_IN_A_SENTENCE + rb")|"
+    + _SSN_WORD + rb"|[\x80-\xff]{1,24}(?![\x80-\xff])){0,10}?[\x80-\xff]{0,24}?"
+)  # fmt: skip
+_SSN_LABEL_AFTER = re.compile(_SSN_AFTER + rb"(?P<label>" + _SSN_LABEL + rb")")
+_SSN_FOLLOWED = re.compile(
+    rb"(?<![0-9])(?P<number>" + _SSN_NUMBER + rb")" + _SSN_AFTER + rb"(?P<label>" + _SSN_LABEL + rb")"
+)
+_SSN_ANY_LABEL = re.compile(_SSN_LABEL)
 
 
 # An SSN split over two messages or lines (request_text joins messages with a line break, which parts digit groups as
 # a space does): `123-45-` then `6789`, `123-45` then `6789`, `123` then `45-6789`. A line break stands for a gap where
-# the other gap is a dash (three lines of 3, 2 and 4 digits are a column of numbers); beside a space, or in nine digits
-# broken once, after a label (`SSN: 123 45` then `6789`, `SSN: 12345` then `6789`).
+# the other gap is a dash (three lines of 3, 2 and 4 digits are a column of numbers); beside a space, where the two
+# lines hold nothing else (two messages, `123 45` and `6789`) or near a label (`SSN: 123 45` then `6789`); in nine
+# digits broken once, near a label (`SSN: 12345` then `6789`). A label glued on (`SSN123-45` then `6789`) is read too.
 _SSN_BROKEN_GAP = rb"(?P<%s>(?: ?-)? ?\r?\n ?(?:- ?)?| - |-| )"
 _SSN_BROKEN = re.compile(
-    rb"[^0-9A-Za-z](?<![0-9A-Za-z][-./])" + _SSN_AREA + _SSN_BROKEN_GAP % b"first" + _SSN_GROUP
+    rb"[^0-9]" + _SSN_AREA + _SSN_BROKEN_GAP % b"first" + _SSN_GROUP
     + _SSN_BROKEN_GAP % b"second" + _SSN_SERIAL + _SSN_END
 )  # fmt: skip
+_GLUED_BEFORE = re.compile(rb"[\x00-\xff]?[A-Za-z]\Z|[0-9A-Za-z][-./]\Z")  # letter, or one and `-./`, right before
 _SSN_BROKEN_PLAIN = re.compile(rb"[^0-9](?P<head>[0-9]{1,8})\r?\n(?P<tail>[0-9]{1,8})(?![0-9A-Za-z])")
 _SSN_PLAIN = re.compile(_SSN_AREA + _SSN_GROUP + _SSN_SERIAL)
 
@@ -1305,29 +1327,34 @@ def _ssn_broken(scan: Scan, padded: bytes, start: int, end: int) -> bool:
         gaps = found["first"] + found["second"]
         if b"\n" not in gaps:  # the forms has_ssn reads without a line break
             continue
-        if b"-" in gaps or _ssn_broken_labelled(scan, found.start()):  # `123 45` then `6789`: after a label
+        glued = _GLUED_BEFORE.match(padded, max(0, found.start() - 1), found.start() + 1)  # `SSN123-45`, `No.123-45`
+        alone = padded[found.start()] == 0x0A and padded[found.end() : found.end() + 1] in (b"", b"\n", b"\r")
+        if (not glued and (b"-" in gaps or (alone and (b"\n" in found["first"]) != (b"\n" in found["second"])))) or (
+            _ssn_broken_labelled(scan, found.start(), found.end() - 1)
+        ):
             return True
     for found in _SSN_BROKEN_PLAIN.finditer(padded, start, end + 2):
         if len(found["head"]) + len(found["tail"]) == 9 and _SSN_PLAIN.fullmatch(found["head"] + found["tail"]):
-            if _ssn_broken_labelled(scan, found.start()):
+            if _ssn_broken_labelled(scan, found.start(), found.end() - 1):
                 return True
             if scan.broken_ssn_look_backs >= _MOST_LOOK_BACKS:
                 return False
     return False
 
 
-def _ssn_broken_labelled(scan: Scan, at: int) -> bool:
-    """A label before the number at `at` in the text (at + 1 in has_ssn's padded copy), for the first
-    _MOST_LOOK_BACKS numbers a line break parts."""
+def _ssn_broken_labelled(scan: Scan, at: int, end: int) -> bool:
+    """A label before the number at [at, end) in the text ([at + 1, end + 1) in has_ssn's padded copy) or after it,
+    for the first _MOST_LOOK_BACKS numbers a line break parts."""
     if scan.broken_ssn_look_backs >= _MOST_LOOK_BACKS:
         return False
     scan.broken_ssn_look_backs += 1
-    return _ssn_label_before(scan.data, at)
+    return _ssn_label_before(scan.data, at) or _ssn_label_after(scan.data, end)
 
 
 def has_ssn(scan: Scan) -> bool:
     """A US Social Security number the SSA could have issued: 3-2-4 with or without a label (`123-45-6789`,
-    `123 45 6789`), or 9 digits in any grouping right after an SSN label (`SSN: 123456789`, `SS# 123.45.6789`).
+    `123 45 6789`), or 9 digits in any grouping near an SSN label (`SSN: 123456789`, `SS# 123.45.6789`, `my SSN on
+    file is 123456789`, `123456789 is my SSN`).
 
     Labels are looked back for from each of the first 200 numbers that are an SSN but for a label; after them, the
     rest of the runs are searched for the 3-2-4 form alone, and one pass over the rest of the text finds its labels
@@ -1351,7 +1378,8 @@ def has_ssn(scan: Scan) -> bool:
                     return True
                 broken = any(padded.find(b"\n", s + 1, e + 1) != -1 and _ssn_broken(scan, padded, s, e) for s, e in rest)
                 return broken or _ssn_labelled_from(scan, start)
-            if _ssn_label_before(scan.data, number.start()):  # number.start() + 1 in padded: the number in data
+            # [number.start() + 1, number.end()) in padded: the number in data
+            if _ssn_label_before(scan.data, number.start()) or _ssn_label_after(scan.data, number.end() - 1):
                 return True
     return False
 
@@ -1369,8 +1397,15 @@ def _ssn_label_before(data: bytes, number_start: int) -> bool:
     return False
 
 
+def _ssn_label_after(data: bytes, number_end: int) -> bool:
+    """An SSN label starts within _LOOK_BACK bytes after the number, in its sentence."""
+    found = _SSN_LABEL_AFTER.match(data[number_end : number_end + _LOOK_BACK].lower())
+    return found is not None and _ssn_label_starts_a_word(data, number_end + found.start("label"))
+
+
 def _ssn_labelled_from(scan: Scan, start: int) -> bool:
-    """The labelled SSNs from `start` on, in one pass over the text for the labels: what `_ssn_label_before` finds."""
+    """The labelled SSNs from `start` on, in one pass over the text for the labels: what `_ssn_label_before` finds,
+    then, where a label is left at all, one for the numbers a label follows: what `_ssn_label_after` finds."""
     data = scan.data
     lowered = data.lower()
     pos = max(0, start - _LOOK_BACK)
@@ -1378,6 +1413,14 @@ def _ssn_labelled_from(scan: Scan, start: int) -> bool:
         pos = found.start() + 1
         near = _before_leader(data, found.start("number")) - found.start() <= _LOOK_BACK
         if near and _ssn_label_starts_a_word(data, found.start()):
+            return True
+    if _SSN_ANY_LABEL.search(lowered, start) is None:  # a table of 9-digit ids and no label: no second pass
+        return False
+    pos = start
+    while (found := _SSN_FOLLOWED.search(lowered, pos)) is not None:
+        pos = found.start() + 1
+        near = found.start("label") - found.end("number") <= _LOOK_BACK
+        if near and _ssn_label_starts_a_word(data, found.start("label")):
             return True
     return False
 

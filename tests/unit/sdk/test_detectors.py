@@ -312,6 +312,21 @@ FIRES = {
         "Room 12 123-45-6789",  # another number before it
         "Room 12 123 45 6789",
         "Total: 42\n123 45 6789",
+        # words between the label and the number, or the label after it, in one sentence
+        "Please update my SSN to 631817082",
+        "The SSN on file is 343 60\n3899.",
+        "Hallo, als Sozialversicherungsnummer ist 660266402 hinterlegt",
+        "我的美国社保号是652171348请保密",
+        "337773919 (the social security number from the form) needs checking.",
+        "103468993 is the SSN I gave you last week",
+        "Could you check whether 746749033 is still the right SSN on file?",
+        "请把056019292填到社会安全号码一栏",
+        "هل يمكنك التأكد من أن 742429878 هو رقم الضمان الاجتماعي الصحيح",
+        "Total: 42\n254 24\n4020 is my social security number.",
+        # split over two messages (joined by a line break): a space-parted one alone on its two lines, a glued label
+        "777 68\n5966",
+        "Hi\n777 68 \n5966\nthanks",
+        "SSN760\n80-4225",
         "123 - 45 - 6789",
         "001-01-0001",  # the least the SSA issues, and the most
         "899-99-9999",
@@ -448,6 +463,10 @@ QUIET = {
     "ssn": [
             "123\n45\n6789",  # a column of numbers: a line break stands for a gap only beside a dash
             "123 45\n6789 units", "totals\n123-45\n678", "order 12345\n6789", "ssn count, 123456789 rows",
+            "777\n68\n5966", "Room 101 22\n2024 budget", "abc760\n80-4225",
+            # a label in another sentence, or a count of SSNs
+            "Please verify your SSN. Order 123456789 shipped", "SSN: done; order 123456789", "SSN total: 123456789",
+            "123456789 rows. SSN next", "ssnfoo 123456789",
             # glued to a letter or a digit, or to another group: part of a longer number or an id
             "a123-45-6789", "123-45-6789a", "1123-45-6789", "123-45-67890", "ID-123-45-6789", "1.123-45-6789",
             "123-45-6789-01", "123-45-6789.5", "0123-45-6789",  # a Japanese number's 4-2-4
@@ -532,6 +551,9 @@ ADVERSARIAL = {  # repeated to 0.25 and 1 MB; a quadratic detector takes seconds
     "ssn-labels": "ssn ",  # each an SSN label a number may follow
     "ssn-labels-and-words": "social security no.: ",
     "ssn-label-then-broken": "ssn 12345\n",
+    "ssn-labels-and-many-words": "ssn on the file of the one ",  # each a label words may follow to a number
+    "numbers-then-words": "123456789 is on the file of ",  # each a number a label may follow
+    "numbers-and-far-labels": "123456789 is on the file of the one we have in the old " * 3 + "ssn ",
 }
 # Lines of digits are one numeric run as long as the text: the cn-id detector takes 0.3-0.4 s a megabyte on these
 # (docs/security.md), the ssn detector's reading of numbers a line break parts is held to linear time
@@ -581,6 +603,8 @@ def test_an_ssn_split_over_two_messages_or_prompts_is_found():
     assert "ssn" in detect(request_text({"prompt": ["My SSN is 123-45", "6789"]}), ["ssn"])
     assert "ssn" in detect(request_text({"prompt": ["SSN: 12345", "6789"]}), ["ssn"])
     assert not detect(request_text({"prompt": ["123", "45", "6789"]}), ["ssn"])
+    for pieces in (["777 68", "5966"], ["My SSN is", "123456789"], ["123456789", "that is my SSN"]):
+        assert "ssn" in detect(request_text({"messages": [{"role": "user", "content": p} for p in pieces]}), ["ssn"])
 
 
 # Written-out addresses (`ann (at) example (dot) com`): each pattern holds its whole rule, so every candidate is
@@ -606,11 +630,12 @@ def _assert_linear(name: str, unit: str, detectors: list[str]) -> None:
     """Four times the text takes at most 8x the time (linear is 4x, quadratic 16x), and under 2 s a megabyte.
 
     Held to a ratio within one run, not to a time: machines differ 3-5x and CI shares its cores (a fixed 100 ms a
-    megabyte failed at 125 ms on a CI machine for a case that takes 32 ms here). Texts are whole repeats of `unit`
-    from 0.25 MB (one repeat if it is longer) so a long unit's structure is alike in both; the slowest here takes
-    0.2 s a megabyte, and a quadratic detector takes seconds to minutes on a megabyte of its worst case.
+    megabyte failed at 125 ms on a CI machine for a case that takes 32 ms here). Texts are whole repeats of `unit`,
+    from 0.25 MB, or from 1 MB where the unit is over 60 KB: a 0.34 MB unit took 0.6 ms where four took 5-30 ms, the
+    smaller text held in the CPU's caches. The slowest here takes 0.2 s a megabyte, and a quadratic detector takes
+    seconds to minutes on a megabyte of its worst case.
     """
-    repeats = max(1, 250_000 // len(unit))
+    repeats = max(1, 250_000 // len(unit)) if len(unit) <= 60_000 else -(-1_000_000 // len(unit))
     short, long = unit * repeats, unit * (4 * repeats)
     short_s, long_s = (min(_timed(lambda t=t: detect(t, detectors)) for _ in range(3)) for t in (short, long))
     per_mb_s = long_s / (len(long) / 1e6)
