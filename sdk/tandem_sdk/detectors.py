@@ -392,9 +392,47 @@ _WORD_AT = re.compile(
 )  # fmt: skip
 
 
+# Three more disguises, each with a domain of plain dots that ends in a top-level domain addresses use (code's
+# attributes are rarely one: `x @ self.fc`, `A @ B.mT`, `q @ k.T`): `ann @ example.com` (blanks on both sides of the
+# @), `ann AT example.com` (a capital AT after a local part that ends in a small letter or digit: not a sentence in
+# capitals, nor `meet me AT …`), `ann(a)example.com`
+_ADDRESS_TLD = (
+    rb"(?:(?:com|org|net|edu|gov|mil|info|biz|io|co|ai|app|dev|me|us|uk|de|fr|jp|cn|ru|br|in|it|es|nl|ca|au|ch|se|"
+    rb"no|dk|fi|pl|at|be|kr|tw|hk|sg|mx|ar|za|il|ie|nz|pt|gr|cz|tr|ua|eu)|(?:COM|ORG|NET|EDU|GOV|DE|UK))" + _TLD_END
+)  # fmt: skip
+_PLAIN_DOMAIN = rb"(?:[A-Za-z0-9-]{1,63}\.){1,7}?" + _ADDRESS_TLD
+_SPACED_AT = re.compile(  # a domain not an object's attribute; the local part is read back from the @ (_marked_local)
+    rb"@(?:" + b"|".join(rb"(?<=" + _E + rb"[ \t]" * n + rb"@)" for n in (1, 2)) + rb")[ \t]{1,2}"
+    + rb"(?!(?:self|this|cls|np|torch|tf|jnp|nn|math|os|sys)\.)" + _PLAIN_DOMAIN
+)  # fmt: skip
+_LOCAL_BEFORE_BLANKS = re.compile(rb"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}[ \t]{1,2}\Z")
+_MARKED = re.compile(rb"[A-Za-z0-9]+(?:[._%+-][A-Za-z0-9]+)*")  # `john.smith`, `ann93`, `j_doe`: checked fully
+_CAPITAL_AT = re.compile(
+    rb"AT(?:(?<=[a-z0-9][ \t]AT)|(?<=[a-z0-9][ \t]{2}AT))"
+    + b"".join(rb"(?<!(?<![A-Za-z0-9._%+-])" + word + rb"[ \t]AT)" for word in b"me us it him her them you".split())
+    + rb"[ \t]{1,2}" + _PLAIN_DOMAIN
+)  # fmt: skip
+_LETTER_A_AT = re.compile(rb"\(a\)(?<=" + _E + rb"\(a\))" + _PLAIN_DOMAIN)
+
+
+def _marked_local(data: bytes, at: int) -> bool:
+    """Before the @ at `at`, past its blanks: a local part with what no word has, a dot, `_`, `%`, `+` or a digit
+    between letters or digits (`john.smith @ gmail.com`, `ann93 @ …`); a word alone is a flyer's or a note's
+    (`Tickets @ eventbrite.com`, `Dinner @ marios.com`)."""
+    found = _LOCAL_BEFORE_BLANKS.search(data, max(0, at - 67), at)
+    if found is None:
+        return False
+    local = found.group().rstrip(b" \t")
+    return _MARKED.fullmatch(local) is not None and not local.isalpha()
+
+
 def _written_out_email(data: bytes, after_local: int) -> bool:
     """`after_local`: where to look for an @ from (an address character before it), -1 for nowhere."""
     if after_local != -1 and _WRITTEN_AT_SIGN.search(data, after_local):
+        return True
+    if after_local != -1 and any(_marked_local(data, at.start()) for at in _SPACED_AT.finditer(data, after_local)):
+        return True
+    if (b" AT" in data and _CAPITAL_AT.search(data)) or (b"(a)" in data and _LETTER_A_AT.search(data)):
         return True
     closes = b")" in data or b"]" in data or b"}" in data or b">" in data
     if closes and _CLOSED_AT.search(data) and _BRACKETED_AT.search(data):
@@ -1274,34 +1312,60 @@ _SSN_GAPS = frozenset((b"-", b" - ", b" "))  # _SSN_GROUPED's
 # `;` or line break), up to 10 of those and words of up to 12 letters (`SSN on file is`, `als SSN ist`). Each run and
 # word is taken whole, so a label with no number after it is given up in linear time.
 _SSN_LABEL = (
-    "(?:ssns?|s\\.s\\.n\\.?|ss ?#|soc(?:ial)?\\.?[ _-]?sec(?:urity)?\\.?|seguro social|sozialversicherungsnummer|"
-    "رقم الضمان الاجتماعي|社会安全号|社會安全號|美国社保号|美國社保號|社会保障番号|사회보장번호)"
+    "(?:ssns?|s\\.s\\.n\\.?|ss ?#|ss no\\.?(?![a-z])|social[\\s_-]{0,3}sec(?:urity)?\\.?|soc\\.?[\\s_-]{0,3}sec\\.?(?![a-z])|"
+    "seguro social|sozialversicherungsnummer|s\u00e9curit\u00e9 sociale|социального страхования|"
+    "رقم الضمان الاجتماعي|社会安全号|社會安全號|社保号|社保號|社会保障番号|ソ-シャル(?:・)?セキュリティ-?番号|사회 ?보장 ?번호)"
 ).encode()
-_SSN_FILLER = rb"[\s:#=._\"'>/|*()\[\]{}`,;?!-]"  # `SSN? 123456789` (a bot's question), `SSN,123456789` (CSV)
-_SSN_WORD = rb"(?<![a-z])[a-z]{1,12}(?![a-z])"  # a whole word, not the end of one glued to a label (`ssnfoo`)
-_SSN_FILLER_IN_A_SENTENCE = rb"[ \t:#=_\"'<>/|*()\[\]{}`,?!-]"
+_SSN_LOOK = 120  # bytes from a label to its number (or from the number to a label after it), but for a leader
+_SSN_FILLER = rb"[\s:#=._\"'>/|*()\[\]{}`,;?!&-]"  # `SSN? 123456789` (a bot's question), `SSN,123456789` (CSV)
+_SSN_FILLER_IN_A_SENTENCE = rb"[ \t:#=_\"'<>/|*()\[\]{}`,?!&-]"
+# In a sentence: a whole word of letters, digits and hyphens with a letter in it (`W-2`), not the end of one glued to
+# a label (`ssnfoo`); a number of 1-4 digits (`(9 digits)`, `1099`); an abbreviation's dot (`Mr.`, `Jr.`, `No.`)
+_SSN_WORD = (
+    rb"(?<![a-z0-9])(?:(?:mr|mrs|ms|dr|jr|sr|st|no|nr|inc|co|ltd|vs)\.|(?=[a-z0-9-]{0,23}[a-z])[a-z0-9-]{1,24}|[0-9]{1,4})"
+    rb"(?![a-z0-9])"
+)  # fmt: skip
+_SSN_NON_ASCII = rb"[\x80-\xff]{1,36}(?![\x80-\xff])"  # up to 12 CJK characters (`，我记得是`), taken whole
 # `ssn count was 123456789`, `SSN total: 123456789`: a number of SSNs, not one
 _SSN_COUNTED = rb"(?!" + _SSN_FILLER_IN_A_SENTENCE + rb"*(?:counts?|totals?|sum|length|digits|rows|records|entries)(?![a-z]))"
+# A number that is something else's: an id noun right before it (`ticket 123456789`, `Employee ID: …`, `ZIP code …`,
+# `EIN is …`, `user_id = …`), or a unit or count right after it (`123456789 rows`, `… ms`, `… beneficiaries`)
+_ANOTHER_NUMBER_BEFORE = re.compile(
+    rb"(?<![a-z0-9])(?:ticket|invoice|order|case|ein|zip|zip code|postal code|account|acct|phone|tel|fax|ref|reference|"
+    rb"issue|bug|pr|build|job|tracking|claim|serial|sku|part|item|version|port|pid|uid|routing|[a-z]+_id|"
+    rb"(?:employee|user|customer|member|order|account|student|record|row|request|session|transaction)[ _-]?id)"
+    rb"(?:[ \t]*(?:#|no\.?|nr\.?|number|num|is|was|=|:|-))*[ \t]*\Z"
+)  # fmt: skip
+_ANOTHER_NUMBER_AFTER = re.compile(
+    rb"[ \t]*(?:rows|bytes|ms|seconds|records|entries|values|items|users|people|times|accounts|beneficiaries|distinct|"
+    rb"dollars|usd|calls|requests|hits|visits)(?![a-z])"
+)  # fmt: skip
+# Each branch's items are taken atomically (a look-ahead's match, then a back-reference to it: Python 3.10 has no
+# possessive quantifiers), so a label before many words gives them up in one pass, not once per count of them
 _SSN_BETWEEN = (
-    rb"(?:(?:" + _SSN_FILLER + rb"+(?!" + _SSN_FILLER + rb")|</?[a-z]{1,6}>|(?:number|num|nr|no|is|es|el)(?![a-z])|"
-    rb"[\x80-\xff]{1,12}(?![\x80-\xff])){0,8}|" + _SSN_COUNTED + rb"(?:" + _SSN_FILLER_IN_A_SENTENCE + rb"+(?!"
-    + _SSN_FILLER_IN_A_SENTENCE + rb")|(?:number|num|nr|no|is|es|el)(?![a-z])|" + _SSN_WORD
-    + rb"|[\x80-\xff]{1,12}(?![\x80-\xff])){0,10})"
-)
+    rb"(?:(?=(?P<tight>(?:" + _SSN_FILLER + rb"+(?!" + _SSN_FILLER + rb")|</?[a-z]{1,6}>|"
+    rb"(?:number|num|nr|no|is|es|el)(?![a-z])|" + _SSN_NON_ASCII + rb"){0,8}))(?P=tight)|" + _SSN_COUNTED
+    + rb"(?=(?P<words>(?:" + _SSN_FILLER_IN_A_SENTENCE + rb"+(?!" + _SSN_FILLER_IN_A_SENTENCE + rb")|" + _SSN_WORD
+    + rb"|" + _SSN_NON_ASCII + rb"){0,24}))(?P=words)[.]?)"
+)  # fmt: skip
 _SSN_LABEL_BEFORE = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"\Z")
-_SSN_LABELLED = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"(?P<number>" + _SSN_NUMBER + rb")")
+# The one pass after many numbers: what _ssn_label_before finds, a leader before the number included (up to 200)
+_SSN_LABELLED = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"[\s._-]{0,200}(?P<number>" + _SSN_NUMBER + rb")")
 # A label after the number, in the same sentence: `123456789 is my SSN`, `… (the social security number from the
 # form)`, `…是我的社会安全号码`, or `123456789` then `that is my SSN` in the next message (a line break right after the
-# number). Up to 10 words, blanks and punctuation but a sentence's end (`.`, `;`) between, within _LOOK_BACK bytes; a
-# non-ASCII run before the label is read at any length up to 24 bytes (`是我的`).
+# number). Words, blanks and punctuation but a sentence's end (`.`, `;`) between, within _SSN_LOOK bytes; a
+# non-ASCII run before the label is read at any length up to 36 bytes (`是我的`). Not after a decimal's or a time's
+# dot (`0.123456789 ssn`, `12:00:00.123456789 INFO ssn-validator`).
 _SSN_AFTER = (
     rb"(?:[ \t]*\r?\n(?![ \t]*\r?\n))?(?:" + _SSN_FILLER_IN_A_SENTENCE + rb"+(?!" + _SSN_FILLER_IN_A_SENTENCE + rb")|"
-    + _SSN_WORD + rb"|[\x80-\xff]{1,24}(?![\x80-\xff])){0,10}?[\x80-\xff]{0,24}?"
+    + _SSN_WORD + rb"|" + _SSN_NON_ASCII + rb"){0,24}?[\x80-\xff]{0,36}?"
 )  # fmt: skip
 _SSN_LABEL_AFTER = re.compile(_SSN_AFTER + rb"(?P<label>" + _SSN_LABEL + rb")")
+_NOT_A_FRACTION = rb"(?<![0-9][.,:])"
 _SSN_FOLLOWED = re.compile(
-    rb"(?<![0-9])(?P<number>" + _SSN_NUMBER + rb")" + _SSN_AFTER + rb"(?P<label>" + _SSN_LABEL + rb")"
-)
+    rb"(?<![0-9])" + _NOT_A_FRACTION + rb"(?P<number>" + _SSN_NUMBER + rb")" + _SSN_AFTER + rb"(?P<label>"
+    + _SSN_LABEL + rb")"
+)  # fmt: skip
 _SSN_ANY_LABEL = re.compile(_SSN_LABEL)
 
 
@@ -1328,10 +1392,7 @@ def _ssn_broken(scan: Scan, padded: bytes, start: int, end: int) -> bool:
         if b"\n" not in gaps:  # the forms has_ssn reads without a line break
             continue
         glued = _GLUED_BEFORE.match(padded, max(0, found.start() - 1), found.start() + 1)  # `SSN123-45`, `No.123-45`
-        alone = padded[found.start()] == 0x0A and padded[found.end() : found.end() + 1] in (b"", b"\n", b"\r")
-        if (not glued and (b"-" in gaps or (alone and (b"\n" in found["first"]) != (b"\n" in found["second"])))) or (
-            _ssn_broken_labelled(scan, found.start(), found.end() - 1)
-        ):
+        if (not glued and b"-" in gaps) or _ssn_broken_labelled(scan, found.start(), found.end() - 1):
             return True
     for found in _SSN_BROKEN_PLAIN.finditer(padded, start, end + 2):
         if len(found["head"]) + len(found["tail"]) == 9 and _SSN_PLAIN.fullmatch(found["head"] + found["tail"]):
@@ -1348,7 +1409,7 @@ def _ssn_broken_labelled(scan: Scan, at: int, end: int) -> bool:
     if scan.broken_ssn_look_backs >= _MOST_LOOK_BACKS:
         return False
     scan.broken_ssn_look_backs += 1
-    return _ssn_label_before(scan.data, at) or _ssn_label_after(scan.data, end)
+    return _ssn_labelled(scan.data, at, end)
 
 
 def has_ssn(scan: Scan) -> bool:
@@ -1378,16 +1439,31 @@ def has_ssn(scan: Scan) -> bool:
                     return True
                 broken = any(padded.find(b"\n", s + 1, e + 1) != -1 and _ssn_broken(scan, padded, s, e) for s, e in rest)
                 return broken or _ssn_labelled_from(scan, start)
-            # [number.start() + 1, number.end()) in padded: the number in data
-            if _ssn_label_before(scan.data, number.start()) or _ssn_label_after(scan.data, number.end() - 1):
+            if _ssn_labelled(scan.data, number.start(), number.end() - 1):  # the number in data: [+ 1, ...) in padded
                 return True
     return False
 
 
+def _ssn_labelled(data: bytes, start: int, end: int) -> bool:
+    """The number at data[start:end] is an SSN by a label near it, and not another thing's number."""
+    if _another_number(data, start, end):
+        return False
+    if _ssn_label_before(data, start):
+        return True
+    fraction = start >= 2 and data[start - 1] in b".,:" and data[start - 2 : start - 1].isdigit()  # `0.123456789`
+    return not fraction and _ssn_label_after(data, end)
+
+
+def _another_number(data: bytes, start: int, end: int) -> bool:
+    """An id noun right before the number (`ticket 123456789`), or a unit right after it (`123456789 rows`)."""
+    before = data[max(0, start - 40) : start].lower()
+    return bool(_ANOTHER_NUMBER_BEFORE.search(before) or _ANOTHER_NUMBER_AFTER.match(data[end : end + 24].lower()))
+
+
 def _ssn_label_before(data: bytes, number_start: int) -> bool:
-    """An SSN label ends within _LOOK_BACK bytes of the number, but for the blanks or leader right before it."""
+    """An SSN label ends within _SSN_LOOK bytes of the number, but for the blanks or leader right before it."""
     end = _before_leader(data, number_start)
-    window_start = max(0, end - _LOOK_BACK)
+    window_start = max(0, end - _SSN_LOOK)
     window = data[window_start:end].lower()
     pos = 0
     while (label := _SSN_LABEL_BEFORE.search(window, pos)) is not None:
@@ -1398,8 +1474,8 @@ def _ssn_label_before(data: bytes, number_start: int) -> bool:
 
 
 def _ssn_label_after(data: bytes, number_end: int) -> bool:
-    """An SSN label starts within _LOOK_BACK bytes after the number, in its sentence."""
-    found = _SSN_LABEL_AFTER.match(data[number_end : number_end + _LOOK_BACK].lower())
+    """An SSN label starts within _SSN_LOOK bytes after the number, in its sentence."""
+    found = _SSN_LABEL_AFTER.match(data[number_end : number_end + _SSN_LOOK].lower())
     return found is not None and _ssn_label_starts_a_word(data, number_end + found.start("label"))
 
 
@@ -1408,19 +1484,20 @@ def _ssn_labelled_from(scan: Scan, start: int) -> bool:
     then, where a label is left at all, one for the numbers a label follows: what `_ssn_label_after` finds."""
     data = scan.data
     lowered = data.lower()
-    pos = max(0, start - _LOOK_BACK)
+    pos = max(0, start - _SSN_LOOK)
     while (found := _SSN_LABELLED.search(lowered, pos)) is not None:
         pos = found.start() + 1
-        near = _before_leader(data, found.start("number")) - found.start() <= _LOOK_BACK
-        if near and _ssn_label_starts_a_word(data, found.start()):
+        number_start, number_end = found.span("number")
+        near = _before_leader(data, number_start) - found.start() <= _SSN_LOOK
+        if near and _ssn_label_starts_a_word(data, found.start()) and not _another_number(data, number_start, number_end):
             return True
     if _SSN_ANY_LABEL.search(lowered, start) is None:  # a table of 9-digit ids and no label: no second pass
         return False
     pos = start
     while (found := _SSN_FOLLOWED.search(lowered, pos)) is not None:
         pos = found.start() + 1
-        near = found.start("label") - found.end("number") <= _LOOK_BACK
-        if near and _ssn_label_starts_a_word(data, found.start("label")):
+        near = found.start("label") - found.end("number") <= _SSN_LOOK
+        if near and _ssn_label_starts_a_word(data, found.start("label")) and not _another_number(data, *found.span("number")):
             return True
     return False
 

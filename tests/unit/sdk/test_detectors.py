@@ -14,6 +14,13 @@ ZWSP, NBSP, EN_DASH, SOFT_HYPHEN = "\u200b", "\u00a0", "\u2013", "\u00ad"
 
 FIRES = {
     "email": [
+        # written out: blanks around an @ after a local part no word is, a capital AT, `(a)`
+        "john.smith @ gmail.com",
+        "write to ann93 @ gmail.com today",
+        "j_doe  @  mail.example.co.uk",
+        "ann AT example.com",
+        "Email ann AT example.com for details",
+        "ann(a)example.com",
         "write to ann.lee+work@example.co.uk today",
         "ANN@EXAMPLE.COM",
         "x: bob_99@mail-server.example.org.",
@@ -323,9 +330,35 @@ FIRES = {
         "请把056019292填到社会安全号码一栏",
         "هل يمكنك التأكد من أن 742429878 هو رقم الضمان الاجتماعي الصحيح",
         "Total: 42\n254 24\n4020 is my social security number.",
-        # split over two messages (joined by a line break): a space-parted one alone on its two lines, a glued label
-        "777 68\n5966",
-        "Hi\n777 68 \n5966\nthanks",
+        # (a review) many words, digits and abbreviations between, long CJK runs, the bot's question in a message before
+        "What is your Social Security number and date of birth?\n777685966",
+        "Please provide your SSN and date of birth.\n777685966",
+        "123456789 is the number on my Social Security card",
+        "The SSN I gave the bank last week was 123456789",
+        "Social Security Number of the co-applicant: 123456789",
+        "123456789 es mi número de seguro social",
+        "我的社会安全号码，我记得是123456789",
+        "123456789，这是我在美国申请的社会安全号码",
+        "社会保障番号を教えます。123456789",
+        "SSN on my W-2 is 123456789",
+        "Enter SSN (9 digits): 123456789",
+        '<input type="text" name="ssn" maxlength="9" value="123456789">',
+        "SSN of Mr. Smith: 123456789",
+        "SSN for identification: 123456789",
+        "My SSN, unfortunately, is 123456789",
+        "SSN & DOB: 123456789",
+        "Social  Security Number: 123456789",
+        "Social\nSecurity Number: 123456789",
+        "SS No. 123456789",
+        "ソーシャルセキュリティ番号: 123456789",
+        "사회 보장 번호: 123456789",
+        "numéro de sécurité sociale: 123456789",
+        "Номер социального страхования: 123456789",
+        "我的社保号是123456789",
+        "رقم الضمان الاجتماعي الخاص بي في الولايات المتحدة هو 123456789",
+        "SSN/Tax ID: 123456789",
+        # split over two messages (joined by a line break) with a label, or a label glued to it
+        "My SSN: 777 68\n5966",
         "SSN760\n80-4225",
         "123 - 45 - 6789",
         "001-01-0001",  # the least the SSA issues, and the most
@@ -404,7 +437,11 @@ QUIET = {
               "visit us at example dot com", "I ordered it at Amazon dot com", "He worked at Pets dot com",
               "I'm good at ASP dot NET and C#", "LOOK AT RED DOT IN CENTER", "WE ARRIVED AT CAMP DOT DOT DOT", "a@b", "version 1.2@latest", "email@localhost",
               "icon@2x.png", "@app.route('/x')", "npm i react@18.2.0", "scores = q@k.transpose(-2, -1)",
-              "y = x@self.weight.T + b", "out = a@b.float()", "h = x@w.to(dtype)", "att@x.view(-1, 8)"],
+              "y = x@self.weight.T + b", "out = a@b.float()", "h = x@w.to(dtype)", "att@x.view(-1, 8)",
+              # a word before a spaced @ (a flyer's, a note's), code's matrix products on objects, a capital AT in a
+              # sentence or in capitals, a list's item
+              "Dinner @ marios.com", "z = a @ b.com", "out = h2 @ self.de", "y = w1 @ np.eye", "meet me AT example.com",
+              "FIND US AT EXAMPLE.COM", "JOHN AT EXAMPLE.COM", "see item(a)above"],
     "phone": ["34=1571\x0111=130355126\x0138=2469", "\ue0a0 main \uf017 12:30 \ue0b0 4155550",  # FIX, icon fonts
               "on 2026-11-30 we met", "IP 192.168.100.200", "172.16.254.10", "order 12345", "pi is 3.14159265",
               "year 2026 and 2027", "version 10.2.3", "05/06/2023 12:30", "ISBN 978-3-16-148410-0",
@@ -464,6 +501,17 @@ QUIET = {
             "123\n45\n6789",  # a column of numbers: a line break stands for a gap only beside a dash
             "123 45\n6789 units", "totals\n123-45\n678", "order 12345\n6789", "ssn count, 123456789 rows",
             "777\n68\n5966", "Room 101 22\n2024 budget", "abc760\n80-4225",
+            # 3-2 then 4 digits on two lines, no label: a coding problem's sample, a config (a review)
+            "777 68\n5966", "Sample Input\n100 10\n1000\n", "print(n, k)\n250 10\n1500", "allowed ports:\n443 80\n8080\n",
+            # (a review) a security operations centre, a fraction or a time before a label, an id's or a count's number
+            "SOC security alert 123456789 escalated", "Case 123456789 was escalated to the SOC security team",
+            "0.123456789 ssn", "p-value 0.123456789 for the ssn feature", "took 0.123456789 s in ssn_check",
+            "2024-05-01 12:00:00.123456789 INFO ssn-validator started", "v1.123456789 ssn",
+            "Fix SSN masking bug, see ticket 123456789", "Invoice 123456789 for SSN verification services",
+            "Employee ID 123456789 has no SSN on file", "Our EIN is 123456789, not my SSN",
+            "SSN: not provided, ZIP code 100011234", "The SSN validation job took 123456789 ms",
+            "SELECT * FROM users WHERE user_id = 123456789 AND ssn IS NOT NULL",
+            "Social Security paid 123456789 beneficiaries", "SSN field count: 123456789 rows",
             # a label in another sentence, or a count of SSNs
             "Please verify your SSN. Order 123456789 shipped", "SSN: done; order 123456789", "SSN total: 123456789",
             "123456789 rows. SSN next", "ssnfoo 123456789",
@@ -554,6 +602,8 @@ ADVERSARIAL = {  # repeated to 0.25 and 1 MB; a quadratic detector takes seconds
     "ssn-labels-and-many-words": "ssn on the file of the one ",  # each a label words may follow to a number
     "numbers-then-words": "123456789 is on the file of ",  # each a number a label may follow
     "numbers-and-far-labels": "123456789 is on the file of the one we have in the old " * 3 + "ssn ",
+    "labels-and-ambiguous-words": "ssn is is is is is is is is is is x. ",  # (a review: the slowest it found)
+    "labels-and-cjk-runs": "社会安全号码" + "我" * 40 + " ",
 }
 # Lines of digits are one numeric run as long as the text: the cn-id detector takes 0.3-0.4 s a megabyte on these
 # (docs/security.md), the ssn detector's reading of numbers a line break parts is held to linear time
@@ -603,7 +653,7 @@ def test_an_ssn_split_over_two_messages_or_prompts_is_found():
     assert "ssn" in detect(request_text({"prompt": ["My SSN is 123-45", "6789"]}), ["ssn"])
     assert "ssn" in detect(request_text({"prompt": ["SSN: 12345", "6789"]}), ["ssn"])
     assert not detect(request_text({"prompt": ["123", "45", "6789"]}), ["ssn"])
-    for pieces in (["777 68", "5966"], ["My SSN is", "123456789"], ["123456789", "that is my SSN"]):
+    for pieces in (["My SSN is 777 68", "5966"], ["My SSN is", "123456789"], ["123456789", "that is my SSN"]):
         assert "ssn" in detect(request_text({"messages": [{"role": "user", "content": p} for p in pieces]}), ["ssn"])
 
 
@@ -618,6 +668,9 @@ WRITTEN_OUT = {
     "at-then-dot-words": "a@b dot c1 ",
     "spaced-dots": "a @ b . ",
     "dot-words": "dot ",
+    "spaced-at-words": "ab @ cd.com ",  # each read back to its local part in Python: a word, refused
+    "capital-at-sentences": "meet me AT b.com ",
+    "letter-a-lists": "(a)b.com ",
 }
 
 
