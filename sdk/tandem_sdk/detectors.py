@@ -393,46 +393,51 @@ _WORD_AT = re.compile(
 
 
 # Three more disguises, each with a domain of plain dots that ends in a top-level domain addresses use (code's
-# attributes are rarely one: `x @ self.fc`, `A @ B.mT`, `q @ k.T`): `ann @ example.com` (blanks on both sides of the
-# @), `ann AT example.com` (a capital AT after a local part that ends in a small letter or digit: not a sentence in
-# capitals, nor `meet me AT …`), `ann(a)example.com`
+# attributes are rarely one: `x @ self.fc`, `A @ B.mT`, `q @ k.T`; nor is one before a bracket: `W.at[idx]`), and a
+# local part that starts with a letter and has two: `john.smith @ gmail.com` (blanks on both sides of the @) and
+# `john.smith AT example.com` (a capital AT after a small letter or digit: not a sentence in capitals), where the local
+# part has what no word has (a flyer's `Tickets @ eventbrite.com`, an ad's `Shop now AT Target.com`), and
+# `ann(a)example.com` (not `section 5(a)…`)
 _ADDRESS_TLD = (
     rb"(?:(?:com|org|net|edu|gov|mil|info|biz|io|co|ai|app|dev|me|us|uk|de|fr|jp|cn|ru|br|in|it|es|nl|ca|au|ch|se|"
-    rb"no|dk|fi|pl|at|be|kr|tw|hk|sg|mx|ar|za|il|ie|nz|pt|gr|cz|tr|ua|eu)|(?:COM|ORG|NET|EDU|GOV|DE|UK))" + _TLD_END
+    rb"no|dk|fi|pl|at|be|kr|tw|hk|sg|mx|ar|za|il|ie|nz|pt|gr|cz|tr|ua|eu)|(?:COM|ORG|NET|EDU|GOV|DE|UK))(?!\[)"
+    + _TLD_END
 )  # fmt: skip
 _PLAIN_DOMAIN = rb"(?:[A-Za-z0-9-]{1,63}\.){1,7}?" + _ADDRESS_TLD
 _SPACED_AT = re.compile(  # a domain not an object's attribute; the local part is read back from the @ (_marked_local)
     rb"@(?:" + b"|".join(rb"(?<=" + _E + rb"[ \t]" * n + rb"@)" for n in (1, 2)) + rb")[ \t]{1,2}"
-    + rb"(?!(?:self|this|cls|np|torch|tf|jnp|nn|math|os|sys)\.)" + _PLAIN_DOMAIN
+    + rb"(?!(?:self|this|cls|np|torch|tf|jnp|nn|math|os|sys)\.[A-Za-z0-9_-]+(?![A-Za-z0-9_.-]))" + _PLAIN_DOMAIN
 )  # fmt: skip
-_LOCAL_BEFORE_BLANKS = re.compile(rb"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}[ \t]{1,2}\Z")
+_ASCII_LETTERS = bytes(range(ord("A"), ord("Z") + 1)) + bytes(range(ord("a"), ord("z") + 1))
+_LOCAL_BEFORE_BLANKS = re.compile(rb"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}[ \t]{0,2}\Z")
 _MARKED = re.compile(rb"[A-Za-z0-9]+(?:[._%+-][A-Za-z0-9]+)*")  # `john.smith`, `ann93`, `j_doe`: checked fully
-_CAPITAL_AT = re.compile(
-    rb"AT(?:(?<=[a-z0-9][ \t]AT)|(?<=[a-z0-9][ \t]{2}AT))"
-    + b"".join(rb"(?<!(?<![A-Za-z0-9._%+-])" + word + rb"[ \t]AT)" for word in b"me us it him her them you".split())
-    + rb"[ \t]{1,2}" + _PLAIN_DOMAIN
-)  # fmt: skip
+_CAPITAL_AT = re.compile(rb"AT(?:(?<=[a-z0-9][ \t]AT)|(?<=[a-z0-9][ \t]{2}AT))[ \t]{1,2}" + _PLAIN_DOMAIN)
 _LETTER_A_AT = re.compile(rb"\(a\)(?<=" + _E + rb"\(a\))" + _PLAIN_DOMAIN)
 
 
-def _marked_local(data: bytes, at: int) -> bool:
-    """Before the @ at `at`, past its blanks: a local part with what no word has, a dot, `_`, `%`, `+` or a digit
-    between letters or digits (`john.smith @ gmail.com`, `ann93 @ …`); a word alone is a flyer's or a note's
-    (`Tickets @ eventbrite.com`, `Dinner @ marios.com`)."""
+def _local_part(data: bytes, at: int, marked: bool = True) -> bool:
+    """Before the at at `at`, past its blanks: a local part that starts with a letter and has two (not a price, a
+    time or `x2`); where `marked`, with what no word has, a dot, `_`, `%`, `+` or a digit between letters or digits
+    (`john.smith`, `ann93`): a word alone is a flyer's or a note's (`Tickets @ eventbrite.com`)."""
     found = _LOCAL_BEFORE_BLANKS.search(data, max(0, at - 67), at)
     if found is None:
         return False
     local = found.group().rstrip(b" \t")
-    return _MARKED.fullmatch(local) is not None and not local.isalpha()
+    letters = len(local) - len(local.translate(None, _ASCII_LETTERS))
+    if not local[:1].isalpha() or letters < 2:
+        return False
+    return not marked or (_MARKED.fullmatch(local) is not None and not local.isalpha())
 
 
 def _written_out_email(data: bytes, after_local: int) -> bool:
     """`after_local`: where to look for an @ from (an address character before it), -1 for nowhere."""
     if after_local != -1 and _WRITTEN_AT_SIGN.search(data, after_local):
         return True
-    if after_local != -1 and any(_marked_local(data, at.start()) for at in _SPACED_AT.finditer(data, after_local)):
+    if after_local != -1 and any(_local_part(data, at.start()) for at in _SPACED_AT.finditer(data, after_local)):
         return True
-    if (b" AT" in data and _CAPITAL_AT.search(data)) or (b"(a)" in data and _LETTER_A_AT.search(data)):
+    if b" AT" in data and any(_local_part(data, at.start()) for at in _CAPITAL_AT.finditer(data)):
+        return True
+    if b"(a)" in data and any(_local_part(data, at.start(), marked=False) for at in _LETTER_A_AT.finditer(data)):
         return True
     closes = b")" in data or b"]" in data or b"}" in data or b">" in data
     if closes and _CLOSED_AT.search(data) and _BRACKETED_AT.search(data):
@@ -1312,33 +1317,42 @@ _SSN_GAPS = frozenset((b"-", b" - ", b" "))  # _SSN_GROUPED's
 # `;` or line break), up to 10 of those and words of up to 12 letters (`SSN on file is`, `als SSN ist`). Each run and
 # word is taken whole, so a label with no number after it is given up in linear time.
 _SSN_LABEL = (
-    "(?:ssns?|s\\.s\\.n\\.?|ss ?#|ss no\\.?(?![a-z])|social[\\s_-]{0,3}sec(?:urity)?\\.?|soc\\.?[\\s_-]{0,3}sec\\.?(?![a-z])|"
+    "(?:ssns?|s\\.s\\.n\\.?|ss ?#|ss (?:no\\.?|number)(?![a-z])|social[\\s_-]{0,3}sec(?:urity)?\\.?|"
+    "soc\\.?[\\s_-]{0,3}(?:sec\\.?(?![a-z])|security[\\s_-]{0,3}(?:number|num|no|#)(?![a-z]))|"
     "seguro social|sozialversicherungsnummer|s\u00e9curit\u00e9 sociale|социального страхования|"
-    "رقم الضمان الاجتماعي|社会安全号|社會安全號|社保号|社保號|社会保障番号|ソ-シャル(?:・)?セキュリティ-?番号|사회 ?보장 ?번호)"
+    "رقم الضمان الاجتماعي|社会安全号|社會安全號|社保号|社保號|社会保障番号|ソ-シャル(?:\\.|・)?セキュリティ-?番号|사회 ?보장 ?번호)"
 ).encode()
 _SSN_LOOK = 120  # bytes from a label to its number (or from the number to a label after it), but for a leader
 _SSN_FILLER = rb"[\s:#=._\"'>/|*()\[\]{}`,;?!&-]"  # `SSN? 123456789` (a bot's question), `SSN,123456789` (CSV)
 _SSN_FILLER_IN_A_SENTENCE = rb"[ \t:#=_\"'<>/|*()\[\]{}`,?!&-]"
 # In a sentence: a whole word of letters, digits and hyphens with a letter in it (`W-2`), not the end of one glued to
-# a label (`ssnfoo`); a number of 1-4 digits (`(9 digits)`, `1099`); an abbreviation's dot (`Mr.`, `Jr.`, `No.`)
+# a label (`ssnfoo`) nor one that takes in a number of 5 digits or more (`US-123456789`: the number is read); a number
+# of 1-4 digits, not a group of one (`(9 digits)`, `1099`, not the `123` of `123/45/6789`); an abbreviation's dot
+# (`Mr.`, `Jr.`, `No.`)
 _SSN_WORD = (
-    rb"(?<![a-z0-9])(?:(?:mr|mrs|ms|dr|jr|sr|st|no|nr|inc|co|ltd|vs)\.|(?=[a-z0-9-]{0,23}[a-z])[a-z0-9-]{1,24}|[0-9]{1,4})"
-    rb"(?![a-z0-9])"
+    rb"(?<![a-z0-9])(?:(?:mr|mrs|ms|dr|jr|sr|st|no|nr|inc|co|ltd|vs|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)\."
+    rb"|(?=[a-z0-9-]{0,23}[a-z])(?:(?![0-9]{5})[a-z0-9-]){1,24}|[0-9]{1,4}(?![./-][0-9]))(?![a-z0-9])"
 )  # fmt: skip
 _SSN_NON_ASCII = rb"[\x80-\xff]{1,36}(?![\x80-\xff])"  # up to 12 CJK characters (`，我记得是`), taken whole
 # `ssn count was 123456789`, `SSN total: 123456789`: a number of SSNs, not one
 _SSN_COUNTED = rb"(?!" + _SSN_FILLER_IN_A_SENTENCE + rb"*(?:counts?|totals?|sum|length|digits|rows|records|entries)(?![a-z]))"
 # A number that is something else's: an id noun right before it (`ticket 123456789`, `Employee ID: …`, `ZIP code …`,
-# `EIN is …`, `user_id = …`), or a unit or count right after it (`123456789 rows`, `… ms`, `… beneficiaries`)
+# `EIN is …`, `user_id = …`) but for one an SSN label names a moment before (`SSN on the account: …`, `SSN/EIN: …`,
+# `SSN or Member ID: …`, `ssn_id: …`); or a unit or count right after it (`123456789 rows`, `… ms`, `… beneficiaries`;
+# `Ms. Doe` is a name)
 _ANOTHER_NUMBER_BEFORE = re.compile(
-    rb"(?<![a-z0-9])(?:ticket|invoice|order|case|ein|zip|zip code|postal code|account|acct|phone|tel|fax|ref|reference|"
-    rb"issue|bug|pr|build|job|tracking|claim|serial|sku|part|item|version|port|pid|uid|routing|[a-z]+_id|"
-    rb"(?:employee|user|customer|member|order|account|student|record|row|request|session|transaction)[ _-]?id)"
-    rb"(?:[ \t]*(?:#|no\.?|nr\.?|number|num|is|was|=|:|-))*[ \t]*\Z"
+    rb"(?<![a-z0-9])(?:ticket|invoice|order|case|ein(?:[ \t]+(?:is|was))?|zip|zip code|postal code|account|acct|phone|"
+    rb"tel|fax|ref|reference|issue|bug|pr|build|job|tracking|claim|serial|sku|part|item|version|port|pid|uid|routing|"
+    rb"user|application|commit|mrn|[a-z]+_id|(?:employee|user|customer|member|order|account|student|record|row|"
+    rb"request|session|transaction|medicare|patient)[ _-]?id)(?:[ \t]*(?:#|no\.?|nr\.?|number|num|=|:|-))*[ \t]*\Z"
+)  # fmt: skip
+_NAMED_BY_A_LABEL = re.compile(
+    _SSN_LABEL + rb"(?:[ \t/_()&,-]|(?<![a-z])(?:or|and|for|on|of|the|this|that|your|my|his|her|their|our|a|an|its|number|num|no)"
+    rb"(?![a-z]))*\Z"
 )  # fmt: skip
 _ANOTHER_NUMBER_AFTER = re.compile(
-    rb"[ \t]*(?:rows|bytes|ms|seconds|records|entries|values|items|users|people|times|accounts|beneficiaries|distinct|"
-    rb"dollars|usd|calls|requests|hits|visits)(?![a-z])"
+    rb"[ \t]*(?:(?i:rows|bytes|seconds|records|entries|values|items|users|people|times|accounts|beneficiaries|"
+    rb"distinct|dollars|usd|calls|requests|hits|visits|lookups|ns)(?![A-Za-z])|ms(?![A-Za-z]))"
 )  # fmt: skip
 # Each branch's items are taken atomically (a look-ahead's match, then a back-reference to it: Python 3.10 has no
 # possessive quantifiers), so a label before many words gives them up in one pass, not once per count of them
@@ -1356,9 +1370,12 @@ _SSN_LABELLED = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"[\s._-]{0,200}(?P<numb
 # number). Words, blanks and punctuation but a sentence's end (`.`, `;`) between, within _SSN_LOOK bytes; a
 # non-ASCII run before the label is read at any length up to 36 bytes (`是我的`). Not after a decimal's or a time's
 # dot (`0.123456789 ssn`, `12:00:00.123456789 INFO ssn-validator`).
+# Each item taken atomically, as in _SSN_BETWEEN: a hyphen is a word's or a gap, and reading each both ways before a
+# label that never comes doubled the time with each one (a review: 26 of `a-` after a number took 5.7 s)
 _SSN_AFTER = (
-    rb"(?:[ \t]*\r?\n(?![ \t]*\r?\n))?(?:" + _SSN_FILLER_IN_A_SENTENCE + rb"+(?!" + _SSN_FILLER_IN_A_SENTENCE + rb")|"
-    + _SSN_WORD + rb"|" + _SSN_NON_ASCII + rb"){0,24}?[\x80-\xff]{0,36}?"
+    rb"(?:[ \t]*\r?\n(?![ \t]*\r?\n))?(?:(?=(?P<item>" + _SSN_FILLER_IN_A_SENTENCE + rb"+(?!"
+    + _SSN_FILLER_IN_A_SENTENCE + rb")|" + _SSN_WORD + rb"|" + _SSN_NON_ASCII + rb"))(?P=item)){0,24}?"
+    rb"[\x80-\xff]{0,36}?"
 )  # fmt: skip
 _SSN_LABEL_AFTER = re.compile(_SSN_AFTER + rb"(?P<label>" + _SSN_LABEL + rb")")
 _NOT_A_FRACTION = rb"(?<![0-9][.,:])"
@@ -1455,9 +1472,16 @@ def _ssn_labelled(data: bytes, start: int, end: int) -> bool:
 
 
 def _another_number(data: bytes, start: int, end: int) -> bool:
-    """An id noun right before the number (`ticket 123456789`), or a unit right after it (`123456789 rows`)."""
-    before = data[max(0, start - 40) : start].lower()
-    return bool(_ANOTHER_NUMBER_BEFORE.search(before) or _ANOTHER_NUMBER_AFTER.match(data[end : end + 24].lower()))
+    """An id noun right before the number (`ticket 123456789`) that no SSN label names, or a unit right after it
+    (`123456789 rows`)."""
+    if _ANOTHER_NUMBER_AFTER.match(data, end, end + 24):
+        return True
+    before = data[max(0, start - 80) : start].lower()
+    noun = _ANOTHER_NUMBER_BEFORE.search(before, max(0, len(before) - 48))
+    if noun is None:
+        return False
+    named = _SSN_ANY_LABEL.match(before, noun.start()) or _NAMED_BY_A_LABEL.search(before, 0, noun.start())
+    return named is None
 
 
 def _ssn_label_before(data: bytes, number_start: int) -> bool:

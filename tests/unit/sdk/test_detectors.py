@@ -18,9 +18,11 @@ FIRES = {
         "john.smith @ gmail.com",
         "write to ann93 @ gmail.com today",
         "j_doe  @  mail.example.co.uk",
-        "ann AT example.com",
-        "Email ann AT example.com for details",
+        "ann.lee AT example.com",
+        "Email ann93 AT example.com for details",
         "ann(a)example.com",
+        "mary.jones @ math.berkeley.edu",  # a subdomain that is also a module's name
+        "j.doe @ os.example.org",
         "write to ann.lee+work@example.co.uk today",
         "ANN@EXAMPLE.COM",
         "x: bob_99@mail-server.example.org.",
@@ -357,6 +359,23 @@ FIRES = {
         "我的社保号是123456789",
         "رقم الضمان الاجتماعي الخاص بي في الولايات المتحدة هو 123456789",
         "SSN/Tax ID: 123456789",
+        # (a second review) an id noun an SSN label names, an abbreviation's dot, a name after the number
+        "The SSN on the account is 123456789",
+        "My SSN for the claim is 123456789",
+        "Social security number for the account: 123456789",
+        "The SSN associated with the account is 123.45.6789",
+        "SSN/EIN: 123456789",
+        "SSN or Member ID: 123456789",
+        "ssn_id: 123456789",
+        "SSN_ID=123456789",
+        "SSN 123456789 Ms. Doe",
+        "Patient SSN: 123456789 Ms Jane Doe",
+        "SSN, as of Jan. 5: 123456789",
+        "SSN on file: 123/45/6789",
+        "SSN: US-123456789",
+        "ソーシャル・セキュリティ番号：123456789",
+        "Soc. Security number: 123456789",
+        "SS number 123456789",
         # split over two messages (joined by a line break) with a label, or a label glued to it
         "My SSN: 777 68\n5966",
         "SSN760\n80-4225",
@@ -441,7 +460,13 @@ QUIET = {
               # a word before a spaced @ (a flyer's, a note's), code's matrix products on objects, a capital AT in a
               # sentence or in capitals, a list's item
               "Dinner @ marios.com", "z = a @ b.com", "out = h2 @ self.de", "y = w1 @ np.eye", "meet me AT example.com",
-              "FIND US AT EXAMPLE.COM", "JOHN AT EXAMPLE.COM", "see item(a)above"],
+              "FIND US AT EXAMPLE.COM", "JOHN AT EXAMPLE.COM", "see item(a)above",
+              # (a review) a price, a time, a model number or a version before a spaced @; ads with a capital AT;
+              # legal references; code's products on attributes that are top-level domains, or before a bracket
+              "Only $9.99 @ amazon.com", "Sat 8pm @ joesbar.com", "Doors 7:30 @ venue.com", "iPhone 15 @ apple.com",
+              "Room 101 @ hotel.com", "v1.2 @ github.com", "y = x2 @ layer.co", "h1 @ W.at[idx]",
+              "Available now AT Amazon.com", "Shop now AT Target.com", "Learn more AT example.org",
+              "section 5(a)example.com", "Rule 10b-5(a)sec.gov", "§ 2(a)law.us"],
     "phone": ["34=1571\x0111=130355126\x0138=2469", "\ue0a0 main \uf017 12:30 \ue0b0 4155550",  # FIX, icon fonts
               "on 2026-11-30 we met", "IP 192.168.100.200", "172.16.254.10", "order 12345", "pi is 3.14159265",
               "year 2026 and 2027", "version 10.2.3", "05/06/2023 12:30", "ISBN 978-3-16-148410-0",
@@ -512,6 +537,8 @@ QUIET = {
             "SSN: not provided, ZIP code 100011234", "The SSN validation job took 123456789 ms",
             "SELECT * FROM users WHERE user_id = 123456789 AND ssn IS NOT NULL",
             "Social Security paid 123456789 beneficiaries", "SSN field count: 123456789 rows",
+            "Ticket 4521: SSN lookup times out for user 123456789", "SSN service p99 latency was 123456789 ns",
+            "SSN verification failed for application 123456789", "Medicare ID 123456789, SSN unknown",
             # a label in another sentence, or a count of SSNs
             "Please verify your SSN. Order 123456789 shipped", "SSN: done; order 123456789", "SSN total: 123456789",
             "123456789 rows. SSN next", "ssnfoo 123456789",
@@ -604,6 +631,7 @@ ADVERSARIAL = {  # repeated to 0.25 and 1 MB; a quadratic detector takes seconds
     "numbers-and-far-labels": "123456789 is on the file of the one we have in the old " * 3 + "ssn ",
     "labels-and-ambiguous-words": "ssn is is is is is is is is is is x. ",  # (a review: the slowest it found)
     "labels-and-cjk-runs": "社会安全号码" + "我" * 40 + " ",
+    "numbers-then-hyphens": "123456789 " + "a-" * 30 + "! ",  # (a review: a hyphen read two ways doubled the time)
 }
 # Lines of digits are one numeric run as long as the text: the cn-id detector takes 0.3-0.4 s a megabyte on these
 # (docs/security.md), the ssn detector's reading of numbers a line break parts is held to linear time
