@@ -159,6 +159,6 @@ def backend_factory(settings: Settings, tokenizers: dict[str, ChatTokenizer]):
             return HttpWorkerBackend(
                 endpoint, model_id, pool.kind, breaker, pool.upstream_model, decode, pool.send_cache_salt
             )
-        return GrpcWorkerBackend(endpoint, model_id, pool.kind, breaker)
+        return GrpcWorkerBackend(endpoint, model_id, pool.kind, breaker, pool.tls)
 
     return make

@@ -7,6 +7,7 @@ and memory are the engine's. Errors map to gRPC status here and nowhere else.
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -180,6 +181,42 @@ class _CancelledStreamDetach(logging.Filter):
         )
 
 
+TLS_CERT_ENV, TLS_KEY_ENV, TLS_CLIENT_CA_ENV = (
+    "TANDEM_TLS_CERT_FILE",
+    "TANDEM_TLS_KEY_FILE",
+    "TANDEM_TLS_CLIENT_CA_FILE",
+)
+
+
+def server_tls(env) -> grpc.ServerCredentials | None:
+    """The worker's TLS from its environment: a certificate and key (PEM files) make it serve TLS only; a client CA
+    as well makes it take only clients with a certificate that CA signed (mutual TLS). None: plaintext."""
+    cert, key, client_ca = env.get(TLS_CERT_ENV), env.get(TLS_KEY_ENV), env.get(TLS_CLIENT_CA_ENV)
+    if not cert and not key:
+        if client_ca:
+            raise SystemExit(f"{TLS_CLIENT_CA_ENV} asks clients for certificates over TLS: set {TLS_CERT_ENV} and "
+                             f"{TLS_KEY_ENV} too")  # fmt: skip
+        return None
+    if not (cert and key):
+        raise SystemExit(f"{TLS_CERT_ENV} and {TLS_KEY_ENV} go together: set both, or neither for plaintext")
+    files = {}
+    for name, path in ((TLS_CERT_ENV, cert), (TLS_KEY_ENV, key), (TLS_CLIENT_CA_ENV, client_ca)):
+        if not path:
+            continue
+        try:
+            with open(path, "rb") as f:
+                files[name] = f.read()
+        except OSError as exc:
+            raise SystemExit(f"{name}={path}: cannot read it: {exc.strerror}") from None
+        if b"-----BEGIN" not in files[name]:
+            raise SystemExit(f"{name}={path}: no PEM file (no -----BEGIN line)")
+    return grpc.ssl_server_credentials(
+        [(files[TLS_KEY_ENV], files[TLS_CERT_ENV])],
+        root_certificates=files.get(TLS_CLIENT_CA_ENV),
+        require_client_auth=TLS_CLIENT_CA_ENV in files,
+    )
+
+
 async def serve(engine: Engine, host: str, port: int, background: Callable[[], Awaitable[None]] | None = None) -> None:
     """Serve until SIGTERM or SIGINT, then drain in-flight RPCs for a few seconds.
 
@@ -197,15 +234,21 @@ async def serve(engine: Engine, host: str, port: int, background: Callable[[], A
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     address = f"{host}:{port}"
-    if server.add_insecure_port(address) == 0:
+    credentials = server_tls(os.environ)
+    bound = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+    if bound == 0:
         raise SystemExit(f"cannot listen on {address}: port in use?")
     await server.start()
     for service in ("", "tandem.worker.v1.Worker"):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     stats = engine.stats()
-    log.info("%s worker serving %s on %s (%s)", stats.kind, stats.model_id, address, stats.execution_provider)
+    transport = ("mutual TLS" if os.environ.get(TLS_CLIENT_CA_ENV) else "TLS") if credentials else "plaintext"
+    log.info(
+        "%s worker serving %s on %s (%s, %s)", stats.kind, stats.model_id, address, stats.execution_provider, transport
+    )
     print(
-        f"tandem {stats.kind} worker ready on {address} model={stats.model_id} ep={stats.execution_provider}",
+        f"tandem {stats.kind} worker ready on {address} model={stats.model_id} ep={stats.execution_provider} "
+        f"transport={transport}",
         flush=True,
     )
 

@@ -9,6 +9,7 @@ from opentelemetry.propagate import inject
 
 from gateway.backends.circuit_breaker import CircuitBreaker
 from gateway.backends.worker_backend import BackendError, WorkerBackend
+from gateway.policy.schema import GrpcTls
 from proto.gen import worker_pb2, worker_pb2_grpc
 from serving import spans
 
@@ -30,13 +31,27 @@ _GENERATE_ATTRIBUTES = {
 
 
 class GrpcWorkerBackend(WorkerBackend):
-    def __init__(self, endpoint: str, model_id: str, pool_kind: str, breaker: CircuitBreaker | None = None) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        model_id: str,
+        pool_kind: str,
+        breaker: CircuitBreaker | None = None,
+        tls: GrpcTls | None = None,
+    ) -> None:
         super().__init__(endpoint, model_id, pool_kind, breaker)
         parsed = urlparse(endpoint)
-        self._channel = grpc.aio.insecure_channel(
-            f"{parsed.hostname}:{parsed.port}",
-            options=CHANNEL_OPTIONS,
-        )
+        host = f"[{parsed.hostname}]" if ":" in (parsed.hostname or "") else parsed.hostname  # an IPv6 address
+        target = f"{host}:{parsed.port}"
+        if tls is None:
+            self._channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        else:  # the files are read here, once per client: a pool's new certificates take a reload that changes it
+            roots, key, chain = tls.read()
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=roots, private_key=key, certificate_chain=chain
+            )
+            name = [("grpc.ssl_target_name_override", tls.server_name)] if tls.server_name else []
+            self._channel = grpc.aio.secure_channel(target, credentials, options=CHANNEL_OPTIONS + name)
         self._stub = worker_pb2_grpc.WorkerStub(self._channel)
 
     async def _fetch_stats(self) -> worker_pb2.StatsReply:

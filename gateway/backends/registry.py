@@ -21,11 +21,11 @@ from urllib.parse import urlparse
 
 from gateway.backends.grpc_backend import GrpcWorkerBackend
 from gateway.backends.worker_backend import WorkerBackend
-from gateway.policy.schema import Policy, Pool
+from gateway.policy.schema import GrpcTls, Policy, Pool
 
 log = logging.getLogger(__name__)
 BackendFactory = Callable[[str, str, Pool], WorkerBackend]  # (endpoint, model id, pool)
-Key = tuple[str, str, str]  # (endpoint, pool kind, model id)
+Key = tuple[str, str, str, GrpcTls | None]  # (endpoint, pool kind, model id, how it is dialled)
 Resolver = Callable[[str, int], Awaitable[list[str]]]  # (host, port) -> addresses
 RETIRE_GRACE_S = 60.0
 DNS_REFRESH_S = 5.0
@@ -66,7 +66,9 @@ class BackendRegistry:
         resolver: Resolver = resolve_addresses,
     ) -> None:
         self._default_model = default_model  # what every pool's workers run when the policy names no models
-        self._backend_factory = backend_factory or (lambda url, model, pool: GrpcWorkerBackend(url, model, pool.kind))
+        self._backend_factory = backend_factory or (
+            lambda url, model, pool: GrpcWorkerBackend(url, model, pool.kind, tls=pool.tls)
+        )
         self._resolver = resolver
         self._policy = policy
         self._resolved: dict[str, list[str]] = {}  # dns:// endpoint -> grpc://address:port, as last resolved
@@ -121,7 +123,7 @@ class BackendRegistry:
         if kept is not None and kept[0] is policy:
             return kept[1]
         pool, model = policy.pools[pool_name], policy.model_of(pool_name, self._default_model)
-        keys = [(url, pool.kind, model) for url in self._expand(pool)]
+        keys = [(url, pool.kind, model, pool.tls) for url in self._expand(pool)]
         found = (b for key in keys if (b := self._live.get(key) or self._retiring.get(key)) is not None)
         built = PoolBackends(tuple(dict.fromkeys(found)))  # once each: an address listed and also resolved by DNS
         self._pools[pool_name] = (policy, built)
@@ -166,7 +168,7 @@ class BackendRegistry:
 
     def _keys(self, policy: Policy) -> dict[Key, Pool]:
         return {
-            (url, pool.kind, policy.model_of(name, self._default_model)): pool
+            (url, pool.kind, policy.model_of(name, self._default_model), pool.tls): pool
             for name, pool in policy.pools.items()
             for url in self._expand(pool)
         }

@@ -158,6 +158,54 @@ class Profile(_Strict):
         return compile_profile(self)
 
 
+class GrpcTls(_Strict):
+    """TLS to a pool's gRPC workers (grpc:// and dns:// endpoints): the workers serve with a certificate
+    (TANDEM_TLS_CERT_FILE and TANDEM_TLS_KEY_FILE), and the gateway checks it against these roots."""
+
+    ca_file: str | None = Field(
+        default=None, description="PEM file of the roots the workers' certificates chain to (default: the system's)"
+    )
+    cert_file: str | None = Field(
+        default=None,
+        description="PEM file of this gateway's client certificate, for workers that ask for one "
+        "(TANDEM_TLS_CLIENT_CA_FILE); with key_file",
+    )
+    key_file: str | None = Field(default=None, description="PEM file of the client certificate's private key")
+    server_name: str | None = Field(
+        default=None,
+        description="the name the workers' certificates carry, where it is not the endpoint's host (required for "
+        "dns:// endpoints: their addresses are dialled)",
+    )
+
+    @model_validator(mode="after")
+    def _files(self) -> "GrpcTls":
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together: a client certificate needs its key")
+        for name in ("ca_file", "cert_file", "key_file"):
+            path = getattr(self, name)
+            if path is None:
+                continue
+            try:
+                with open(path, "rb") as f:
+                    head = f.read(4096)
+            except OSError as exc:
+                raise PolicyFieldError((name,), f"{name} {path!r} cannot be read: {exc.strerror}") from None
+            if b"-----BEGIN" not in head:
+                raise PolicyFieldError((name,), f"{name} {path!r} is no PEM file (no -----BEGIN line)")
+        return self
+
+    def read(self) -> tuple[bytes | None, bytes | None, bytes | None]:
+        """The roots, the client key and its certificate chain, as gRPC takes them (read when a client is made)."""
+
+        def read(path: str | None) -> bytes | None:
+            if path is None:
+                return None
+            with open(path, "rb") as f:
+                return f.read()
+
+        return read(self.ca_file), read(self.key_file), read(self.cert_file)
+
+
 class Pool(_Strict):
     kind: Literal["edge", "cloud"]
     endpoints: list[str] = Field(
@@ -181,6 +229,15 @@ class Pool(_Strict):
         default=False,
         description="an edge pool's http(s) endpoints on other hosts are trusted with private prompts. An HTTP "
         "server cannot report its kind: without this, an edge pool's HTTP servers must be on this host (loopback)",
+    )
+    tls: GrpcTls | None = Field(
+        default=None, description="TLS to this pool's grpc:// and dns:// workers (unset: plaintext gRPC)"
+    )
+    plaintext_grpc: bool = Field(
+        default=False,
+        description="an edge pool's gRPC workers on other hosts are reached without TLS: private prompts cross the "
+        "network unencrypted. Only where that network is trusted (a service mesh's mutual TLS, one host's "
+        "bridge); without this or `tls`, an edge pool's gRPC workers must be on this host (loopback)",
     )
 
     @field_validator("endpoints")
@@ -214,18 +271,55 @@ class Pool(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _remote_http_in_an_edge_pool_is_said_in_so_many_words(self) -> "Pool":
-        if self.kind != "edge" or self.trust_remote_http:
+    def _tls_is_for_grpc(self) -> "Pool":
+        if self.tls is None:
+            if self.plaintext_grpc and self.kind != "edge":
+                raise PolicyFieldError(("plaintext_grpc",), "plaintext_grpc is an edge pool's: a cloud pool's gRPC "
+                                       "is plaintext unless it has `tls`")  # fmt: skip
+            return self
+        if self.plaintext_grpc:
+            raise PolicyFieldError(("plaintext_grpc",), "a pool with `tls` is not plaintext: remove one of the two")
+        for j, url in enumerate(self.endpoints):
+            parsed = urlparse(url)
+            if parsed.scheme in ("http", "https"):
+                raise PolicyFieldError(
+                    ("endpoints", j),
+                    f"{url}: `tls` is for gRPC workers; an HTTP server's TLS is its https:// endpoint (a pool of "
+                    "both kinds of server is two pools)",
+                )
+            if parsed.scheme == "dns" and self.tls.server_name is None:
+                raise PolicyFieldError(
+                    ("tls", "server_name"),
+                    f"{url} is dialled by the addresses its name resolves to: set tls.server_name to the name the "
+                    "workers' certificates carry",
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _a_server_on_another_host_in_an_edge_pool_is_said_to_be_trusted_in_so_many_words(self) -> "Pool":
+        """Private prompts go only to edge pools: a server on another host gets them only as the pool says."""
+        if self.kind != "edge":
             return self
         for j, url in enumerate(self.endpoints):
             parsed = urlparse(url)
-            if parsed.scheme in ("http", "https") and not is_loopback(parsed.hostname):
-                raise PolicyFieldError(
-                    ("endpoints", j),
-                    f"{url} is an HTTP server on another host in an edge pool: it would get private prompts, and "
-                    "an HTTP server cannot say it is an edge. Put it in a cloud pool, or set trust_remote_http: true "
-                    "on this pool if it is inside the device's trust boundary",
+            if is_loopback(parsed.hostname):
+                continue
+            if parsed.scheme in ("http", "https") and not self.trust_remote_http:
+                problem = (
+                    "is an HTTP server on another host in an edge pool: it would get private prompts, and an HTTP "
+                    "server cannot say it is an edge. Put it in a cloud pool, or set trust_remote_http: true on this "
+                    "pool if it is inside the device's trust boundary"
                 )
+            elif parsed.scheme in ("grpc", "dns") and self.tls is None and not self.plaintext_grpc:
+                problem = (
+                    "is a worker on another host in an edge pool, over plaintext gRPC: private prompts would cross "
+                    "the network unencrypted. Give the pool `tls:` (its workers serve with TANDEM_TLS_CERT_FILE and "
+                    "TANDEM_TLS_KEY_FILE), or set plaintext_grpc: true on it if the network between them is trusted "
+                    "(a service mesh's mutual TLS)"
+                )
+            else:
+                continue
+            raise PolicyFieldError(("endpoints", j), f"{url} {problem}")
         return self
 
 

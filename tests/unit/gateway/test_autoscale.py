@@ -16,7 +16,7 @@ POLICY = """
 version: 1
 pools:
   cloud: {kind: cloud, endpoints: ["grpc://w1:1", "grpc://w2:1"]}
-  edge: {kind: edge, endpoints: ["grpc://e1:1"]}
+  edge: {kind: edge, endpoints: ["grpc://e1:1"], plaintext_grpc: true}
 rules:
   - {name: private, match: {privacy: [private, pii, confidential]}, route: edge, fallback: []}
   - {name: default, route: cloud}

@@ -15,7 +15,7 @@ from tests.scripted_backend import FAIL, REJECT, SLOW, registry_for, scripted
 A, B = "grpc://a:1", "grpc://b:1"
 POLICY = Policy.model_validate({
     "version": 1,
-    "pools": {"cloud": {"kind": "cloud", "endpoints": [A, B]}, "edge": {"kind": "edge", "endpoints": ["grpc://e:1"]}},
+    "pools": {"cloud": {"kind": "cloud", "endpoints": [A, B]}, "edge": {"kind": "edge", "endpoints": ["grpc://e:1"], "plaintext_grpc": True}},
     "rules": [{"name": "private", "match": {"privacy": ["private", "pii", "confidential"]}, "route": "edge"},
               {"name": "default", "route": "cloud"}],
 })  # fmt: skip
@@ -122,7 +122,7 @@ def test_waiting_behind_other_answers_is_not_a_failure_but_a_lone_stall_is():
     timeout, each wait counted as a failure, the breaker opened, and every tenant's private requests got 503s."""
     one = Policy.model_validate({
         "version": 1,
-        "pools": {"cloud": {"kind": "cloud", "endpoints": [A]}, "edge": {"kind": "edge", "endpoints": ["grpc://e:1"]}},
+        "pools": {"cloud": {"kind": "cloud", "endpoints": [A]}, "edge": {"kind": "edge", "endpoints": ["grpc://e:1"], "plaintext_grpc": True}},
         "rules": [{"name": "private", "match": {"privacy": ["private", "pii", "confidential"]}, "route": "edge"},
                   {"name": "d", "route": "cloud"}],
     })  # fmt: skip

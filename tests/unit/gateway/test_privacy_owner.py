@@ -27,7 +27,7 @@ from tests.scripted_backend import FAIL, registry_for, scripted
 POLICY_TEXT = """
 version: 1
 pools:
-  edge: {kind: edge, endpoints: ["grpc://e1:1", "grpc://e2:1"]}
+  edge: {kind: edge, endpoints: ["grpc://e1:1", "grpc://e2:1"], plaintext_grpc: true}
   cloud: {kind: cloud, endpoints: ["grpc://c1:1"]}
 rules:
   - {name: private, match: {privacy: [private, pii, confidential]}, route: edge, fallback: []}

@@ -23,7 +23,7 @@ from proto.prefix_hints import worker_id_for
 POLICY = """
 version: 1
 pools:
-  edge: {{kind: edge, endpoints: ["grpc://10.0.1.1:1"]}}
+  edge: {{kind: edge, endpoints: ["grpc://10.0.1.1:1"], plaintext_grpc: true}}
   cloud:
     kind: cloud
     endpoints: [{endpoints}]

@@ -20,7 +20,7 @@ def features(prompt_tokens=10, privacy=(), device=None, tenant="default", max_to
 
 NPU = DeviceCapability(npu=True, ram_gb=8)
 EDGE_AND_CLOUD = {
-    "edge": {"kind": "edge", "endpoints": ["grpc://h:1"]},
+    "edge": {"kind": "edge", "endpoints": ["grpc://h:1"], "plaintext_grpc": True},
     "cloud": {"kind": "cloud", "endpoints": ["grpc://h:2"]},
 }
 
@@ -69,7 +69,7 @@ def test_no_matching_rule_is_a_503_that_says_so():
     policy = Policy.model_validate(
         {
             "version": 1,
-            "pools": {"edge": {"kind": "edge", "endpoints": ["grpc://h:1"]}},
+            "pools": {"edge": {"kind": "edge", "endpoints": ["grpc://h:1"], "plaintext_grpc": True}},
             "rules": [{"name": "only-acme", "match": {"tenant": ["acme"]}, "route": "edge"}],
         }
     )

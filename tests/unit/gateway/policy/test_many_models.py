@@ -13,7 +13,7 @@ from serving.openai.errors import NoBackend
 POLICY = {
     "version": 1,
     "pools": {
-        "edge": {"kind": "edge", "endpoints": ["grpc://h:1"]},
+        "edge": {"kind": "edge", "endpoints": ["grpc://h:1"], "plaintext_grpc": True},
         "cloud": {"kind": "cloud", "endpoints": ["grpc://h:2"]},
         "big": {"kind": "cloud", "endpoints": ["grpc://h:3"]},
     },

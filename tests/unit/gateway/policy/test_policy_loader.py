@@ -1,15 +1,17 @@
 """Bad policy files are refused with the file, the line and the field named."""
 
+import re
+
 import pytest
 
 from gateway.policy.loader import PolicyError, load_policy
 
-POOLS = "pools:\n  edge: {kind: edge, endpoints: ['grpc://h:1']}\n  cloud: {kind: cloud, endpoints: ['grpc://h:2']}\n"
+POOLS = "pools:\n  edge: {kind: edge, endpoints: ['grpc://127.0.0.1:1']}\n  cloud: {kind: cloud, endpoints: ['grpc://h:2']}\n"
 PRIVATE_FIRST = "  - {name: private, match: {privacy: [private, pii, confidential]}, route: edge}\n"
 CASES = [
     (
         "grpc endpoint without a port",
-        "version: 1\npools:\n  c: {kind: edge, endpoints: ['grpc://x']}\nrules: [{name: d, route: c}]\n",
+        "version: 1\npools:\n  c: {kind: edge, endpoints: ['grpc://x'], plaintext_grpc: true}\nrules: [{name: d, route: c}]\n",
         "endpoint 'grpc://x' needs a port",
         3,
     ),
@@ -37,7 +39,7 @@ CASES = [
     ),
     (
         "unknown scorer",
-        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://h:1']\n    profile: {scorers: [{type: magic}]}\n"
+        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://127.0.0.1:1']\n    profile: {scorers: [{type: magic}]}\n"
         "rules: [{name: d, route: c}]\n",
         "unknown scorer 'magic'",
         6,
@@ -63,7 +65,7 @@ CASES = [
     ),
     (
         "one endpoint, two kinds",
-        "version: 1\npools:\n  e: {kind: edge, endpoints: ['grpc://h:1']}\n  c: {kind: cloud, endpoints: ['grpc://h:1']}\n"
+        "version: 1\npools:\n  e: {kind: edge, endpoints: ['grpc://h:1'], plaintext_grpc: true}\n  c: {kind: cloud, endpoints: ['grpc://h:1']}\n"
         "rules:\n" + PRIVATE_FIRST.replace("edge}", "e}") + "  - {name: d, route: c}\n",
         "pools.c.endpoints.0: grpc://h:1 is in edge pool 'e' and cloud pool 'c'",
         4,
@@ -116,7 +118,7 @@ CASES = [
     *(
         (
             f"one server in an edge and a cloud pool, spelt {edge} and {cloud}",
-            f"version: 1\npools:\n  edge: {{kind: edge, endpoints: ['{edge}']}}\n"
+            f"version: 1\npools:\n  edge: {{kind: edge, endpoints: ['{edge}'], plaintext_grpc: true}}\n"
             f"  cloud: {{kind: cloud, endpoints: ['{cloud}']}}\nrules:\n"
             + PRIVATE_FIRST
             + "  - {name: d, route: cloud}\n",
@@ -177,14 +179,14 @@ CASES = [
     ),
     (
         "a number past a float's range",
-        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://h:1']\n"
+        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://127.0.0.1:1']\n"
         "    profile: {scorers: [{type: queue-depth, weight: 1.0e+400}]}\nrules: [{name: d, route: c}]\n",
         "pools.c.profile.scorers.0.weight: not a finite number",
         6,
     ),
     (
         "a number YAML 1.1 reads as text (no point in it)",
-        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://h:1']\n"
+        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://127.0.0.1:1']\n"
         "    profile: {scorers: [{type: queue-depth, weight: 1e400}]}\nrules: [{name: d, route: c}]\n",
         "pools.c.profile.scorers.0.weight: write a number: YAML 1.1 reads 1e400 as text (write 1.0e-3",
         6,
@@ -199,7 +201,7 @@ CASES = [
     *(
         (
             f"a picker's type that is no name: {value or 'empty'}",
-            "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://h:1']\n"
+            "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://127.0.0.1:1']\n"
             f"    profile: {{picker: {{type: {value}}}}}\nrules: [{{name: d, route: c}}]\n",
             "pools.c.profile.picker.type: a picker's `type` is one name of ['cache-affinity', 'max-score']",
             6,
@@ -208,7 +210,7 @@ CASES = [
     ),
     (
         "a scorer's type that is a list",
-        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://h:1']\n"
+        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://127.0.0.1:1']\n"
         "    profile: {scorers: [{type: [queue-depth]}]}\nrules: [{name: d, route: c}]\n",
         "pools.c.profile.scorers.0.type: a scorer's `type` is one name of",
         6,
@@ -289,7 +291,7 @@ CASES = [
     ),
     (
         "a plugin's setting written loosely",
-        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://h:1']\n"
+        "version: 1\npools:\n  c:\n    kind: edge\n    endpoints: ['grpc://127.0.0.1:1']\n"
         "    profile: {scorers: [{type: prefix-hit, min_blocks: '2'}]}\nrules: [{name: d, route: c}]\n",
         "pools.c.profile.scorers.0.min_blocks: write a whole number, without quotes (got '2')",
         6,
@@ -375,3 +377,44 @@ def test_an_http_server_in_an_edge_pool_is_on_this_host_or_trusted_in_so_many_wo
         load_policy(path)
     except PolicyError as exc:
         assert "pw" not in str(exc)
+
+
+def _edge_pool_policy(tmp_path, edge: str, cloud: str = "{kind: cloud, endpoints: ['grpc://h:2']}"):
+    path = tmp_path / "policy.yaml"
+    path.write_text(f"version: 1\npools:\n  edge: {edge}\n  cloud: {cloud}\nrules:\n{PRIVATE_FIRST}"
+                    "  - {name: d, route: cloud}\n")  # fmt: skip
+    return load_policy(path)
+
+
+def test_an_edge_pool_on_another_host_is_reached_over_tls_or_plaintext_in_so_many_words(tmp_path):
+    """Private prompts go to an edge pool's workers: over the network, unencrypted only where the policy says so."""
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    for edge in (
+        "{kind: edge, endpoints: ['grpc://127.0.0.1:1', 'grpc://localhost:2', 'grpc://[::1]:3', 'dns://localhost:4']}",
+        "{kind: edge, endpoints: ['grpc://10.0.0.9:50061'], plaintext_grpc: true}",
+        f"{{kind: edge, endpoints: ['grpc://10.0.0.9:50061'], tls: {{ca_file: '{pem}'}}}}",
+        "{kind: edge, endpoints: ['grpc://agent.lan:50061'], tls: {}}",  # the system's roots
+        f"{{kind: edge, endpoints: ['dns://agents:50061'], tls: {{ca_file: '{pem}', server_name: agents.lan}}}}",
+        f"{{kind: edge, endpoints: ['grpc://a:1'], tls: {{cert_file: '{pem}', key_file: '{pem}'}}}}",
+    ):
+        assert _edge_pool_policy(tmp_path, edge).pools["edge"].kind == "edge", edge
+    refused = [
+        ("{kind: edge, endpoints: ['grpc://10.0.0.9:50061']}", "edge.endpoints.0: grpc://10.0.0.9:50061 is a worker "
+         "on another host in an edge pool, over plaintext gRPC: private prompts would cross the network unencrypted"),
+        ("{kind: edge, endpoints: ['grpc://127.0.0.1:1', 'dns://agents:50061']}", "edge.endpoints.1: dns://agents"),
+        ("{kind: edge, endpoints: ['grpc://a:1'], tls: {ca_file: /nonexistent/ca.pem}}",
+         "edge.tls.ca_file: ca_file '/nonexistent/ca.pem' cannot be read"),
+        (f"{{kind: edge, endpoints: ['grpc://a:1'], tls: {{ca_file: '{tmp_path / 'policy.yaml'}'}}}}", "is no PEM file"),
+        (f"{{kind: edge, endpoints: ['grpc://a:1'], tls: {{cert_file: '{pem}'}}}}", "cert_file and key_file go together"),
+        (f"{{kind: edge, endpoints: ['dns://agents:1'], tls: {{ca_file: '{pem}'}}}}", "edge.tls.server_name: dns://"),
+        ("{kind: edge, endpoints: ['https://10.0.0.9'], trust_remote_http: true, tls: {}}", "an HTTP server's TLS"),
+        ("{kind: edge, endpoints: ['grpc://a:1'], tls: {}, plaintext_grpc: true}", "remove one of the two"),
+        ("{kind: edge, endpoints: ['grpc://a:1'], plaintext_grpc: 'yes'}", "plaintext_grpc"),
+    ]  # fmt: skip
+    for edge, said in refused:
+        with pytest.raises(PolicyError, match=re.escape(said)):
+            _edge_pool_policy(tmp_path, edge)
+    with pytest.raises(PolicyError, match="plaintext_grpc is an edge pool's"):
+        _edge_pool_policy(tmp_path, "{kind: edge, endpoints: ['grpc://127.0.0.1:1']}",
+                          "{kind: cloud, endpoints: ['grpc://h:2'], plaintext_grpc: true}")  # fmt: skip

@@ -13,7 +13,7 @@ from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
 
 GOOD = """version: 1
 pools:
-  edge: {kind: edge, endpoints: ['grpc://h:1']}
+  edge: {kind: edge, endpoints: ['grpc://127.0.0.1:1']}
   cloud: {kind: cloud, endpoints: ['grpc://h:2']}
 rules:
   - {name: private, match: {privacy: [private, pii, confidential]}, route: edge}
@@ -41,11 +41,11 @@ def state(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("edit", "said"),
     [
-        (GOOD.replace("['grpc://h:1']}", "['grpc://h:1'], profile: {picker: {type: }}}"), "picker.type"),
-        (GOOD.replace("['grpc://h:1']}", "['grpc://h:1'], profile: {picker: {type: 5}}}"), "picker.type"),
+        (GOOD.replace("['grpc://127.0.0.1:1']}", "['grpc://127.0.0.1:1'], profile: {picker: {type: }}}"), "picker.type"),
+        (GOOD.replace("['grpc://127.0.0.1:1']}", "['grpc://127.0.0.1:1'], profile: {picker: {type: 5}}}"), "picker.type"),
         (GOOD.replace("version: 1", "version: !!timestamp 1"), "!!timestamp"),
         (GOOD.replace("route: cloud}", f"route: cloud, match: {{priority: {{min: {'9' * 5000}}}}}}}"), "5000 digits"),
-        (GOOD.replace("['grpc://h:1']}", "['grpc://h:1'], trust_remote_http: 'yes'}"), "trust_remote_http"),
+        (GOOD.replace("['grpc://127.0.0.1:1']}", "['grpc://127.0.0.1:1'], trust_remote_http: 'yes'}"), "trust_remote_http"),
     ],
 )
 async def test_a_refused_edit_is_counted_and_names_the_file(state, edit, said):
