@@ -20,6 +20,7 @@ from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 from proto.gen import worker_pb2, worker_pb2_grpc
 from serving import spans
 from serving.engine_api import Engine, GenerationChunk, GenerationRequest, RequestRejected, SamplingParams, Usage
+from serving.tls_files import key_pair_problem, pem_file_problem, roots_problem
 
 log = logging.getLogger(__name__)
 tracer = spans.get_tracer(__name__)  # the SDK's spans at a fraction of their cost (serving/spans.py)
@@ -190,7 +191,8 @@ TLS_CERT_ENV, TLS_KEY_ENV, TLS_CLIENT_CA_ENV = (
 
 def server_tls(env) -> grpc.ServerCredentials | None:
     """The worker's TLS from its environment: a certificate and key (PEM files) make it serve TLS only; a client CA
-    as well makes it take only clients with a certificate that CA signed (mutual TLS). None: plaintext."""
+    as well makes it take only clients with a certificate that CA signed (mutual TLS). None: plaintext. A bad setting
+    stops the worker with the variable named (gRPC's own error is a bind failure that names no file)."""
     cert, key, client_ca = env.get(TLS_CERT_ENV), env.get(TLS_KEY_ENV), env.get(TLS_CLIENT_CA_ENV)
     if not cert and not key:
         if client_ca:
@@ -199,17 +201,18 @@ def server_tls(env) -> grpc.ServerCredentials | None:
         return None
     if not (cert and key):
         raise SystemExit(f"{TLS_CERT_ENV} and {TLS_KEY_ENV} go together: set both, or neither for plaintext")
+    for name, path in ((TLS_CERT_ENV, cert), (TLS_KEY_ENV, key), (TLS_CLIENT_CA_ENV, client_ca)):
+        if path and (problem := pem_file_problem(path)) is not None:
+            raise SystemExit(f"{name}: {problem}")
+    if (problem := key_pair_problem(cert, key)) is not None:
+        raise SystemExit(f"{TLS_KEY_ENV}: {problem}")
+    if client_ca and (problem := roots_problem(client_ca)) is not None:
+        raise SystemExit(f"{TLS_CLIENT_CA_ENV}: {problem}")
     files = {}
     for name, path in ((TLS_CERT_ENV, cert), (TLS_KEY_ENV, key), (TLS_CLIENT_CA_ENV, client_ca)):
-        if not path:
-            continue
-        try:
+        if path:
             with open(path, "rb") as f:
                 files[name] = f.read()
-        except OSError as exc:
-            raise SystemExit(f"{name}={path}: cannot read it: {exc.strerror}") from None
-        if b"-----BEGIN" not in files[name]:
-            raise SystemExit(f"{name}={path}: no PEM file (no -----BEGIN line)")
     return grpc.ssl_server_credentials(
         [(files[TLS_KEY_ENV], files[TLS_CERT_ENV])],
         root_certificates=files.get(TLS_CLIENT_CA_ENV),
@@ -235,7 +238,10 @@ async def serve(engine: Engine, host: str, port: int, background: Callable[[], A
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     address = f"{host}:{port}"
     credentials = server_tls(os.environ)
-    bound = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+    try:  # grpcio raises where it returned 0 before
+        bound = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+    except RuntimeError:
+        bound = 0
     if bound == 0:
         raise SystemExit(f"cannot listen on {address}: port in use?")
     await server.start()

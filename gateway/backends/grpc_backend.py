@@ -1,5 +1,6 @@
 """A Tandem worker (cloud or edge) over the `Worker` gRPC service."""
 
+import logging
 from collections.abc import AsyncIterator
 from urllib.parse import urlparse
 
@@ -13,6 +14,7 @@ from gateway.policy.schema import GrpcTls
 from proto.gen import worker_pb2, worker_pb2_grpc
 from serving import spans
 
+log = logging.getLogger(__name__)
 STATS_TIMEOUT_S = 1.0
 _SERVICE = worker_pb2.DESCRIPTOR.services_by_name["Worker"].full_name
 GENERATE = f"/{_SERVICE}/Generate"
@@ -43,10 +45,19 @@ class GrpcWorkerBackend(WorkerBackend):
         parsed = urlparse(endpoint)
         host = f"[{parsed.hostname}]" if ":" in (parsed.hostname or "") else parsed.hostname  # an IPv6 address
         target = f"{host}:{parsed.port}"
+        self._unreadable: str | None = None  # why this client has no channel: its TLS files went missing
         if tls is None:
             self._channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
         else:  # the files are read here, once per client: a pool's new certificates take a reload that changes it
-            roots, key, chain = tls.read()
+            try:
+                roots, key, chain = tls.read()
+            except OSError as exc:  # gone since the policy loaded (a secret swapped): no channel, never plaintext
+                self._unreadable = f"TLS files unreadable since the policy loaded: {exc}"
+                log.error(
+                    "%s: %s; it gets no requests until a reload or restart reads them", endpoint, self._unreadable
+                )
+                self._channel = None
+                return
             credentials = grpc.ssl_channel_credentials(
                 root_certificates=roots, private_key=key, certificate_chain=chain
             )
@@ -55,6 +66,8 @@ class GrpcWorkerBackend(WorkerBackend):
         self._stub = worker_pb2_grpc.WorkerStub(self._channel)
 
     async def _fetch_stats(self) -> worker_pb2.StatsReply:
+        if self._unreadable is not None:
+            raise BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, self._unreadable)
         try:
             return await self._stub.Stats(worker_pb2.StatsRequest(), timeout=STATS_TIMEOUT_S)
         except grpc.aio.AioRpcError as exc:
@@ -67,6 +80,8 @@ class GrpcWorkerBackend(WorkerBackend):
         # OpenTelemetry's gRPC interceptor: grpc.aio runs an intercepted call through an extra task and wrapper
         # objects, about a tenth of the gateway's CPU per request (bench/gateway_overhead.py, docs/benchmarks.md).
         # The span is the one that interceptor makes (name, kind, rpc.* attributes); Stats polls stay untraced.
+        if self._unreadable is not None:
+            raise BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, self._unreadable)
         span = tracer.start_span(GENERATE, kind=trace.SpanKind.CLIENT, attributes=_GENERATE_ATTRIBUTES)
         carrier: dict[str, str] = {}
         inject(carrier, context=trace.set_span_in_context(span))
@@ -87,4 +102,5 @@ class GrpcWorkerBackend(WorkerBackend):
             span.end()
 
     async def close(self) -> None:
-        await self._channel.close()
+        if self._channel is not None:
+            await self._channel.close()

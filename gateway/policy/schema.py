@@ -21,6 +21,7 @@ from gateway.routing.plugin import PluginConfig
 from gateway.routing.profile import CompiledProfile, compile_profile
 from gateway.routing.queue_depth_scorer import QueueDepth
 from gateway.routing.registry import FILTERS, PICKERS, SCORERS
+from serving.tls_files import key_pair_problem, pem_file_problem, roots_problem
 
 
 def _known(kind: str, value: str | list[str], registry: dict) -> str | list[str]:
@@ -173,25 +174,24 @@ class GrpcTls(_Strict):
     key_file: str | None = Field(default=None, description="PEM file of the client certificate's private key")
     server_name: str | None = Field(
         default=None,
+        min_length=1,
         description="the name the workers' certificates carry, where it is not the endpoint's host (required for "
         "dns:// endpoints: their addresses are dialled)",
     )
 
     @model_validator(mode="after")
     def _files(self) -> "GrpcTls":
+        """Each file a readable PEM file, the roots certificates, the client key the certificate's: checked at load,
+        where a bad one is said with its field (gRPC would fail every handshake, naming no file)."""
         if (self.cert_file is None) != (self.key_file is None):
             raise ValueError("cert_file and key_file go together: a client certificate needs its key")
         for name in ("ca_file", "cert_file", "key_file"):
-            path = getattr(self, name)
-            if path is None:
-                continue
-            try:
-                with open(path, "rb") as f:
-                    head = f.read(4096)
-            except OSError as exc:
-                raise PolicyFieldError((name,), f"{name} {path!r} cannot be read: {exc.strerror}") from None
-            if b"-----BEGIN" not in head:
-                raise PolicyFieldError((name,), f"{name} {path!r} is no PEM file (no -----BEGIN line)")
+            if (problem := pem_file_problem(getattr(self, name))) is not None:
+                raise PolicyFieldError((name,), f"{name} {problem}")
+        if (problem := roots_problem(self.ca_file)) is not None:
+            raise PolicyFieldError(("ca_file",), f"ca_file {problem}")
+        if (problem := key_pair_problem(self.cert_file, self.key_file)) is not None:
+            raise PolicyFieldError(("key_file",), f"key_file {problem}")
         return self
 
     def read(self) -> tuple[bytes | None, bytes | None, bytes | None]:
@@ -504,11 +504,12 @@ def endpoint_host_problem(host: str) -> str | None:
 
 def is_loopback(host: str | None) -> bool:
     """Whether an endpoint's host is this host: `localhost` itself or a loopback address (127.0.0.0/8, ::1). A name
-    is not resolved, so `foo.localhost` is no loopback here: a resolver may send it to DNS."""
+    is not resolved, so `foo.localhost` is no loopback here: a resolver may send it to DNS; nor is `localhost.`, which
+    neither getaddrinfo nor gRPC's resolver reads from /etc/hosts: they ask the network's DNS (a review)."""
     if host is None:
         return False
     host = host.lower()
-    if host in ("localhost", "localhost."):
+    if host == "localhost":
         return True
     try:
         return ipaddress.ip_address(host).is_loopback

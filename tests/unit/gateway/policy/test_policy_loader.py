@@ -1,5 +1,6 @@
 """Bad policy files are refused with the file, the line and the field named."""
 
+import os
 import re
 
 import pytest
@@ -388,15 +389,20 @@ def _edge_pool_policy(tmp_path, edge: str, cloud: str = "{kind: cloud, endpoints
 
 def test_an_edge_pool_on_another_host_is_reached_over_tls_or_plaintext_in_so_many_words(tmp_path):
     """Private prompts go to an edge pool's workers: over the network, unencrypted only where the policy says so."""
-    pem = tmp_path / "ca.pem"
-    pem.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    from tests.certs import Authority
+
+    authority = Authority(tmp_path / "pki")
+    pem, client, other = authority.ca, authority.issue("gateway", client=True), authority.issue("other")
+    junk, fifo = tmp_path / "junk.pem", tmp_path / "fifo"
+    junk.write_text("-----BEGIN CERTIFICATE-----\nxx\n-----END CERTIFICATE-----\n")
+    os.mkfifo(fifo)
     for edge in (
         "{kind: edge, endpoints: ['grpc://127.0.0.1:1', 'grpc://localhost:2', 'grpc://[::1]:3', 'dns://localhost:4']}",
         "{kind: edge, endpoints: ['grpc://10.0.0.9:50061'], plaintext_grpc: true}",
         f"{{kind: edge, endpoints: ['grpc://10.0.0.9:50061'], tls: {{ca_file: '{pem}'}}}}",
         "{kind: edge, endpoints: ['grpc://agent.lan:50061'], tls: {}}",  # the system's roots
         f"{{kind: edge, endpoints: ['dns://agents:50061'], tls: {{ca_file: '{pem}', server_name: agents.lan}}}}",
-        f"{{kind: edge, endpoints: ['grpc://a:1'], tls: {{cert_file: '{pem}', key_file: '{pem}'}}}}",
+        f"{{kind: edge, endpoints: ['grpc://a:1'], tls: {{cert_file: '{client.cert}', key_file: '{client.key}'}}}}",
     ):
         assert _edge_pool_policy(tmp_path, edge).pools["edge"].kind == "edge", edge
     refused = [
@@ -404,7 +410,15 @@ def test_an_edge_pool_on_another_host_is_reached_over_tls_or_plaintext_in_so_man
          "on another host in an edge pool, over plaintext gRPC: private prompts would cross the network unencrypted"),
         ("{kind: edge, endpoints: ['grpc://127.0.0.1:1', 'dns://agents:50061']}", "edge.endpoints.1: dns://agents"),
         ("{kind: edge, endpoints: ['grpc://a:1'], tls: {ca_file: /nonexistent/ca.pem}}",
-         "edge.tls.ca_file: ca_file '/nonexistent/ca.pem' cannot be read"),
+         "edge.tls.ca_file: ca_file '/nonexistent/ca.pem' does not exist"),
+        # (a review) a body that is no certificate, another certificate's key, a FIFO (its read blocked the load
+        # forever), an empty server name, `localhost.` (resolved by the network's DNS, not /etc/hosts)
+        (f"{{kind: edge, endpoints: ['grpc://a:1'], tls: {{ca_file: '{junk}'}}}}", "holds no certificate OpenSSL reads"),
+        (f"{{kind: edge, endpoints: ['grpc://a:1'], tls: {{cert_file: '{client.cert}', key_file: '{other.key}'}}}}",
+         "edge.tls.key_file: key_file"),
+        (f"{{kind: edge, endpoints: ['grpc://a:1'], tls: {{ca_file: '{fifo}'}}}}", "is no regular file"),
+        ("{kind: edge, endpoints: ['grpc://a:1'], tls: {server_name: ''}}", "server_name"),
+        ("{kind: edge, endpoints: ['grpc://localhost.:1']}", "over plaintext gRPC"),
         (f"{{kind: edge, endpoints: ['grpc://a:1'], tls: {{ca_file: '{tmp_path / 'policy.yaml'}'}}}}", "is no PEM file"),
         (f"{{kind: edge, endpoints: ['grpc://a:1'], tls: {{cert_file: '{pem}'}}}}", "cert_file and key_file go together"),
         (f"{{kind: edge, endpoints: ['dns://agents:1'], tls: {{ca_file: '{pem}'}}}}", "edge.tls.server_name: dns://"),
