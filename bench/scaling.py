@@ -80,7 +80,7 @@ def _pool_policy(workers: int) -> Policy:
     return Policy.model_validate({
         "version": 1,
         "pools": {"cloud": {"kind": "cloud", "endpoints": [_endpoint(i) for i in range(workers)], "profile": PROFILE},
-                  "edge": {"kind": "edge", "endpoints": ["grpc://10.1.0.1:50051"]}},
+                  "edge": {"kind": "edge", "endpoints": ["grpc://10.1.0.1:50051"], "plaintext_grpc": True}},
         "rules": [{"name": "private", "match": {"privacy": ["private", "pii", "confidential"]}, "route": "edge"},
                   {"name": "all", "route": "cloud"}],
     })  # fmt: skip

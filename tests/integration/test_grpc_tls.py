@@ -44,6 +44,19 @@ def tls_worker(authority, demo_checkpoint):
 
 
 @pytest.fixture(scope="module")
+def mtls_edge_agent(authority, demo_checkpoint, tmp_path_factory):
+    """An edge agent (the INT4 ONNX model on onnxruntime) that takes only clients the test CA signed."""
+    ca, worker, _ = authority
+    env = {"TANDEM_TLS_CERT_FILE": str(worker.cert), "TANDEM_TLS_KEY_FILE": str(worker.key)}
+    port, cache = free_port(), tmp_path_factory.mktemp("edge-exports")
+    args = ["edge-agent", "--model", str(demo_checkpoint), "--port", str(port), "--cache-dir", str(cache)]
+    process = start_worker_process(args, env | {"TANDEM_TLS_CLIENT_CA_FILE": str(ca.ca)})
+    yield port
+    process.terminate()
+    process.wait(timeout=15)
+
+
+@pytest.fixture(scope="module")
 def mtls_worker(authority, demo_checkpoint):
     ca, worker, _ = authority
     env = {"TANDEM_TLS_CERT_FILE": str(worker.cert), "TANDEM_TLS_KEY_FILE": str(worker.key)}
@@ -123,5 +136,38 @@ def test_requests_reach_tls_workers_through_the_gateway(authority, tls_worker, m
         )
         assert reply.headers["x-tandem-route"].startswith("cloud"), reply.headers["x-tandem-route"]
         assert reply.parse().choices[0].message.content is not None
+    finally:
+        stack.stop()
+
+
+def test_private_prompts_reach_the_edge_agent_over_mutual_tls(
+    authority, tls_worker, mtls_edge_agent, demo_checkpoint, tmp_path
+):
+    """The privacy path over TLS: a tagged request, and an untagged one with an SSN in it, are answered by the edge
+    agent, which takes only the gateway's client certificate."""
+    ca, _, gateway = authority
+    policy = yaml.safe_load(DEFAULT_POLICY.read_text())
+    tls = {"ca_file": str(ca.ca), "cert_file": str(gateway.cert), "key_file": str(gateway.key)}
+    for pool, port in (("cloud", tls_worker), ("edge", mtls_edge_agent)):
+        policy["pools"][pool]["endpoints"] = [f"grpc://localhost:{port}"]
+        policy["pools"][pool]["tls"] = tls
+    path = tmp_path / "policy.yaml"
+    path.write_text(yaml.safe_dump(policy))
+    port = free_port()
+    stack = start_gateway(demo_checkpoint, path, port, log_dir=tmp_path / "logs")
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
+        for content, headers in (
+            ("Summarize my notes.", {"X-Tandem-Privacy": "private"}),
+            ("Please update my SSN to 631817082 before Friday.", {}),
+        ):
+            reply = client.chat.completions.with_raw_response.create(
+                model=demo_checkpoint.name,
+                messages=[{"role": "user", "content": content}],
+                max_tokens=4,
+                extra_headers=headers,
+            )
+            assert reply.headers["x-tandem-route"].startswith("edge; rule=private"), reply.headers["x-tandem-route"]
+            assert reply.parse().choices[0].message.content is not None
     finally:
         stack.stop()
