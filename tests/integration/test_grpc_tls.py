@@ -3,6 +3,7 @@ gateway's client trusting it by a pool's `tls:` and, where the worker asks (TAND
 client certificate. Real processes, real handshakes, the official `openai` client through the gateway."""
 
 import asyncio
+import contextlib
 
 import grpc
 import openai
@@ -114,13 +115,13 @@ def test_a_plaintext_client_cannot_reach_the_tls_worker_directly(tls_worker):
         asyncio.run(call())
 
 
-def test_requests_reach_tls_workers_through_the_gateway(authority, tls_worker, mtls_worker, demo_checkpoint, tmp_path):
+@contextlib.contextmanager
+def _gateway_over_tls(authority, demo_checkpoint, tmp_path, cloud_port: int, edge_port: int):
+    """A gateway whose pools reach their workers over TLS with its client certificate; yields an `openai` client."""
     ca, _, gateway = authority
     policy = yaml.safe_load(DEFAULT_POLICY.read_text())
     tls = {"ca_file": str(ca.ca), "cert_file": str(gateway.cert), "key_file": str(gateway.key)}
-    # The edge pool's worker reports kind=cloud: the gateway never gives it a private request (it is there for the
-    # policy's private rule, and readiness)
-    for pool, port in (("cloud", mtls_worker), ("edge", tls_worker)):
+    for pool, port in (("cloud", cloud_port), ("edge", edge_port)):
         policy["pools"][pool]["endpoints"] = [f"grpc://localhost:{port}"]
         policy["pools"][pool]["tls"] = tls
     path = tmp_path / "policy.yaml"
@@ -128,16 +129,25 @@ def test_requests_reach_tls_workers_through_the_gateway(authority, tls_worker, m
     port = free_port()
     stack = start_gateway(demo_checkpoint, path, port, log_dir=tmp_path / "logs")
     try:
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
-        reply = client.chat.completions.with_raw_response.create(
-            model=demo_checkpoint.name,
-            messages=[{"role": "user", "content": "Say hello over TLS."}],
-            max_tokens=4,
-        )
-        assert reply.headers["x-tandem-route"].startswith("cloud"), reply.headers["x-tandem-route"]
-        assert reply.parse().choices[0].message.content is not None
+        yield openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
     finally:
         stack.stop()
+
+
+def _ask(client, model: str, content: str, headers: dict[str, str] | None = None) -> str:
+    """The request's route; its answer has text."""
+    reply = client.chat.completions.with_raw_response.create(
+        model=model, messages=[{"role": "user", "content": content}], max_tokens=4, extra_headers=headers or {}
+    )
+    assert reply.parse().choices[0].message.content is not None
+    return reply.headers["x-tandem-route"]
+
+
+def test_requests_reach_tls_workers_through_the_gateway(authority, tls_worker, mtls_worker, demo_checkpoint, tmp_path):
+    # The edge pool's worker reports kind=cloud: the gateway never gives it a private request (it is there for the
+    # policy's private rule, and readiness)
+    with _gateway_over_tls(authority, demo_checkpoint, tmp_path, mtls_worker, tls_worker) as client:
+        assert _ask(client, demo_checkpoint.name, "Say hello over TLS.").startswith("cloud")
 
 
 def test_private_prompts_reach_the_edge_agent_over_mutual_tls(
@@ -145,29 +155,10 @@ def test_private_prompts_reach_the_edge_agent_over_mutual_tls(
 ):
     """The privacy path over TLS: a tagged request, and an untagged one with an SSN in it, are answered by the edge
     agent, which takes only the gateway's client certificate."""
-    ca, _, gateway = authority
-    policy = yaml.safe_load(DEFAULT_POLICY.read_text())
-    tls = {"ca_file": str(ca.ca), "cert_file": str(gateway.cert), "key_file": str(gateway.key)}
-    for pool, port in (("cloud", tls_worker), ("edge", mtls_edge_agent)):
-        policy["pools"][pool]["endpoints"] = [f"grpc://localhost:{port}"]
-        policy["pools"][pool]["tls"] = tls
-    path = tmp_path / "policy.yaml"
-    path.write_text(yaml.safe_dump(policy))
-    port = free_port()
-    stack = start_gateway(demo_checkpoint, path, port, log_dir=tmp_path / "logs")
-    try:
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="unused", max_retries=0)
+    with _gateway_over_tls(authority, demo_checkpoint, tmp_path, tls_worker, mtls_edge_agent) as client:
         for content, headers in (
             ("Summarize my notes.", {"X-Tandem-Privacy": "private"}),
-            ("Please update my SSN to 631817082 before Friday.", {}),
+            ("Please update my SSN to 631817082 before Friday.", None),
         ):
-            reply = client.chat.completions.with_raw_response.create(
-                model=demo_checkpoint.name,
-                messages=[{"role": "user", "content": content}],
-                max_tokens=4,
-                extra_headers=headers,
-            )
-            assert reply.headers["x-tandem-route"].startswith("edge; rule=private"), reply.headers["x-tandem-route"]
-            assert reply.parse().choices[0].message.content is not None
-    finally:
-        stack.stop()
+            route = _ask(client, demo_checkpoint.name, content, headers)
+            assert route.startswith("edge; rule=private"), route
