@@ -49,7 +49,10 @@ _STRUCTURE_WORD = re.compile(r"[A-Za-z_-]{1,32}")  # "user", "function", "json_s
 
 
 def request_text(body: Mapping, decode: Callable[[list[int]], str] | None = None) -> str:
-    """Every piece of text in a chat or completions request body that leaves with it."""
+    """Every piece of text in a chat or completions request body that leaves with it (a body that is no JSON object,
+    such as a list: every string in it, where a caller's mistake raised AttributeError before)."""
+    if not isinstance(body, Mapping):
+        return "\n".join(_strings(body))
     return "\n".join(_pieces(body, decode))
 
 

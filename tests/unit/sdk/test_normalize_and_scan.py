@@ -305,3 +305,11 @@ def test_patterns_spell_no_more_than_a_few_times_their_length():
     body = {"response_format": {"type": "json_schema", "json_schema": {"schema": {"properties": {
         f"p{i}": {"type": "string", "pattern": pattern} for i in range(100)}}}}}  # fmt: skip
     assert len(request_text(body)) <= 6 * len(json.dumps(body))
+
+
+def test_a_body_that_is_no_json_object_is_read_whole_not_a_crash():
+    """A caller's mistake (a list of messages where a body goes) raised AttributeError (a review); every string in
+    it is read instead, so what it holds is still found."""
+    text = request_text([{"role": "user", "content": "mail ann@example.com"}, "SSN 123-45-6789"])
+    assert set(detect(text, ["email", "ssn"])) == {"email", "ssn"}
+    assert request_text([]) == "" and request_text("just text") == "just text"
