@@ -334,7 +334,9 @@ _ANY_DOT = _WRITTEN_DOT + rb"|\s{0,3}\.\s{0,3}"  # after a bracketed at: `ann (a
 _TLD_END_BEFORE_A_BRACKET = rb"(?![A-Za-z0-9_]|\.[A-Za-z0-9]|" + _WRITTEN_DOT + rb")"
 _TLD_END = rb"(?!\()" + _TLD_END_BEFORE_A_BRACKET
 # The last label: a run of letters in one case (`A @ A.mT` is code), not a file's extension (`logo[at]2x.png`)
-_IN_ONE_CASE = rb"(?!(?i:" + b"|".join(sorted(_NOT_TLDS)) + rb")(?![A-Za-z]))(?:[a-z]{2,24}|[A-Z]{2,24}|[A-Z][a-z]{1,23})"
+_IN_ONE_CASE = (
+    rb"(?!(?i:" + b"|".join(sorted(_NOT_TLDS)) + rb")(?![A-Za-z]))(?:[a-z]{2,24}|[A-Z]{2,24}|[A-Z][a-z]{1,23})"
+)
 _ANY_TLD = _IN_ONE_CASE + _TLD_END
 _ANY_TLD_BEFORE_A_BRACKET = _IN_ONE_CASE + _TLD_END_BEFORE_A_BRACKET
 # After the word `at`, plain words read as an address only where the last is a country's two letters or a generic
@@ -342,9 +344,7 @@ _ANY_TLD_BEFORE_A_BRACKET = _IN_ONE_CASE + _TLD_END_BEFORE_A_BRACKET
 _KNOWN_TLD = (
     rb"(?:[a-z]{2}|[A-Z]{2}|[A-Z][a-z]|(?i:" + b"|".join(sorted(_TLDS_BEFORE_A_BRACKET)) + rb"))" + _TLD_END
 )  # fmt: skip
-_NOT_A_WORD = (
-    rb"(?!(?i:am|an|as|at|be|by|do|go|he|if|in|is|it|me|my|no|of|ok|on|or|so|to|up|us|we|dot)(?![A-Za-z0-9]))"
-)
+_NOT_A_WORD = rb"(?!(?i:am|an|as|at|be|by|do|go|he|if|in|is|it|me|my|no|of|ok|on|or|so|to|up|us|we|dot)(?![A-Za-z0-9]))"
 _NOT_A_DOMAIN = rb"(?!(?i:the|a|an|this|that|these|those|my|your|his|her|its|our|their|one)(?![A-Za-z0-9-]))"
 # ... and a word before `at` that makes it a sentence about a site, as transcripts spell them: `visit us at example dot
 # com`, `I ordered it at Amazon dot com`, `He worked at Pets dot com`, `good at ASP dot NET`
@@ -1335,7 +1335,9 @@ _SSN_WORD = (
 )  # fmt: skip
 _SSN_NON_ASCII = rb"[\x80-\xff]{1,36}(?![\x80-\xff])"  # up to 12 CJK characters (`，我记得是`), taken whole
 # `ssn count was 123456789`, `SSN total: 123456789`: a number of SSNs, not one
-_SSN_COUNTED = rb"(?!" + _SSN_FILLER_IN_A_SENTENCE + rb"*(?:counts?|totals?|sum|length|digits|rows|records|entries)(?![a-z]))"
+_SSN_COUNTED = (
+    rb"(?!" + _SSN_FILLER_IN_A_SENTENCE + rb"*(?:counts?|totals?|sum|length|digits|rows|records|entries)(?![a-z]))"
+)
 # A number that is something else's: an id noun right before it (`ticket 123456789`, `Employee ID: …`, `ZIP code …`,
 # `EIN is …`, `user_id = …`) but for one an SSN label names a moment before (`SSN on the account: …`, `SSN/EIN: …`,
 # `SSN or Member ID: …`, `ssn_id: …`); or a unit or count right after it (`123456789 rows`, `… ms`, `… beneficiaries`;
@@ -1454,7 +1456,9 @@ def has_ssn(scan: Scan) -> bool:
                 rest = [(number.end(), end), *runs]
                 if any(_SSN_GROUPED.search(padded, s, e + 2) for s, e in rest):
                     return True
-                broken = any(padded.find(b"\n", s + 1, e + 1) != -1 and _ssn_broken(scan, padded, s, e) for s, e in rest)
+                broken = any(
+                    padded.find(b"\n", s + 1, e + 1) != -1 and _ssn_broken(scan, padded, s, e) for s, e in rest
+                )
                 return broken or _ssn_labelled_from(scan, start)
             if _ssn_labelled(scan.data, number.start(), number.end() - 1):  # the number in data: [+ 1, ...) in padded
                 return True
@@ -1462,13 +1466,42 @@ def has_ssn(scan: Scan) -> bool:
 
 
 def _ssn_labelled(data: bytes, start: int, end: int) -> bool:
-    """The number at data[start:end] is an SSN by a label near it, and not another thing's number."""
+    """The number at data[start:end] is an SSN by a label near it, or the label heads its table column, and it is not
+    another thing's number."""
     if _another_number(data, start, end):
         return False
     if _ssn_label_before(data, start):
         return True
     fraction = start >= 2 and data[start - 1] in b".,:" and data[start - 2 : start - 1].isdigit()  # `0.123456789`
-    return not fraction and _ssn_label_after(data, end)
+    return (not fraction and _ssn_label_after(data, end)) or _in_an_ssn_column(data, start, end)
+
+
+_CELL_DELIMITERS = (b",", b"\t", b";", b"|")
+_HEADER_LOOK_BACK = 8192  # bytes above a row to look for its table's header
+
+
+def _in_an_ssn_column(data: bytes, start: int, end: int) -> bool:
+    """The number is a cell of a table (CSV, TSV, Markdown) whose nearest line above with an SSN label has that label
+    in the same column and as many cells: `Name,SSN` over `Ann,123456789` (a spreadsheet drops the dashes)."""
+    line_start = data.rfind(b"\n", 0, start) + 1
+    line_end = data.find(b"\n", end)
+    line = data[line_start : len(data) if line_end == -1 else line_end]
+    delimiters = [d for d in _CELL_DELIMITERS if d in line]
+    if not delimiters or line_start == 0:
+        return False
+    above = data[max(0, line_start - _HEADER_LOOK_BACK) : line_start - 1]
+    label = None
+    for label in _SSN_ANY_LABEL.finditer(above.lower()):  # noqa: B007 - the last one: the nearest above
+        continue
+    if label is None or not _ssn_label_starts_a_word(above, label.start()):
+        return False
+    header = above[above.rfind(b"\n", 0, label.start()) + 1 :]
+    header = header[: header.find(b"\n")] if b"\n" in header else header
+    at = label.start() - (above.rfind(b"\n", 0, label.start()) + 1)  # the label's place in its line
+    return any(
+        header.count(d) == line.count(d) and header[:at].count(d) == line[: start - line_start].count(d)
+        for d in delimiters
+    )
 
 
 def _another_number(data: bytes, start: int, end: int) -> bool:
@@ -1513,16 +1546,49 @@ def _ssn_labelled_from(scan: Scan, start: int) -> bool:
         pos = found.start() + 1
         number_start, number_end = found.span("number")
         near = _before_leader(data, number_start) - found.start() <= _SSN_LOOK
-        if near and _ssn_label_starts_a_word(data, found.start()) and not _another_number(data, number_start, number_end):
+        if (
+            near
+            and _ssn_label_starts_a_word(data, found.start())
+            and not _another_number(data, number_start, number_end)
+        ):
             return True
     if _SSN_ANY_LABEL.search(lowered, start) is None:  # a table of 9-digit ids and no label: no second pass
         return False
+    if _ssn_columns_from(data, lowered, start):
+        return True
     pos = start
     while (found := _SSN_FOLLOWED.search(lowered, pos)) is not None:
         pos = found.start() + 1
         near = found.start("label") - found.end("number") <= _SSN_LOOK
-        if near and _ssn_label_starts_a_word(data, found.start("label")) and not _another_number(data, *found.span("number")):
+        if (
+            near
+            and _ssn_label_starts_a_word(data, found.start("label"))
+            and not _another_number(data, *found.span("number"))
+        ):
             return True
+    return False
+
+
+def _ssn_columns_from(data: bytes, lowered: bytes, start: int) -> bool:
+    """From `start` on, what _in_an_ssn_column finds: the numbers below each label in a delimited line, each looked up
+    as a number is, _MOST_LOOK_BACKS of them at most, and each stretch of text searched once (a text of nothing but
+    header lines searched 8 KB below each: 27 s a megabyte)."""
+    budget, searched_to = _MOST_LOOK_BACKS, 0
+    for label in _SSN_ANY_LABEL.finditer(lowered, max(0, start - _HEADER_LOOK_BACK)):
+        line_end = data.find(b"\n", label.end())
+        if line_end == -1 or line_end + _HEADER_LOOK_BACK <= searched_to:
+            continue
+        header = data[data.rfind(b"\n", 0, label.start()) + 1 : line_end]
+        if not any(d in header for d in _CELL_DELIMITERS):
+            continue
+        for number in _SSN_SHAPED.finditer(data, max(line_end, searched_to), line_end + _HEADER_LOOK_BACK):
+            if (budget := budget - 1) < 0:
+                return False
+            number_start, number_end = number.start() + 1, number.end()
+            if number_end > start and not _another_number(data, number_start, number_end):
+                if _in_an_ssn_column(data, number_start, number_end):
+                    return True
+        searched_to = line_end + _HEADER_LOOK_BACK
     return False
 
 

@@ -376,6 +376,11 @@ FIRES = {
         "ソーシャル・セキュリティ番号：123456789",
         "Soc. Security number: 123456789",
         "SS number 123456789",
+        # a table whose header names the column (a spreadsheet drops the dashes): CSV, TSV, Markdown
+        "Employee ID,Name,SSN,Hire Date\n1000,John Smith,123456789,2020-01-01",
+        "name\tssn\nann\t123456789",
+        "| Name | SSN |\n|---|---|\n| John | 123456789 |",
+        "Name;Social Security Number;City\nAnn;123456789;Boston\nBob;234567890;Austin",
         # split over two messages (joined by a line break) with a label, or a label glued to it
         "My SSN: 777 68\n5966",
         "SSN760\n80-4225",
@@ -539,6 +544,9 @@ QUIET = {
             "Social Security paid 123456789 beneficiaries", "SSN field count: 123456789 rows",
             "Ticket 4521: SSN lookup times out for user 123456789", "SSN service p99 latency was 123456789 ns",
             "SSN verification failed for application 123456789", "Medicare ID 123456789, SSN unknown",
+            # a table with an SSN column, the number in another one; a header that is not the table's
+            "name,ssn,order\nann,,123456789", "ssn_count,total\n5,123456789",
+            "id,name\n1,ann\nSSN report\norder,qty\n123456789,5",
             # a label in another sentence, or a count of SSNs
             "Please verify your SSN. Order 123456789 shipped", "SSN: done; order 123456789", "SSN total: 123456789",
             "123456789 rows. SSN next", "ssnfoo 123456789",
@@ -632,6 +640,7 @@ ADVERSARIAL = {  # repeated to 0.25 and 1 MB; a quadratic detector takes seconds
     "labels-and-ambiguous-words": "ssn is is is is is is is is is is x. ",  # (a review: the slowest it found)
     "labels-and-cjk-runs": "社会安全号码" + "我" * 40 + " ",
     "numbers-then-hyphens": "123456789 " + "a-" * 30 + "! ",  # (a review: a hyphen read two ways doubled the time)
+    "rows-under-an-ssn-header": "ssn,x\n" + "a,123456789\n" * 50,  # each row's number looks up for its header
 }
 # Lines of digits are one numeric run as long as the text: the cn-id detector takes 0.3-0.4 s a megabyte on these
 # (docs/security.md), the ssn detector's reading of numbers a line break parts is held to linear time
