@@ -20,7 +20,7 @@ from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 from proto.gen import worker_pb2, worker_pb2_grpc
 from serving import spans
 from serving.engine_api import Engine, GenerationChunk, GenerationRequest, RequestRejected, SamplingParams, Usage
-from serving.tls_files import key_pair_problem, pem_file_problem, roots_problem
+from serving.tls_files import read_files, tls_files_problem
 
 log = logging.getLogger(__name__)
 tracer = spans.get_tracer(__name__)  # the SDK's spans at a fraction of their cost (serving/spans.py)
@@ -201,22 +201,13 @@ def server_tls(env) -> grpc.ServerCredentials | None:
         return None
     if not (cert and key):
         raise SystemExit(f"{TLS_CERT_ENV} and {TLS_KEY_ENV} go together: set both, or neither for plaintext")
-    for name, path in ((TLS_CERT_ENV, cert), (TLS_KEY_ENV, key), (TLS_CLIENT_CA_ENV, client_ca)):
-        if path and (problem := pem_file_problem(path)) is not None:
-            raise SystemExit(f"{name}: {problem}")
-    if (problem := key_pair_problem(cert, key)) is not None:
-        raise SystemExit(f"{TLS_KEY_ENV}: {problem}")
-    if client_ca and (problem := roots_problem(client_ca)) is not None:
-        raise SystemExit(f"{TLS_CLIENT_CA_ENV}: {problem}")
-    files = {}
-    for name, path in ((TLS_CERT_ENV, cert), (TLS_KEY_ENV, key), (TLS_CLIENT_CA_ENV, client_ca)):
-        if path:
-            with open(path, "rb") as f:
-                files[name] = f.read()
+    client_ca = client_ca or None
+    found = tls_files_problem((TLS_CLIENT_CA_ENV, client_ca), (TLS_CERT_ENV, cert), (TLS_KEY_ENV, key))
+    if found is not None:
+        raise SystemExit(f"{found[0]}: {found[1]}")
+    roots, private_key, chain = read_files(client_ca, key, cert)
     return grpc.ssl_server_credentials(
-        [(files[TLS_KEY_ENV], files[TLS_CERT_ENV])],
-        root_certificates=files.get(TLS_CLIENT_CA_ENV),
-        require_client_auth=TLS_CLIENT_CA_ENV in files,
+        [(private_key, chain)], root_certificates=roots, require_client_auth=roots is not None
     )
 
 

@@ -21,7 +21,7 @@ from gateway.routing.plugin import PluginConfig
 from gateway.routing.profile import CompiledProfile, compile_profile
 from gateway.routing.queue_depth_scorer import QueueDepth
 from gateway.routing.registry import FILTERS, PICKERS, SCORERS
-from serving.tls_files import key_pair_problem, pem_file_problem, roots_problem
+from serving.tls_files import read_files, tls_files_problem
 
 
 def _known(kind: str, value: str | list[str], registry: dict) -> str | list[str]:
@@ -185,25 +185,15 @@ class GrpcTls(_Strict):
         where a bad one is said with its field (gRPC would fail every handshake, naming no file)."""
         if (self.cert_file is None) != (self.key_file is None):
             raise ValueError("cert_file and key_file go together: a client certificate needs its key")
-        for name in ("ca_file", "cert_file", "key_file"):
-            if (problem := pem_file_problem(getattr(self, name))) is not None:
-                raise PolicyFieldError((name,), f"{name} {problem}")
-        if (problem := roots_problem(self.ca_file)) is not None:
-            raise PolicyFieldError(("ca_file",), f"ca_file {problem}")
-        if (problem := key_pair_problem(self.cert_file, self.key_file)) is not None:
-            raise PolicyFieldError(("key_file",), f"key_file {problem}")
+        found = tls_files_problem(("ca_file", self.ca_file), ("cert_file", self.cert_file), ("key_file", self.key_file))
+        if found is not None:
+            name, problem = found
+            raise PolicyFieldError((name,), f"{name} {problem}")
         return self
 
-    def read(self) -> tuple[bytes | None, bytes | None, bytes | None]:
+    def read(self) -> tuple[bytes | None, ...]:
         """The roots, the client key and its certificate chain, as gRPC takes them (read when a client is made)."""
-
-        def read(path: str | None) -> bytes | None:
-            if path is None:
-                return None
-            with open(path, "rb") as f:
-                return f.read()
-
-        return read(self.ca_file), read(self.key_file), read(self.cert_file)
+        return read_files(self.ca_file, self.key_file, self.cert_file)
 
 
 class Pool(_Strict):

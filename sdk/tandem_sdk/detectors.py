@@ -20,6 +20,7 @@ and what is not promised.
 
 import re
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import date
 from functools import cached_property
@@ -207,6 +208,17 @@ class Scan:
         self.data = normalize_utf8(text)
         self._before_dates: list[list[bytes]] = []  # found with the clusters (`_clusters_in`)
         self.broken_ssn_look_backs = 0  # has_ssn's, from nine digits a line break parts
+
+    @cached_property
+    def has_ssn_label(self) -> bool:
+        """Whether the text holds an SSN label anywhere: every reading of a number by a label needs one, and a CSV of
+        9-digit ids has none (looking around each of its numbers for one cost 6x the rest of has_ssn)."""
+        return _SSN_ANY_LABEL.search(self.lowered) is not None
+
+    @cached_property
+    def lowered(self) -> bytes:
+        """The text with ASCII lower-cased, as the SSN labels are read."""
+        return self.data.lower()
 
     @cached_property
     def numeric_runs(self) -> list[tuple[int, int]]:
@@ -1314,8 +1326,9 @@ _SSN_GAPS = frozenset((b"-", b" - ", b" "))  # _SSN_GROUPED's
 # `seguro social`, the German and Arabic words for it, and Chinese, Japanese and Korean names of the US number. Then
 # up to 8 of: a run of punctuation and blanks (`: `, ` #: `, `": "`, a form's leader dots), an HTML tag (`</td><td>`),
 # `number`, `no`, `is`, or a few non-ASCII characters (a full-width colon, `码：`, `是`); or, in one sentence (no `.`,
-# `;` or line break), up to 10 of those and words of up to 12 letters (`SSN on file is`, `als SSN ist`). Each run and
-# word is taken whole, so a label with no number after it is given up in linear time.
+# `;` or line break), up to 24 of those and words (_SSN_WORD: `SSN on file is`, `als SSN ist`, `SSN on my W-2 is`),
+# within _SSN_LOOK bytes. Each run and word is taken whole, so a label with no number after it is given up in linear
+# time.
 _SSN_LABEL = (
     "(?:ssns?|s\\.s\\.n\\.?|ss ?#|ss (?:no\\.?|number)(?![a-z])|social[\\s_-]{0,3}sec(?:urity)?\\.?|"
     "soc\\.?[\\s_-]{0,3}(?:sec\\.?(?![a-z])|security[\\s_-]{0,3}(?:number|num|no|#)(?![a-z]))|"
@@ -1349,8 +1362,8 @@ _ANOTHER_NUMBER_BEFORE = re.compile(
     rb"request|session|transaction|medicare|patient)[ _-]?id)(?:[ \t]*(?:#|no\.?|nr\.?|number|num|=|:|-))*[ \t]*\Z"
 )  # fmt: skip
 _NAMED_BY_A_LABEL = re.compile(
-    _SSN_LABEL + rb"(?:[ \t/_()&,-]|(?<![a-z])(?:or|and|for|on|of|the|this|that|your|my|his|her|their|our|a|an|its|number|num|no)"
-    rb"(?![a-z]))*\Z"
+    _SSN_LABEL + rb"(?:[ \t/_()&,-]|(?<![a-z])(?:or|and|for|on|of|the|this|that|your|my|his|her|their|our|a|an|its|"
+    rb"number|num|no)(?![a-z]))*\Z"
 )  # fmt: skip
 _ANOTHER_NUMBER_AFTER = re.compile(
     rb"[ \t]*(?:(?i:rows|bytes|seconds|records|entries|values|items|users|people|times|accounts|beneficiaries|"
@@ -1390,9 +1403,9 @@ _SSN_ANY_LABEL = re.compile(_SSN_LABEL)
 
 # An SSN split over two messages or lines (request_text joins messages with a line break, which parts digit groups as
 # a space does): `123-45-` then `6789`, `123-45` then `6789`, `123` then `45-6789`. A line break stands for a gap where
-# the other gap is a dash (three lines of 3, 2 and 4 digits are a column of numbers); beside a space, where the two
-# lines hold nothing else (two messages, `123 45` and `6789`) or near a label (`SSN: 123 45` then `6789`); in nine
-# digits broken once, near a label (`SSN: 12345` then `6789`). A label glued on (`SSN123-45` then `6789`) is read too.
+# the other gap is a dash (three lines of 3, 2 and 4 digits are a column of numbers); beside a space, or in nine
+# digits broken once, near a label (`SSN: 123 45` then `6789`, `SSN: 12345` then `6789`: `100 10` then `1000` with
+# none is a coding problem's sample input). A label glued on (`SSN123-45` then `6789`) is read too.
 _SSN_BROKEN_GAP = rb"(?P<%s>(?: ?-)? ?\r?\n ?(?:- ?)?| - |-| )"
 _SSN_BROKEN = re.compile(
     rb"[^0-9]" + _SSN_AREA + _SSN_BROKEN_GAP % b"first" + _SSN_GROUP
@@ -1428,7 +1441,7 @@ def _ssn_broken_labelled(scan: Scan, at: int, end: int) -> bool:
     if scan.broken_ssn_look_backs >= _MOST_LOOK_BACKS:
         return False
     scan.broken_ssn_look_backs += 1
-    return _ssn_labelled(scan.data, at, end)
+    return _ssn_labelled(scan, at, end)
 
 
 def has_ssn(scan: Scan) -> bool:
@@ -1460,47 +1473,45 @@ def has_ssn(scan: Scan) -> bool:
                     padded.find(b"\n", s + 1, e + 1) != -1 and _ssn_broken(scan, padded, s, e) for s, e in rest
                 )
                 return broken or _ssn_labelled_from(scan, start)
-            if _ssn_labelled(scan.data, number.start(), number.end() - 1):  # the number in data: [+ 1, ...) in padded
+            if _ssn_labelled(scan, number.start(), number.end() - 1):  # the number in data: [+ 1, ...) in padded
                 return True
     return False
 
 
-def _ssn_labelled(data: bytes, start: int, end: int) -> bool:
+def _ssn_labelled(scan: Scan, start: int, end: int) -> bool:
     """The number at data[start:end] is an SSN by a label near it, or the label heads its table column, and it is not
     another thing's number."""
-    if _another_number(data, start, end):
+    data = scan.data
+    if not scan.has_ssn_label or _another_number(data, start, end):
         return False
     if _ssn_label_before(data, start):
         return True
     fraction = start >= 2 and data[start - 1] in b".,:" and data[start - 2 : start - 1].isdigit()  # `0.123456789`
-    return (not fraction and _ssn_label_after(data, end)) or _in_an_ssn_column(data, start, end)
+    return (not fraction and _ssn_label_after(data, end)) or _in_an_ssn_column(scan, start, end)
 
 
-_CELL_DELIMITERS = (b",", b"\t", b";", b"|")
 _HEADER_LOOK_BACK = 8192  # bytes above a row to look for its table's header
 
 
-def _in_an_ssn_column(data: bytes, start: int, end: int) -> bool:
-    """The number is a cell of a table (CSV, TSV, Markdown) whose nearest line above with an SSN label has that label
-    in the same column and as many cells: `Name,SSN` over `Ann,123456789` (a spreadsheet drops the dashes)."""
+def _in_an_ssn_column(scan: Scan, start: int, end: int) -> bool:
+    """The number is a cell of a table (CSV, TSV, `;`, Markdown) whose nearest line above with an SSN label has that
+    label in the same column and as many cells: `Name,SSN` over `Ann,123456789` (a spreadsheet drops the dashes).
+    Cells are counted as the phone detector's tables count them (`_width`: a quoted cell's delimiters split none)."""
+    data = scan.data
     line_start = data.rfind(b"\n", 0, start) + 1
-    line_end = data.find(b"\n", end)
-    line = data[line_start : len(data) if line_end == -1 else line_end]
-    delimiters = [d for d in _CELL_DELIMITERS if d in line]
-    if not delimiters or line_start == 0:
+    if line_start == 0:
+        return False  # on the first line: no header above it
+    above = deque(_SSN_ANY_LABEL.finditer(scan.lowered, max(0, line_start - _HEADER_LOOK_BACK), line_start - 1), 1)
+    label = above[0] if above else None  # the last one: the nearest above
+    if label is None or not _ssn_label_starts_a_word(data, label.start()):
         return False
-    above = data[max(0, line_start - _HEADER_LOOK_BACK) : line_start - 1]
-    label = None
-    for label in _SSN_ANY_LABEL.finditer(above.lower()):  # noqa: B007 - the last one: the nearest above
-        continue
-    if label is None or not _ssn_label_starts_a_word(above, label.start()):
-        return False
-    header = above[above.rfind(b"\n", 0, label.start()) + 1 :]
-    header = header[: header.find(b"\n")] if b"\n" in header else header
-    at = label.start() - (above.rfind(b"\n", 0, label.start()) + 1)  # the label's place in its line
+    line_end, header_start = _line_end(data, end), data.rfind(b"\n", 0, label.start()) + 1
+    header_end = _line_end(data, label.start())
     return any(
-        header.count(d) == line.count(d) and header[:at].count(d) == line[: start - line_start].count(d)
-        for d in delimiters
+        (width := _width(data, line_start, line_end, d)) > 0
+        and _width(data, header_start, header_end, d) == width
+        and _width(data, header_start, label.start(), d) == _width(data, line_start, start, d)
+        for d in _DELIMITERS
     )
 
 
@@ -1539,8 +1550,9 @@ def _ssn_label_after(data: bytes, number_end: int) -> bool:
 def _ssn_labelled_from(scan: Scan, start: int) -> bool:
     """The labelled SSNs from `start` on, in one pass over the text for the labels: what `_ssn_label_before` finds,
     then, where a label is left at all, one for the numbers a label follows: what `_ssn_label_after` finds."""
-    data = scan.data
-    lowered = data.lower()
+    if not scan.has_ssn_label:
+        return False
+    data, lowered = scan.data, scan.lowered
     pos = max(0, start - _SSN_LOOK)
     while (found := _SSN_LABELLED.search(lowered, pos)) is not None:
         pos = found.start() + 1
@@ -1554,7 +1566,7 @@ def _ssn_labelled_from(scan: Scan, start: int) -> bool:
             return True
     if _SSN_ANY_LABEL.search(lowered, start) is None:  # a table of 9-digit ids and no label: no second pass
         return False
-    if _ssn_columns_from(data, lowered, start):
+    if _ssn_columns_from(scan, start):
         return True
     pos = start
     while (found := _SSN_FOLLOWED.search(lowered, pos)) is not None:
@@ -1569,24 +1581,24 @@ def _ssn_labelled_from(scan: Scan, start: int) -> bool:
     return False
 
 
-def _ssn_columns_from(data: bytes, lowered: bytes, start: int) -> bool:
+def _ssn_columns_from(scan: Scan, start: int) -> bool:
     """From `start` on, what _in_an_ssn_column finds: the numbers below each label in a delimited line, each looked up
     as a number is, _MOST_LOOK_BACKS of them at most, and each stretch of text searched once (a text of nothing but
     header lines searched 8 KB below each: 27 s a megabyte)."""
-    budget, searched_to = _MOST_LOOK_BACKS, 0
-    for label in _SSN_ANY_LABEL.finditer(lowered, max(0, start - _HEADER_LOOK_BACK)):
+    data, budget, searched_to = scan.data, _MOST_LOOK_BACKS, 0
+    for label in _SSN_ANY_LABEL.finditer(scan.lowered, max(0, start - _HEADER_LOOK_BACK)):
         line_end = data.find(b"\n", label.end())
         if line_end == -1 or line_end + _HEADER_LOOK_BACK <= searched_to:
             continue
         header = data[data.rfind(b"\n", 0, label.start()) + 1 : line_end]
-        if not any(d in header for d in _CELL_DELIMITERS):
+        if not any(d in header for d in _DELIMITERS):
             continue
         for number in _SSN_SHAPED.finditer(data, max(line_end, searched_to), line_end + _HEADER_LOOK_BACK):
             if (budget := budget - 1) < 0:
                 return False
             number_start, number_end = number.start() + 1, number.end()
             if number_end > start and not _another_number(data, number_start, number_end):
-                if _in_an_ssn_column(data, number_start, number_end):
+                if _in_an_ssn_column(scan, number_start, number_end):
                     return True
         searched_to = line_end + _HEADER_LOOK_BACK
     return False

@@ -381,6 +381,7 @@ FIRES = {
         "name\tssn\nann\t123456789",
         "| Name | SSN |\n|---|---|\n| John | 123456789 |",
         "Name;Social Security Number;City\nAnn;123456789;Boston\nBob;234567890;Austin",
+        'Name,SSN,City\n"Lee, Ann",123456789,Boston',  # a quoted cell's comma splits none (as phone tables count)
         # split over two messages (joined by a line break) with a label, or a label glued to it
         "My SSN: 777 68\n5966",
         "SSN760\n80-4225",
