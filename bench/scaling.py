@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import httpx
+import uvloop
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -248,7 +249,7 @@ def main() -> None:
         for r in range(args.rounds):  # each round over every point, starting at another: drift hits them all alike
             for kind, mode, n in round_order(points, r):
                 workers, tokens = (n, 750) if kind == "decision" else (8, n)
-                one = asyncio.run(decision_us(redis_url, workers, tokens, mode, iterations))
+                one = uvloop.run(decision_us(redis_url, workers, tokens, mode, iterations))
                 measured[kind, mode, n].append(one)
                 print(f"  round {r + 1}, {kind}, {mode:11s} {n:5d} {'workers' if kind == 'decision' else 'tokens'}: "
                       f"{one}", flush=True)  # fmt: skip

@@ -11,7 +11,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from itertools import count
 
@@ -81,18 +81,22 @@ async def dispatch(
     first_token_deadline_s: float = 30.0,
     attempt_timeout_s: float = 10.0,
     hints: PrefixHints | None = None,
+    prompt_ids: Sequence[int] | None = None,
 ) -> RoutedStream:
     """Start the request on the best allowed backend; retry others until a first token or the deadline.
 
     Each attempt may wait `attempt_timeout_s` for its first token, so one stalled
-    backend cannot use up the whole `first_token_deadline_s`.
+    backend cannot use up the whole `first_token_deadline_s`. `prompt_ids`: the prompt as the caller holds it (a
+    list), for the prefix hints; without it the request's repeated field is read, ~0.07 µs a token in Python (2.4 ms
+    of the event loop at 32k tokens, where slicing a list's first 4,096 costs ~10 µs).
     """
     decision = decide(policy, features)  # the rule and its pools first: they say which pools to gather
     if decision.blocked_pools:
         metrics.PRIVACY_BLOCKS.labels(decision.rule).inc()
     request.private = decision.is_private
     started = time.perf_counter()
-    prompt = PromptKey(request.cache_salt or request.tenant, tuple(request.prompt_token_ids))
+    ids = request.prompt_token_ids if prompt_ids is None else prompt_ids
+    prompt = PromptKey(request.cache_salt or request.tenant, ids)
     gathered = await gather_pools(
         registry, policy, decision.pools, prompt, privacy.hints_for(decision.is_private, hints)
     )

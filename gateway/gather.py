@@ -5,7 +5,7 @@ Scorers stay pure; the one lookup (Redis or the gateway's history) happens here.
 """
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,7 @@ tracer = spans.get_tracer(__name__)  # the SDK's spans at a fraction of their co
 @dataclass(frozen=True)
 class PromptKey:
     salt: str  # the tenant's cache salt (an HMAC of its name), never the name itself
-    token_ids: tuple[int, ...]
+    token_ids: Sequence[int]  # the prompt; a lookup reads its first MAX_LOOKUP_BLOCKS blocks
 
 
 async def gather_candidates(

@@ -16,6 +16,7 @@ import uvicorn
 from gateway.config import Settings
 from gateway.lifespan import ConfigError, preflight
 from gateway.main import create_app
+from serving import heap
 from serving.telemetry import setup_tracing, shutdown_tracing
 
 
@@ -131,6 +132,10 @@ class _DrainingServer(uvicorn.Server):
         super().__init__(config)
         self._drain_delay_s = drain_delay_s
         self._draining = False
+
+    async def startup(self, sockets=None) -> None:
+        await super().startup(sockets)  # a failed start exits here
+        heap.settle()  # start-up's objects out of every later collection (serving/heap.py)
 
     def handle_exit(self, sig: int, frame) -> None:
         state = getattr(self.config.app.state, "gateway", None)

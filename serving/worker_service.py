@@ -18,7 +18,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import aio_server_interceptor, filters
 
 from proto.gen import worker_pb2, worker_pb2_grpc
-from serving import spans
+from serving import heap, spans
 from serving.engine_api import Engine, GenerationChunk, GenerationRequest, RequestRejected, SamplingParams, Usage
 from serving.tls_files import read_files, tls_files_problem
 
@@ -238,6 +238,7 @@ async def serve(engine: Engine, host: str, port: int, background: Callable[[], A
     await server.start()
     for service in ("", "tandem.worker.v1.Worker"):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+    heap.settle()  # the model's and start-up's objects out of every later collection (serving/heap.py)
     stats = engine.stats()
     transport = ("mutual TLS" if os.environ.get(TLS_CLIENT_CA_ENV) else "TLS") if credentials else "plaintext"
     log.info(

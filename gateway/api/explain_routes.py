@@ -21,7 +21,7 @@ async def route_explain(
     admission = await state.admission.admit(request.state.tenant)
     try:
         prepared = await prepare_chat(body, request, state, policy)
-        prompt = PromptKey(state.tenants.cache_salt(prepared.features.tenant), tuple(prepared.prompt_ids))
+        prompt = PromptKey(state.tenants.cache_salt(prepared.features.tenant), prepared.prompt_ids)
         hints = privacy.hints_for(privacy.is_private(policy, prepared.features.privacy_tags), prepared.model.hints)
         gathered = await gather_pools(registry, policy, policy.pools, prompt, hints)
         status = state.policy_status.as_dict()

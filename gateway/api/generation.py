@@ -343,6 +343,7 @@ async def _dispatch(choice: _Choice, policy: Policy, state: GatewayState, starte
         state.settings.first_token_deadline_s,
         state.settings.attempt_timeout_s,
         choice.prepared.model.hints,
+        choice.prepared.prompt_ids,
     )
     routed.ttft_s = time.perf_counter() - started
     return routed

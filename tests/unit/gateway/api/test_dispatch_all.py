@@ -30,7 +30,7 @@ def _state(registry):
 
 
 def _choices(count: int) -> list[_Choice]:
-    prepared = SimpleNamespace(features=PRIVATE, model=SimpleNamespace(hints=None))
+    prepared = SimpleNamespace(features=PRIVATE, model=SimpleNamespace(hints=None), prompt_ids=[])
     return [_Choice(prepared, worker_pb2.GenerateRequest(request_id=f"r-{i}"), i) for i in range(count)]
 
 
