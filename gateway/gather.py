@@ -36,7 +36,7 @@ async def gather_candidates(
         now = time.monotonic()
         return [b.candidate(now) for b in backends], []
     block_size = next((size for b in backends if (size := b.block_size_tokens)), 0)
-    with tracer.start_as_current_span("gateway.hint_lookup") as span:
+    with spans.Stages.stage(tracer, "gateway.hint_lookup") as span:
         hashes = hints.hashes(prompt.salt, prompt.token_ids, block_size)
         matched = await hints.match_workers(hashes, pool.worker_ids)
         flow = hints.flow(hashes)

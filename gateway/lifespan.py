@@ -31,6 +31,7 @@ from gateway.policy.schema import Pool
 from gateway.redis_client import RedisWatch, connect, unreachable
 from gateway.state import GatewayState, ServedModel, check_models
 from gateway.tenants import Tenants, TenantsError
+from serving import spans
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.tools import format_for as tool_format_for
 
@@ -93,6 +94,7 @@ def app_settings(app: FastAPI) -> Settings:
 async def lifespan(app: FastAPI):
     """The gateway's resources for the app's life: opened in order, closed in reverse."""
     s = app_settings(app)
+    spans.Stages.spans = s.trace_stages
     tenants = load_tenants(s)
     text = read_policy_text(s.policy_file)
     policy = parse_policy(text, str(s.policy_file))

@@ -21,7 +21,7 @@ import inspect
 import logging
 import threading
 import traceback
-from time import time_ns
+from time import perf_counter, time_ns
 from types import MappingProxyType
 
 from opentelemetry import context as context_api
@@ -381,3 +381,35 @@ def _counted(attributes: dict, dropped: int) -> BoundedAttributes:
     bounded = BoundedAttributes(None, attributes, immutable=True)
     bounded.dropped = dropped
     return bounded
+
+
+class _Stage:
+    """A gateway stage (tokenize, classify, hint lookup, route plan) recorded on the current span, the request's
+    server span: the stage's attributes there, and its time as `tandem.stage_us.<stage>`. A span each
+    (`TANDEM_TRACE_STAGES=true`: `Stages.spans`) cost ~14 % of the gateway's requests a second (docs/benchmarks.md);
+    the request's span says the same without the stages' place in the tree."""
+
+    __slots__ = ("_key", "_span", "_started")
+
+    def __init__(self, name: str) -> None:
+        self._key = f"tandem.stage_us.{name.removeprefix('gateway.')}"
+
+    def __enter__(self) -> trace.Span:
+        self._span = trace.get_current_span()
+        self._started = perf_counter()
+        return self._span
+
+    def __exit__(self, *exc) -> None:
+        self._span.set_attribute(self._key, round((perf_counter() - self._started) * 1e6, 1))
+
+
+class Stages:
+    """How the gateway's stages are traced: on the request's span (the default), or a span each (`spans`, from
+    TANDEM_TRACE_STAGES at start)."""
+
+    spans = False
+
+    @classmethod
+    def stage(cls, stage_tracer, name: str):
+        """`with Stages.stage(tracer, "gateway.tokenize") as span:` the span the stage's attributes go on."""
+        return stage_tracer.start_as_current_span(name) if cls.spans else _Stage(name)

@@ -123,7 +123,7 @@ async def prepare_completion(
 
 
 def _tokenize_chat(body: ChatCompletionRequest, messages: list[dict], chat: ChatTokenizer) -> tuple[list[int], Scan]:
-    with tracer.start_as_current_span("gateway.tokenize") as span:
+    with spans.Stages.stage(tracer, "gateway.tokenize") as span:
         prompt_ids = chat.encode_chat(messages, body.tools if body.tools else None)
         span.set_attribute("tandem.prompt_tokens", len(prompt_ids))
     return prompt_ids, _scan(body, chat)
@@ -134,7 +134,7 @@ def _tokenize_completion(
 ) -> tuple[list[tuple[list[int], str]], list[str] | None, Scan]:
     """Each prompt's token ids and text; a batch's prompts as the scan reads each on its own (None for one
     prompt); and the scan of the whole request."""
-    with tracer.start_as_current_span("gateway.tokenize") as span:
+    with spans.Stages.stage(tracer, "gateway.tokenize") as span:
         tokenized = [
             (chat.encode(prompt), prompt) if isinstance(prompt, str) else (list(prompt), chat.tokenizer.decode(prompt))
             for prompt in prompts
@@ -244,7 +244,7 @@ async def _classify(
     raw = await request.body()
     if privacy.may_repeat_keys(raw):  # a count on the loop; the rare parse off it when the body is large
         await _off_loop(request, privacy.check_no_repeated_keys, raw)
-    with tracer.start_as_current_span("gateway.classify") as span:
+    with spans.Stages.stage(tracer, "gateway.classify") as span:
         first = await _off_loop(
             request,
             classify,

@@ -74,7 +74,7 @@ def plan_route(
     caller's own `decide(policy, features)` when it already made it to know which pools to gather; `hinted` names
     the pools whose candidates this prompt's prefix hints were looked up for (the span then says what the pick
     holds, 0 included)."""
-    with tracer.start_as_current_span("gateway.route_plan") as span:
+    with spans.Stages.stage(tracer, "gateway.route_plan") as span:
         if decision is None:
             try:
                 decision = decide(policy, features)

@@ -250,7 +250,11 @@ def test_one_trace_spans_gateway_grpc_and_worker(client, collector):
     services = {s.service for s in spans}
     assert {"tandem-gateway", "tandem-cloud-worker"} <= services, services
     names = {s.name for s in spans}
-    assert {"gateway.tokenize", "gateway.classify", "gateway.route_plan"} <= names
+    assert "gateway.backend_call" in names
+    server = next(s for s in spans if s.service == "tandem-gateway" and s.name.startswith("POST "))
+    assert {"tandem.stage_us.tokenize", "tandem.stage_us.classify", "tandem.stage_us.route_plan"} <= set(
+        server.attributes
+    )  # the stages, on the request's span (TANDEM_TRACE_STAGES=true: a span each)
     worker_server = next(s for s in spans if s.service == "tandem-cloud-worker" and "Generate" in s.name)
     gateway_ids = {s.span_id for s in spans if s.service == "tandem-gateway"}
     assert worker_server.parent_span_id in gateway_ids  # the gRPC client span in the gateway
@@ -281,8 +285,11 @@ def test_edge_trace_says_which_execution_provider_ran(client, collector):
 @pytest.mark.parametrize(
     "content",
     [
-        "Mail me at ann.lee@example.com", "My card is 4111 1111 1111 1111", "IBAN DE89 3704 0044 0532 0130 00",
-        "My SSN is 123-45-6789", "Contact: lee [at] cs [dot] stanford [dot] edu",
+        "Mail me at ann.lee@example.com",
+        "My card is 4111 1111 1111 1111",
+        "IBAN DE89 3704 0044 0532 0130 00",
+        "My SSN is 123-45-6789",
+        "Contact: lee [at] cs [dot] stanford [dot] edu",
     ],
     ids=["email", "card", "iban", "ssn", "written-out-email"],
 )

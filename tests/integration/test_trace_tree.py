@@ -25,6 +25,7 @@ def stack(demo_checkpoint, tmp_path_factory, collector, redis_url):
     port = free_port()
     env = {
         "REDIS_URL": redis_url,
+        "TANDEM_TRACE_STAGES": "true",  # the full tree: a span for each gateway stage (the default puts them on one)
         "TANDEM_EDGE_TOKEN": "edge-secret",
         "TANDEM_EDGE_REGISTER_URL": f"http://127.0.0.1:{port}",
     }
@@ -132,6 +133,38 @@ def test_the_tree_of_one_cloud_request(stack, collector):
     assert not any(SECRET in str(s.attributes) for s in spans)
 
 
+def test_by_default_the_stages_are_on_the_request_s_span(stack, collector, demo_checkpoint, redis_url):
+    """Without TANDEM_TRACE_STAGES, no span for each stage: the request's span holds what they held and their times,
+    and the Redis lookup is its child."""
+    policy = stack.children[0].log_path.parents[1] / "policy.yaml"
+    gateway = start_gateway(
+        demo_checkpoint, policy, free_port(), otlp_env(collector.endpoint) | {"REDIS_URL": redis_url}
+    )
+    try:
+        traced_chat(gateway.url, collector, LONG_TEXT, {"gateway.stream", *CLOUD_DONE})  # warms the prefix cache
+        spans = traced_chat(gateway.url, collector, LONG_TEXT, {"gateway.stream", *WORKER_PHASES, *CLOUD_DONE})
+    finally:
+        gateway.stop()
+    names = {s.name for s in spans}
+    assert not names & set(GATEWAY_STAGES), names
+    server = next(s for s in spans if s.service == "tandem-gateway" and s.name == "POST /v1/chat/completions")
+    stage_us = {f"tandem.stage_us.{stage.removeprefix('gateway.')}" for stage in GATEWAY_STAGES}
+    assert stage_us <= set(server.attributes)
+    assert all(server.attributes[key] >= 0 for key in stage_us)
+    assert server.attributes["tandem.prompt_tokens"] > 512
+    assert server.attributes["tandem.privacy_tags"] == []
+    assert server.attributes["tandem.prefix_hint_mode"] == "redis"
+    assert server.attributes["tandem.predicted_prefix_blocks"] > 0
+    assert {"tandem.plugin_us.filter:healthy", "tandem.plugin_us.prefix-hit"} <= set(server.attributes)
+    assert server.attributes["tandem.backend"] == endpoint_of(stack, "cloud")
+    by_id = {s.span_id: s for s in spans}
+    redis_calls = [s for s in spans if s.attributes.get("db.system") == "redis"]
+    assert redis_calls and all(by_id[s.parent_span_id] is server for s in redis_calls)
+    call = one(spans, "gateway.backend_call")
+    assert by_id[call.parent_span_id] is server
+    assert not any(SECRET in str(s.attributes) for s in spans)
+
+
 def parent_name(span: CollectedSpan, by_id: dict[str, CollectedSpan]) -> str | None:
     p = by_id.get(span.parent_span_id)
     return p.name if p else None
@@ -167,7 +200,8 @@ def test_content_tracing_is_opt_in_and_never_for_private_requests(stack, collect
         assert "tandem.completion_text" in one(spans, "gateway.stream").attributes
         private = f"{SECRET} mail ann.lee@example.com"  # the detector makes it private: edge only
         spans = traced_chat(gateway.url, collector, private, {"gateway.stream", *EDGE_DONE})
-        assert one(spans, "gateway.route_plan").attributes["tandem.private"] is True
+        server = one(spans, "POST /v1/chat/completions")  # stages on the request's span: the default
+        assert server.attributes["tandem.private"] is True
         assert not any(SECRET in str(s.attributes) for s in spans)
     finally:
         gateway.stop()
