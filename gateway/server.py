@@ -26,7 +26,7 @@ def run(settings: Settings, log_level: str = "info") -> None:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
-    setup_tracing("tandem-gateway")
+    setup_tracing("tandem-gateway", encode_on_loop=True)  # its spans end on the event loop: encoded there
     app = create_app(settings)
     config = uvicorn.Config(
         app,

@@ -23,13 +23,24 @@ _IS_REMOTE_KNOWN, _IS_REMOTE = 0x100, 0x200  # SpanFlags: the parent's is_remote
 
 def encode_spans(spans: Sequence[ReadableSpan]) -> bytes:
     """One request holding every span, grouped by resource, then instrumentation scope, in first-seen order."""
+    return assemble([encoded_span(span) for span in spans])
+
+
+def encoded_span(span: ReadableSpan) -> tuple:
+    """A span's own bytes (a `Span` message), with the resource and scope `assemble` groups it under: the costly part
+    of encoding, done one span at a time (serving/telemetry.py does it on the event loop, between requests)."""
+    return span.resource, span.instrumentation_scope, _span(span)
+
+
+def assemble(items: Sequence[tuple]) -> bytes:
+    """One request from `encoded_span`'s items, grouped by resource, then instrumentation scope, in first-seen order."""
     groups: list = []  # [(resource, [(scope, [encoded span])])]
     by_identity: dict[tuple[int, int], list[bytes]] = {}  # hashing a Resource serializes it to JSON: ids instead
-    for span in spans:
-        key = (id(span.resource), id(span.instrumentation_scope))
+    for resource, scope, span_bytes in items:
+        key = (id(resource), id(scope))
         if (encoded := by_identity.get(key)) is None:
-            encoded = by_identity[key] = _group(groups, span.resource, span.instrumentation_scope)
-        encoded.append(_span(span))
+            encoded = by_identity[key] = _group(groups, resource, scope)
+        encoded.append(span_bytes)
     request = bytearray()
     for resource, scopes in groups:
         body = _field(1, _attributes(1, resource.attributes))  # Resource{attributes = 1}

@@ -7,14 +7,19 @@ with connection errors. The OTLP exporter (gRPC) reads its own OTEL_EXPORTER_OTL
 variables. W3C trace context is the propagator, across HTTP and gRPC.
 """
 
+import asyncio
+import collections
 import logging
 import os
+import threading
 import time
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+
+from serving.otlp_encode import assemble, encoded_span
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +66,8 @@ def _otlp_exporter() -> SpanExporter:
             self._client = EncodedTraceServiceStub(self._channel)
 
         def _translate_data(self, data) -> bytes:
+            if isinstance(data, EncodedBatch):  # LoopEncodingSpanProcessor's: encoded already
+                return data.data
             # In parts of ENCODE_CHUNK_SPANS, the GIL handed back between them: one export's encoding would hold the
             # event loop for its whole length (2.4 ms at 256 spans). Requests joined are one request: its only
             # field is repeated, so the collector reads the resource's spans in two lists instead of one.
@@ -83,12 +90,144 @@ def _otlp_exporter() -> SpanExporter:
     return Exporter()
 
 
+class EncodedBatch:
+    """Spans already encoded (a request's bytes), as the exporter's `export` takes them: `len` is their count."""
+
+    __slots__ = ("data", "spans")
+
+    def __init__(self, data: bytes, spans: int) -> None:
+        self.data, self.spans = data, spans
+
+    def __len__(self) -> int:
+        return self.spans
+
+
+class LoopEncodingSpanProcessor(SpanProcessor):
+    """Batches of spans for an exporter, each span encoded on the event loop that ended it, a few at a time between
+    the loop's other work; the batch put together and sent from a thread of its own.
+
+    The SDK's BatchSpanProcessor encodes in its export thread, and the event loop then waits for the GIL while it
+    does (a request arriving mid-encode waited up to a chunk's 0.6 ms, and the hand-offs cost the loop too): the
+    gateway's added p99 and part of its rate (docs/benchmarks.md). Here the loop encodes each span (`encoded_span`,
+    ~9 µs) in callbacks of at most ENCODE_SLICE spans, so a request waits at most one slice, and the thread only joins
+    bytes and makes the gRPC call, which leaves the GIL while it waits. A span ended where no loop runs (a thread, the
+    CLI, shutdown) is encoded at once where it ended. At most `max_queue` spans wait, as in the SDK (more are dropped
+    and counted in the log at shutdown); a batch leaves at `max_batch` spans or every `delay_s`."""
+
+    def __init__(self, exporter, max_batch: int, delay_s: float, max_queue: int) -> None:
+        self._exporter, self._max_batch, self._delay_s, self._max_queue = exporter, max_batch, delay_s, max_queue
+        self._ended = collections.deque()  # spans the loop has yet to encode
+        self._encoded = collections.deque()  # encoded_span items waiting for the thread
+        self._loop = None  # the loop whose callback is scheduled, while one is
+        self._wake = threading.Event()
+        self._export_lock = threading.Lock()  # one export at a time: the thread's, or a flush's
+        self._stopped = False
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name="OtelLoopSpanExport", daemon=True)
+        self._thread.start()
+
+    def on_start(self, span, parent_context=None) -> None:
+        pass
+
+    def on_end(self, span) -> None:
+        if self._stopped or not (span.context and span.context.trace_flags.sampled):
+            return
+        if len(self._ended) + len(self._encoded) >= self._max_queue:
+            self.dropped += 1
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or (self._loop is not None and loop is not self._loop):
+            self._encoded.append(self._encode(span))  # no loop here (or another one's): encoded where it ended
+            self._wake_if_full()
+            return
+        self._ended.append(span)
+        if self._loop is None:
+            self._loop = loop
+            loop.call_soon(self._encode_some)
+
+    def _encode_some(self) -> None:
+        ended, encoded = self._ended, self._encoded
+        for _ in range(ENCODE_SLICE):
+            try:
+                span = ended.popleft()
+            except IndexError:  # none left (a flush from another thread may have taken them)
+                break
+            encoded.append(self._encode(span))
+        if ended:
+            self._loop.call_soon(self._encode_some)
+        else:
+            self._loop = None
+        self._wake_if_full()
+
+    def _wake_if_full(self) -> None:
+        if len(self._encoded) >= self._max_batch:
+            self._wake.set()
+
+    @staticmethod
+    def _encode(span) -> tuple:
+        try:
+            return encoded_span(span)
+        except (TypeError, ValueError):
+            # A value serving/otlp_encode.py does not write (a dict, an int past int64, a lone surrogate, which a
+            # caller can send): the library's encoder drops that attribute alone, not the span.
+            from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as library_encode
+
+            request = library_encode([span])
+            return (
+                span.resource,
+                span.instrumentation_scope,
+                request.resource_spans[0].scope_spans[0].spans[0].SerializeToString(),
+            )
+
+    def _run(self) -> None:
+        while not self._stopped:
+            self._wake.wait(self._delay_s)
+            self._wake.clear()
+            self._export_waiting()
+
+    def _export_waiting(self) -> None:
+        with self._export_lock:
+            encoded = self._encoded
+            while encoded:
+                items = [encoded.popleft() for _ in range(min(self._max_batch, len(encoded)))]
+                try:
+                    self._exporter.export(EncodedBatch(assemble(items), len(items)))
+                except Exception:  # noqa: BLE001 - the exporter logs its own failures; a bug here must not end the thread
+                    log.exception("span export failed")
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        while self._ended:  # the loop's share, where the loop may be gone (shutdown)
+            try:
+                span = self._ended.popleft()
+            except IndexError:
+                break
+            self._encoded.append(self._encode(span))
+        self._export_waiting()
+        return True
+
+    def shutdown(self) -> None:
+        if self._stopped:
+            return
+        self.force_flush()
+        self._stopped = True
+        self._wake.set()
+        self._thread.join(timeout=5)
+        if self.dropped:
+            log.warning("tracing: %d spans dropped (more than %d waiting for export)", self.dropped, self._max_queue)
+        self._exporter.shutdown()
+
+
+ENCODE_SLICE = 16  # spans a loop callback encodes (~0.15 ms): the longest a request waits on them
 EXPORT_BATCH_SPANS = 256  # a gRPC export costs ~0.7 ms of CPU whatever it carries: 256 spans, a fourth as many
 ENCODE_CHUNK_SPANS = 64  # ~0.6 ms of encoding: the longest the export thread holds the GIL from the event loop
 
 
-def setup_tracing(service_name: str) -> TracerProvider:
-    """Install this process's tracer provider; call once, at start-up."""
+def setup_tracing(service_name: str, encode_on_loop: bool = False) -> TracerProvider:
+    """Install this process's tracer provider; call once, at start-up. `encode_on_loop`: OTLP spans encoded on the
+    event loop that ends them (LoopEncodingSpanProcessor), for a process whose spans end on one loop (the gateway)."""
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
     provider = TracerProvider(resource=resource)
     names = _exporter_names()
@@ -97,7 +236,17 @@ def setup_tracing(service_name: str) -> TracerProvider:
     # (the gateway's p99 went from 2.5 to 15 ms with export on; bench/gateway_overhead.py, docs/benchmarks.md).
     batch = None if "OTEL_BSP_MAX_EXPORT_BATCH_SIZE" in os.environ else EXPORT_BATCH_SPANS
     for name in names:
-        provider.add_span_processor(BatchSpanProcessor(_make_exporter(name), max_export_batch_size=batch))
+        if name == "otlp" and encode_on_loop:
+            defaults = BatchSpanProcessor  # the OTEL_BSP_* variables, read (and checked) as the SDK reads them
+            processor = LoopEncodingSpanProcessor(
+                _make_exporter(name),
+                max_batch=batch or defaults._default_max_export_batch_size(),
+                delay_s=defaults._default_schedule_delay_millis() / 1000,
+                max_queue=defaults._default_max_queue_size(),
+            )
+        else:
+            processor = BatchSpanProcessor(_make_exporter(name), max_export_batch_size=batch)
+        provider.add_span_processor(processor)
     trace.set_tracer_provider(provider)
     log.info("tracing for %s: exporters %s", service_name, names or ["none"])
     return provider
