@@ -4,12 +4,14 @@ The same message `opentelemetry-exporter-otlp-proto-common`'s `encode_spans` bui
 test_otlp_encode.py parses both and compares), at a fraction of its cost: that one makes a protobuf object for
 every span, attribute and value, 25-75 µs a span here, with the GIL held, while the gateway makes about nine spans a
 request (bench/gateway_overhead.py, docs/benchmarks.md). A value this encoder does not write raises TypeError (a
-type it does not know) or ValueError (a string UTF-8 cannot hold), and the exporter (serving/telemetry.py) then
-sends that batch through the library's own encoder, which drops the one attribute.
+type it does not know, an int past int64), and the exporter (serving/telemetry.py) then sends that batch through
+the library's own encoder, which drops the one attribute. A lone surrogate in any string is written as U+FFFD (where
+the library drops the attribute, or fails the span).
 
 Field numbers: opentelemetry/proto/trace/v1/trace.proto and common/v1/common.proto.
 """
 
+import re
 import struct
 from collections.abc import Mapping, Sequence
 
@@ -78,13 +80,13 @@ def _span(span: ReadableSpan) -> bytes:
         out.append(_field(3, ",".join(f"{k}={v}" for k, v in context.trace_state.items()).encode()))
     if span.parent is not None:
         out += (b"\x22\x08", span.parent.span_id.to_bytes(8, "big"))
-    out += (_field(5, span.name.encode()), b"\x30", _varint(span.kind.value + 1))  # INTERNAL is 1 in OTLP
+    out += (_field(5, _text(span.name)), b"\x30", _varint(span.kind.value + 1))  # INTERNAL is 1 in OTLP
     out += (b"\x39", _FIXED64(span.start_time), b"\x41", _FIXED64(span.end_time))
     out.append(_attributes(9, span.attributes))
     if span.dropped_attributes:
         out += (b"\x50", _varint(span.dropped_attributes))
     for event in span.events:
-        encoded = b"\x09" + _FIXED64(event.timestamp) + _field(2, event.name.encode())
+        encoded = b"\x09" + _FIXED64(event.timestamp) + _field(2, _text(event.name))
         encoded += _attributes(3, event.attributes)
         if event.dropped_attributes:
             encoded += b"\x20" + _varint(event.dropped_attributes)
@@ -100,11 +102,24 @@ def _span(span: ReadableSpan) -> bytes:
     if span.dropped_links:
         out += (b"\x70", _varint(span.dropped_links))
     status = span.status
-    encoded = _field(2, status.description.encode()) if status.description else b""
+    encoded = _field(2, _text(status.description)) if status.description else b""
     if status.status_code.value:
         encoded += b"\x18" + _varint(status.status_code.value)
     out += (_field(15, encoded), b"\x85\x01", _FIXED32(_flags(span.parent)))
     return b"".join(out)
+
+
+def _text(text: str) -> bytes:
+    """A string as UTF-8, a lone surrogate as U+FFFD. A caller's JSON or a backend's error text can hold one (`"\\ud800"`),
+    and from there a span's attributes, its status description (an error's text) and its events; the library's
+    encoder drops such an attribute, and fails the whole span where one is in a name or a status."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text).encode()
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _flags(parent) -> int:
@@ -142,7 +157,7 @@ def _attributes(number: int, attributes: Mapping | None) -> bytes:
 
 
 def _key_value(number: int, key: str, value) -> bytes:
-    return _field(number, _field(1, key.encode()) + _field(2, _value(value)))
+    return _field(number, _field(1, _text(key)) + _field(2, _value(value)))
 
 
 # A request's spans repeat most of their attributes (the pool, the backend, the route, the model, rpc.system): each
@@ -159,7 +174,7 @@ def _value(value) -> bytes:
     if isinstance(value, bool):
         return b"\x10\x01" if value else b"\x10\x00"
     if isinstance(value, str):
-        return _field(1, value.encode())
+        return _field(1, _text(value))
     if isinstance(value, int):
         if not -(2**63) <= value < 2**63:
             raise TypeError(f"{value} does not fit an int64")

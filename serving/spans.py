@@ -395,9 +395,14 @@ class _Stage:
         self._key = f"tandem.stage_us.{name.removeprefix('gateway.')}"
 
     def __enter__(self) -> trace.Span:
-        self._span = trace.get_current_span()
+        span = trace.get_current_span()
+        if self._key in (getattr(span, "attributes", None) or ()):
+            # Recorded on this span already: a request's later choices or prompts plan again, and the span keeps
+            # its first (the first choice's, which the request's own tandem.backend and headers name).
+            span = trace.INVALID_SPAN
+        self._span = span
         self._started = perf_counter()
-        return self._span
+        return span
 
     def __exit__(self, *exc) -> None:
         self._span.set_attribute(self._key, round((perf_counter() - self._started) * 1e6, 1))

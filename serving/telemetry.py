@@ -83,8 +83,8 @@ def _otlp_exporter() -> SpanExporter:
             try:
                 return encode_spans(spans)
             except (TypeError, ValueError):
-                # A value serving/otlp_encode.py does not write (a dict, an int past int64, a lone surrogate, which a
-                # caller can send): the library's encoder drops that attribute alone, not the batch.
+                # A value serving/otlp_encode.py does not write (a dict, an int past int64, which a caller can
+                # send): the library's encoder drops that attribute alone, not the batch.
                 return library_encode(spans).SerializeToString()
 
     return Exporter()
@@ -122,7 +122,8 @@ class LoopEncodingSpanProcessor(SpanProcessor):
         self._wake = threading.Event()
         self._export_lock = threading.Lock()  # one export at a time: the thread's, or a flush's
         self._stopped = False
-        self.dropped = 0
+        self.dropped = 0  # spans over max_queue
+        self.unencodable = 0  # spans neither encoder could write
         self._thread = threading.Thread(target=self._run, name="OtelLoopSpanExport", daemon=True)
         self._thread.start()
 
@@ -140,8 +141,9 @@ class LoopEncodingSpanProcessor(SpanProcessor):
         except RuntimeError:
             loop = None
         if loop is None or (self._loop is not None and loop is not self._loop):
-            self._encoded.append(self._encode(span))  # no loop here (or another one's): encoded where it ended
-            self._wake_if_full()
+            if (item := self._encode(span)) is not None:  # no loop here (or another one's): encoded where it ended
+                self._encoded.append(item)
+                self._wake_if_full()
             return
         self._ended.append(span)
         if self._loop is None:
@@ -150,37 +152,43 @@ class LoopEncodingSpanProcessor(SpanProcessor):
 
     def _encode_some(self) -> None:
         ended, encoded = self._ended, self._encoded
-        for _ in range(ENCODE_SLICE):
-            try:
-                span = ended.popleft()
-            except IndexError:  # none left (a flush from another thread may have taken them)
-                break
-            encoded.append(self._encode(span))
-        if ended:
-            self._loop.call_soon(self._encode_some)
-        else:
-            self._loop = None
+        try:
+            for _ in range(ENCODE_SLICE):
+                try:
+                    span = ended.popleft()
+                except IndexError:  # none left (a flush from another thread may have taken them)
+                    break
+                if (item := self._encode(span)) is not None:
+                    encoded.append(item)
+        finally:  # whatever happened, the spans after these are encoded in turn
+            if ended:
+                self._loop.call_soon(self._encode_some)
+            else:
+                self._loop = None
         self._wake_if_full()
 
     def _wake_if_full(self) -> None:
         if len(self._encoded) >= self._max_batch:
             self._wake.set()
 
-    @staticmethod
-    def _encode(span) -> tuple:
+    def _encode(self, span) -> tuple | None:
+        """The span's item for `assemble`; None for one that neither encoder can write (logged once), which costs
+        that span alone, never the loop's encoding of those after it or the caller of `span.end()`."""
         try:
             return encoded_span(span)
-        except (TypeError, ValueError):
-            # A value serving/otlp_encode.py does not write (a dict, an int past int64, a lone surrogate, which a
-            # caller can send): the library's encoder drops that attribute alone, not the span.
+        except Exception:  # noqa: BLE001 - a value serving/otlp_encode.py does not write (a dict, an int past int64)
+            pass
+        try:  # the library's encoder drops that attribute alone, not the span
             from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as library_encode
 
             request = library_encode([span])
-            return (
-                span.resource,
-                span.instrumentation_scope,
-                request.resource_spans[0].scope_spans[0].spans[0].SerializeToString(),
-            )
+            span_bytes = request.resource_spans[0].scope_spans[0].spans[0].SerializeToString()
+            return span.resource, span.instrumentation_scope, span_bytes
+        except Exception:  # noqa: BLE001 - a span no encoder writes is dropped; tracing must not fail a request
+            self.unencodable += 1
+            if self.unencodable == 1:
+                log.warning("tracing: span %r dropped: it cannot be encoded", span.name, exc_info=True)
+            return None
 
     def _run(self) -> None:
         while not self._stopped:
@@ -204,7 +212,8 @@ class LoopEncodingSpanProcessor(SpanProcessor):
                 span = self._ended.popleft()
             except IndexError:
                 break
-            self._encoded.append(self._encode(span))
+            if (item := self._encode(span)) is not None:
+                self._encoded.append(item)
         self._export_waiting()
         return True
 

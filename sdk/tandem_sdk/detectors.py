@@ -1322,7 +1322,8 @@ _SSN_GROUPED = re.compile(
 _SSN_NUMBER = _SSN_AREA + rb"(?P<gap> - |[ ./-]|)" + _SSN_GROUP + rb"(?P=gap)" + _SSN_SERIAL + _SSN_END
 _SSN_SHAPED = re.compile(rb"[^0-9]" + _SSN_NUMBER)
 _SSN_GAPS = frozenset((b"-", b" - ", b" "))  # _SSN_GROUPED's
-# The labels, on text with ASCII lower-cased: `SSN`, `S.S.N.`, `SS#`, `social security`, `soc. sec.`, Spanish forms'
+# The labels, on text with ASCII lower-cased: `SSN`, `S.S.N.`, `SS#`, `social security`, `soc. sec.`, a possessive
+# `social` said as the number (`my social is`, `her social:`; not `my social media`), Spanish forms'
 # `seguro social`, the German and Arabic words for it, and Chinese, Japanese and Korean names of the US number. Then
 # up to 8 of: a run of punctuation and blanks (`: `, ` #: `, `": "`, a form's leader dots), an HTML tag (`</td><td>`),
 # `number`, `no`, `is`, or a few non-ASCII characters (a full-width colon, `码：`, `是`); or, in one sentence (no `.`,
@@ -1331,6 +1332,7 @@ _SSN_GAPS = frozenset((b"-", b" - ", b" "))  # _SSN_GROUPED's
 # time.
 _SSN_LABEL = (
     "(?:ssns?|s\\.s\\.n\\.?|ss ?#|ss (?:no\\.?|number)(?![a-z])|social[\\s_-]{0,3}sec(?:urity)?\\.?|"
+    "(?<![a-z])(?:my|his|her|your|their|our) social(?=[ \\t]*(?:[:#=]|(?:is|was|number|no)(?![a-z])))|"
     "soc\\.?[\\s_-]{0,3}(?:sec\\.?(?![a-z])|security[\\s_-]{0,3}(?:number|num|no|#)(?![a-z]))|"
     "seguro social|sozialversicherungsnummer|s\u00e9curit\u00e9 sociale|социального страхования|"
     "رقم الضمان الاجتماعي|社会安全号|社會安全號|社保号|社保號|社会保障番号|ソ-シャル(?:\\.|・)?セキュリティ-?番号|사회 ?보장 ?번호)"

@@ -308,6 +308,10 @@ FIRES = {
         "DE89370400440532013000¹",
     ],
     "ssn": [
+        # `social` said as the number, as people do
+        "My social is 631817082.",
+        "her social: 631817082",
+        "Your social # 631 81 7082",
         # 3-2-4, with or without a label
         "ssn 123-45-6789",
         "SSN: 123 45 6789",
@@ -529,6 +533,11 @@ QUIET = {
     "iban": ["DE89 3704 0044 0532 0130 01", "GB82WEST1234569876543", "XX00 1234", "the ABCD1234 code",
              "DE8937040044053201300"],
     "ssn": [
+        # a possessive `social` other than the number
+        "My social media has 631817082 views",
+        "our social club: 631817082 members",
+        "my social score is 631817082",
+        "in my social network 631817082 people",
             "123\n45\n6789",  # a column of numbers: a line break stands for a gap only beside a dash
             "123 45\n6789 units", "totals\n123-45\n678", "order 12345\n6789", "ssn count, 123456789 rows",
             "777\n68\n5966", "Room 101 22\n2024 budget", "abc760\n80-4225",

@@ -156,3 +156,59 @@ def test_the_gateway_s_exporter_sends_an_encoded_batch_as_it_is():
         assert exporter._translate_data(EncodedBatch(b"\x0a\x00", 1)) == b"\x0a\x00"
     finally:
         exporter.shutdown()
+
+
+def test_a_lone_surrogate_in_a_name_or_status_is_written_and_the_spans_after_it_go_on():
+    """A backend's error text read from JSON can hold a lone surrogate, and the status description holds the error:
+    that span once stopped the loop's encoding for good (a review). It is written with U+FFFD now."""
+    provider, processor, exporter, _ = _tracing()
+    tracer = provider.get_tracer("gateway.dispatch")
+
+    async def serve():
+        try:
+            with tracer.start_as_current_span("gateway.backend_call \ud800"):
+                raise ValueError("backend said: bad \ud800 input")
+        except ValueError:
+            pass
+        await asyncio.sleep(0)
+        for i in range(20):
+            _request(provider, i)
+            await asyncio.sleep(0)
+
+    asyncio.run(serve())
+    processor.shutdown()
+    sent = _spans_of(exporter.requests)
+    assert len(sent) == 41
+    odd = next(s for s in sent.values() if s.name.startswith("gateway.backend_call ") and not s.attributes)
+    assert odd.name == "gateway.backend_call \ufffd" and "\ufffd" in odd.status.message
+
+
+def test_a_span_no_encoder_writes_is_dropped_alone(monkeypatch):
+    provider, processor, exporter, _ = _tracing()
+
+    def refuses(span):
+        if span.name == "refused":
+            raise RuntimeError("no encoder writes this")
+        return real(span)
+
+    real = telemetry.encoded_span
+    monkeypatch.setattr(telemetry, "encoded_span", refuses)
+    monkeypatch.setattr(
+        "opentelemetry.exporter.otlp.proto.common.trace_encoder.encode_spans",
+        lambda spans: (_ for _ in ()).throw(RuntimeError("nor this")),
+    )
+
+    async def serve():
+        with provider.get_tracer("t").start_as_current_span("refused"):
+            pass
+        await asyncio.sleep(0)
+        for i in range(5):
+            _request(provider, i)
+            await asyncio.sleep(0)
+
+    asyncio.run(serve())
+    with provider.get_tracer("t").start_as_current_span("refused"):  # off the loop: span.end() does not raise
+        pass
+    processor.shutdown()
+    assert len(_spans_of(exporter.requests)) == 10
+    assert processor.unencodable == 2

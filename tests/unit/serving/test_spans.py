@@ -237,3 +237,44 @@ def test_with_no_exporter_nothing_is_recorded_and_the_context_still_goes_on():
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer.start_span("later").end()
     assert [s.name for s in exporter.get_finished_spans()] == ["later"]
+
+
+def _stages_of_a_request(provider, spans_each: bool) -> list:
+    """A server span, then what the gateway's stages do: tokenize, and route_plan twice (a request's second choice
+    plans again), one of them with another pick."""
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = spans.get_tracer("gateway.request_span", provider)
+    spans.Stages.spans = spans_each
+    try:
+        with tracer.start_as_current_span("POST /v1/completions", kind=trace.SpanKind.SERVER):
+            with spans.Stages.stage(tracer, "gateway.tokenize") as span:
+                span.set_attribute("tandem.prompt_tokens", 96)
+            for pick in ("grpc://a:1", "grpc://b:1"):
+                with spans.Stages.stage(tracer, "gateway.route_plan") as span:
+                    span.set_attribute("tandem.backend", pick)
+    finally:
+        spans.Stages.spans = False
+    return list(exporter.get_finished_spans())
+
+
+def test_by_default_a_stage_is_recorded_on_the_request_s_span_once():
+    finished = _stages_of_a_request(TracerProvider(), spans_each=False)
+    (server,) = finished
+    assert server.attributes["tandem.prompt_tokens"] == 96
+    assert server.attributes["tandem.backend"] == "grpc://a:1"  # the first plan's: a later choice's is not kept
+    assert server.attributes["tandem.stage_us.tokenize"] >= 0 and server.attributes["tandem.stage_us.route_plan"] >= 0
+    with spans.Stages.stage(spans.get_tracer("t"), "gateway.route_plan") as span:  # no request span: nothing, no error
+        span.set_attribute("tandem.backend", "grpc://c:1")
+
+
+def test_with_spans_each_a_stage_is_a_span_of_its_own():
+    finished = _stages_of_a_request(TracerProvider(), spans_each=True)
+    names = [s.name for s in finished]
+    assert names.count("gateway.route_plan") == 2 and "gateway.tokenize" in names
+    server = next(s for s in finished if s.name == "POST /v1/completions")
+    assert not any(key.startswith("tandem.stage_us.") for key in server.attributes)
+    assert [s.attributes["tandem.backend"] for s in finished if s.name == "gateway.route_plan"] == [
+        "grpc://a:1",
+        "grpc://b:1",
+    ]
