@@ -427,6 +427,18 @@ _CAPITAL_AT = re.compile(rb"AT(?:(?<=[a-z0-9][ \t]AT)|(?<=[a-z0-9][ \t]{2}AT))[ 
 _LETTER_A_AT = re.compile(rb"\(a\)(?<=" + _E + rb"\(a\))" + _PLAIN_DOMAIN)
 
 
+# The providers most people's addresses are at: after one of them, a blank-parted @ or a capital AT takes any local
+# part (`ann @ gmail.com`, `ann AT gmail.com`; no flyer points at a mailbox provider) and a small `at` a marked one
+# (`ann.lee at gmail.com`; not `sign up at gmail.com`, `log in at outlook.com`).
+_WEBMAIL = (
+    rb"(?:gmail|googlemail|yahoo|ymail|hotmail|outlook|live|msn|icloud|me|aol|protonmail|proton|pm|gmx|web|yandex|"
+    rb"mail|qq|163|126|naver|hanmail|zoho|fastmail)\.(?:com|net|me|de|ru|fr|co\.uk|co\.jp)(?![A-Za-z0-9-]|\.[A-Za-z])"
+)  # fmt: skip
+_AT_A_MAILBOX_PROVIDER = re.compile(
+    rb"(?:(?<=[A-Za-z0-9][ \t])|(?<=[A-Za-z0-9][ \t]{2}))(?:(?P<sign>@|AT)|at)[ \t]{1,2}(?i:" + _WEBMAIL + rb")"
+)
+
+
 def _local_part(data: bytes, at: int, marked: bool = True) -> bool:
     """Before the at at `at`, past its blanks: a local part that starts with a letter and has two (not a price, a
     time or `x2`); where `marked`, with what no word has, a dot, `_`, `%`, `+` or a digit between letters or digits
@@ -450,6 +462,8 @@ def _written_out_email(data: bytes, after_local: int) -> bool:
     if b" AT" in data and any(_local_part(data, at.start()) for at in _CAPITAL_AT.finditer(data)):
         return True
     if b"(a)" in data and any(_local_part(data, at.start(), marked=False) for at in _LETTER_A_AT.finditer(data)):
+        return True
+    if any(_local_part(data, at.start(), marked=at["sign"] is None) for at in _AT_A_MAILBOX_PROVIDER.finditer(data)):
         return True
     closes = b")" in data or b"]" in data or b"}" in data or b">" in data
     if closes and _CLOSED_AT.search(data) and _BRACKETED_AT.search(data):

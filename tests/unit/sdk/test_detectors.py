@@ -14,6 +14,9 @@ ZWSP, NBSP, EN_DASH, SOFT_HYPHEN = "\u200b", "\u00a0", "\u2013", "\u00ad"
 
 FIRES = {
     "email": [
+        # at a mailbox provider: a blank-parted @ or a capital AT, or a small `at` after a marked local part
+        "ann @ gmail.com", "ann AT gmail.com", "mail ann.lee at gmail.com", "Reach me: ann93 at hotmail.com",
+        "j_doe  at  Yahoo.co.uk please", "My email is ANN AT GMAIL.COM",
         # written out: blanks around an @ after a local part no word is, a capital AT, `(a)`
         "john.smith @ gmail.com",
         "write to ann93 @ gmail.com today",
@@ -455,7 +458,12 @@ FIRES = {
 }
 
 QUIET = {
-    "email": ["I work at example.com", "docs at example.com/help", "I looked at the dot it made",
+    "email": [
+        # a mailbox provider after a small `at` with a word before it, or a price or a symbol before an @
+        "Sign up at gmail.com to get an account", "log in at outlook.com", "meet ann at gmail.com",
+        "we met at me.com", "visit us at live.com/today", "ann @ gmail.community", "x = a @ gmail.com",
+        "price 10 @ gmail.com", "Download node.js at nodejs.org",
+        "I work at example.com", "docs at example.com/help", "I looked at the dot it made",
               "stared at this dot com bubble", "looking at red dot patterns", "arrive at 10 dot 30", "born at home dot dot dot",
               "y = x @ w.T", "out = a @ b.to(device)", "z = q @ k.transpose(0, 1)", "x @ self.weight", "the @ sign",
               "see @user.name on twitter", "icon @ 2x.png", "logo[at]2x.png", "@handle on social",
