@@ -92,7 +92,7 @@ class Settings(BaseSettings):
     trace_stages: bool = Field(
         default=False,
         description="a span for each of the gateway's stages (tokenize, classify, hint lookup, route plan); off: "
-        "their attributes and times (tandem.stage_us.*) are on the request's span, ~14 % more requests a second",
+        "their attributes and times (tandem.stage_us.*) are on the request's span, 4-7 % more requests a second",
     )
     client_stall_s: Seconds = Field(
         default=60.0,

@@ -386,7 +386,7 @@ def _counted(attributes: dict, dropped: int) -> BoundedAttributes:
 class _Stage:
     """A gateway stage (tokenize, classify, hint lookup, route plan) recorded on the current span, the request's
     server span: the stage's attributes there, and its time as `tandem.stage_us.<stage>`. A span each
-    (`TANDEM_TRACE_STAGES=true`: `Stages.spans`) cost ~14 % of the gateway's requests a second (docs/benchmarks.md);
+    (`TANDEM_TRACE_STAGES=true`: `Stages.spans`) cost 4-7 % of the gateway's requests a second (docs/benchmarks.md);
     the request's span says the same without the stages' place in the tree."""
 
     __slots__ = ("_key", "_span", "_started")

@@ -44,11 +44,8 @@ def _otlp_exporter() -> SpanExporter:
     """The OTLP/gRPC exporter (its OTEL_EXPORTER_OTLP_* settings, retries and reconnects as they are), sending what
     serving/otlp_encode.py writes instead of what the library's encoder builds: the same message, several times
     cheaper to make."""
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as library_encode
     from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
-
-    from serving.otlp_encode import encode_spans
 
     class EncodedTraceServiceStub:
         """TraceService's stub for a request already encoded (bytes go on the wire as they are)."""
@@ -75,19 +72,22 @@ def _otlp_exporter() -> SpanExporter:
             for start in range(0, len(data), ENCODE_CHUNK_SPANS):
                 if start:
                     time.sleep(0)  # releases the GIL; a thread waiting for it (the event loop) takes it
-                parts.append(self._encoded(data[start : start + ENCODE_CHUNK_SPANS]))
+                parts.append(assemble([_span_item(span) for span in data[start : start + ENCODE_CHUNK_SPANS]]))
             return b"".join(parts)
 
-        @staticmethod
-        def _encoded(spans) -> bytes:
-            try:
-                return encode_spans(spans)
-            except (TypeError, ValueError):
-                # A value serving/otlp_encode.py does not write (a dict, an int past int64, which a caller can
-                # send): the library's encoder drops that attribute alone, not the batch.
-                return library_encode(spans).SerializeToString()
-
     return Exporter()
+
+
+def _span_item(span) -> tuple:
+    """`encoded_span`'s item for `assemble`; for a span holding a value serving/otlp_encode.py does not write (a
+    dict, an int past int64, which a caller can send), the library's bytes for it, which drop that attribute alone."""
+    try:
+        return encoded_span(span)
+    except (TypeError, ValueError):
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as library_encode
+
+        span_bytes = library_encode([span]).resource_spans[0].scope_spans[0].spans[0].SerializeToString()
+        return span.resource, span.instrumentation_scope, span_bytes
 
 
 class EncodedBatch:
@@ -172,18 +172,10 @@ class LoopEncodingSpanProcessor(SpanProcessor):
             self._wake.set()
 
     def _encode(self, span) -> tuple | None:
-        """The span's item for `assemble`; None for one that neither encoder can write (logged once), which costs
-        that span alone, never the loop's encoding of those after it or the caller of `span.end()`."""
+        """The span's item for `assemble`; None for one that no encoder can write (logged once), which costs that
+        span alone, never the loop's encoding of those after it or the caller of `span.end()`."""
         try:
-            return encoded_span(span)
-        except Exception:  # noqa: BLE001 - a value serving/otlp_encode.py does not write (a dict, an int past int64)
-            pass
-        try:  # the library's encoder drops that attribute alone, not the span
-            from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans as library_encode
-
-            request = library_encode([span])
-            span_bytes = request.resource_spans[0].scope_spans[0].spans[0].SerializeToString()
-            return span.resource, span.instrumentation_scope, span_bytes
+            return _span_item(span)
         except Exception:  # noqa: BLE001 - a span no encoder writes is dropped; tracing must not fail a request
             self.unencodable += 1
             if self.unencodable == 1:

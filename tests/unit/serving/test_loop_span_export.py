@@ -56,6 +56,15 @@ def _request(provider, i: int) -> None:
             call.set_attribute("tandem.attempt", 1)
 
 
+async def _serve_after(provider, first, requests: int) -> None:
+    """`first()`, then `requests` requests' spans, the loop running its callbacks between them."""
+    first()
+    await asyncio.sleep(0)
+    for i in range(requests):
+        _request(provider, i)
+        await asyncio.sleep(0)
+
+
 def _same_as_the_library(exporter: Recording, oracle: InMemorySpanExporter) -> None:
     finished = oracle.get_finished_spans()
     ours = _spans_of(exporter.requests)
@@ -164,18 +173,14 @@ def test_a_lone_surrogate_in_a_name_or_status_is_written_and_the_spans_after_it_
     provider, processor, exporter, _ = _tracing()
     tracer = provider.get_tracer("gateway.dispatch")
 
-    async def serve():
+    def odd_span():
         try:
             with tracer.start_as_current_span("gateway.backend_call \ud800"):
                 raise ValueError("backend said: bad \ud800 input")
         except ValueError:
             pass
-        await asyncio.sleep(0)
-        for i in range(20):
-            _request(provider, i)
-            await asyncio.sleep(0)
 
-    asyncio.run(serve())
+    asyncio.run(_serve_after(provider, odd_span, 20))
     processor.shutdown()
     sent = _spans_of(exporter.requests)
     assert len(sent) == 41
@@ -188,7 +193,7 @@ def test_a_span_no_encoder_writes_is_dropped_alone(monkeypatch):
 
     def refuses(span):
         if span.name == "refused":
-            raise RuntimeError("no encoder writes this")
+            raise TypeError("ours does not write this")  # so the library's encoder is asked next
         return real(span)
 
     real = telemetry.encoded_span
@@ -198,15 +203,11 @@ def test_a_span_no_encoder_writes_is_dropped_alone(monkeypatch):
         lambda spans: (_ for _ in ()).throw(RuntimeError("nor this")),
     )
 
-    async def serve():
+    def refused_span():
         with provider.get_tracer("t").start_as_current_span("refused"):
             pass
-        await asyncio.sleep(0)
-        for i in range(5):
-            _request(provider, i)
-            await asyncio.sleep(0)
 
-    asyncio.run(serve())
+    asyncio.run(_serve_after(provider, refused_span, 5))
     with provider.get_tracer("t").start_as_current_span("refused"):  # off the loop: span.end() does not raise
         pass
     processor.shutdown()
