@@ -47,6 +47,7 @@ from gateway.redis_client import connect  # noqa: E402
 from proto.gen import worker_pb2  # noqa: E402
 from proto.prefix_hash import prefix_hashes  # noqa: E402
 from proto.prefix_hints import HOLD_SCRIPT, block_key, worker_id_for  # noqa: E402
+from serving import heap  # noqa: E402
 from tests.conftest import start_redis_server  # noqa: E402
 from tests.stack import start_gateway  # noqa: E402
 
@@ -128,6 +129,7 @@ async def decision_us(redis_url: str, workers: int, prompt_tokens: int, mode: st
             hints.approximate.record(worker_id_for(backend.endpoint), other)
     features = RequestFeatures(prompt_tokens, 16, frozenset(), None, SALT)
     key = PromptKey(SALT, prompt)
+    heap.settle()  # as the gateway's heap is once it has started (serving/heap.py)
     decide_s, lookup_s, picks = [], [], []
     for i in range(iterations):
         started = time.perf_counter()

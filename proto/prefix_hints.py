@@ -16,6 +16,8 @@ import functools
 from collections.abc import Sequence
 from urllib.parse import urlparse
 
+from proto.prefix_hash import HASH_BYTES
+
 KEY_PREFIX = "tandem:kvb"  # `tandem:kv` held one key per (worker, block) before: a gateway does not read those
 DEFAULT_HINT_TTL_S = 30.0
 
@@ -39,9 +41,14 @@ end
 return #KEYS
 """
 )
-# Reads: KEYS the prompt's block keys in order; ARGV[1] the candidate workers, each followed by a comma, ARGV[2] how
-# many (one argument, not one per worker: at 256 candidates, Redis reading 256 arguments and building them into Lua
-# strings was ~100 µs of a ~250 µs lookup). Returns [worker, leading blocks held, ...] for the candidates holding the
+# Reads: ARGV[1] the candidate workers, each followed by a comma, ARGV[2] how many, ARGV[3] the blocks' key prefix
+# (`tandem:kvb:<model>:`), ARGV[4] the prompt's block hashes in order, HASH_BYTES each, as one string. One argument
+# each, not one per worker or per block: at 256 candidates, Redis reading 256 arguments and building them into Lua
+# strings was ~100 µs of a ~250 µs lookup; the prompt's block keys, sent one each, cost the gateway ~0.35 µs a block
+# to format and pack and Redis as much to read (~90 µs at 256 blocks, bench/scaling.py), where the script reads the
+# keys of log2(blocks) of them. The script names those keys itself (prefix .. hex(hash)): on one Redis, as the hints
+# live, a script may read keys it was not given (a Redis Cluster could not hold the hints' multi-key scripts
+# anyway). Returns [worker, leading blocks held, ...] for the candidates holding the
 # first block. A worker's holdings are a prefix of the prompt's blocks (a block's
 # hash covers its whole prefix, and the engine evicts a prefix's tail first, so it never keeps a block without the
 # ones before it), so the script bisects: it splits the workers on whether they hold the middle block of the range
@@ -56,18 +63,31 @@ MATCH_SCRIPT = (
     "#!lua flags=no-writes\n"
     + _NOW_MS
     + """
-local function split(key, workers)
+local prefix, hashes = ARGV[3], ARGV[4]
+local blocks = math.floor(#hashes / """ + str(HASH_BYTES) + """)
+local hex = string.rep('%02x', """ + str(HASH_BYTES) + """)
+local keys = {}
+local function key(i)
+  local k = keys[i]
+  if not k then
+    local at = (i - 1) * """ + str(HASH_BYTES) + """
+    k = prefix .. string.format(hex, string.byte(hashes, at + 1, at + """ + str(HASH_BYTES) + """))
+    keys[i] = k
+  end
+  return k
+end
+local function split(block_key, workers)
   local held, missing = {}, {}
   for start = 1, #workers, 1000 do
     local slice = {unpack(workers, start, math.min(start + 999, #workers))}
-    for j, score in ipairs(redis.call('ZMSCORE', key, unpack(slice))) do
+    for j, score in ipairs(redis.call('ZMSCORE', block_key, unpack(slice))) do
       if score and tonumber(score) > now then held[#held + 1] = slice[j] else missing[#missing + 1] = slice[j] end
     end
   end
   return held, missing
 end
 local depth = {}
--- every one of workers holds KEYS[lo] and none holds KEYS[hi] (hi = #KEYS + 1: past the prompt)
+-- every one of workers holds block lo and none holds block hi (hi = blocks + 1: past the prompt)
 local function bisect(lo, hi, workers)
   while #workers > 0 do
     if hi - lo <= 1 then
@@ -75,7 +95,7 @@ local function bisect(lo, hi, workers)
       return
     end
     local mid = math.floor((lo + hi) / 2)
-    local held, missing = split(KEYS[mid], workers)
+    local held, missing = split(key(mid), workers)
     bisect(mid, hi, held)
     workers, hi = missing, mid
   end
@@ -87,9 +107,9 @@ local function listed()
 end
 local first = {}
 local count = tonumber(ARGV[2])
-local holders = #KEYS > 0 and redis.call('ZCARD', KEYS[1]) or 0
+local holders = blocks > 0 and redis.call('ZCARD', key(1)) or 0
 if holders > 0 and holders < count then
-  local alive = redis.call('ZRANGE', KEYS[1], '(' .. now, '+inf', 'BYSCORE')
+  local alive = redis.call('ZRANGE', key(1), '(' .. now, '+inf', 'BYSCORE')
   if #alive <= """
     + str(FEW_HOLDERS)
     + """ then
@@ -105,9 +125,9 @@ if holders > 0 and holders < count then
     end
   end
 elseif holders > 0 then
-  first = split(KEYS[1], listed())
+  first = split(key(1), listed())
 end
-bisect(1, #KEYS + 1, first)
+bisect(1, blocks + 1, first)
 local out = {}
 for worker, n in pairs(depth) do out[#out + 1] = worker out[#out + 1] = n end
 return out
@@ -116,8 +136,13 @@ return out
 
 
 def match_args(worker_ids: Sequence[str]) -> list:
-    """MATCH_SCRIPT's ARGV for these candidates."""
+    """MATCH_SCRIPT's first two ARGV, for these candidates (the key prefix and the hashes follow them)."""
     return ["".join(f"{w}," for w in worker_ids), len(worker_ids)]
+
+
+def key_prefix(model_id: str) -> str:
+    """What every block key of this model starts with: block_key is this and the hash in hex."""
+    return f"{KEY_PREFIX}:{model_id}:"
 
 
 MIN_REDIS_VERSION = (7, 0)  # ZADD GT, ZMSCORE, PEXPIRE NX|GT, and the scripts' `#!lua` flags
@@ -140,7 +165,7 @@ def too_old(redis_version: str) -> str | None:
 
 
 def block_key(model_id: str, block_hash: bytes) -> str:
-    return f"{KEY_PREFIX}:{model_id}:{block_hash.hex()}"
+    return f"{key_prefix(model_id)}{block_hash.hex()}"
 
 
 @functools.lru_cache(maxsize=65536)  # per candidate per lookup: parsing the URL each time was 3 ms at 256 workers

@@ -20,9 +20,9 @@ MODEL = "tandem-demo"
 A, B = "grpc://127.0.0.1:7001", "grpc://127.0.0.1:7002"
 
 
-def publish(client: redis.Redis, worker: str, hashes: list[bytes], ttl_ms: int = 30_000) -> None:
+def publish(client: redis.Redis, worker: str, hashes: list[bytes], ttl_ms: int = 30_000, model: str = MODEL) -> None:
     """What a worker's HintPublisher writes (proto/prefix_hints.py)."""
-    client.register_script(HOLD_SCRIPT)(keys=[block_key(MODEL, h) for h in hashes], args=[worker, ttl_ms, "gt"])
+    client.register_script(HOLD_SCRIPT)(keys=[block_key(model, h) for h in hashes], args=[worker, ttl_ms, "gt"])
 
 
 def mode_gauge(mode: str) -> float:
@@ -227,6 +227,30 @@ def test_the_lookup_equals_reading_every_block_of_every_worker(redis_url):
         assert n >= leading_run(worker) and held[worker][n - 1] and not held[worker][n], (worker, n, held[worker])
     assert any(n > leading_run(w) for w, n in got_gapped.items())  # the gaps did mislead it: the test bites
     assert got_everyone == got | got_gapped  # a worker's answer is its own, whoever else is asked about
+
+
+def test_a_long_prompt_of_a_model_named_in_any_script_reads_the_keys_its_workers_wrote(redis_url):
+    """The lookup sends the prompt's hashes, and the script names their keys as a worker's HintPublisher does
+    (block_key): for a model id with non-ASCII letters, a colon and a space, and a prompt of 300 blocks (hashes
+    with every byte value), each worker's leading run; another model's hints for the same prompt are not read."""
+    from gateway.hints.redis_index import RedisHintIndex
+
+    model = "llama 3:模型/v1"
+    hashes = prefix_hashes(list(range(16 * 300)), model, "long")
+    assert {b for h in hashes for b in h} == set(range(256))  # NUL, '%', quote and high bytes among them
+    sync = redis.Redis.from_url(redis_url)
+    publish(sync, "127.0.0.1:1", hashes[:257], model=model)
+    publish(sync, "127.0.0.1:2", hashes[:1], model=model)
+    publish(sync, "127.0.0.1:3", hashes, model=model + "-other")
+
+    async def lookup():
+        client = redis.asyncio.from_url(redis_url)
+        try:
+            return await RedisHintIndex(client, model).match(hashes, ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"])
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(lookup()) == {"127.0.0.1:1": 257, "127.0.0.1:2": 1}
 
 
 def test_a_pending_hint_replaces_an_expired_one_and_a_dead_workers_member_goes(redis_url):
