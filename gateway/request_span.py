@@ -18,7 +18,7 @@ request's whole trace from any response.
 
 import json
 import re
-import uuid
+import secrets
 
 from opentelemetry import context, propagate, trace
 
@@ -39,7 +39,7 @@ class RequestSpan:
             await self.app(scope, receive, send)
             return
         sent = [value for name, value in scope["headers"] if name == HEADER]
-        request_id = sent[0].decode("latin-1") if sent else f"req-{uuid.uuid4().hex}"
+        request_id = sent[0].decode("latin-1") if sent else f"req-{secrets.token_hex(16)}"
         valid = not sent or (len(sent) == 1 and _VALID.fullmatch(request_id))
         if scope["path"] in UNTRACED_PATHS:
             span = trace.INVALID_SPAN
@@ -128,7 +128,7 @@ async def _refuse(send, span) -> None:
         }
     ).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers.append((HEADER, f"req-{uuid.uuid4().hex}".encode()))
+    headers.append((HEADER, f"req-{secrets.token_hex(16)}".encode()))
     if trace_id := span.get_span_context().trace_id:
         headers.append((b"x-trace-id", f"{trace_id:032x}".encode()))
     await send({"type": "http.response.start", "status": 400, "headers": headers})

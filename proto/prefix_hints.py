@@ -16,8 +16,6 @@ import functools
 from collections.abc import Sequence
 from urllib.parse import urlparse
 
-from proto.prefix_hash import HASH_BYTES
-
 KEY_PREFIX = "tandem:kvb"  # `tandem:kv` held one key per (worker, block) before: a gateway does not read those
 DEFAULT_HINT_TTL_S = 30.0
 
@@ -42,14 +40,14 @@ return #KEYS
 """
 )
 # Reads: ARGV[1] the candidate workers, each followed by a comma, ARGV[2] how many, ARGV[3] the blocks' key prefix
-# (`tandem:kvb:<model>:`), ARGV[4] the prompt's block hashes in order, HASH_BYTES each, as one string. One argument
-# each, not one per worker or per block: at 256 candidates, Redis reading 256 arguments and building them into Lua
-# strings was ~100 µs of a ~250 µs lookup; the prompt's block keys, sent one each, cost the gateway ~0.35 µs a block
-# to format and pack and Redis as much to read (~90 µs at 256 blocks, bench/scaling.py), where the script reads the
-# keys of log2(blocks) of them. The script names those keys itself (prefix .. hex(hash)): on one Redis, as the hints
-# live, a script may read keys it was not given (a Redis Cluster could not hold the hints' multi-key scripts
-# anyway). Returns [worker, leading blocks held, ...] for the candidates holding the
-# first block. A worker's holdings are a prefix of the prompt's blocks (a block's
+# (`tandem:kvb:<model>:`), ARGV[4] the prompt's block hashes in order as one string, ARGV[5] the bytes of one
+# (HASH_BYTES). One argument each, not one per worker or per block: at 256 candidates, Redis reading 256 arguments and
+# building them into Lua strings was ~100 µs of a ~250 µs lookup; the prompt's block keys, sent one each, cost the
+# gateway ~0.35 µs a block to format and pack and Redis as much to read (~90 µs at 256 blocks, bench/scaling.py), where
+# the script reads the keys of log2(blocks) of them. It names those keys itself (prefix .. hex(hash)): on one Redis,
+# where the hints live, a script may read keys it was not given (a Redis Cluster could not hold the hints' multi-key
+# scripts anyway). Returns [worker, leading blocks held, ...] for the candidates holding the first block. A worker's
+# holdings are a prefix of the prompt's blocks (a block's
 # hash covers its whole prefix, and the engine evicts a prefix's tail first, so it never keeps a block without the
 # ones before it), so the script bisects: it splits the workers on whether they hold the middle block of the range
 # each is known to end in, one ZMSCORE per split. The calls are log2(blocks) per group of workers ending at the same
@@ -64,14 +62,15 @@ MATCH_SCRIPT = (
     + _NOW_MS
     + """
 local prefix, hashes = ARGV[3], ARGV[4]
-local blocks = math.floor(#hashes / """ + str(HASH_BYTES) + """)
-local hex = string.rep('%02x', """ + str(HASH_BYTES) + """)
+local size = tonumber(ARGV[5])
+local blocks = math.floor(#hashes / size)
+local hex = string.rep('%02x', size)
 local keys = {}
 local function key(i)
   local k = keys[i]
   if not k then
-    local at = (i - 1) * """ + str(HASH_BYTES) + """
-    k = prefix .. string.format(hex, string.byte(hashes, at + 1, at + """ + str(HASH_BYTES) + """))
+    local at = (i - 1) * size
+    k = prefix .. string.format(hex, string.byte(hashes, at + 1, at + size))
     keys[i] = k
   end
   return k

@@ -6,8 +6,8 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import secrets
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -53,7 +53,7 @@ async def serve(
         await admission.release(0)
         raise
     prefix = "chatcmpl" if chat else "cmpl"
-    shape = ResponseShape.new(chat, f"{prefix}-{uuid.uuid4().hex}", batch[0].model.id, body.include_usage())
+    shape = ResponseShape.new(chat, f"{prefix}-{secrets.token_hex(16)}", batch[0].model.id, body.include_usage())
     return await _serve(body, batch, shape, state, policy, admission, request)
 
 

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 
 import redis
 
+from proto.prefix_hash import HASH_BYTES
 from proto.prefix_hints import HOLD_SCRIPT, MATCH_SCRIPT, block_key, key_prefix, match_args, too_old
 
 
@@ -27,7 +28,7 @@ class RedisHintIndex:
         listed, args = self._args
         if worker_ids is not listed:  # a pool's list is kept between its requests (BackendRegistry.pool): reuse
             self._args = worker_ids, (args := match_args(worker_ids))  # its ARGV (~20 µs to join at 256)
-        reply = await self._match(keys=(), args=[*args, self._prefix, b"".join(hashes)])
+        reply = await self._match(keys=(), args=[*args, self._prefix, b"".join(hashes), HASH_BYTES])
         return {  # only candidates: the script's ARGV
             (worker.decode() if isinstance(worker, bytes) else worker): int(held)
             for worker, held in zip(reply[::2], reply[1::2], strict=True)
