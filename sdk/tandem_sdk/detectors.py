@@ -438,9 +438,13 @@ _WEBMAIL = (
 # and tried them at every byte of every prompt (8 of has_email's 12 µs on a short one); a group around the at's
 # forms would cost that skip too. A small `at` is the match's first byte.
 _AT_A_MAILBOX_PROVIDER = re.compile(
-    rb"(?:@|AT|at)(?:" + b"|".join(
-        rb"(?<=[A-Za-z0-9][ \t]{%d}%s)" % (n, at) for n in (1, 2) for at in (b"@", b"AT", b"at")
-    ) + rb")[ \t]{1,2}(?i:" + _WEBMAIL + rb")"
+    # `@` with blanks on one side or both (`ann.lee@ gmail.com`, `ann.lee @gmail.com`: a phone's keyboard), a
+    # word's `AT` or `at` with blanks on both
+    rb"(?:@(?:(?<=[A-Za-z0-9]@)[ \t]{1,2}|(?:(?<=[A-Za-z0-9][ \t]@)|(?<=[A-Za-z0-9][ \t]{2}@))[ \t]{0,2})"
+    + b"".join(
+        rb"|%s(?:(?<=[A-Za-z0-9][ \t]%s)|(?<=[A-Za-z0-9][ \t]{2}%s))[ \t]{1,2}" % (at, at, at) for at in (b"AT", b"at")
+    )
+    + rb")(?i:" + _WEBMAIL + rb")"
 )  # fmt: skip
 
 
@@ -718,6 +722,8 @@ _FILLER_WORDS = (
     "es est ist lautet c s le al au unter para op it its "
     # what people put between a verb and the number (`call me tomorrow at`, `call him on`, `call or text`)
     "tomorrow today tonight anytime now asap him her them this that please pls mom dad "
+    # an answer's first words in a transcript (`Customer: sure, 4155550100`)
+    "sure yes yeah yep ok okay "
     # HTML around a label (`<b>Phone:</b> `, `<td>Phone</td><td>`)
     "b i td th tr span strong em div p br li dt dd"
 ).split()
@@ -766,6 +772,13 @@ def _byte_pattern(byte: int) -> str:
 _LABEL_TRIE = _trie({*_PHONE_WORDS_WHOLE, *_PHONE_WORDS_ANY})
 
 
+# A transcript's speaker at the start of the answer's line, one or two words and a colon after (`Customer:`,
+# `Dr. Lee:`): the label is in the question on the line before (`Agent: Can I get your phone number?`)
+_SPEAKER = "(?<=\\n)[a-z][a-z0-9_.'-]{0,19}(?: [a-z][a-z0-9_.'-]{0,19})?(?=[ \\t]*:)"
+# A vCard property's parameters between `TEL` and its colon (`TEL;TYPE=CELL;TYPE=pref:`, vCard 2.1's `TEL;WORK;VOICE:`)
+_VCARD_PARAMETER = ';[a-z0-9-]{1,16}(?:=[a-z0-9,"-]{1,32})?'
+
+
 def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
     """A label, what may stand between (_FILLER_WORDS, an ordinal, blanks), then 7 digits or more in groups
     parted by 1-2 separators; and the label with what may follow it, at the end of what is searched.
@@ -781,7 +794,11 @@ def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
         # a short note in brackets is one step (`Phone (9am-5pm): `, `Mobile (private): `), unless it is a
         # number (`Phone (4155550100)`: the number itself)
         note = "\\((?![0-9+ ./-]+\\))[^()\\n]{1,32}\\)|\\[(?![0-9+ ./-]+\\])[^\\[\\]\\n]{1,32}\\]"
-        between = f"(?:[{_LEADER}]+{more}|{note}|[\\xc0-\\xff][\\x80-\\xbf]{{0,3}}{more}|[^0-9a-z]|(?:{fillers})(?![a-z])|{_ORDINAL}){{0,32}}{more}"
+        between = (
+            # the vCard parameters before the one character `[^0-9a-z]` would take their `;` (each step is possessive)
+            f"(?:{_VCARD_PARAMETER}|[{_LEADER}]+{more}|{note}|[\\xc0-\\xff][\\x80-\\xbf]{{0,3}}{more}|[^0-9a-z]|"
+            f"(?:{fillers})(?![a-z])|{_ORDINAL}|{_SPEAKER}){{0,32}}{more}"
+        )
         number = f"([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}{more}[0-9]){{6,{_MOST_LISTED_DIGITS - 1}}}{more})"
         try:
             whole = re.compile(f"{label}{between}{number}".encode())
@@ -795,8 +812,9 @@ _LABELLED_NUMBER, _LABEL_BEFORE = _labelled_number()
 # A table's header cell that names a phone (lowered; `_` and `-` read as spaces): `Phone`, `Mobile Phone`,
 # `Phone 1 - Value`, `Tel.`, `电话号码`. Not the label words that head other columns (`Text`, `Calls`, `iPhone`).
 _HEADER_WORD = re.compile(  # no look-behind first: re skips in C to where a word starts (`_header_words` checks)
-    "(?:phones?|telephone|tel|mobile|mob|cell|cellphone|fax|whatsapp|handy|telefon|telefono|teléfono|"
-    "telefone|móvil|movil|celular|msisdn|gsm)(?![a-z])|电话|電話|手机|手機|携帯|전화|휴대폰|телефон|мобильн".encode()
+    "(?:(?:phones?|telephone|tel|mobile|mob|cell|cellphone|fax|whatsapp|handy|telefon|telefono|teléfono|"
+    "telefone|móvil|movil|celular|msisdn|gsm)(?:number|no|nr|num)?|contact ?(?:number|no|nr|num|#))(?![a-z])|"
+    "电话|電話|手机|手機|携帯|전화|휴대폰|телефон|мобильн".encode()
 )
 
 
@@ -948,22 +966,42 @@ def _table_top(data: bytes, delimiter: bytes, width: int, row: int, tops: dict) 
 def _phone_columns_from(scan: Scan, start: int) -> bool:
     """`_in_a_phone_column` from `start` on: one pass for header cells (`_HEADER_WORD`), and the rows under each
     whose next line is a row of the same width, each row read once (`scanned`), _MOST_TABLE_ROWS x 5 in all;
-    headers in the next _TABLE_SEARCH bytes (a pass of re over 1 MB of delimiters or line breaks takes 60 ms)."""
+    headers in the next _TABLE_SEARCH bytes (a pass of re over 1 MB of delimiters or line breaks takes 60 ms). Each
+    header line is laid out once per delimiter and each of its columns judged once, whatever number of header words
+    it holds: a sheet of 24 lines of 511 `tel` cells each read its 4 KB line ~5 times a word (5 s for 200 KB)."""
     data = scan.data
     lowered = data.lower()
     budget = _MOST_TABLE_ROWS * 5
     scanned: dict[tuple[bytes, int, int], int] = {}  # (delimiter, width, column) -> where its rows were read to
+    layouts: dict[tuple[int, bytes], list[int] | None] = {}  # (line start, delimiter) -> its cells' delimiters
+    judged: set[tuple[int, bytes, int]] = set()  # (line start, delimiter, column) already read as a header cell
+
+    def layout(line_start: int, delimiter: bytes) -> list[int] | None:
+        """Where the line's delimiters outside quotes are (offsets in the line); None for a line too long."""
+        key = (line_start, delimiter)
+        if key not in layouts:
+            line_end = _line_end(data, line_start)
+            layouts[key] = _delimiters_at(data, line_start, line_end, delimiter)
+        return layouts[key]
+
     for hit in _header_words(lowered, start, start + _TABLE_SEARCH):
         line_start = lowered.rfind(b"\n", 0, hit.start()) + 1
         line_end = _line_end(lowered, hit.end())
-        row = line_end + 1
         for delimiter in _DELIMITERS:
-            width = _width(data, line_start, line_end, delimiter)
-            if not width or _width(data, row, _line_end(data, row), delimiter) != width:
+            cuts = layout(line_start, delimiter)
+            if not cuts:
                 continue
-            column = _width(data, line_start, hit.start(), delimiter)
+            row = line_end + 1
+            below = layout(row, delimiter) if row < len(data) else None
+            if below is None or len(below) != len(cuts):
+                continue
+            column = bisect_left(cuts, hit.start() - line_start)
+            if (line_start, delimiter, column) in judged:
+                continue
+            judged.add((line_start, delimiter, column))
             if not _phone_header(data, line_start, delimiter, column):
                 continue
+            width = len(cuts)
             row = max(row, scanned.get((delimiter, width, column), 0))
             while row < len(data):
                 if (budget := budget - 1) < 0:
@@ -1000,6 +1038,20 @@ def _width(data: bytes, start: int, end: int, delimiter: bytes) -> int:
     if data.find(b'"', start, end) < 0:
         return data.count(delimiter, start, end)
     return _QUOTED.sub(b"", data[start:end]).count(delimiter)
+
+
+def _delimiters_at(data: bytes, start: int, end: int, delimiter: bytes) -> list[int] | None:
+    """Offsets from `start` of the delimiters in data[start:end] outside a CSV's quotes (as `_width` counts them);
+    None for a line too long to be a table's row."""
+    if end - start > _LONGEST_ROW:
+        return None
+    line = data[start:end]
+    grid = _QUOTED.sub(lambda m: b"x" * len(m.group()), line) if b'"' in line else line  # the same length
+    cuts, at = [], grid.find(delimiter)
+    while at != -1:
+        cuts.append(at)
+        at = grid.find(delimiter, at + 1)
+    return cuts
 
 
 def _cell(data: bytes, line_start: int, delimiter: bytes, column: int) -> tuple[int, bytes] | None:
@@ -1372,7 +1424,7 @@ _SSN_LABEL = (
     + _either_case("социального страхования")
     + "|"
     "رقم الضمان الاجتماعي|社会安全号|社會安全號|社会安全码|社會安全碼|社会保障号|社會保障號|社保号|社保號|社会保障番号|"
-    "ソ-シャル(?:\\.|・)?セキュリティ-?番号|사회 ?보장 ?번호)"
+    "ソ-シャル(?:\\.|・)?セキュリティ-?(?:番号|ナンバ-)|사회 ?보장 ?번호)"
 ).encode()
 _SSN_LOOK = 120  # bytes from a label to its number (or from the number to a label after it), but for a leader
 _SSN_FILLER = rb"[\s:#=._\"'>/|*()\[\]{}`,;?!&-]"  # `SSN? 123456789` (a bot's question), `SSN,123456789` (CSV)
@@ -1412,7 +1464,8 @@ _ANOTHER_NUMBER_AFTER = re.compile(
 # possessive quantifiers), so a label before many words gives them up in one pass, not once per count of them
 _SSN_BETWEEN = (
     rb"(?:(?=(?P<tight>(?:" + _SSN_FILLER + rb"+(?!" + _SSN_FILLER + rb")|</?[a-z]{1,6}>|"
-    rb"(?:number|num|nr|no|is|es|el)(?![a-z])|" + _SSN_NON_ASCII + rb"){0,8}))(?P=tight)|" + _SSN_COUNTED
+    rb"(?:number|num|nr|no|is|es|el|it|its|s|sure|yes|yeah|ok|okay)(?![a-z])|" + _SPEAKER.encode() + rb"|"
+    + _SSN_NON_ASCII + rb"){0,8}))(?P=tight)|" + _SSN_COUNTED
     + rb"(?=(?P<words>(?:" + _SSN_FILLER_IN_A_SENTENCE + rb"+(?!" + _SSN_FILLER_IN_A_SENTENCE + rb")|" + _SSN_WORD
     + rb"|" + _SSN_NON_ASCII + rb"){0,24}))(?P=words)[.]?)"
 )  # fmt: skip
