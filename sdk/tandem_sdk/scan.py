@@ -205,12 +205,16 @@ def _decoded(token_ids: list[int], decode: Callable[[list[int]], str] | None) ->
 
 def _strings(value, skip_text: bool = False) -> Iterator[str]:
     """Every string in a JSON value (keys that name structure aside), walked without recursion: depth is the
-    sender's to choose."""
+    sender's to choose. A key is read right before its value (`ssn` then `123456789`, as a label before its number):
+    every key of an object first, then the values, put a tool call's `{"name": "Ann", "ssn": "123456789"}` (its
+    arguments as an object, as some clients send them) two lines from its label."""
     stack, decoding = [(value, skip_text)], _MOST_DECODED
     while stack:
         item, skip = stack.pop()
         if isinstance(item, str):
             yield item
+            if skip is _KEY:
+                continue
             if "\\" in item and decoding > 0:  # what its escapes spell, as JSON and wherever they are
                 decoding -= len(item)  # a chain of escapes of escapes reads no more than this in all
                 stack.append((_json_value(item), False))
@@ -219,23 +223,25 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
         elif isinstance(item, int | float) and not isinstance(item, bool):
             yield _number_text(item)  # a card number as a schema's enum, a default, an arguments value
         elif isinstance(item, Mapping):
-            for key, child in reversed(list(item.items())):
-                if not isinstance(key, str):  # json.dumps sends 4111111111111111 (or 1.5, True) as a key's text
-                    yield _number_text(key) if isinstance(key, int | float) and not isinstance(key, bool) else str(key)
-                elif key not in _SHAPE_KEYS:
-                    yield key  # a schema's property names, an arguments object's keys; a label (`mobile`) too
+            for key, child in reversed(list(item.items())):  # each key pushed after its value: popped before it
                 if key in _STRUCTURE_KEYS and isinstance(child, str) and _STRUCTURE_WORD.fullmatch(child):
-                    continue
-                if skip and key == "text" and isinstance(child, str):
-                    continue
-                if key == "pattern" and isinstance(child, str):
-                    stack.append((_regex_literal(child), False))
-                if key == "arguments" and isinstance(child, str) and "\\" not in child:
-                    # A call's arguments are JSON text the chat template decodes and writes again: 4.111111111111111e15
-                    # reaches the model as 4111111111111111.0, so the decoded value is read too (with a backslash,
-                    # the string's own walk below decodes it)
-                    stack.append((_json_any(child), False))
-                stack.append((child, False))
+                    pass
+                elif skip and key == "text" and isinstance(child, str):
+                    pass
+                else:
+                    if key == "pattern" and isinstance(child, str):
+                        stack.append((_regex_literal(child), False))
+                    if key == "arguments" and isinstance(child, str) and "\\" not in child:
+                        # A call's arguments are JSON text the chat template decodes and writes again:
+                        # 4.111111111111111e15 reaches the model as 4111111111111111.0, so the decoded value is read too
+                        # (with a backslash, the string's own walk below decodes it)
+                        stack.append((_json_any(child), False))
+                    stack.append((child, False))
+                if not isinstance(key, str):  # json.dumps sends 4111111111111111 (or 1.5, True) as a key's text
+                    number = isinstance(key, int | float) and not isinstance(key, bool)
+                    stack.append((_number_text(key) if number else str(key), _KEY))
+                elif key not in _SHAPE_KEYS:
+                    stack.append((key, _KEY))  # a schema's property names, an arguments object's keys; a label too
         elif isinstance(item, list | tuple):
             stack.extend((child, False) for child in reversed(item))
 
@@ -353,6 +359,7 @@ _CONTROL = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 
 
 _UNESCAPED = "unescaped"  # a string's escapes already undone: only a JSON value in it is read on
+_KEY = "key"  # an object's key: read as it is
 _MOST_DECODED = 4_000_000  # characters of escaped text decoded in one request: twice the largest body
 _ESCAPE_LAYERS = 3  # `\\\\u00a0` and the like: escapes of escapes, this deep, undone at once
 

@@ -277,6 +277,23 @@ def test_call_arguments_are_read_as_the_chat_template_writes_them_again():
     assert fired('{"amount": 12.5}') == []
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"name": "Ann Lee", "ssn": "123456789"},  # an object, as some clients send a call's arguments
+        {"name": "Ann Lee", "dob": "1990-01-01", "notes": "x", "ssn": 123456789},
+        {"person": {"name": "Ann Lee", "ids": {"passport": "X1", "ssn": "123456789"}}},
+    ],
+)
+def test_a_key_is_read_beside_its_value_not_after_every_key(arguments):
+    """(a review) Every key of an object was read first, then the values: `ssn` ended lines away from its number,
+    found only where it was the object's first key."""
+    call = {"id": "c", "type": "function", "function": {"name": "update", "arguments": arguments}}
+    body = {"messages": [{"role": "assistant", "content": None, "tool_calls": [call]}]}
+    assert detect(request_text(body), ["ssn"]) == ["ssn"]
+    assert detect(request_text({"model": "m", "metadata": arguments}), ["ssn"]) == ["ssn"]
+
+
 @pytest.mark.parametrize("pattern", ["(a{1000}){1000}", "x{99999999}", "[", "(", ")", "{3}", "[^", "\\", "((((", "[]]"])
 def test_a_pattern_of_any_shape_is_read_and_spells_a_bounded_text(pattern):
     body = {"response_format": {"type": "json_schema", "json_schema": {"schema": {"pattern": pattern}}}}
