@@ -94,6 +94,11 @@ def _iban_patterns() -> dict[bytes, re.Pattern[bytes]]:
 
 
 _IBAN_BY_COUNTRY = _iban_patterns()
+# Each country's IBAN length after its two letters (check digits and BBAN), as if all digits: DE 20, NO 13, MT 29
+_IBAN_DIGITS = {
+    country.encode(): 2 + sum(int(count) for count, _ in re.findall(r"([0-9]+)!([nac])", props.get("bban", "")))
+    for _, country, _, props, _ in numdb.get("iban").prefixes
+}
 _IBAN_LETTER_VALUES = str.maketrans({chr(65 + i): str(10 + i) for i in range(26)})
 _WORD_START_AADD = re.compile(rb"xaadd")  # on the letter/digit class map: re's literal search beats bytes.find here
 _CN_PROVINCES = frozenset(
@@ -571,9 +576,14 @@ def _decimal(cluster: Cluster, i: int, j: int) -> bool:
 
 
 def _after_country_code(scan: Scan, cluster: Cluster) -> bool:
-    """The cluster follows two letters at a word start, as an IBAN's digits follow its country code."""
+    """The cluster follows two letters at a word start, as an IBAN's digits follow its country code: a country with
+    IBANs, and about as many digits as its IBANs have (two more or fewer: a mistyped one). Any two letters refused
+    a card glued to a word (`№4111…`, read `No4111…`; `MC5555…`, `cc4111…`), as many forms and chats write one."""
     before = scan.before(cluster, 3)
-    return len(before) >= 2 and before[-2:].isalpha() and not before[-3:-2].isalnum() and cluster.offsets[1] >= 2
+    if not (len(before) >= 2 and before[-2:].isalpha() and not before[-3:-2].isalnum() and cluster.offsets[1] >= 2):
+        return False
+    length = _IBAN_DIGITS.get(before[-2:].upper())
+    return length is not None and abs(len(cluster.digits) - length) <= 2
 
 
 # -- phone numbers -----------------------------------------------------------------------------------

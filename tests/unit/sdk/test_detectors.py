@@ -282,6 +282,11 @@ FIRES = {
     ],
     "credit-card": [
         "4111 1111 1111 1111",
+        # (a review) glued to two letters that begin no IBAN of that length (`№` reads `No`; Norway's IBANs are 13)
+        "Карта №4111111111111111",
+        "No4111111111111111",
+        "MC5555555555554444",
+        "cc4111111111111111",
         # an edge review: a card and its expiry (read as a date, 1111/12/29), even where its last group is a year
         "Charge card 4111 1111 1111 1111/12/29 cvv 123 please",
         "5500 0000 0000 0004/03/27",
@@ -560,7 +565,8 @@ QUIET = {
               "cell: 1234567 2345678 3456789",
               # a fifth review: a glued ordinal after cell or a model; an assignment
               "iPhone15: 5234567 units", "cell2: 1234567", "cell = 12345678"],
-    "credit-card": ["2024-01-15 2024-01-16 2024-01-17 2024-01-18", "30.12.2024 31.12.2024", "4111 1111 1111 1112",
+    "credit-card": ["DE89 3704 0044 0532 0130 01", "DE89370400440532013001",  # a mistyped IBAN's digits
+                    "2024-01-15 2024-01-16 2024-01-17 2024-01-18", "30.12.2024 31.12.2024", "4111 1111 1111 1112",
                     # a review: tables with dates read as one number across their rows, and fields a control
                     # character parts glued into one
                     "40\t2024-01-01\t2202.72\n41\t2024-02-02\t1034.32\n42\t2024-03-03\t4111.11",
