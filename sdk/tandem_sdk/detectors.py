@@ -76,7 +76,14 @@ _TLDS_BEFORE_A_BRACKET = frozenset(
     b"com org net edu gov mil int info biz name pro mobi asia app dev page tech online site shop store cloud "
     b"email mail me".split()
 )
-_NOT_TLDS = frozenset(b"png jpg jpeg gif svg webp bmp ico tif tiff heic".split())  # icon@2x.png
+# icon@2x.png; and the names no mailbox is at: a LAN's (`ssh root@server.local`), those RFC 2606 and 6761 reserve
+_NOT_TLDS = frozenset(
+    b"png jpg jpeg gif svg webp bmp ico tif tiff heic local localdomain internal lan localhost".split()
+)
+# A domain whose first label is a program's object, three labels or more: code's matrix product (`x@self.weight.data`);
+# not `math` or `cs`, which universities' mail is at (`ann@math.berkeley.edu`)
+_CODE_OBJECTS = frozenset(b"self this cls torch jnp".split())
+_PATH_CHARS = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_~/.-")
 
 
 def _iban_patterns() -> dict[bytes, re.Pattern[bytes]]:
@@ -320,8 +327,17 @@ def has_email(scan: Scan) -> bool:
 def _email_after(data: bytes, pos: int) -> bool:
     for match in _EMAIL_DOMAIN.finditer(data, pos):
         at = match.start()
-        tld = match.group(1).lower()
+        written = match.group(1)
+        tld = written.lower()
         if data[at - 1 : at].translate(_EMAIL_CHARS) != b"l" or tld in _NOT_TLDS:
+            continue
+        if not (written.islower() or written.isupper() or written.istitle()):
+            continue  # `q@k.mT`: code's attribute, not a domain (no one writes a TLD so)
+        end = match.end(1)
+        if data[end : end + 1] == b":" and end + 1 < len(data) and data[end + 1] in _PATH_CHARS:
+            continue  # `git@github.com:org/repo.git`, `scp ann@host.example.com:~/notes`: a login at a host, a path
+        labels = match.group().lstrip(b"@%40").split(b".")
+        if len(labels) >= 3 and labels[0] in _CODE_OBJECTS:
             continue
         if match.group(2) is None or (len(tld) == 2 and tld != b"to") or tld in _TLDS_BEFORE_A_BRACKET:
             return True

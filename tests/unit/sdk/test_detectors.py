@@ -23,6 +23,10 @@ FIRES = {
         "My email is ANN AT GMAIL.COM",
         # (a review) a blank on one side of the @ only, as a phone's keyboard leaves it
         "Email me at ann.lee@ gmail.com",
+        # beside the refusals below: a colon and a blank after, a TLD capitalized, a university's `math.` subdomain
+        "Write to ann@example.com: she answers",
+        "ann@Example.Com",
+        "ann@math.berkeley.edu",
         "ann.lee @gmail.com",
         # written out: blanks around an @ after a local part no word is, a capital AT, `(a)`
         "john.smith @ gmail.com",
@@ -496,6 +500,9 @@ FIRES = {
 
 QUIET = {
     "email": [
+        # (a review) a login at a host and a path, a LAN's names, code's matrix products
+        "git clone git@github.com:openai/whisper.git", "scp ann@build.example.com:~/notes.txt .", "ssh root@server.local",
+        "scores = q@k.mT / math.sqrt(d)", "y = x@self.weight.data", "ann@example.com:8080",
         # a mailbox provider after a small `at` with a word before it, or a price or a symbol before an @
         "Sign up at gmail.com to get an account", "log in at outlook.com", "meet ann at gmail.com",
         "we met at me.com", "visit us at live.com/today", "ann @ gmail.community", "x = a @ gmail.com",
