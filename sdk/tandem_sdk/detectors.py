@@ -321,15 +321,30 @@ def has_email(scan: Scan) -> bool:
         after_local = classes.find(b"l") if blank_before else classes.find(b"l@")
     if b"%40" in data and _email_after(data, data.find(b"%40")):  # ann%40example.com, in a pasted URL
         return True
+    if b"}@" in data:  # a paper's authors: {ann.lee,bob.smith}@cs.stanford.edu
+        for locals_ in _GROUPED_LOCAL_PARTS.finditer(data):
+            if _email_after(data, locals_.end(), glued=False):
+                return True
     return _written_out_email(data, after_local)
 
 
-def _email_after(data: bytes, pos: int) -> bool:
-    for match in _EMAIL_DOMAIN.finditer(data, pos):
+# `{ann,bob.smith}@`: local parts grouped before one domain, as papers list their authors' addresses
+_GROUPED_LOCAL_PARTS = re.compile(
+    rb"\{[A-Za-z0-9._%+-]{1,64}(?:[ \t]{0,2}[,;|][ \t]{0,2}[A-Za-z0-9._%+-]{1,64}){1,30}\}(?=@)"
+)
+
+
+def _email_after(data: bytes, pos: int, glued: bool = True) -> bool:
+    """An address's domain from `pos` on; where `glued`, right after a local part's character (else after anything:
+    a group of local parts' closing brace)."""
+    found = _EMAIL_DOMAIN.finditer(data, pos) if glued else (_EMAIL_DOMAIN.match(data, pos),)
+    for match in found:
+        if match is None:
+            continue
         at = match.start()
         written = match.group(1)
         tld = written.lower()
-        if data[at - 1 : at].translate(_EMAIL_CHARS) != b"l" or tld in _NOT_TLDS:
+        if (glued and data[at - 1 : at].translate(_EMAIL_CHARS) != b"l") or tld in _NOT_TLDS:
             continue
         if not (written.islower() or written.isupper() or written.istitle()):
             continue  # `q@k.mT`: code's attribute, not a domain (no one writes a TLD so)

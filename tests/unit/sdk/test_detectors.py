@@ -27,6 +27,9 @@ FIRES = {
         "Write to ann@example.com: she answers",
         "ann@Example.Com",
         "ann@math.berkeley.edu",
+        # a paper's authors, their local parts grouped before one domain
+        "{ann.lee,bob.smith}@cs.stanford.edu",
+        "Contact: {ann, bob}@example.org",
         "ann.lee @gmail.com",
         # written out: blanks around an @ after a local part no word is, a capital AT, `(a)`
         "john.smith @ gmail.com",
@@ -679,6 +682,7 @@ ADVERSARIAL = {  # repeated to 0.25 and 1 MB; a quadratic detector takes seconds
     "url-encoded": "a%20",
     "digits": "1",
     "at-signs": "@",
+    "grouped-local-parts": "{ann,bob}@ ",
     "dots": ".",
     "plus-digit": "+1",
     "letters-then-digits": "x1",
