@@ -962,11 +962,13 @@ def _in_a_phone_column(scan: Scan) -> bool:
             continue  # on the first line: no header above it
         line_end = _line_end(data, run_end)
         above = data.rfind(b"\n", 0, line_start - 1) + 1
+        if above and _RULE.fullmatch(data, above, line_start - 1):  # psql's `------+------` under its header
+            above = data.rfind(b"\n", 0, above - 1) + 1
         if line_end - above > 2 * _LONGEST_ROW:
             continue  # no table row: read no further along it
         for delimiter in delimiters:
             width = _width(data, line_start, line_end, delimiter)
-            if not width or _width(data, above, line_start - 1, delimiter) != width:
+            if not width or _width(data, above, _line_end(data, above), delimiter) != width:
                 continue  # no table row here, or not one under another (prose: its lines differ)
             top = _table_top(data, delimiter, width, above, tops)
             if top is None:
@@ -994,7 +996,9 @@ def _table_top(data: bytes, delimiter: bytes, width: int, row: int, tops: dict) 
             top = known
             break
         higher = data.rfind(b"\n", 0, top - 1) + 1
-        if _width(data, higher, top - 1, delimiter) != width:
+        if higher and _RULE.fullmatch(data, higher, top - 1):  # a rule under a header (psql): part of the table
+            higher = data.rfind(b"\n", 0, higher - 1) + 1
+        if _width(data, higher, _line_end(data, higher), delimiter) != width:
             break
         walked.append(top)
         top = higher
@@ -1016,6 +1020,7 @@ def _phone_columns_from(scan: Scan, start: int) -> bool:
     scanned: dict[tuple[bytes, int, int], int] = {}  # (delimiter, width, column) -> where its rows were read to
     layouts: dict[tuple[int, bytes], list[int] | None] = {}  # (line start, delimiter) -> its cells' delimiters
     judged: set[tuple[int, bytes, int]] = set()  # (line start, delimiter, column) already read as a header cell
+    lines: dict[int, tuple[int, bool]] = {}  # a header line's start -> its first row, and whether blanks align it
 
     def layout(line_start: int, delimiter: bytes) -> list[int] | None:
         """Where the line's delimiters outside quotes are (offsets in the line); None for a line too long."""
@@ -1028,11 +1033,22 @@ def _phone_columns_from(scan: Scan, start: int) -> bool:
     for hit in _header_words(lowered, start, start + _TABLE_SEARCH):
         line_start = lowered.rfind(b"\n", 0, hit.start()) + 1
         line_end = _line_end(lowered, hit.end())
+        if (known := lines.get(line_start)) is None:  # each header line read once, whatever words it holds
+            first_row = line_end + 1
+            if _RULE.fullmatch(data, first_row, _line_end(data, first_row)):  # psql's rule under its header
+                first_row = _line_end(data, first_row) + 1
+            aligned = data.find(b"  ", line_start, line_end) != -1 and _ALIGNED_CELLS.search(data, line_start, line_end)
+            known = lines[line_start] = (first_row, bool(aligned))
+        first_row, aligned = known
+        if aligned:  # a table aligned with blanks
+            found, budget = _aligned_phone_rows(scan, (line_start, hit.start(), hit.end()), first_row, budget)
+            if found:
+                return True
         for delimiter in _DELIMITERS:
             cuts = layout(line_start, delimiter)
             if not cuts:
                 continue
-            row = line_end + 1
+            row = first_row
             below = layout(row, delimiter) if row < len(data) else None
             if below is None or len(below) != len(cuts):
                 continue
@@ -1121,6 +1137,59 @@ def _phone_cell(scan: Scan, line_start: int, delimiter: bytes, column: int) -> b
 
 
 _NUMBER_CELL = re.compile(rb"[0-9](?:[ ./()-]{0,2}[0-9])*")
+_RULE = re.compile(rb"[-=+| \t]*[-=][-=+| \t]*\r?")  # a table's rule: `------+------`, `====  ====`, `|---|`
+_ALIGNED_LOOK_UP = 50  # lines above a row to look for its aligned table's header
+
+
+def _aligned_phone_rows(scan: Scan, header: tuple[int, int, int], row: int, budget: int) -> tuple[bool, int]:
+    """Under a header word of a table aligned with blanks (its line's start, the word's start and end), up to 50
+    unbroken rows: a number whose columns overlap the word's that reads as a phone number; and the budget left."""
+    data = scan.data
+    for _ in range(_ALIGNED_LOOK_UP):
+        row_end = _line_end(data, row)
+        if row >= len(data) or not data[row:row_end].strip() or (budget := budget - 1) < 0:
+            break
+        for number in _NUMBER_CELL.finditer(data, row, row_end):
+            raw = number.group()
+            if _MIN_CLUSTER_DIGITS <= len(raw.translate(None, _SEPARATORS)) <= 15 and _aligned_under(
+                data, header, (row, number.start(), number.end())
+            ):
+                if _a_phone_number(scan, number.start(), number.end(), raw):
+                    return True, budget
+        row = row_end + 1
+    return False, budget
+
+
+def _in_an_aligned_phone_column(scan: Scan) -> bool:
+    """A number of the first 200, in a table aligned with blanks (a printed DataFrame, a fixed-width report:
+    `   name       phone` over `0   Ann  4155550100`), under a header word whose columns overlap its own, within 50
+    unbroken lines above, that reads as a phone number (as a cell under a delimited table's header does)."""
+    data = scan.data
+    for run_start, run_end in scan.numeric_runs[:_MOST_LOOK_BACKS]:
+        number = _FIRST_NUMBER.match(data, run_start, run_end)
+        start, end = number.span(1)
+        line_start, line_end = data.rfind(b"\n", 0, start) + 1, _line_end(data, end)
+        if line_start == 0 or line_end - line_start > _LONGEST_ROW:
+            continue  # on the first line, or on a line too long to be a row
+        if data.find(b"  ", line_start, line_end) == -1 or not _ALIGNED_CELLS.search(data, line_start, line_end):
+            continue  # no two blanks in a row: no aligned table (bytes.find, where re tried each byte)
+        raw = data[start:end]
+        if not (_MIN_CLUSTER_DIGITS <= len(raw.translate(None, _SEPARATORS)) <= 15 and _NUMBER_CELL.fullmatch(raw)):
+            continue
+        top = line_start
+        for _ in range(_ALIGNED_LOOK_UP):
+            higher = data.rfind(b"\n", 0, top - 1) + 1
+            line = data[higher : top - 1]
+            if not line.strip():
+                break
+            hits = [hit for hit in _header_words(line.lower()) if not _RULE.fullmatch(line)]
+            if any(_aligned_under(data, (higher, higher + h.start(), higher + h.end()), (line_start, start, end))
+                   for h in hits):  # fmt: skip
+                if _a_phone_number(scan, start, end, raw):
+                    return True
+                break
+            top = higher
+    return False
 
 
 def _line_end(data: bytes, pos: int) -> int:
@@ -1336,6 +1405,7 @@ def has_phone(scan: Scan) -> bool:
         )
         or _after_a_label(scan)
         or _in_a_phone_column(scan)
+        or _in_an_aligned_phone_column(scan)
     )
 
 
@@ -1628,7 +1698,8 @@ _HEADER_LOOK_BACK = 8192  # bytes above a row to look for its table's header
 
 def _in_an_ssn_column(scan: Scan, start: int, end: int) -> bool:
     """The number is a cell of a table (CSV, TSV, `;`, Markdown) whose nearest line above with an SSN label has that
-    label in the same column and as many cells: `Name,SSN` over `Ann,123456789` (a spreadsheet drops the dashes).
+    label in the same column and as many cells: `Name,SSN` over `Ann,123456789` (a spreadsheet drops the dashes); or
+    of a table aligned with blanks, the label above the number (`_aligned_under`).
     Cells are counted as the phone detector's tables count them (`_width`: a quoted cell's delimiters split none)."""
     data = scan.data
     line_start = data.rfind(b"\n", 0, start) + 1
@@ -1645,7 +1716,27 @@ def _in_an_ssn_column(scan: Scan, start: int, end: int) -> bool:
         and _width(data, header_start, header_end, d) == width
         and _width(data, header_start, label.start(), d) == _width(data, line_start, start, d)
         for d in _DELIMITERS
-    )
+    ) or _aligned_under(data, (header_start, label.start(), label.end()), (line_start, start, end))
+
+
+_ALIGNED_CELLS = re.compile(rb"[^ \t] {2,}[^ \t]")  # two cells of a table aligned with blanks
+
+
+def _aligned_under(data: bytes, header: tuple[int, int, int], row: tuple[int, int, int]) -> bool:
+    """A table aligned with blanks (a printed pandas DataFrame, a fixed-width report): the label's columns and the
+    number's overlap (`   name        ssn` over `0   Ann  123456789`, `Name        SSN` over `Ann Lee     123456789`),
+    and the header's line and the row's each part cells by two blanks or more. ASCII lines only: a column is a byte.
+    (Each line's (start, cell start, cell end).)"""
+    (header_start, label_start, label_end), (line_start, start, end) = header, row
+    header_line = data[header_start : _line_end(data, label_end)]
+    row_line = data[line_start : _line_end(data, end)]
+    if len(header_line) > _LONGEST_ROW or len(row_line) > _LONGEST_ROW:
+        return False
+    if not (header_line.isascii() and row_line.isascii()) or b"\t" in header_line + row_line:
+        return False
+    if not (_ALIGNED_CELLS.search(header_line) and _ALIGNED_CELLS.search(row_line)):
+        return False
+    return max(label_start - header_start, start - line_start) < min(label_end - header_start, end - line_start)
 
 
 def _another_number(data: bytes, start: int, end: int) -> bool:
@@ -1715,7 +1806,7 @@ def _ssn_labelled_from(scan: Scan, start: int) -> bool:
 
 
 def _ssn_columns_from(scan: Scan, start: int) -> bool:
-    """From `start` on, what _in_an_ssn_column finds: the numbers below each label in a delimited line, each looked up
+    """From `start` on, what _in_an_ssn_column finds: the numbers below each label in a table's header, each looked up
     as a number is, _MOST_LOOK_BACKS of them at most, and each stretch of text searched once (a text of nothing but
     header lines searched 8 KB below each: 27 s a megabyte)."""
     data, budget, searched_to = scan.data, _MOST_LOOK_BACKS, 0
@@ -1724,7 +1815,7 @@ def _ssn_columns_from(scan: Scan, start: int) -> bool:
         if line_end == -1 or line_end + _HEADER_LOOK_BACK <= searched_to:
             continue
         header = data[data.rfind(b"\n", 0, label.start()) + 1 : line_end]
-        if not any(d in header for d in _DELIMITERS):
+        if not any(d in header for d in _DELIMITERS) and not _ALIGNED_CELLS.search(header):
             continue
         for number in _SSN_SHAPED.finditer(data, max(line_end, searched_to), line_end + _HEADER_LOOK_BACK):
             if (budget := budget - 1) < 0:

@@ -286,6 +286,10 @@ FIRES = {
         "Name,PhoneNo\nAnn Lee,9876543210",
         "Name,Contact No\nRavi Kumar,9876543210",
         "Name;Contact Number\nRavi Kumar;9876543210",
+        # tables aligned with blanks (a printed DataFrame, a fixed-width report) and psql's, its rule under the header
+        "   name       phone\n0   Ann  4155550100\n1   Bob  4155550101",
+        "Name        Mobile\nAnn Lee     9876543210",
+        " name |   phone\n------+------------\n Ann  | 4155550100\n(1 row)",
     ],
     "credit-card": [
         "4111 1111 1111 1111",
@@ -498,6 +502,10 @@ FIRES = {
         "Agent: What's your social security number?\nCustomer: 123456789",
         "Agent: What is your SSN?\nCaller: sure, it's 123456789",
         "ソーシャルセキュリティナンバー：123456789",
+        # tables aligned with blanks: the label's columns over the number's
+        "   name        ssn\n0   Ann  123456789\n1   Bob  234567890",
+        "Name        SSN\nAnn Lee     123456789",
+        "id   name   ssn\n1    Ann    123456789",
     ],
 }
 
@@ -551,7 +559,10 @@ QUIET = {
               "Calling 12345678 rows", "Call #2: 12345678 tokens",
               # tables whose phone column holds no phone number, and numbers under other headers
               "Name,Phone\nAnn,n/a\nBob,2024-01-15", "id,cell\n1,12345678 rows", "Item,Price\nA,12345678",
-              "Order,Qty\n12345678,3", "Name,Contact ID\nAnn,9876543210", "First line, with commas.\nAnother line, 41555501, here.",
+              "Order,Qty\n12345678,3", "Name,Contact ID\nAnn,9876543210",
+              # aligned with blanks: a header word over other columns, a count column, prose above
+              "Phone        count\nAnn          12345678", "id      count\n1       12345678",
+              "Call me  later.\nItem  12345678 sold", "First line, with commas.\nAnother line, 41555501, here.",
               # a fourth review: ranges, number words that are not a phone's, columns of counts, ambiguous labels
               "Salary range: 60000-80000 per year", "ports 60000 65535", "Step 12 90000-1234", "Номер заказа: 12345678",
               "订单号码为12345678，请查收", "주문 번호는 12345678입니다", "ऑर्डर नंबर: 12345678", "Η τηλεόραση κωδικός 12345678",
@@ -683,6 +694,8 @@ ADVERSARIAL = {  # repeated to 0.25 and 1 MB; a quadratic detector takes seconds
     "digits": "1",
     "at-signs": "@",
     "grouped-local-parts": "{ann,bob}@ ",
+    "aligned-rows": "x  12345678\n",  # each of the first 200 numbers looks up 50 lines for an aligned header
+    "aligned-header-words": "phone  phone  phone\n",
     "dots": ".",
     "plus-digit": "+1",
     "letters-then-digits": "x1",
