@@ -750,8 +750,12 @@ _PHONE_WORDS_ANY = (
     "телефон Телефон ТЕЛЕФОН тел. Тел. ТЕЛ. тел: Тел: ТЕЛ: мобильн Мобильн МОБИЛЬН моб. Моб. МОБ. 電話 电话 手机 手機 "
     "携帯 전화 휴대폰 핸드폰 फ़ोन फोन هاتف جوال טלפון tél tÉl téléphone tÉlÉphone ☎ ☏ 📞 📱 📲 ✆ wa.me/ "
     "позвони Позвони звоните Звоните звонить сотовый Сотовый моб: Моб: МОБ: 拨打 致电 打给我 联系我 联系方式 座机 "
-    "我的号码 연락주세요 연락처 कॉल komórka sđt sĐt τηλ. Τηλ. ΤΗΛ. τηλ: Τηλ: ΤΗΛ: κινητό Κινητό เบอร์โทร נייד واتساب"
-).split() + ["тел ", "Тел ", "ТЕЛ ", "내 번호", "мой номер", "Мой номер", "मेरा नंबर", "τηλ ", "Τηλ ", "ΤΗΛ "]
+    "我的号码 연락주세요 연락처 कॉल komórka sđt sĐt τηλ. Τηλ. ΤΗΛ. τηλ: Τηλ: ΤΗΛ: κινητό Κινητό เบอร์โทร נייד واتساب "
+    # (a review) the whole Greek word, Polish `komórkowy`, Turkish `numaram` (my number), Hindi `मोबाइल` (mobile)
+    "τηλέφωνο Τηλέφωνο ΤΗΛΈΦΩΝΟ ΤΗΛΕΦΩΝΟ τηλεφώνου Τηλεφώνου komórkowy komórkowego komórkowym numaram Numaram "
+    "NUMARAM मोबाइल"
+).split() + ["тел ", "Тел ", "ТЕЛ ", "내 번호", "мой номер", "Мой номер", "मेरा नंबर", "τηλ ", "Τηλ ", "ΤΗΛ ",
+             "mój numer", "Mój numer", "MÓJ NUMER", "cep telefonu", "Cep telefonu", "CEP TELEFONU"]  # fmt: skip
 # Between a label and its number: punctuation, spaces, line breaks, anything not ASCII (a full-width colon, 号码是),
 # and these words, at most 32 of them in all (a character not ASCII is one): `Phone number: `, `mobile no. `,
 # `call me back at `, `contact me on `.

@@ -290,6 +290,13 @@ FIRES = {
         "   name       phone\n0   Ann  4155550100\n1   Bob  4155550101",
         "Name        Mobile\nAnn Lee     9876543210",
         " name |   phone\n------+------------\n Ann  | 4155550100\n(1 row)",
+        # (a review) labels in Greek, Polish, Turkish and Hindi
+        "Τηλέφωνο: 6912345678",
+        "Telefon komórkowy: 512345678",
+        "Mój numer: 512345678",
+        "Telefon numaram 5321234567",
+        "Cep telefonu: 5321234567",
+        "मेरा मोबाइल नंबर 9876543210",
     ],
     "credit-card": [
         "4111 1111 1111 1111",
