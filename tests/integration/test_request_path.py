@@ -306,6 +306,19 @@ def test_an_ssn_sent_over_two_messages_keeps_the_request_on_the_edge(client):
     assert raw.headers["x-tandem-route"] == "edge; rule=private"
 
 
+def test_a_call_arguments_object_with_an_ssn_under_a_later_key_stays_on_the_edge(stack):
+    """The gateway takes a call's arguments as an object too; its keys were read before all its values, so an `ssn`
+    that was not the first key ended lines from its number and the request went to the cloud (a review)."""
+    call = {"id": "c1", "type": "function", "function": {"name": "update", "arguments": {"name": "Ann Lee",
+            "dob": "1990-01-01", "ssn": "123456789"}}}  # fmt: skip
+    body = {"model": MODEL, "max_tokens": 2, "messages": [
+        {"role": "user", "content": "Update my record"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"}, {"role": "user", "content": "Thanks"}]}  # fmt: skip
+    response = httpx.post(f"{stack.url}/v1/chat/completions", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-tandem-route"] == "edge; rule=private"
+
+
 def test_token_id_prompts_are_scanned_too(client, demo_checkpoint):
     from serving.checkpoint import load_tokenizer
 
