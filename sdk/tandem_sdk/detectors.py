@@ -76,14 +76,18 @@ _TLDS_BEFORE_A_BRACKET = frozenset(
     b"com org net edu gov mil int info biz name pro mobi asia app dev page tech online site shop store cloud "
     b"email mail me".split()
 )
-# icon@2x.png; and the names no mailbox is at: a LAN's (`ssh root@server.local`), those RFC 2606 and 6761 reserve
-_NOT_TLDS = frozenset(
-    b"png jpg jpeg gif svg webp bmp ico tif tiff heic local localdomain internal lan localhost".split()
-)
-# A domain whose first label is a program's object, three labels or more: code's matrix product (`x@self.weight.data`);
-# not `math` or `cs`, which universities' mail is at (`ann@math.berkeley.edu`)
+_NOT_TLDS = frozenset(b"png jpg jpeg gif svg webp bmp ico tif tiff heic localhost localdomain".split())  # icon@2x.png
+# A domain whose first label is a program's object, three labels or more, after a one-letter local part: code's matrix
+# product (`x@self.weight.data`); not `math` or `cs`, which universities' mail is at (`ann@math.berkeley.edu`)
 _CODE_OBJECTS = frozenset(b"self this cls torch jnp".split())
-_PATH_CHARS = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_~/.-")
+# A LAN's names and the system accounts logged into there (`root@server.local`); people's mailboxes at an Active
+# Directory's `.local` or `.internal` domain are addresses
+_LAN_TLDS = frozenset(b"local internal lan home".split())
+_SYSTEM_ACCOUNTS = frozenset(b"root git admin ubuntu pi ec2-user centos debian vagrant www-data postgres".split())
+# After a host's colon, a path (`org/repo.git`, `~/notes`, `/srv`) or a port (`8080`, `8080/p`): not a password
+# (`ann@gmail.com:Summer2024!` is an address and more)
+_A_PATH = re.compile(rb"~|/|[A-Za-z0-9_.-]{1,64}/|[0-9]{1,5}(?![A-Za-z0-9_])")
+_LOCAL_BEFORE = re.compile(rb"[A-Za-z0-9._%+-]{1,64}\Z")
 
 
 def _iban_patterns() -> dict[bytes, re.Pattern[bytes]]:
@@ -346,14 +350,18 @@ def _email_after(data: bytes, pos: int, glued: bool = True) -> bool:
         tld = written.lower()
         if (glued and data[at - 1 : at].translate(_EMAIL_CHARS) != b"l") or tld in _NOT_TLDS:
             continue
-        if not (written.islower() or written.isupper() or written.istitle()):
-            continue  # `q@k.mT`: code's attribute, not a domain (no one writes a TLD so)
+        if written[:1].islower() and not written.islower():
+            continue  # `q@k.mT`: code's attribute, not a domain (`Example.CoM` is one, typed oddly)
         end = match.end(1)
-        if data[end : end + 1] == b":" and end + 1 < len(data) and data[end + 1] in _PATH_CHARS:
+        if data[end : end + 1] == b":" and _A_PATH.match(data, end + 1):
             continue  # `git@github.com:org/repo.git`, `scp ann@host.example.com:~/notes`: a login at a host, a path
+        local = _LOCAL_BEFORE.search(data, max(0, at - 64), at)
+        local = local.group() if local else b""
         labels = match.group().lstrip(b"@%40").split(b".")
-        if len(labels) >= 3 and labels[0] in _CODE_OBJECTS:
-            continue
+        if len(local) == 1 and len(labels) >= 3 and labels[0] in _CODE_OBJECTS:
+            continue  # `x@self.weight.data`: a matrix product (`ann@self.employed.com` is an address)
+        if tld in _LAN_TLDS and local.lower() in _SYSTEM_ACCOUNTS:
+            continue  # `ssh root@server.local`: a login on a LAN's host (`ann.lee@corp.internal` is a mailbox)
         if match.group(2) is None or (len(tld) == 2 and tld != b"to") or tld in _TLDS_BEFORE_A_BRACKET:
             return True
     return False
@@ -817,9 +825,14 @@ def _byte_pattern(byte: int) -> str:
 _LABEL_TRIE = _trie({*_PHONE_WORDS_WHOLE, *_PHONE_WORDS_ANY})
 
 
-# A transcript's speaker at the start of the answer's line, one or two words and a colon after (`Customer:`,
-# `Dr. Lee:`): the label is in the question on the line before (`Agent: Can I get your phone number?`)
-_SPEAKER = "(?<=\\n)[a-z][a-z0-9_.'-]{0,19}(?: [a-z][a-z0-9_.'-]{0,19})?(?=[ \\t]*:)"
+# A transcript's turn: a question's end (`Agent: Can I get your phone number?`), then at the start of the next line
+# (indented, after a time, in bold) the speaker who answers, one or two words of two letters or more and a colon
+# (`Customer:`, `[10:02] Caller:`, `**Speaker 2:**`). A line that asks nothing (`platform: mobile` over
+# `build: 12345678`, a YAML's keys) is no question.
+_QUESTION_TURN = (
+    "\\?[ \\t]*\\r?\\n[ \\t]{0,4}(?:\\[[0-9:.apm ]{1,12}\\][ \\t]*)?(?:\\*\\*)?"
+    "[a-z][a-z0-9_.'-]{1,19}(?: [a-z0-9][a-z0-9_.'-]{0,19})?(?:\\*\\*)?[ \\t]*:"
+)
 # A vCard property's parameters between `TEL` and its colon (`TEL;TYPE=CELL;TYPE=pref:`, vCard 2.1's `TEL;WORK;VOICE:`)
 _VCARD_PARAMETER = ';[a-z0-9-]{1,16}(?:=[a-z0-9,"-]{1,32})?'
 
@@ -840,9 +853,10 @@ def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
         # number (`Phone (4155550100)`: the number itself)
         note = "\\((?![0-9+ ./-]+\\))[^()\\n]{1,32}\\)|\\[(?![0-9+ ./-]+\\])[^\\[\\]\\n]{1,32}\\]"
         between = (
-            # the vCard parameters before the one character `[^0-9a-z]` would take their `;` (each step is possessive)
-            f"(?:{_VCARD_PARAMETER}|[{_LEADER}]+{more}|{note}|[\\xc0-\\xff][\\x80-\\xbf]{{0,3}}{more}|[^0-9a-z]|"
-            f"(?:{fillers})(?![a-z])|{_ORDINAL}|{_SPEAKER}){{0,32}}{more}"
+            # a question's turn and the vCard parameters before the one character `[^0-9a-z]` would take their `?`
+            # and `;` (each step is possessive)
+            f"(?:{_QUESTION_TURN}|{_VCARD_PARAMETER}|[{_LEADER}]+{more}|{note}|[\\xc0-\\xff][\\x80-\\xbf]{{0,3}}{more}|"
+            f"[^0-9a-z]|(?:{fillers})(?![a-z])|{_ORDINAL}){{0,32}}{more}"
         )
         number = f"([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}{more}[0-9]){{6,{_MOST_LISTED_DIGITS - 1}}}{more})"
         try:
@@ -1041,8 +1055,7 @@ def _phone_columns_from(scan: Scan, start: int) -> bool:
             first_row = line_end + 1
             if _RULE.fullmatch(data, first_row, _line_end(data, first_row)):  # psql's rule under its header
                 first_row = _line_end(data, first_row) + 1
-            aligned = data.find(b"  ", line_start, line_end) != -1 and _ALIGNED_CELLS.search(data, line_start, line_end)
-            known = lines[line_start] = (first_row, bool(aligned))
+            known = lines[line_start] = (first_row, bool(_aligned_header_words(data, line_start, line_end)))
         first_row, aligned = known
         if aligned:  # a table aligned with blanks
             found, budget = _aligned_phone_rows(scan, (line_start, hit.start(), hit.end()), first_row, budget)
@@ -1165,35 +1178,62 @@ def _aligned_phone_rows(scan: Scan, header: tuple[int, int, int], row: int, budg
 
 
 def _in_an_aligned_phone_column(scan: Scan) -> bool:
-    """A number of the first 200, in a table aligned with blanks (a printed DataFrame, a fixed-width report:
+    """A number in the first 200 runs, in a table aligned with blanks (a printed DataFrame, a fixed-width report:
     `   name       phone` over `0   Ann  4155550100`), under a header word whose columns overlap its own, within 50
-    unbroken lines above, that reads as a phone number (as a cell under a delimited table's header does)."""
+    unbroken lines above, that reads as a phone number (as a cell under a delimited table's header does). Each line
+    above is read once for its header words, however many numbers look up to it."""
     data = scan.data
+    headers: dict[int, list[tuple[int, int]]] = {}  # a line's start -> its header words' columns (none: not a header)
+    rows: dict[int, bool] = {}  # a line's start -> whether it is a row of an aligned table
     for run_start, run_end in scan.numeric_runs[:_MOST_LOOK_BACKS]:
-        number = _FIRST_NUMBER.match(data, run_start, run_end)
-        start, end = number.span(1)
-        line_start, line_end = data.rfind(b"\n", 0, start) + 1, _line_end(data, end)
-        if line_start == 0 or line_end - line_start > _LONGEST_ROW:
-            continue  # on the first line, or on a line too long to be a row
-        if data.find(b"  ", line_start, line_end) == -1 or not _ALIGNED_CELLS.search(data, line_start, line_end):
-            continue  # no two blanks in a row: no aligned table (bytes.find, where re tried each byte)
-        raw = data[start:end]
-        if not (_MIN_CLUSTER_DIGITS <= len(raw.translate(None, _SEPARATORS)) <= 15 and _NUMBER_CELL.fullmatch(raw)):
-            continue
-        top = line_start
-        for _ in range(_ALIGNED_LOOK_UP):
-            higher = data.rfind(b"\n", 0, top - 1) + 1
-            line = data[higher : top - 1]
-            if not line.strip():
-                break
-            hits = [hit for hit in _header_words(line.lower()) if not _RULE.fullmatch(line)]
-            if any(_aligned_under(data, (higher, higher + h.start(), higher + h.end()), (line_start, start, end))
-                   for h in hits):  # fmt: skip
-                if _a_phone_number(scan, start, end, raw):
-                    return True
-                break
-            top = higher
+        for number in _ALIGNED_NUMBER.finditer(data, run_start, run_end):  # `0   1001  4155550100`: each cell
+            raw = number.group()
+            if not _MIN_CLUSTER_DIGITS <= len(raw.translate(None, _SEPARATORS)) <= 15:
+                continue
+            line_start = data.rfind(b"\n", 0, number.start()) + 1  # a run may start with the line break before it
+            if line_start == 0:
+                continue  # on the first line: no header above it
+            if (row := rows.get(line_start)) is None:
+                row = rows[line_start] = _aligned_line(data, line_start, _line_end(data, number.end()))
+            if not row:
+                continue
+            start, end = number.start() - line_start, number.end() - line_start
+            top = line_start
+            for _ in range(_ALIGNED_LOOK_UP):
+                if top == 0:
+                    break  # the text's first line was the last above
+                higher = data.rfind(b"\n", 0, top - 1) + 1
+                if higher == top - 1 or not data[higher : top - 1].strip():
+                    break  # a blank line ends the table
+                if (words := headers.get(higher)) is None:
+                    words = headers[higher] = _aligned_header_words(data, higher, top - 1)
+                if any(max(h0, start) < min(h1, end) for h0, h1 in words):
+                    if _a_phone_number(scan, number.start(), number.end(), raw):
+                        return True
+                    break
+                top = higher
     return False
+
+
+_ALIGNED_NUMBER = re.compile(rb"[0-9](?:[ ./()-]?[0-9])*")  # a cell's number: one separator at most between digits
+
+
+def _aligned_line(data: bytes, start: int, end: int) -> bool:
+    """A row of a table aligned with blanks: ASCII, no tab, not too long, cells parted by two blanks or more."""
+    if end - start > _LONGEST_ROW or data.find(b"  ", start, end) == -1 or data.find(b"\t", start, end) != -1:
+        return False  # (bytes.find first: re tried each byte of a CJK line)
+    return data[start:end].isascii() and _ALIGNED_CELLS.search(data, start, end) is not None
+
+
+def _aligned_header_words(data: bytes, start: int, end: int) -> list[tuple[int, int]]:
+    """The columns (from the line's start) of the header words of an aligned table's header line; none for a line
+    that is no such header (a rule, a table of devices: `Channel  Mobile  Desktop`)."""
+    if not _aligned_line(data, start, end) or _RULE.fullmatch(data, start, end):
+        return []
+    line = data[start:end].lower()
+    if b"desktop" in line or b"tablet" in line:
+        return []
+    return [hit.span() for hit in _header_words(line)]
 
 
 def _line_end(data: bytes, pos: int) -> int:
@@ -1539,7 +1579,7 @@ _SSN_LABEL = (
     + _either_case("социального страхования")
     + "|"
     "رقم الضمان الاجتماعي|社会安全号|社會安全號|社会安全码|社會安全碼|社会保障号|社會保障號|社保号|社保號|社会保障番号|"
-    "ソ-シャル(?:\\.|・)?セキュリティ-?(?:番号|ナンバ-)|사회 ?보장 ?번호)"
+    "ソ-シャル(?:\\.|・)?セキュリティ-?(?:\\.|・)?(?:番号|ナンバ-?)|사회 ?보장 ?번호)"
 ).encode()
 _SSN_LOOK = 120  # bytes from a label to its number (or from the number to a label after it), but for a leader
 _SSN_FILLER = rb"[\s:#=._\"'>/|*()\[\]{}`,;?!&-]"  # `SSN? 123456789` (a bot's question), `SSN,123456789` (CSV)
@@ -1573,14 +1613,14 @@ _NAMED_BY_A_LABEL = re.compile(
 )  # fmt: skip
 _ANOTHER_NUMBER_AFTER = re.compile(
     rb"[ \t]*(?:(?i:rows|bytes|seconds|records|entries|values|items|users|people|times|accounts|beneficiaries|"
-    rb"distinct|dollars|usd|calls|requests|hits|visits|lookups|ns)(?![A-Za-z])|ms(?![A-Za-z]))"
+    rb"distinct|dollars|usd|euros?|eur|calls|requests|hits|visits|lookups|ns)(?![A-Za-z])|ms(?![A-Za-z])|\xe2\x82\xac)"
 )  # fmt: skip
 # Each branch's items are taken atomically (a look-ahead's match, then a back-reference to it: Python 3.10 has no
 # possessive quantifiers), so a label before many words gives them up in one pass, not once per count of them
 _SSN_BETWEEN = (
-    rb"(?:(?=(?P<tight>(?:" + _SSN_FILLER + rb"+(?!" + _SSN_FILLER + rb")|</?[a-z]{1,6}>|"
-    rb"(?:number|num|nr|no|is|es|el|it|its|s|sure|yes|yeah|ok|okay)(?![a-z])|" + _SPEAKER.encode() + rb"|"
-    + _SSN_NON_ASCII + rb"){0,8}))(?P=tight)|" + _SSN_COUNTED
+    rb"(?:(?=(?P<tight>(?:" + _QUESTION_TURN.encode() + rb"|" + _SSN_FILLER + rb"+(?!" + _SSN_FILLER + rb")|"
+    rb"</?[a-z]{1,6}>|(?:number|num|nr|no|is|es|el|it's|it|its|s|sure|yes|yeah|ok|okay|please|pls|uh|um|of course)"
+    rb"(?![a-z])|" + _SSN_NON_ASCII + rb"){0,12}))(?P=tight)|" + _SSN_COUNTED
     + rb"(?=(?P<words>(?:" + _SSN_FILLER_IN_A_SENTENCE + rb"+(?!" + _SSN_FILLER_IN_A_SENTENCE + rb")|" + _SSN_WORD
     + rb"|" + _SSN_NON_ASCII + rb"){0,24}))(?P=words)[.]?)"
 )  # fmt: skip
@@ -1753,7 +1793,12 @@ def _another_number(data: bytes, start: int, end: int) -> bool:
     if noun is None:
         return False
     named = _SSN_ANY_LABEL.match(before, noun.start()) or _NAMED_BY_A_LABEL.search(before, 0, noun.start())
-    return named is None
+    answering = noun.group().startswith(b"user") and _A_QUESTIONS_TURN_ENDS.search(before, 0, noun.start())
+    return named is None and not answering
+
+
+# `User:` answering the line before's question (`Assistant: What's your SSN?`), a transcript's speaker, not an id noun
+_A_QUESTIONS_TURN_ENDS = re.compile(rb"\?[ \t]*\r?\n[ \t]{0,4}(?:\[[0-9:.apm ]{1,12}\][ \t]*)?(?:\*\*)?\Z")
 
 
 def _ssn_label_before(data: bytes, number_start: int) -> bool:

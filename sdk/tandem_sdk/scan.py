@@ -45,6 +45,9 @@ from tandem_sdk.normalize import normalize
 
 _STRUCTURE_KEYS = frozenset({"role", "type"})  # what says how, not what: skipped when the value is a plain word
 _SHAPE_KEYS = frozenset({"role", "type", "text", "content"})  # the keys of every message and part: not read
+# A value's slot beside its name (`{"name": "SSN", "value": "…"}`, `{"key": "mobile", "val": "…"}`): read, it would
+# stand between the label and its number
+_SLOT_KEYS = frozenset({"value", "val", "values", "data", "v"})
 _STRUCTURE_WORD = re.compile(r"[A-Za-z_-]{1,32}")  # "user", "function", "json_schema": no digit, no @, no dot
 
 
@@ -240,7 +243,7 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
                 if not isinstance(key, str):  # json.dumps sends 4111111111111111 (or 1.5, True) as a key's text
                     number = isinstance(key, int | float) and not isinstance(key, bool)
                     stack.append((_number_text(key) if number else str(key), _KEY))
-                elif key not in _SHAPE_KEYS:
+                elif key not in _SHAPE_KEYS and key not in _SLOT_KEYS:
                     stack.append((key, _KEY))  # a schema's property names, an arguments object's keys; a label too
         elif isinstance(item, list | tuple):
             stack.extend((child, False) for child in reversed(item))

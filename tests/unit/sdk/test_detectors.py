@@ -29,6 +29,16 @@ FIRES = {
         "ann@math.berkeley.edu",
         # a paper's authors, their local parts grouped before one domain
         "{ann.lee,bob.smith}@cs.stanford.edu",
+        # (a second review) what the refusals of code and logins must not take: a password or words after the colon,
+        # `self.`/`cls.` subdomains, a TLD typed oddly, people's mailboxes at a LAN's domain
+        "ann.lee@gmail.com:Summer2024!",
+        "Reach me at ann@acme.com:mornings only",
+        "ann@self.employed.com",
+        "john@self.co.uk",
+        "ann@cls.ox.ac.uk",
+        "Ann.Lee@Example.CoM",
+        "ann.lee@corp.internal",
+        "ann@contoso.local",
         "Contact: {ann, bob}@example.org",
         "ann.lee @gmail.com",
         # written out: blanks around an @ after a local part no word is, a capital AT, `(a)`
@@ -296,6 +306,10 @@ FIRES = {
         "Mój numer: 512345678",
         "Telefon numaram 5321234567",
         "Cep telefonu: 5321234567",
+        # (a second review) transcripts' turns as they are written, a numeric column before the phone's
+        "[10:01] Agent: phone number?\n[10:02] Customer: sure, 4155550100",
+        "Speaker 1: Your phone?\nSpeaker 2: 4155550100",
+        "   customer_id       phone\n0         1001  4155550100\n",
         "मेरा मोबाइल नंबर 9876543210",
     ],
     "credit-card": [
@@ -513,6 +527,14 @@ FIRES = {
         "   name        ssn\n0   Ann  123456789\n1   Bob  234567890",
         "Name        SSN\nAnn Lee     123456789",
         "id   name   ssn\n1    Ann    123456789",
+        # (a second review) an answer after `sure, it's`, `please?`, a time, bold, indentation; `User:` as speaker
+        "Agent: What's your social security number?\nCaller: sure, it's 123456789",
+        "Could you confirm your social security number please?\nCustomer: 123456789",
+        "**Agent:** SSN?\n**Customer:** 123456789",
+        "  Agent: SSN?\n  Customer: yes it is 123456789",
+        "Assistant: What's your SSN?\nUser: 123456789",
+        "ソーシャル・セキュリティ・ナンバー: 123456789",
+        "ソーシャルセキュリティーナンバー 123456789",
     ],
 }
 
@@ -569,7 +591,10 @@ QUIET = {
               "Order,Qty\n12345678,3", "Name,Contact ID\nAnn,9876543210",
               # aligned with blanks: a header word over other columns, a count column, prose above
               "Phone        count\nAnn          12345678", "id      count\n1       12345678",
-              "Call me  later.\nItem  12345678 sold", "First line, with commas.\nAnother line, 41555501, here.",
+              "Call me  later.\nItem  12345678 sold",
+              # (a second review) a YAML's keys, text below a number read as its header, a table of devices
+              "platform: mobile\nbuild: 12345678\n", "Build report\nbuild      12345678\nstatus     passed\ntarget:    mobile\n",
+              "Channel      Mobile       Desktop\nSessions     12345678     23456789\n", "First line, with commas.\nAnother line, 41555501, here.",
               # a fourth review: ranges, number words that are not a phone's, columns of counts, ambiguous labels
               "Salary range: 60000-80000 per year", "ports 60000 65535", "Step 12 90000-1234", "Номер заказа: 12345678",
               "订单号码为12345678，请查收", "주문 번호는 12345678입니다", "ऑर्डर नंबर: 12345678", "Η τηλεόραση κωδικός 12345678",
@@ -608,7 +633,10 @@ QUIET = {
              "DE8937040044053201300"],
     "ssn": [
         # a line after the label that names another number (the speaker rule reads `Ticket:` as an id noun)
-        "Please verify your SSN.\nTicket: 123456789", "SSN\nInvoice: 123456789",
+        "Please verify your SSN.\nTicket: 123456789",
+        # (a second review) a key: value line under a line that names an SSN and asks nothing; an amount in euros
+        "pii_fields: [email, phone, ssn]\nrandom_seed: 123456789",
+        "Cotisations SÉCURITÉ SOCIALE 2024 : 123456789 €", "SSN\nInvoice: 123456789",
         # a possessive `social` other than the number
         "My social media has 631817082 views",
         "our social club: 631817082 members",

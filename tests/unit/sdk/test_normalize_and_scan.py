@@ -283,6 +283,8 @@ def test_call_arguments_are_read_as_the_chat_template_writes_them_again():
         {"name": "Ann Lee", "ssn": "123456789"},  # an object, as some clients send a call's arguments
         {"name": "Ann Lee", "dob": "1990-01-01", "notes": "x", "ssn": 123456789},
         {"person": {"name": "Ann Lee", "ids": {"passport": "X1", "ssn": "123456789"}}},
+        {"name": "SSN", "value": "123456789"},  # (a second review) a label in one key's value, the number in `value`
+        {"field": "ssn", "val": 123456789},
     ],
 )
 def test_a_key_is_read_beside_its_value_not_after_every_key(arguments):
