@@ -84,9 +84,9 @@ _CODE_OBJECTS = frozenset(b"self this cls torch jnp".split())
 # Directory's `.local` or `.internal` domain are addresses
 _LAN_TLDS = frozenset(b"local internal lan home".split())
 _SYSTEM_ACCOUNTS = frozenset(b"root git admin ubuntu pi ec2-user centos debian vagrant www-data postgres".split())
-# After a host's colon, a path (`org/repo.git`, `~/notes`, `/srv`) or a port (`8080`, `8080/p`): not a password
-# (`ann@gmail.com:Summer2024!` is an address and more)
-_A_PATH = re.compile(rb"~|/|[A-Za-z0-9_.-]{1,64}/|[0-9]{1,5}(?![A-Za-z0-9_])")
+# After a host's colon, a path (`org/repo.git`, `~/notes`, `/srv`, a port's `8080/p`): not a password
+# (`ann@gmail.com:Summer2024!`, `ann@gmail.com:12345` are addresses and more)
+_A_PATH = re.compile(rb"~|/|[A-Za-z0-9_.-]{1,64}/")
 _LOCAL_BEFORE = re.compile(rb"[A-Za-z0-9._%+-]{1,64}\Z")
 
 
@@ -776,7 +776,7 @@ _FILLER_WORDS = (
     # what people put between a verb and the number (`call me tomorrow at`, `call him on`, `call or text`)
     "tomorrow today tonight anytime now asap him her them this that please pls mom dad "
     # an answer's first words in a transcript (`Customer: sure, 4155550100`)
-    "sure yes yeah yep ok okay "
+    "sure yes yeah yep ok okay please pls "
     # HTML around a label (`<b>Phone:</b> `, `<td>Phone</td><td>`)
     "b i td th tr span strong em div p br li dt dd"
 ).split()
@@ -825,13 +825,19 @@ def _byte_pattern(byte: int) -> str:
 _LABEL_TRIE = _trie({*_PHONE_WORDS_WHOLE, *_PHONE_WORDS_ANY})
 
 
-# A transcript's turn: a question's end (`Agent: Can I get your phone number?`), then at the start of the next line
-# (indented, after a time, in bold) the speaker who answers, one or two words of two letters or more and a colon
-# (`Customer:`, `[10:02] Caller:`, `**Speaker 2:**`). A line that asks nothing (`platform: mobile` over
-# `build: 12345678`, a YAML's keys) is no question.
+# A transcript's turn: the line's end (a blank line may follow), then at the start of the next line (indented, after
+# a time, in bold) the speaker who answers and a colon. After a question's `?`, any speaker of one or two words
+# (`Customer:`, `[10:02] Caller:`, `**Speaker 2:**`, `Q:`/`A:`); after a statement (`Please confirm your SSN.`), one of
+# a transcript's roles: a line that asks nothing over `key: number` is a YAML's or a form's (`platform: mobile` over
+# `build: 12345678` stays quiet).
+_TURN_START = "[ \\t]*(?:\\r?\\n[ \\t]*){1,2}(?:\\[[0-9:.apm ]{1,12}\\][ \\t]*)?(?:\\*\\*)?"
+_ROLES = (
+    "agent|customer|caller|callee|user|assistant|rep|representative|client|patient|doctor|dr|nurse|operator|support|"
+    "speaker(?: [0-9]{1,2})?|interviewer|interviewee|host|guest|bot|human|ai|me|you|q|a"
+)
 _QUESTION_TURN = (
-    "\\?[ \\t]*\\r?\\n[ \\t]{0,4}(?:\\[[0-9:.apm ]{1,12}\\][ \\t]*)?(?:\\*\\*)?"
-    "[a-z][a-z0-9_.'-]{1,19}(?: [a-z0-9][a-z0-9_.'-]{0,19})?(?:\\*\\*)?[ \\t]*:"
+    "(?:\\?" + _TURN_START + "[a-z][a-z0-9_.'-]{0,19}(?: [a-z0-9][a-z0-9_.'-]{0,19})?"
+    "|[.!]?" + _TURN_START + "(?:" + _ROLES + "))(?![a-z0-9_'-])(?:\\*\\*)?[ \\t]*:"
 )
 # A vCard property's parameters between `TEL` and its colon (`TEL;TYPE=CELL;TYPE=pref:`, vCard 2.1's `TEL;WORK;VOICE:`)
 _VCARD_PARAMETER = ';[a-z0-9-]{1,16}(?:=[a-z0-9,"-]{1,32})?'
@@ -1178,14 +1184,16 @@ def _aligned_phone_rows(scan: Scan, header: tuple[int, int, int], row: int, budg
 
 
 def _in_an_aligned_phone_column(scan: Scan) -> bool:
-    """A number in the first 200 runs, in a table aligned with blanks (a printed DataFrame, a fixed-width report:
-    `   name       phone` over `0   Ann  4155550100`), under a header word whose columns overlap its own, within 50
-    unbroken lines above, that reads as a phone number (as a cell under a delimited table's header does). Each line
-    above is read once for its header words, however many numbers look up to it."""
+    """One of the first 200 numbers of 7-15 digits in rows of a table aligned with blanks (a printed DataFrame, a
+    fixed-width report: `   name       phone` over `0   Ann  4155550100`), under a header word whose columns overlap
+    its own, within 50 unbroken lines above, that reads as a phone number (as a cell under a delimited table's header
+    does). Each line above is read once, into the columns its header words cover; a grid of numbers is one numeric
+    run, so the numbers are counted, not the runs (a 195 KB grid under lines of `phone` took 17 s)."""
     data = scan.data
-    headers: dict[int, list[tuple[int, int]]] = {}  # a line's start -> its header words' columns (none: not a header)
+    headers: dict[int, frozenset[int]] = {}  # a line's start -> the columns its header words cover (none: no header)
     rows: dict[int, bool] = {}  # a line's start -> whether it is a row of an aligned table
-    for run_start, run_end in scan.numeric_runs[:_MOST_LOOK_BACKS]:
+    examined = 0
+    for run_start, run_end in scan.numeric_runs:
         for number in _ALIGNED_NUMBER.finditer(data, run_start, run_end):  # `0   1001  4155550100`: each cell
             raw = number.group()
             if not _MIN_CLUSTER_DIGITS <= len(raw.translate(None, _SEPARATORS)) <= 15:
@@ -1197,7 +1205,9 @@ def _in_an_aligned_phone_column(scan: Scan) -> bool:
                 row = rows[line_start] = _aligned_line(data, line_start, _line_end(data, number.end()))
             if not row:
                 continue
-            start, end = number.start() - line_start, number.end() - line_start
+            if (examined := examined + 1) > _MOST_LOOK_BACKS:
+                return False
+            columns = range(number.start() - line_start, number.end() - line_start)
             top = line_start
             for _ in range(_ALIGNED_LOOK_UP):
                 if top == 0:
@@ -1205,9 +1215,10 @@ def _in_an_aligned_phone_column(scan: Scan) -> bool:
                 higher = data.rfind(b"\n", 0, top - 1) + 1
                 if higher == top - 1 or not data[higher : top - 1].strip():
                     break  # a blank line ends the table
-                if (words := headers.get(higher)) is None:
-                    words = headers[higher] = _aligned_header_words(data, higher, top - 1)
-                if any(max(h0, start) < min(h1, end) for h0, h1 in words):
+                if (covered := headers.get(higher)) is None:
+                    spans = _aligned_header_words(data, higher, top - 1)
+                    covered = headers[higher] = frozenset(c for h0, h1 in spans for c in range(h0, h1))
+                if covered and not covered.isdisjoint(columns):
                     if _a_phone_number(scan, number.start(), number.end(), raw):
                         return True
                     break
@@ -1793,12 +1804,13 @@ def _another_number(data: bytes, start: int, end: int) -> bool:
     if noun is None:
         return False
     named = _SSN_ANY_LABEL.match(before, noun.start()) or _NAMED_BY_A_LABEL.search(before, 0, noun.start())
-    answering = noun.group().startswith(b"user") and _A_QUESTIONS_TURN_ENDS.search(before, 0, noun.start())
+    answering = _USER_SPEAKING.fullmatch(noun.group()) and _A_QUESTIONS_TURN_ENDS.search(before, 0, noun.start())
     return named is None and not answering
 
 
 # `User:` answering the line before's question (`Assistant: What's your SSN?`), a transcript's speaker, not an id noun
-_A_QUESTIONS_TURN_ENDS = re.compile(rb"\?[ \t]*\r?\n[ \t]{0,4}(?:\[[0-9:.apm ]{1,12}\][ \t]*)?(?:\*\*)?\Z")
+_USER_SPEAKING = re.compile(rb"user[ \t]*:[ \t]*")  # `User:`, not `user_id:`, `User ID:`
+_A_QUESTIONS_TURN_ENDS = re.compile(rb"\?[ \t]*(?:\r?\n[ \t]*){1,2}(?:\[[0-9:.apm ]{1,12}\][ \t]*)?(?:\*\*)?\Z")
 
 
 def _ssn_label_before(data: bytes, number_start: int) -> bool:

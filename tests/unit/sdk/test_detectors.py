@@ -39,6 +39,7 @@ FIRES = {
         "Ann.Lee@Example.CoM",
         "ann.lee@corp.internal",
         "ann@contoso.local",
+        "ann@gmail.com:12345",  # (a third review) a numeric password is no port without a path after it
         "Contact: {ann, bob}@example.org",
         "ann.lee @gmail.com",
         # written out: blanks around an @ after a local part no word is, a capital AT, `(a)`
@@ -309,6 +310,11 @@ FIRES = {
         # (a second review) transcripts' turns as they are written, a numeric column before the phone's
         "[10:01] Agent: phone number?\n[10:02] Customer: sure, 4155550100",
         "Speaker 1: Your phone?\nSpeaker 2: 4155550100",
+        # (a third review) a statement, not a question, before a role's answer; a blank line between turns; initials
+        "Agent: Please confirm your phone number.\nCaller: 4155550100",
+        "Agent: Your callback number please\nCaller: 4155550100",
+        "Agent: What's your phone number?\r\n\r\nCustomer: 4155550100",
+        "Agent: Can I get your phone number?\nJ: 4155550100",
         "   customer_id       phone\n0         1001  4155550100\n",
         "मेरा मोबाइल नंबर 9876543210",
     ],
@@ -535,6 +541,10 @@ FIRES = {
         "Assistant: What's your SSN?\nUser: 123456789",
         "ソーシャル・セキュリティ・ナンバー: 123456789",
         "ソーシャルセキュリティーナンバー 123456789",
+        # (a third review) a statement before a role's answer, a blank line between turns, Q and A
+        "Agent: Please confirm your SSN.\nCustomer: 123456789",
+        "Agent: What's your SSN?\n\nCustomer: 123456789",
+        "Q: What's your SSN?\nA: 123456789",
     ],
 }
 
@@ -542,7 +552,7 @@ QUIET = {
     "email": [
         # (a review) a login at a host and a path, a LAN's names, code's matrix products
         "git clone git@github.com:openai/whisper.git", "scp ann@build.example.com:~/notes.txt .", "ssh root@server.local",
-        "scores = q@k.mT / math.sqrt(d)", "y = x@self.weight.data", "ann@example.com:8080",
+        "scores = q@k.mT / math.sqrt(d)", "y = x@self.weight.data", "pass@sub.example.com:8080/p/a/t/",
         # a mailbox provider after a small `at` with a word before it, or a price or a symbol before an @
         "Sign up at gmail.com to get an account", "log in at outlook.com", "meet ann at gmail.com",
         "we met at me.com", "visit us at live.com/today", "ann @ gmail.community", "x = a @ gmail.com",
@@ -636,6 +646,7 @@ QUIET = {
         "Please verify your SSN.\nTicket: 123456789",
         # (a second review) a key: value line under a line that names an SSN and asks nothing; an amount in euros
         "pii_fields: [email, phone, ssn]\nrandom_seed: 123456789",
+        "Which table holds the SSN?\nuser_id: 482917365", "Agent: What's your SSN?\nUser ID: 482917365",
         "Cotisations SÉCURITÉ SOCIALE 2024 : 123456789 €", "SSN\nInvoice: 123456789",
         # a possessive `social` other than the number
         "My social media has 631817082 views",
@@ -731,6 +742,7 @@ ADVERSARIAL = {  # repeated to 0.25 and 1 MB; a quadratic detector takes seconds
     "grouped-local-parts": "{ann,bob}@ ",
     "aligned-rows": "x  12345678\n",  # each of the first 200 numbers looks up 50 lines for an aligned header
     "aligned-header-words": "phone  phone  phone\n",
+    "aligned-number-grid": "1234567  " * 10 + "\n",  # (a third review) one numeric run: its numbers are counted
     "dots": ".",
     "plus-digit": "+1",
     "letters-then-digits": "x1",
