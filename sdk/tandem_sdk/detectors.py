@@ -776,7 +776,7 @@ _FILLER_WORDS = (
     # what people put between a verb and the number (`call me tomorrow at`, `call him on`, `call or text`)
     "tomorrow today tonight anytime now asap him her them this that please pls mom dad "
     # an answer's first words in a transcript (`Customer: sure, 4155550100`)
-    "sure yes yeah yep ok okay please pls "
+    "sure yes yeah yep ok okay "
     # HTML around a label (`<b>Phone:</b> `, `<td>Phone</td><td>`)
     "b i td th tr span strong em div p br li dt dd"
 ).split()
@@ -1064,7 +1064,8 @@ def _phone_columns_from(scan: Scan, start: int) -> bool:
             known = lines[line_start] = (first_row, bool(_aligned_header_words(data, line_start, line_end)))
         first_row, aligned = known
         if aligned:  # a table aligned with blanks
-            found, budget = _aligned_phone_rows(scan, (line_start, hit.start(), hit.end()), first_row, budget)
+            columns = frozenset(range(hit.start() - line_start, hit.end() - line_start))
+            found, budget = _aligned_phone_rows(scan, columns, first_row, budget)
             if found:
                 return True
         for delimiter in _DELIMITERS:
@@ -1164,23 +1165,31 @@ _RULE = re.compile(rb"[-=+| \t]*[-=][-=+| \t]*\r?")  # a table's rule: `------+-
 _ALIGNED_LOOK_UP = 50  # lines above a row to look for its aligned table's header
 
 
-def _aligned_phone_rows(scan: Scan, header: tuple[int, int, int], row: int, budget: int) -> tuple[bool, int]:
-    """Under a header word of a table aligned with blanks (its line's start, the word's start and end), up to 50
-    unbroken rows: a number whose columns overlap the word's that reads as a phone number; and the budget left."""
+def _aligned_phone_rows(scan: Scan, header: frozenset[int], row: int, budget: int) -> tuple[bool, int]:
+    """Under a header word of a table aligned with blanks (the columns it covers in its line), up to 50 unbroken
+    rows: a number whose columns overlap the word's that reads as a phone number; and the budget left."""
     data = scan.data
     for _ in range(_ALIGNED_LOOK_UP):
         row_end = _line_end(data, row)
         if row >= len(data) or not data[row:row_end].strip() or (budget := budget - 1) < 0:
             break
-        for number in _NUMBER_CELL.finditer(data, row, row_end):
-            raw = number.group()
-            if _MIN_CLUSTER_DIGITS <= len(raw.translate(None, _SEPARATORS)) <= 15 and _aligned_under(
-                data, header, (row, number.start(), number.end())
-            ):
-                if _a_phone_number(scan, number.start(), number.end(), raw):
-                    return True, budget
+        if _aligned_line(data, row, row_end):
+            for number in _ALIGNED_NUMBER.finditer(data, row, row_end):
+                if _a_cell_number(number) and not header.isdisjoint(_columns(number, row)):
+                    if _a_phone_number(scan, number.start(), number.end(), number.group()):
+                        return True, budget
         row = row_end + 1
     return False, budget
+
+
+def _a_cell_number(number: re.Match[bytes]) -> bool:
+    """A table cell's number that may be a phone number: 7-15 digits."""
+    return _MIN_CLUSTER_DIGITS <= len(number.group().translate(None, _SEPARATORS)) <= 15
+
+
+def _columns(match: re.Match[bytes], line_start: int) -> range:
+    """The columns a match spans in its line (an aligned table's: ASCII, so a column is a byte)."""
+    return range(match.start() - line_start, match.end() - line_start)
 
 
 def _in_an_aligned_phone_column(scan: Scan) -> bool:
@@ -1195,8 +1204,7 @@ def _in_an_aligned_phone_column(scan: Scan) -> bool:
     examined = 0
     for run_start, run_end in scan.numeric_runs:
         for number in _ALIGNED_NUMBER.finditer(data, run_start, run_end):  # `0   1001  4155550100`: each cell
-            raw = number.group()
-            if not _MIN_CLUSTER_DIGITS <= len(raw.translate(None, _SEPARATORS)) <= 15:
+            if not _a_cell_number(number):
                 continue
             line_start = data.rfind(b"\n", 0, number.start()) + 1  # a run may start with the line break before it
             if line_start == 0:
@@ -1207,7 +1215,7 @@ def _in_an_aligned_phone_column(scan: Scan) -> bool:
                 continue
             if (examined := examined + 1) > _MOST_LOOK_BACKS:
                 return False
-            columns = range(number.start() - line_start, number.end() - line_start)
+            columns = _columns(number, line_start)
             top = line_start
             for _ in range(_ALIGNED_LOOK_UP):
                 if top == 0:
@@ -1218,8 +1226,8 @@ def _in_an_aligned_phone_column(scan: Scan) -> bool:
                 if (covered := headers.get(higher)) is None:
                     spans = _aligned_header_words(data, higher, top - 1)
                     covered = headers[higher] = frozenset(c for h0, h1 in spans for c in range(h0, h1))
-                if covered and not covered.isdisjoint(columns):
-                    if _a_phone_number(scan, number.start(), number.end(), raw):
+                if not covered.isdisjoint(columns):
+                    if _a_phone_number(scan, number.start(), number.end(), number.group()):
                         return True
                     break
                 top = higher
@@ -1575,8 +1583,9 @@ def _either_case(words: str) -> str:
 # The labels, on text with ASCII lower-cased: `SSN`, `S.S.N.`, `SS#`, `social security`, `soc. sec.`, a possessive
 # `social` said as the number (`my social is`, `her social:`; not `my social media`), Spanish forms'
 # `seguro social`, the German, French, Russian and Arabic words for it (in either case), and Chinese, Japanese and
-# Korean names of the US number. Then up to 8 of: a run of punctuation and blanks (`: `, ` #: `, `": "`, a form's leader dots), an HTML tag (`</td><td>`),
-# `number`, `no`, `is`, or a few non-ASCII characters (a full-width colon, `码：`, `是`); or, in one sentence (no `.`,
+# Korean names of the US number. Then up to 12 of: a transcript's turn (_QUESTION_TURN), a run of punctuation and
+# blanks (`: `, ` #: `, `": "`, a form's leader dots), an HTML tag (`</td><td>`), `number`, `no`, `is`, an answer's
+# `sure`, `it's`, or a few non-ASCII characters (a full-width colon, `码：`, `是`); or, in one sentence (no `.`,
 # `;` or line break), up to 24 of those and words (_SSN_WORD: `SSN on file is`, `als SSN ist`, `SSN on my W-2 is`),
 # within _SSN_LOOK bytes. Each run and word is taken whole, so a label with no number after it is given up in linear
 # time.
@@ -1780,16 +1789,13 @@ _ALIGNED_CELLS = re.compile(rb"[^ \t] {2,}[^ \t]")  # two cells of a table align
 def _aligned_under(data: bytes, header: tuple[int, int, int], row: tuple[int, int, int]) -> bool:
     """A table aligned with blanks (a printed pandas DataFrame, a fixed-width report): the label's columns and the
     number's overlap (`   name        ssn` over `0   Ann  123456789`, `Name        SSN` over `Ann Lee     123456789`),
-    and the header's line and the row's each part cells by two blanks or more. ASCII lines only: a column is a byte.
-    (Each line's (start, cell start, cell end).)"""
+    and the header's line and the row's are each an aligned table's line (`_aligned_line`). (Each line's (start,
+    cell start, cell end).)"""
     (header_start, label_start, label_end), (line_start, start, end) = header, row
-    header_line = data[header_start : _line_end(data, label_end)]
-    row_line = data[line_start : _line_end(data, end)]
-    if len(header_line) > _LONGEST_ROW or len(row_line) > _LONGEST_ROW:
-        return False
-    if not (header_line.isascii() and row_line.isascii()) or b"\t" in header_line + row_line:
-        return False
-    if not (_ALIGNED_CELLS.search(header_line) and _ALIGNED_CELLS.search(row_line)):
+    if not (
+        _aligned_line(data, header_start, _line_end(data, label_end))
+        and _aligned_line(data, line_start, _line_end(data, end))
+    ):
         return False
     return max(label_start - header_start, start - line_start) < min(label_end - header_start, end - line_start)
 
@@ -1810,7 +1816,7 @@ def _another_number(data: bytes, start: int, end: int) -> bool:
 
 # `User:` answering the line before's question (`Assistant: What's your SSN?`), a transcript's speaker, not an id noun
 _USER_SPEAKING = re.compile(rb"user[ \t]*:[ \t]*")  # `User:`, not `user_id:`, `User ID:`
-_A_QUESTIONS_TURN_ENDS = re.compile(rb"\?[ \t]*(?:\r?\n[ \t]*){1,2}(?:\[[0-9:.apm ]{1,12}\][ \t]*)?(?:\*\*)?\Z")
+_A_QUESTIONS_TURN_ENDS = re.compile(("\\?" + _TURN_START + "\\Z").encode())
 
 
 def _ssn_label_before(data: bytes, number_start: int) -> bool:
