@@ -826,7 +826,8 @@ _LABEL_TRIE = _trie({*_PHONE_WORDS_WHOLE, *_PHONE_WORDS_ANY})
 
 
 # A transcript's turn: the line's end (a blank line may follow), then at the start of the next line (indented, after
-# a time, in bold) the speaker who answers and a colon. After a question's `?`, any speaker of one or two words
+# a time, in bold) the speaker who answers and a colon. After a question's `?` (the question's last words before it:
+# `What's the best phone number to reach you?`, `Your SSN and phone?`), any speaker of one or two words
 # (`Customer:`, `[10:02] Caller:`, `**Speaker 2:**`, `Q:`/`A:`); after a statement (`Please confirm your SSN.`), one of
 # a transcript's roles: a line that asks nothing over `key: number` is a YAML's or a form's (`platform: mobile` over
 # `build: 12345678` stays quiet).
@@ -836,7 +837,7 @@ _ROLES = (
     "speaker(?: [0-9]{1,2})?|interviewer|interviewee|host|guest|bot|human|ai|me|you|q|a"
 )
 _QUESTION_TURN = (
-    "(?:\\?" + _TURN_START + "[a-z][a-z0-9_.'-]{0,19}(?: [a-z0-9][a-z0-9_.'-]{0,19})?"
+    "(?:[a-z' ,-]{0,48}\\?" + _TURN_START + "[a-z][a-z0-9_.'-]{0,19}(?: [a-z0-9][a-z0-9_.'-]{0,19})?"
     "|[.!]?" + _TURN_START + "(?:" + _ROLES + "))(?![a-z0-9_'-])(?:\\*\\*)?[ \\t]*:"
 )
 # A vCard property's parameters between `TEL` and its colon (`TEL;TYPE=CELL;TYPE=pref:`, vCard 2.1's `TEL;WORK;VOICE:`)
@@ -878,7 +879,7 @@ _LABELLED_NUMBER, _LABEL_BEFORE = _labelled_number()
 # `Phone 1 - Value`, `Tel.`, `电话号码`. Not the label words that head other columns (`Text`, `Calls`, `iPhone`).
 _HEADER_WORD = re.compile(  # no look-behind first: re skips in C to where a word starts (`_header_words` checks)
     "(?:(?:phones?|telephone|tel|mobile|mob|cell|cellphone|fax|whatsapp|handy|telefon|telefono|teléfono|"
-    "telefone|móvil|movil|celular|msisdn|gsm)(?:number|no|nr|num)?|contact ?(?:number|no|nr|num|#))(?![a-z])|"
+    "telefone|móvil|movil|celular|msisdn|gsm)(?:numbers?|no|nr|num)?|contact ?(?:number|no|nr|num|#))(?![a-z])|"
     "电话|電話|手机|手機|携帯|전화|휴대폰|телефон|мобильн".encode()
 )
 
@@ -900,7 +901,7 @@ _FIRST_NUMBER = re.compile(  # an ordinal, a dash and a space before it are not 
 )
 _MOST_LOOK_BACKS = 200  # then one pass over the rest of the text for the labels: a table of numbers stays cheap
 _WHOLE_WORDS = frozenset(word.encode() for word in _PHONE_WORDS_WHOLE)
-_COMPOUND = re.compile(rb"(?:number|no|nr|num)(?![a-z])")  # mobileNumber, telNo
+_COMPOUND = re.compile(rb"(?:numbers?|no|nr|num)(?![a-z])")  # mobileNumber, telNo, phoneNumbers
 _COMPOUND_ENDS = frozenset(b"telefon handy".split())  # labels that end German compounds
 _GLUED_NUMBER = re.compile(rb"[0-9]{10}")  # `tel4155550100`: a number glued to its label
 _GLUED_LABELS = frozenset(b"tel phone fax mobile mob cell call".split())
@@ -919,9 +920,17 @@ def _labelled(lead: bytes) -> bool:
     return word is not None and word.group().lower() in _PHONE_LABELS
 
 
-def _glued(scan: Scan, cluster: Cluster) -> bool:
+# A field's name glued after a labelled number, as text copied out of a PDF runs one field into the next
+# (`Mobile: 9876543210LinkedIn: …`, `SSN: 123-45-6789DOB: …`): a capital and lower case, or capitals and a colon;
+# and an extension (`4155550100ext 12`)
+_NEXT_FIELD = rb"[A-Z][a-z]{2}|[A-Z]{2,8}:|ext(?![a-z])"
+_NEXT_FIELD_GLUED = re.compile(_NEXT_FIELD)
+
+
+def _glued(scan: Scan, cluster: Cluster, labelled: bool = False) -> bool:
     """Digits glued to a letter (a534-4977-83f5 in a UUID) or part of a time (08:49:05.375892): no national
-    number. A label's colon is fine (Tel:020 7946 0958), and so is a label glued on (TEL03-1234-5678)."""
+    number. A label's colon is fine (Tel:020 7946 0958), and so is a label glued on (TEL03-1234-5678); after a
+    label, so is the next field's name glued after (`_NEXT_FIELD`)."""
     before, after = scan.before(cluster, 2), scan.after(cluster, 2)
     # a time's minutes or seconds are two digits (`Phone2:4155550100` is an ordinal's colon)
     minutes = (
@@ -930,6 +939,7 @@ def _glued(scan: Scan, cluster: Cluster) -> bool:
     time = minutes or after[:1] == b":" and after[1:].isdigit()
     extension = after[:1] in (b"x", b"X") and after[1:].isdigit()  # 201-555-0123x45
     glued_before = before[-1:].isalpha() and not _labelled(scan.before(cluster, 10))
+    extension = extension or labelled and _NEXT_FIELD_GLUED.match(scan.data, cluster.end) is not None
     return glued_before or (after[:1].isalpha() and not extension) or time
 
 
@@ -1393,7 +1403,7 @@ def _a_phone_number(scan: Scan, start: int, end: int, raw: bytes, after_a_verb: 
         or amount
         or listed
         or decimal
-        or _glued(scan, _Span(start, end))
+        or _glued(scan, _Span(start, end), labelled=True)
         or _looks_like_date(groups, gaps)
         or _dotted_quad(groups, gaps)
     )
@@ -1565,7 +1575,11 @@ _SSN_GROUPED = re.compile(
 # The SSN a label makes plain: 9 digits unbroken, or 3-2-4 parted alike twice by one separator (`123.45.6789`). The
 # first byte is the one before it, no digit: a label may be glued on (`SSN123456789`, `SSN-123-45-6789`). Every SSN
 # _SSN_GROUPED finds is one of these too.
-_SSN_NUMBER = _SSN_AREA + rb"(?P<gap> - |[ ./-]|)" + _SSN_GROUP + rb"(?P=gap)" + _SSN_SERIAL + _SSN_END
+# A capital may follow it: the next field's name glued on, as text copied out of a PDF runs fields together
+# (`SSN: 123-45-6789DOB: …`; the byte after the number is all the search sees), or a Medicare HICN's letter.
+_SSN_DIGITS = _SSN_AREA + rb"(?P<gap> - |[ ./-]|)" + _SSN_GROUP + rb"(?P=gap)" + _SSN_SERIAL
+_SSN_NUMBER = _SSN_DIGITS + rb"(?:" + _SSN_END + rb"|(?=[A-Z]))"
+_SSN_NUMBER_LOWERED = _SSN_DIGITS + rb"(?:" + _SSN_END + rb"|(?=[a-z]))"  # on lowered text: the capital checked after
 _SSN_SHAPED = re.compile(rb"[^0-9]" + _SSN_NUMBER)
 _SSN_GAPS = frozenset((b"-", b" - ", b" "))  # _SSN_GROUPED's
 
@@ -1646,7 +1660,7 @@ _SSN_BETWEEN = (
 )  # fmt: skip
 _SSN_LABEL_BEFORE = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"\Z")
 # The one pass after many numbers: what _ssn_label_before finds, a leader before the number included (up to 200)
-_SSN_LABELLED = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"[\s._-]{0,200}(?P<number>" + _SSN_NUMBER + rb")")
+_SSN_LABELLED = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"[\s._-]{0,200}(?P<number>" + _SSN_NUMBER_LOWERED + rb")")
 # A label after the number, in the same sentence: `123456789 is my SSN`, `… (the social security number from the
 # form)`, `…是我的社会安全号码`, or `123456789` then `that is my SSN` in the next message (a line break right after the
 # number). Words, blanks and punctuation but a sentence's end (`.`, `;`) between, within _SSN_LOOK bytes; a
@@ -1662,7 +1676,7 @@ _SSN_AFTER = (
 _SSN_LABEL_AFTER = re.compile(_SSN_AFTER + rb"(?P<label>" + _SSN_LABEL + rb")")
 _NOT_A_FRACTION = rb"(?<![0-9][.,:])"
 _SSN_FOLLOWED = re.compile(
-    rb"(?<![0-9])" + _NOT_A_FRACTION + rb"(?P<number>" + _SSN_NUMBER + rb")" + _SSN_AFTER + rb"(?P<label>"
+    rb"(?<![0-9])" + _NOT_A_FRACTION + rb"(?P<number>" + _SSN_DIGITS + _SSN_END + rb")" + _SSN_AFTER + rb"(?P<label>"
     + _SSN_LABEL + rb")"
 )  # fmt: skip
 _SSN_ANY_LABEL = re.compile(_SSN_LABEL)
@@ -1851,6 +1865,7 @@ def _ssn_labelled_from(scan: Scan, start: int) -> bool:
         near = _before_leader(data, number_start) - found.start() <= _SSN_LOOK
         if (
             near
+            and not data[number_end : number_end + 1].islower()  # a capital glued on, as _SSN_NUMBER reads it
             and _ssn_label_starts_a_word(data, found.start())
             and not _another_number(data, number_start, number_end)
         ):

@@ -17,10 +17,10 @@ sent) and returns everything in it that would leave the device:
   `prediction`, and any field a caller adds), and every key as json.dumps
   sends it (`{4111111111111111: ...}` goes as digits): what is not read here
   could leave unscanned. `logit_bias` keys that are token ids are skipped.
-A string that is JSON text with escapes (a tool result or tool call
-arguments written by `json.dumps`: `\\u` escapes for full-width digits, `\\t`)
-is read decoded too; so is any string with escapes in it, undone wherever
-they are (`Observation: {"card": "4111\\u00a01111…"}`, log lines, a printed
+A string that is JSON text (a tool result or tool call arguments written by
+`json.dumps`, pretty-printed or not; `\\u` escapes for full-width digits, `\\t`)
+is read decoded too, its values' slots beside their labels (`_strings`); so
+is any string with escapes in it, undone wherever they are (`Observation: {"card": "4111\\u00a01111…"}`, log lines, a printed
 Python dict's `\\xa0`), three layers of escapes of escapes at once, up to
 4 million characters decoded in a request. Every key is read (`{"mobile":
 "9876543210"}` reads as a label and its number) but `role`, `type`, `text`
@@ -210,43 +210,65 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
     """Every string in a JSON value (keys that name structure aside), walked without recursion: depth is the
     sender's to choose. A key is read right before its value (`ssn` then `123456789`, as a label before its number):
     every key of an object first, then the values, put a tool call's `{"name": "Ann", "ssn": "123456789"}` (its
-    arguments as an object, as some clients send them) two lines from its label."""
-    stack, decoding = [(value, skip_text)], _MOST_DECODED
+    arguments as an object, as some clients send them) two lines from its label. A value's slot under a key is read
+    after that key again (`{"phoneNumbers": [{"type": "mobile", "value": "…"}]}`, as address books give them;
+    `{"phone": {"verified": true, "value": "…"}}`): the nearest key above the slot is its label."""
+    stack, decoding = [(value, skip_text, None)], _MOST_DECODED
     while stack:
-        item, skip = stack.pop()
+        item, skip, label = stack.pop()
         if isinstance(item, str):
             yield item
             if skip is _KEY:
                 continue
-            if "\\" in item and decoding > 0:  # what its escapes spell, as JSON and wherever they are
+            escaped = "\\" in item
+            if decoding > 0 and (escaped or item.lstrip()[:1] in _JSON_OPENERS):
+                # What its escapes spell, as JSON and wherever they are; and JSON text with no escape (a tool's
+                # result, pretty-printed), whose values' slots are read beside their labels only once decoded
                 decoding -= len(item)  # a chain of escapes of escapes reads no more than this in all
-                stack.append((_json_value(item), False))
-                if skip is not _UNESCAPED and (unescaped := _unescaped(item)) != item:
-                    stack.append((unescaped, _UNESCAPED))  # not again: `\\x5cx5c…` would lose 3 characters a pass
+                stack.append((_json_value(item), False, None))
+                if escaped and skip is not _UNESCAPED and (unescaped := _unescaped(item)) != item:
+                    stack.append((unescaped, _UNESCAPED, None))  # not again: `\\x5cx5c…` would lose 3 characters a pass
         elif isinstance(item, int | float) and not isinstance(item, bool):
             yield _number_text(item)  # a card number as a schema's enum, a default, an arguments value
         elif isinstance(item, Mapping):
-            for key, child in reversed(list(item.items())):  # each key pushed after its value: popped before it
+            pairs = list(item.items())
+            for i in range(len(pairs) - 1, -1, -1):  # each key pushed after its value: popped before it
+                key, child = pairs[i]
+                readable = isinstance(key, str) and key not in _SHAPE_KEYS and key not in _SLOT_KEYS
                 if key in _STRUCTURE_KEYS and isinstance(child, str) and _STRUCTURE_WORD.fullmatch(child):
                     pass
                 elif skip and key == "text" and isinstance(child, str):
                     pass
                 else:
                     if key == "pattern" and isinstance(child, str):
-                        stack.append((_regex_literal(child), False))
+                        stack.append((_regex_literal(child), False, None))
                     if key == "arguments" and isinstance(child, str) and "\\" not in child:
                         # A call's arguments are JSON text the chat template decodes and writes again:
                         # 4.111111111111111e15 reaches the model as 4111111111111111.0, so the decoded value is read too
                         # (with a backslash, the string's own walk below decodes it)
-                        stack.append((_json_any(child), False))
-                    stack.append((child, False))
+                        stack.append((_json_any(child), False, None))
+                    stack.append((child, False, key if readable else label))
+                    if key in _SLOT_KEYS and label is not None and not (i and _names_a_slot(*pairs[i - 1])):
+                        stack.append((label, _KEY, None))  # the slot's label, right before its value
                 if not isinstance(key, str):  # json.dumps sends 4111111111111111 (or 1.5, True) as a key's text
                     number = isinstance(key, int | float) and not isinstance(key, bool)
-                    stack.append((_number_text(key) if number else str(key), _KEY))
-                elif key not in _SHAPE_KEYS and key not in _SLOT_KEYS:
-                    stack.append((key, _KEY))  # a schema's property names, an arguments object's keys; a label too
+                    stack.append((_number_text(key) if number else str(key), _KEY, None))
+                elif readable:  # a schema's property names, an arguments object's keys; a label too
+                    stack.append((key, _KEY, None))
         elif isinstance(item, list | tuple):
-            stack.extend((child, False) for child in reversed(item))
+            stack.extend((child, False, label) for child in reversed(item))
+
+
+_JSON_OPENERS = ("{", "[")
+
+
+def _names_a_slot(key, value) -> bool:
+    """The pair before a value's slot may be what names it (`"name": "SSN"`, `"key": "mobile"`, a number's unit):
+    read right before the slot, with nothing put between them. Not a flag (`"verified": true`) nor a structure word
+    that is skipped (`"type": "mobile"`)."""
+    if key in _STRUCTURE_KEYS and isinstance(value, str) and _STRUCTURE_WORD.fullmatch(value):
+        return False
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
 
 
 def _number_text(number: int | float) -> str:

@@ -315,6 +315,15 @@ FIRES = {
         "Agent: Your callback number please\nCaller: 4155550100",
         "Agent: What's your phone number?\r\n\r\nCustomer: 4155550100",
         "Agent: Can I get your phone number?\nJ: 4155550100",
+        "\u0440hone: 4155550100",  # a Cyrillic `р`, typed on a Russian layout
+        # the next field's name glued on, as text copied out of a PDF runs fields together; an extension glued on
+        "Mobile: 9876543210LinkedIn: linkedin.com/in/ann",
+        "Phone: +1 415 555 0100Email: ann@example.com",
+        "Phone: 4155550100ext 12",
+        "Ph\u043ene: 4155550100",
+        # words of the question between its label and its `?`
+        "What's the best phone number to reach you?\nCustomer: 4155550100",
+        "Your SSN and phone?\nCustomer: 123456789, 4155550100",
         "   customer_id       phone\n0         1001  4155550100\n",
         "मेरा मोबाइल नंबर 9876543210",
     ],
@@ -545,6 +554,13 @@ FIRES = {
         "Agent: Please confirm your SSN.\nCustomer: 123456789",
         "Agent: What's your SSN?\n\nCustomer: 123456789",
         "Q: What's your SSN?\nA: 123456789",
+        # a Cyrillic or Greek letter drawn as a Latin one in the label (Macedonian Dze, a Greek Nu)
+        "\u0405\u0405N: 123456789",
+        "SS\u039d: 123456789",
+        "SSN: 123-45-6789DOB: 01/02/1990",  # PDF text: the next field's name glued on
+        "SSN: 123456789Name: Ann Lee",
+        "Your SSN and phone?\nCustomer: 123456789, 4155550100",  # the SSN's label before the phone's
+        "Agent: Can I get your social security number for verification?\n[10:02] Caller: 123456789",
     ],
 }
 
@@ -579,7 +595,8 @@ QUIET = {
               "Room 101 @ hotel.com", "v1.2 @ github.com", "y = x2 @ layer.co", "h1 @ W.at[idx]",
               "Available now AT Amazon.com", "Shop now AT Target.com", "Learn more AT example.org",
               "section 5(a)example.com", "Rule 10b-5(a)sec.gov", "§ 2(a)law.us"],
-    "phone": ["34=1571\x0111=130355126\x0138=2469", "\ue0a0 main \uf017 12:30 \ue0b0 4155550",  # FIX, icon fonts
+    "phone": ["Phone model: 12345678abc", "iPhone build 12345678Release",  # a code's letters glued on, no field's
+              "34=1571\x0111=130355126\x0138=2469", "\ue0a0 main \uf017 12:30 \ue0b0 4155550",  # FIX, icon fonts
               "on 2026-11-30 we met", "IP 192.168.100.200", "172.16.254.10", "order 12345", "pi is 3.14159265",
               "year 2026 and 2027", "version 10.2.3", "05/06/2023 12:30", "ISBN 978-3-16-148410-0",
               "250 000 000 euros", "C++17", "x = 3+4567890", "304 683 351 €", "lr=0.01234567",
@@ -647,6 +664,7 @@ QUIET = {
         # (a second review) a key: value line under a line that names an SSN and asks nothing; an amount in euros
         "pii_fields: [email, phone, ssn]\nrandom_seed: 123456789",
         "Which table holds the SSN?\nuser_id: 482917365", "Agent: What's your SSN?\nUser ID: 482917365",
+        "123-45-6789DOB: 1990",  # a capital glued on is read only after a label
         "Cotisations SÉCURITÉ SOCIALE 2024 : 123456789 €", "SSN\nInvoice: 123456789",
         # a possessive `social` other than the number
         "My social media has 631817082 views",
@@ -743,6 +761,8 @@ ADVERSARIAL = {  # repeated to 0.25 and 1 MB; a quadratic detector takes seconds
     "aligned-rows": "x  12345678\n",  # each of the first 200 numbers looks up 50 lines for an aligned header
     "aligned-header-words": "phone  phone  phone\n",
     "aligned-number-grid": "1234567  " * 10 + "\n",  # (a third review) one numeric run: its numbers are counted
+    "scripts-meeting": "a\u0430",  # Latin and a Cyrillic lookalike: one word, folded once
+    "scripts-meeting-apart": "x\u0455 \u00e9\u0455 ",  # many short words where scripts meet, a tail before one
     "dots": ".",
     "plus-digit": "+1",
     "letters-then-digits": "x1",

@@ -296,6 +296,61 @@ def test_a_key_is_read_beside_its_value_not_after_every_key(arguments):
     assert detect(request_text({"model": "m", "metadata": arguments}), ["ssn"]) == ["ssn"]
 
 
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ("\u0405\u0405N", "SSN"),  # Macedonian Dze, twice, before a Latin N
+        ("SS\u039d", "SSN"),  # a Greek Nu after Latin letters
+        ("\u0440hone", "phone"),  # a Cyrillic er: one key of a Russian layout
+        ("iPh\u043ene\u043c", "iPhoneм"),  # a word's lookalikes; `м` draws no Latin letter
+        ("Мой телефон", "Мой телефон"),  # a word in one script stays as it is
+        ("Τηλέφωνο", "Τηλέφωνο"),
+        ("\u0430 b", "\u0430 b"),  # scripts in two words, not one
+        ("é\u0455x", "ésx"),
+    ],
+)
+def test_lookalike_letters_read_latin_where_they_meet_latin_in_a_word(text, read):
+    assert normalize(text) == read
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ({"phoneNumbers": [{"type": "mobile", "value": "4155550100"}]}, "phone"),  # an address book's contact
+        ({"phoneNumbers": [{"value": "+1 415-555-0100", "type": "mobile", "formattedType": "Mobile"}]}, "phone"),
+        ({"phone": {"verified": True, "value": "4155550100"}}, "phone"),  # a key between the label and the slot
+        ({"ssn": {"value": "123456789", "verified": True}}, "ssn"),
+        ({"customer": {"phone_numbers": [{"primary": True, "value": 4155550100}]}}, "phone"),
+    ],
+)
+def test_a_slot_under_a_label_is_read_beside_it(value, kind):
+    """(a review) A value's slot nested under its label was read lines away from it: a tool's result of a contact,
+    `{"phoneNumbers": [{"type": "mobile", "value": "…"}]}`, went to the cloud, as JSON text (pretty-printed or not,
+    with no escape to make it read as JSON) and as an arguments object."""
+    call = {"id": "c", "type": "function", "function": {"name": "save", "arguments": value}}
+    bodies = [
+        {"messages": [{"role": "assistant", "content": None, "tool_calls": [call]}]},
+        {"messages": [{"role": "tool", "tool_call_id": "c", "content": json.dumps(value)}]},
+        {"messages": [{"role": "tool", "tool_call_id": "c", "content": json.dumps(value, indent=2)}]},
+        {"model": "m", "metadata": value},
+    ]
+    for body in bodies:
+        assert detect(request_text(body), list(DETECTORS)) == [kind], body
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"build": {"id": "12345678", "value": 123456789}},
+        {"user": {"id": 1234567890, "verified": True}},
+        {"phone": {"model": "Pixel 8"}, "stats": {"value": 12345678}},  # the slot is under `stats`, not `phone`
+    ],
+)
+def test_a_slot_under_a_key_that_labels_nothing_stays_quiet(value):
+    body = {"messages": [{"role": "tool", "tool_call_id": "c", "content": json.dumps(value, indent=2)}]}
+    assert detect(request_text(body), list(DETECTORS)) == []
+
+
 @pytest.mark.parametrize("pattern", ["(a{1000}){1000}", "x{99999999}", "[", "(", ")", "{3}", "[^", "\\", "((((", "[]]"])
 def test_a_pattern_of_any_shape_is_read_and_spells_a_bounded_text(pattern):
     body = {"response_format": {"type": "json_schema", "json_schema": {"schema": {"pattern": pattern}}}}
