@@ -331,11 +331,16 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
             "the request body could not be decoded as JSON: send it in UTF-8 (or UTF-16/32), not another encoding, "
             "and nested at most a few hundred levels deep"
         )
-    code = None
+    code = _HTTP_CODES.get(exc.status_code)
+    if message.startswith("the request body could not be decoded"):
+        code = "invalid_request"  # as a body that is not JSON at all is named
     if exc.status_code == 404 and message == "Not Found":
         message, code = _unknown_url(request), "unknown_url"
     body = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
     return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+
+_HTTP_CODES = {405: "method_not_allowed", 400: "invalid_request"}  # every refusal names its kind in `code`
 
 
 def _unknown_url(request: Request) -> str:

@@ -126,7 +126,7 @@ def add_openai_routes(
         stream = _as_worker_chunks(engine.generate(gen))
         held = plan.streamed() if plan else None
         if body.stream:
-            events = _sse(shape, stream, logprobs, held, include_usage)
+            events = _sse(shape, stream, logprobs, held, include_usage, plan.calls_finish if plan else "tool_calls")
             return StreamingResponse(events, media_type="text/event-stream")
         text, last = "", None
         try:
@@ -144,7 +144,8 @@ def add_openai_routes(
         if plan is not None:
             text, calls = plan.parse(raw, last.finish_reason)
         answered = answer_logprobs(logprobs, plan, raw, calls) if logprobs else None
-        return shape.whole(text, last.finish_reason, last.usage, answered, calls)
+        finish = plan.calls_finish if plan is not None else "tool_calls"
+        return shape.whole(text, last.finish_reason, last.usage, answered, calls, finish)
 
 
 async def _as_worker_chunks(stream):
@@ -158,7 +159,12 @@ async def _as_worker_chunks(stream):
 
 
 async def _sse(
-    shape: ResponseShape, stream, logprobs: Logprobs | None, held: tools.StreamedCalls | None, include_usage: bool
+    shape: ResponseShape,
+    stream,
+    logprobs: Logprobs | None,
+    held: tools.StreamedCalls | None,
+    include_usage: bool,
+    calls_finish: str = "tool_calls",
 ):
     """The answer as server-sent events; a failure after the headers is an error event, then [DONE], never a cut."""
     yield shape.opening(may_call=held is not None)
@@ -170,7 +176,7 @@ async def _sse(
             if text or these:
                 yield shape.chunk(text, logprobs=these)
             if chunk.finish_reason:
-                for event in shape.ending(chunk.finish_reason, held):
+                for event in shape.ending(chunk.finish_reason, held, calls_finish):
                     yield event
                 if include_usage:
                     yield shape.usage_chunk(chunk.usage)

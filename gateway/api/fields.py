@@ -44,7 +44,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "prompt alone (with `logprobs`, scored: the log-likelihood form older lm-eval and HELM send), "
         "`finish_reason` `length`, 0 completion tokens",
     ),
-    "max_completion_tokens": (CHAT, HONOURED, "wins over `max_tokens`"),
+    "max_completion_tokens": (CHAT, HONOURED, "as `max_tokens`; both at once is a 400, as OpenAI's"),
     "temperature": (
         BOTH,
         HONOURED,
@@ -62,7 +62,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "the same seed gives the same tokens from the same tier, in any batch (the edge's INT4 model and the cloud's "
         "answer differently: `X-Tandem-Route` says which answered); int64, modulo 2^63",
     ),
-    "stop": (BOTH, HONOURED, "a string or up to 4, each at most 256 characters"),
+    "stop": (BOTH, HONOURED, "a string or up to 4, each of 1 to 256 characters"),
     "n": (
         BOTH,
         HONOURED,
@@ -102,7 +102,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "tools": (
         CHAT,
         HONOURED,
-        "through the chat template; calls parsed into `tool_calls`, their `arguments` compact JSON whatever spacing the "
+        "at least one (`[]` is a 400, as OpenAI's), through the chat template; calls parsed into `tool_calls`, their `arguments` compact JSON whatever spacing the "
         "model wrote (an answer cut by `max_tokens` mid-call: the "
         "calls so far, the last with its arguments as far as they got, never the model's call syntax); a `strict` function's "
         "calls follow its schema (forced: by grammar; auto: a call that does not stays text), and a schema that "
@@ -139,7 +139,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "prompt_cache_retention": (
         BOTH,
         NO_EFFECT,
-        "only `in-memory`: prefixes stay cached while the KV memory holds them",
+        "only `in_memory` (or `in-memory`): prefixes stay cached while the KV memory holds them",
     ),
     "modalities": (BOTH, NO_EFFECT, 'only `["text"]`'),
     "best_of": (COMPLETIONS, REFUSED, "unless 1"),

@@ -642,7 +642,8 @@ async def _collect(
     if tool_plan is not None:
         text, calls = tool_plan.parse(raw, last.finish_reason)
     answered = answer_logprobs(logprobs, tool_plan, raw, calls) if logprobs else None
-    return shape.whole(text, last.finish_reason, last.usage, answered, calls)
+    finish = tool_plan.calls_finish if tool_plan is not None else "tool_calls"
+    return shape.whole(text, last.finish_reason, last.usage, answered, calls, finish)
 
 
 async def _stream_events(
@@ -675,7 +676,8 @@ async def _stream_events(
                 last = chunk
                 if chunk.finish_reason:
                     _end_of_stream(span, chunk)
-                    for event in shape.ending(chunk.finish_reason, held):
+                    finish = tool_plan.calls_finish if tool_plan is not None else "tool_calls"
+                    for event in shape.ending(chunk.finish_reason, held, finish):
                         yield event
                     if include_usage:
                         yield shape.usage_chunk(chunk.usage)

@@ -32,6 +32,13 @@ class ToolPlan:
     grammar: str  # "" unless tool_choice forces a call
     single: bool = False  # parallel_tool_calls false: an answer's first call only
     strict: dict[str, SchemaCheck] | None = None  # name -> `strict: true` function's parameters (checked unforced)
+    named: bool = False  # tool_choice names the function
+
+    @property
+    def calls_finish(self) -> str:
+        """The finish reason of an answer whose calls ended it: OpenAI's `stop` where tool_choice named the function
+        (the call was asked for, not chosen), `tool_calls` otherwise."""
+        return "stop" if self.named else "tool_calls"
 
     def follows(self, name: str, arguments: str) -> bool:
         check = (self.strict or {}).get(name)
@@ -71,7 +78,8 @@ def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | No
         raise BadRequest(f"{param}: {exc}", param=param) from None
     # A forced call follows its schema by grammar: nothing to check after
     strict = {} if forced else _strict_checks(body.tools, chat)
-    return ToolPlan(fmt, names, grammar, body.parallel_tool_calls is False, strict)
+    named = isinstance(choice, dict)
+    return ToolPlan(fmt, names, grammar, body.parallel_tool_calls is False, strict, named)
 
 
 STRICT_COMPILE_BUDGET_S = 2.0  # a request's strict schemas compiled for longer than this are refused

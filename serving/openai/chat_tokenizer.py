@@ -75,9 +75,38 @@ class ChatTokenizer:
         """A token's own bytes (a piece of a multi-byte character is not U+FFFD, as `decode` makes it)."""
         raw = self._bytes.get(token)
         if raw is None:
-            raw = self._bytes[token] = llg_tokenizer(self.tokenizer, ()).decode_bytes([token])
+            raw = llg_tokenizer(self.tokenizer, ()).decode_bytes([token])
+            if b"\xff" not in raw and (spelt := _spelt_with_0xff(self.tokenizer, token)) is not None:
+                raw = spelt  # llguidance drops the byte 0xFF (its mark of a special token)
+            self._bytes[token] = raw
         return raw
 
     def encode(self, text: str) -> list[int]:
         # The same ids as encode(); without the character offsets no caller reads: about a quarter less time
         return self.tokenizer.encode_batch_fast([text], add_special_tokens=False)[0].ids
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+    """A byte-level BPE vocabulary's characters -> the bytes they stand for (GPT-2's table: the printable bytes
+    as themselves, the others moved up to U+0100 and on)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    alphabet, moved = {chr(b): b for b in printable}, 0
+    for b in range(256):
+        if b not in printable:
+            alphabet[chr(256 + moved)] = b
+            moved += 1
+    return alphabet
+
+
+_BYTE_LEVEL = _byte_level_alphabet()
+
+
+def _spelt_with_0xff(tokenizer, token: int) -> bytes | None:
+    """The bytes of a token that holds the byte 0xFF, read off its vocabulary entry (`ÿ` in a byte-level BPE's,
+    `<0xFF>` as a SentencePiece byte fallback); None for any other token."""
+    piece = tokenizer.id_to_token(token) or ""
+    if piece == "<0xFF>":
+        return b"\xff"
+    if "ÿ" in piece and type(tokenizer.decoder).__name__ == "ByteLevel" and all(c in _BYTE_LEVEL for c in piece):
+        return bytes(_BYTE_LEVEL[c] for c in piece)
+    return None

@@ -40,6 +40,15 @@ def union_member(part: object) -> bool:
     )
 
 
+def field_path(loc) -> str:
+    """A field's place as OpenAI's errors name it: `messages[0].tool_calls[1].function` (pydantic's loc reads
+    `messages.0.tool_calls.1.function`). An object's keys stay keys: `logit_bias.5`, `metadata.k`."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return path
+
+
 def refusal(errors) -> BadRequest:
     """The 400 for a body's problems (pydantic's errors; a leading `body` in a loc is left out): the first
     MAX_PROBLEMS_LISTED, and how many more."""
@@ -49,7 +58,7 @@ def refusal(errors) -> BadRequest:
     for error in errors:
         if error["type"] == "json_invalid":
             return BadRequest(f"request body is not valid JSON: {error.get('ctx', {}).get('error', error['msg'])}")
-        where = ".".join(str(p) for p in error["loc"] if p != "body" and not union_member(p)) or "body"
+        where = field_path(p for p in error["loc"] if p != "body" and not union_member(p)) or "body"
         said = error["msg"].removeprefix("Value error, ")  # pydantic's label for our own validators' words
         problems.setdefault(f"{where}: {said}", where)
     listed = list(problems)[:MAX_PROBLEMS_LISTED]

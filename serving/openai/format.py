@@ -45,14 +45,21 @@ class ResponseShape:
         return envelope
 
     def whole(
-        self, text: str | None, reason: str, usage: worker_pb2.Usage, logprobs: dict | None = None, tool_calls=()
+        self,
+        text: str | None,
+        reason: str,
+        usage: worker_pb2.Usage,
+        logprobs: dict | None = None,
+        tool_calls=(),
+        calls_finish: str = "tool_calls",
     ) -> dict:
-        """`tool_calls`: serving.openai.tools.ToolCall, parsed from the answer (the reason is then "tool_calls")."""
+        """`tool_calls`: serving.openai.tools.ToolCall, parsed from the answer (the reason is then `calls_finish`:
+        ToolPlan.calls_finish)."""
         if self.is_chat:
             message = {"role": "assistant", "content": text, "refusal": None}
             if tool_calls:
                 message["tool_calls"] = [call.as_openai() for call in tool_calls]
-                reason = "tool_calls" if reason == "stop" else reason  # an answer cut by max_tokens says so
+                reason = calls_finish if reason == "stop" else reason  # an answer cut by max_tokens says so
             choice = {"index": self.index, "message": message, "logprobs": logprobs}
         else:
             choice = {"index": self.index, "text": text, "logprobs": logprobs}
@@ -77,9 +84,9 @@ class ResponseShape:
         choice["finish_reason"] = finish_reason(reason) if reason else None
         return sse(self._envelope(True) | {"choices": [choice]})
 
-    def ending(self, worker_reason: str, held=None) -> list[str]:
+    def ending(self, worker_reason: str, held=None, calls_finish: str = "tool_calls") -> list[str]:
         """The events that end a streamed choice: what `held` (serving.openai.tools.StreamedCalls) kept back, as text
-        or as tool calls, then the finish reason ("tool_calls" when calls ended an answer that stopped by itself)."""
+        or as tool calls, then the finish reason (`calls_finish` when calls ended an answer that stopped by itself)."""
         events, reason = [], worker_reason
         if held is not None:
             rest, calls = held.finish(worker_reason)
@@ -88,7 +95,7 @@ class ResponseShape:
                 events.append(self.chunk(rest, logprobs=these))
             if calls:
                 events.append(self.tool_calls_chunk(calls))
-                reason = "tool_calls" if reason == "stop" else reason
+                reason = calls_finish if reason == "stop" else reason
         return [*events, self.chunk(None, reason=reason)]
 
     def tool_calls_chunk(self, tool_calls) -> str:
@@ -171,12 +178,14 @@ class Logprobs:
         if logprob is not None:
             top = {self._name(t): lp for t, lp in alternatives}
             top.setdefault(name, logprob)
-        entry = {"token": name, "logprob": logprob, "top": top, "offset": self.offset}
         if "\ufffd" in text:  # a piece of a character: the character counts once, with its last piece
+            entry = {"token": name, "logprob": logprob, "top": top, "offset": self.offset}
             self.offset += len(self._utf8.decode(self.token_bytes(token)))
-        else:  # bytes left waiting were no character: one U+FFFD in the text
-            self.offset += len(self._utf8.decode(b"", final=True)) + len(text)
+        else:  # bytes left waiting were no character: one U+FFFD in the text, before this token's
+            self.offset += len(self._utf8.decode(b"", final=True))
             self._utf8.reset()
+            entry = {"token": name, "logprob": logprob, "top": top, "offset": self.offset}
+            self.offset += len(text)
         return entry
 
     def _bytes(self, token: int) -> list[int]:

@@ -197,7 +197,7 @@ class ResponsesRequest(BaseModel):
     user: Text | None = None
     safety_identifier: Text | None = None
     prompt_cache_key: Text | None = None
-    prompt_cache_retention: Literal["in_memory"] | None = None
+    prompt_cache_retention: Literal["in_memory", "in-memory"] | None = None
     service_tier: Literal["auto", "default"] | None = None
     # Tandem's extensions, as on the chat route
     seed: int | None = None
@@ -303,7 +303,7 @@ class ResponsesRequest(BaseModel):
             "user": self.user,
             "safety_identifier": self.safety_identifier,
             "prompt_cache_key": self.prompt_cache_key,
-            "prompt_cache_retention": "in-memory" if self.prompt_cache_retention else None,
+            "prompt_cache_retention": self.prompt_cache_retention,
             "service_tier": self.service_tier,
             "seed": self.seed,
             "top_k": self.top_k,

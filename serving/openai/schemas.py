@@ -285,7 +285,8 @@ class _GenerationParams(BaseModel):
     store: Literal[False] | None = Field(default=None, description="completions are never stored")
     service_tier: Literal["auto", "default"] | None = None
     prompt_cache_key: Text | None = Field(default=None, description="prefixes are cached and routed automatically")
-    prompt_cache_retention: Literal["in-memory"] | None = Field(
+    # OpenAI's `in_memory` (its OpenAPI document spelt it `in-memory` for a while: both are taken)
+    prompt_cache_retention: Literal["in_memory", "in-memory"] | None = Field(
         default=None, description="prefixes stay cached while the workers' KV memory holds them; never 24h"
     )
     safety_identifier: Text | None = None
@@ -322,6 +323,8 @@ class _GenerationParams(BaseModel):
         for sequence in listed:
             if isinstance(sequence, str) and len(sequence) > MAX_STOP_CHARS:
                 raise ValueError(f"a stop sequence is at most {MAX_STOP_CHARS} characters; one has {len(sequence)}")
+            if sequence == "":  # it would stop at once, or (as it was) be dropped unsaid
+                raise ValueError("a stop sequence is at least one character; one is empty")
         return value
 
     @field_validator("metadata")
@@ -433,7 +436,7 @@ class ChatCompletionRequest(_GenerationParams):
     messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     tools: list[JsonObject] | None = Field(
-        default=None, max_length=MAX_TOOLS, description="functions the model may call"
+        default=None, min_length=1, max_length=MAX_TOOLS, description="functions the model may call (at least one)"
     )
     parallel_tool_calls: bool | None = Field(default=None, description="with tools: may the answer make several calls")
     tool_choice: Literal["none", "auto", "required"] | ToolChoice | None = Field(
@@ -477,6 +480,13 @@ class ChatCompletionRequest(_GenerationParams):
             answered = set()
         _all_answered(calls, answered, "the end")
         return messages
+
+    @field_validator("max_completion_tokens")
+    @classmethod
+    def _one_limit(cls, value, info: ValidationInfo):  # as OpenAI: one of them, not both (one was dropped unsaid)
+        if value is not None and info.data.get("max_tokens") is not None:
+            raise ValueError("max_tokens and max_completion_tokens cannot both be set: send one")
+        return value
 
     @field_validator("parallel_tool_calls")
     @classmethod

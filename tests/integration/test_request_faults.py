@@ -263,9 +263,9 @@ def test_a_forced_calls_schema_that_cannot_compile_names_its_tool_not_the_gramma
     ("body", "param"),
     [
         (ASK | {"stop": ["a", "b", "c", "d", "e"]}, "stop"),
-        (ASK | {"messages": [{"role": "user", "content": "x\ud800"}]}, "messages.0.content"),
+        (ASK | {"messages": [{"role": "user", "content": "x\ud800"}]}, "messages[0].content"),
         (ASK | {"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function",
-            "function": {"name": "f", "arguments": {"a": "\udc80"}}}]}]}, "messages.0.tool_calls.0.function.arguments"),
+            "function": {"name": "f", "arguments": {"a": "\udc80"}}}]}]}, "messages[0].tool_calls[0].function.arguments"),
     ],
 )  # fmt: skip
 def test_param_names_the_field_not_pydantics_union_member(stack, body, param):
@@ -350,7 +350,7 @@ def test_a_body_with_thousands_of_bad_parts_gets_a_short_400(stack, items):
     error = reply.json()["error"]
     assert reply.status_code == 400 and error["param"].startswith("prompt"), error
     assert len(error["message"]) < 4000 and error["message"].endswith(" more"), error["message"][-200:]
-    assert error["message"].startswith("prompt: Input should be a valid string; prompt.0: "), error["message"][:200]
+    assert error["message"].startswith("prompt: Input should be a valid string; prompt[0]: "), error["message"][:200]
 
 
 def test_a_large_body_is_served_and_a_large_one_that_is_no_json_told_so(stack):

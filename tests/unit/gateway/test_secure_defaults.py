@@ -146,9 +146,9 @@ IMAGE = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"
         ({"metadata": {"privacy": 7}}, "metadata.privacy", "privacy"),
         ({"metadata": {"local_only": True}}, "metadata.local_only", "privacy tags go in metadata.privacy"),  # first
         ({"metadata": {"a": 1}}, "metadata.a", "values are strings of at most 512 characters"),
-        ({"messages": [{"role": "user", "content": [IMAGE]}]}, "messages.0.content",
+        ({"messages": [{"role": "user", "content": [IMAGE]}]}, "messages[0].content",
          "parts of type 'image_url' are not supported: Tandem serves text"),
-        ({"messages": [{"role": "user", "content": [{"type": "text"}]}]}, "messages.0.content",
+        ({"messages": [{"role": "user", "content": [{"type": "text"}]}]}, "messages[0].content",
          "a text part needs `text`"),
     ],
 )  # fmt: skip
