@@ -1,7 +1,9 @@
 """Read and validate a policy file; every error names the file, the line and the field."""
 
 import math
+import os
 import re
+import stat
 from pathlib import Path
 
 import yaml
@@ -42,7 +44,11 @@ def load_policy(path: Path) -> Policy:
 def read_policy_text(path: Path) -> str:
     """The file's text, UTF-8 (a BOM allowed), at most MAX_POLICY_BYTES; PolicyError saying why not."""
     try:
-        with open(path, "rb") as file:
+        # Not blocking in open(): a FIFO (or a device) at the path waited there for a writer, and the gateway with it
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise PolicyError(f"{path}: not a regular file; a policy is a YAML file")
             data = file.read(MAX_POLICY_BYTES + 1)
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read: {exc.strerror}") from exc

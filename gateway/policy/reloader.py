@@ -55,27 +55,48 @@ class PolicyReloader:
 
     async def run(self) -> None:
         """Watch the file's directory, and its target's where it is a symlink elsewhere; a failure of one reload
-        is logged and the watch goes on (a watcher that died would leave every later edit unread, silently)."""
-        path = self._state.policy_status.path
-        while True:  # watched anew whenever the symlinks come to point into other folders
-            chain = link_chain(path)
-            folders = {link.parent for link in chain}
-            # Only the file, its links and target and a ConfigMap's `..data` swap: a log written beside the policy
-            # was a change too, and watchfiles' own "1 change detected" line in it another: 10 reads a second.
-            names = {link.name for link in chain} | {"..data"}
+        is logged and the watch goes on (a watcher that died would leave every later edit unread, silently).
+
+        A folder that is not there (a link into one not made yet) is watched from the nearest one that is; and every
+        POLL_S the files' and folders' identities are compared as well, so a folder deleted and made anew (whose
+        old watch hears nothing more) or a missed event is caught within that: both stopped reloads for good."""
+        path, again = self._state.policy_status.path, False
+        while True:  # watched anew whenever the links or the folders change
+            chain, folders, names = await asyncio.to_thread(_watched, path)
+            seen = await asyncio.to_thread(_identity, chain, folders)
+            if again:  # what changed while no watch was on (the same text is no reload)
+                await self._reload_logged(path)
+            again = True
 
             def ours(_change, changed: str, names=names) -> bool:
                 return Path(changed).name in names
 
-            async for _ in awatch(*folders, debounce=50, step=50, recursive=False, watch_filter=ours):
-                try:
-                    await self.reload()
-                except Exception:  # noqa: BLE001 - the watch must outlive any one edit
-                    log.exception("policy reload failed; the previous policy keeps serving")
-                    self._state.policy_status.last_error = f"{path}: reload failed; see the gateway log"
-                    metrics.POLICY_RELOADS.labels("error").inc()  # a rejection all the same, as alerts count them
-                if link_chain(path) != chain:
-                    break
+            try:
+                async for changes in awatch(
+                    *folders,
+                    debounce=50,
+                    step=50,
+                    recursive=False,
+                    watch_filter=ours,
+                    rust_timeout=int(POLL_S * 1000),
+                    yield_on_timeout=True,
+                ):
+                    now = await asyncio.to_thread(_identity, chain, folders)
+                    if changes or now != seen:
+                        await self._reload_logged(path)
+                    if now != seen or await asyncio.to_thread(_watched, path) != (chain, folders, names):
+                        break
+            except OSError as exc:  # a folder gone between looking and watching: looked for again
+                log.warning("policy watch on %s: %s; watching again", ", ".join(map(str, folders)), exc)
+                await asyncio.sleep(POLL_S)
+
+    async def _reload_logged(self, path: Path) -> None:
+        try:
+            await self.reload()
+        except Exception:  # noqa: BLE001 - the watch must outlive any one edit
+            log.exception("policy reload failed; the previous policy keeps serving")
+            self._state.policy_status.last_error = f"{path}: reload failed; see the gateway log"
+            metrics.POLICY_RELOADS.labels("error").inc()  # a rejection all the same, as alerts count them
 
     async def reload(self) -> bool:
         """Load the file if its content changed; True when a new policy now serves."""
@@ -119,6 +140,36 @@ class PolicyReloader:
         return False
 
 
+POLL_S = 2.0  # how often the watched files' and folders' identities are compared, besides the events
+
+
+def _watched(path: Path) -> tuple[list[Path], set[Path], set[str]]:
+    """The policy's chain of links, the folders to watch (each link's, or the nearest that exists), and the names
+    whose change there matters: the links', a ConfigMap's `..data` swap, and each missing folder on the way."""
+    chain = link_chain(path)
+    folders, names = set(), {link.name for link in chain} | {"..data"}
+    for link in chain:
+        folder = link.parent
+        while not folder.is_dir() and folder != folder.parent:
+            names.add(folder.name)  # made later: a change in the folder above
+            folder = folder.parent
+        folders.add(folder)
+    return chain, folders, names
+
+
+def _identity(chain: list[Path], folders: set[Path]) -> tuple:
+    """What tells a file or folder from its replacement: device, inode, size and time of each (None where none)."""
+
+    def of(path: Path):
+        try:
+            st = path.lstat()
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+    return tuple(of(p) for p in chain), tuple((of(f) or (None, None))[:2] for f in sorted(folders))
+
+
 def link_chain(path: Path, most: int = 40) -> list[Path]:
     """The path, each symlink it leads through one step at a time, and the file it ends at: a change of any of
     them changes what is read. A policy linked to a ConfigMap's file, itself a link into `..data` (two levels), had
@@ -140,11 +191,12 @@ def link_chain(path: Path, most: int = 40) -> list[Path]:
 async def settled_text(path: Path) -> str:
     """The file's text once it has stopped changing (SETTLE_S); a writer still busy after SETTLE_MAX_S gets its
     text read as it stands, and its next write is a change of its own, read again."""
-    text, waited = read_policy_text(path), 0.0
+    # Off the event loop: a file on a mount that hangs stopped every request with it
+    text, waited = await asyncio.to_thread(read_policy_text, path), 0.0
     while waited < SETTLE_MAX_S:
         await asyncio.sleep(SETTLE_S)
         waited += SETTLE_S
-        again = read_policy_text(path)
+        again = await asyncio.to_thread(read_policy_text, path)
         if again == text:
             break
         text = again

@@ -1,6 +1,7 @@
 """A refused edit is counted and shown, whatever is wrong with the file: the previous policy keeps serving."""
 
 import asyncio
+import os
 import time
 from types import SimpleNamespace
 
@@ -98,3 +99,96 @@ def test_every_folder_a_policy_is_linked_through_is_watched(tmp_path):
     (tmp_path / "loop").symlink_to(tmp_path / "loop2")
     (tmp_path / "loop2").symlink_to(tmp_path / "loop")
     assert len(reloader.link_chain(tmp_path / "loop")) <= 3  # a loop of links ends
+
+
+EDITED = GOOD.replace("name: default", "name: edited")
+
+
+@pytest.fixture
+def watched(tmp_path, monkeypatch):
+    """A policy at pdir/policy.yaml and a running reloader: yields (the path, a wait for the edited policy)."""
+    monkeypatch.setattr(reloader, "SETTLE_S", 0.0)
+    monkeypatch.setattr(reloader, "POLL_S", 0.2)
+    (tmp_path / "pdir").mkdir()
+    path = tmp_path / "pdir" / "policy.yaml"
+    path.write_text(GOOD)
+
+    async def apply(policy):
+        pass
+
+    state = SimpleNamespace(
+        policy=load_policy(path),
+        policy_status=PolicyStatus(path, digest(GOOD), time.time()),
+        check_models=lambda policy: None,
+        registry=SimpleNamespace(apply=apply),
+    )
+
+    async def edited(within: float = 5.0) -> bool:
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            if any(rule.name == "edited" for rule in state.policy.rules):
+                return True
+            await asyncio.sleep(0.05)
+        return False
+
+    return path, state, edited
+
+
+async def _running(state):
+    task = asyncio.create_task(PolicyReloader(state).run())
+    await asyncio.sleep(0.3)  # the watch is on
+    return task
+
+
+async def test_a_link_into_a_folder_not_made_yet_leaves_the_watch_on(watched, tmp_path):
+    """(a review) The policy linked into a folder that did not exist yet: the watch raised FileNotFoundError and
+    died, and no edit after was read, silently."""
+    path, state, edited = watched
+    task = await _running(state)
+    try:
+        path.unlink()
+        path.symlink_to(tmp_path / "not-yet" / "policy.yaml")
+        await asyncio.sleep(0.6)
+        assert "cannot read" in (state.policy_status.last_error or "")
+        (tmp_path / "not-yet").mkdir()
+        (tmp_path / "not-yet" / "policy.yaml").write_text(EDITED)
+        assert await edited(), state.policy_status.last_error
+        assert state.policy_status.last_error is None
+    finally:
+        task.cancel()
+
+
+async def test_a_folder_deleted_and_made_again_is_watched_again(watched):
+    """(a review) A deploy tool replaced the policy's folder: the watch stayed on the deleted one and heard nothing
+    more."""
+    path, state, edited = watched
+    task = await _running(state)
+    try:
+        path.unlink()
+        path.parent.rmdir()
+        await asyncio.sleep(0.6)
+        path.parent.mkdir()
+        path.write_text(EDITED)
+        assert await edited(), state.policy_status.last_error
+    finally:
+        task.cancel()
+
+
+async def test_a_fifo_at_the_policy_path_is_refused_not_waited_on(watched):
+    """(a review) open() on a FIFO waits for a writer: on the event loop, every request waited with it."""
+    path, state, edited = watched
+    serving = state.policy
+    task = await _running(state)
+    try:
+        path.unlink()
+        os.mkfifo(path)
+        started = time.monotonic()
+        while "not a regular file" not in (state.policy_status.last_error or "") and time.monotonic() - started < 5:
+            await asyncio.sleep(0.05)  # the loop runs: nothing waits on the FIFO
+        assert "not a regular file" in state.policy_status.last_error
+        assert state.policy is serving
+        path.unlink()
+        path.write_text(EDITED)
+        assert await edited()
+    finally:
+        task.cancel()
