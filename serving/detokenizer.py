@@ -15,6 +15,7 @@ from tokenizers import Tokenizer
 
 REPLACEMENT = "\ufffd"
 UNFINISHED_TOKENS = 3  # the most tokens the bytes of an unfinished character (3 of its 4 at most) can span
+_MOST_CUTS = 8  # token boundaries tried for a cut where bytes never made a character
 
 
 class IncrementalDetokenizer:
@@ -46,9 +47,13 @@ class IncrementalDetokenizer:
         if window.endswith(REPLACEMENT) and end - self._read_offset > UNFINISHED_TOKENS:
             # Bytes that will never be a character (a character unfinished at the end has its bytes in the last
             # three tokens at most): final, U+FFFD each. Waiting for them made the window, and each decode, grow
-            # without end, and an answer of them alone was "".
-            end -= UNFINISHED_TOKENS
-            window = self._decode(ids[self._prefix_offset : end])
+            # without end, and an answer of them alone was "". Cut where the text so far reads as it does in the
+            # whole window: not inside a character a token ends in the middle of (a vocabulary may hold tokens
+            # that span two characters' bytes, and a cut there made a valid character U+FFFD).
+            cut = self._final_cut(window)
+            if cut is None:
+                return ""
+            end, window = cut
         elif window.endswith(REPLACEMENT):
             return ""  # an incomplete multi-byte character: wait for its next byte
         if len(window) <= len(seen):
@@ -57,6 +62,19 @@ class IncrementalDetokenizer:
         if self._stopped_at_stop_string():
             return self._release(len(self._text))
         return self._release(len(self._text) - self._holdback)
+
+    def _final_cut(self, window: str) -> tuple[int, str] | None:
+        """The last token index, at least UNFINISHED_TOKENS before the end, whose text up to it is where the whole
+        window's begins (so it ends on no character cut in two), and that text; None where none of the last
+        _MOST_CUTS is."""
+        ids, start = self._token_ids, self._prefix_offset
+        for end in range(
+            len(ids) - UNFINISHED_TOKENS, max(self._read_offset, len(ids) - UNFINISHED_TOKENS - _MOST_CUTS), -1
+        ):
+            text = self._decode(ids[start:end])
+            if window.startswith(text):
+                return end, text
+        return None
 
     def _stopped_at_stop_string(self) -> bool:
         """Whether a stop string is in the text now; if so, the text ends where it begins."""

@@ -124,3 +124,26 @@ def test_a_stop_string_that_only_the_flush_completes_still_stops(tokenizer):
     text += detok.flush()
     assert (text, detok.is_stopped) == ("ok", True)
     assert list(detok.take()[0]) == ok  # the byte's token is the stop's: it never leaves
+
+
+def test_tokens_that_span_two_characters_stream_every_character():
+    """(a review) A byte-level vocabulary may hold a token with the end of one character and the start of the next:
+    after 3 such tokens the stream took everything but the last 3 as final, and sent a valid 中 as U+FFFD."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    from serving.openai.chat_tokenizer import _BYTE_LEVEL
+
+    spell = {byte: char for char, byte in _BYTE_LEVEL.items()}
+    raw = "中文字符".encode()
+    pieces = [raw[0:1], raw[1:4], raw[4:7], raw[7:10], raw[10:12]]  # each ends inside the next character
+    vocab = {spell[b]: b for b in range(256)}
+    for piece in pieces:
+        vocab.setdefault("".join(spell[b] for b in piece), len(vocab))
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    ids = [vocab["".join(spell[b] for b in piece)] for piece in pieces]
+    assert tokenizer.decode(ids) == "中文字符"
+    detok = IncrementalDetokenizer(tokenizer)
+    streamed = "".join(detok.push(i) for i in ids) + detok.flush()
+    assert streamed == "中文字符"
