@@ -22,7 +22,7 @@ from gateway.cors import CorsForConfiguredOrigins
 from gateway.lifespan import app_settings, lifespan
 from gateway.request_span import RequestSpan
 from serving.body_limit import BodyLimit, replayed
-from serving.openai.errors import BadRequest, GatewayError, refusal
+from serving.openai.errors import UNDECODABLE_BODY, BadRequest, GatewayError, refusal
 from serving.openai.responses import ResponsesRequest
 from serving.openai.schemas import ChatCompletionRequest, CompletionRequest
 
@@ -326,14 +326,9 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
     """FastAPI's own refusals (an unparsable body, an unknown route or method) in OpenAI's error shape."""
     error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
     message = str(exc.detail)
-    if message == "There was an error parsing the body":  # FastAPI's words for a body json.loads cannot decode
-        message = (
-            "the request body could not be decoded as JSON: send it in UTF-8 (or UTF-16/32), not another encoding, "
-            "and nested at most a few hundred levels deep"
-        )
     code = _HTTP_CODES.get(exc.status_code)
-    if message.startswith("the request body could not be decoded"):
-        code = "invalid_request"  # as a body that is not JSON at all is named
+    if message == "There was an error parsing the body":  # FastAPI's words for a body json.loads cannot decode
+        message, code = UNDECODABLE_BODY, "invalid_request"  # as a body that is not JSON at all is named
     if exc.status_code == 404 and message == "Not Found":
         message, code = _unknown_url(request), "unknown_url"
     body = {"error": {"message": message, "type": error_type, "param": None, "code": code}}

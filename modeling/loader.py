@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
 from modeling.llama import LlamaForCausalLM
 from modeling.model_config import ModelConfig, UnsupportedModelError
@@ -55,26 +55,36 @@ def _unfused(name: str, tensor: torch.Tensor, config: ModelConfig) -> list[tuple
     return [(name, tensor)]
 
 
+def _load_file(path: Path, config: ModelConfig, expected: dict[str, torch.Tensor], loaded: set[str]) -> None:
+    with safe_open(str(path), framework="pt") as f:
+        for stored in f.keys():
+            if stored.endswith("rotary_emb.inv_freq"):
+                continue  # older exports saved this buffer; we derive it from the config
+            for name, tensor in _unfused(stored, f.get_tensor(stored), config):
+                if name not in expected:
+                    raise UnsupportedModelError(f"{path.name}: unexpected tensor {stored!r}")
+                if tensor.shape != expected[name].shape:
+                    raise CheckpointError(
+                        f"{path.name}: {name} has shape {tuple(tensor.shape)}, "
+                        f"config implies {tuple(expected[name].shape)}"
+                    )
+                expected[name].copy_(tensor)
+                loaded.add(name)
+
+
 def load_model(checkpoint_dir: Path, dtype: torch.dtype = torch.float32, device: str = "cpu") -> LlamaForCausalLM:
     config = read_config(checkpoint_dir)
     model = LlamaForCausalLM(config)
     expected = model.state_dict()
     loaded: set[str] = set()
     for path in weight_files(checkpoint_dir):
-        with safe_open(str(path), framework="pt") as f:
-            for stored in f.keys():
-                if stored.endswith("rotary_emb.inv_freq"):
-                    continue  # older exports saved this buffer; we derive it from the config
-                for name, tensor in _unfused(stored, f.get_tensor(stored), config):
-                    if name not in expected:
-                        raise UnsupportedModelError(f"{path.name}: unexpected tensor {stored!r}")
-                    if tensor.shape != expected[name].shape:
-                        raise CheckpointError(
-                            f"{path.name}: {name} has shape {tuple(tensor.shape)}, "
-                            f"config implies {tuple(expected[name].shape)}"
-                        )
-                    expected[name].copy_(tensor)
-                    loaded.add(name)
+        try:
+            _load_file(path, config, expected, loaded)
+        except (SafetensorError, OSError) as exc:  # cut short by a copy or a download, or damaged since
+            raise CheckpointError(
+                f"{path}: not a whole safetensors file ({exc}); copy or download it again (`tandem up`'s demo "
+                "model is built anew once its folder is deleted)"
+            ) from None
     if config.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
         loaded.add("lm_head.weight")

@@ -14,13 +14,14 @@ import uuid
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from serving.checkpoint import GenerationDefaults
 from serving.engine_api import Engine, GenerationRequest, RequestRejected, SamplingParams
 from serving.openai import tools
 from serving.openai.answer import answer_grammar, answer_logprobs, check_token_ids, tool_plan
 from serving.openai.chat_tokenizer import ChatTokenizer
-from serving.openai.errors import BadRequest, GatewayError, ModelNotFound, PromptTooLong
+from serving.openai.errors import UNDECODABLE_BODY, BadRequest, GatewayError, ModelNotFound, PromptTooLong, refusal
 from serving.openai.format import SSE_DONE, Logprobs, ResponseShape, sse
 from serving.openai.schemas import ChatCompletionRequest
 from serving.worker_service import chunk_to_proto
@@ -66,10 +67,8 @@ def _parse(raw: object) -> ChatCompletionRequest:
     """The body as the gateway's model reads it; BadRequest naming the first field at fault."""
     try:
         body = ChatCompletionRequest.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        param = ".".join(str(part) for part in first["loc"]) or None
-        raise BadRequest(f"{param or 'body'}: {first['msg']}", param=param) from None
+    except ValidationError as exc:  # in the gateway's words (no validator's repr with a memory address)
+        raise refusal(exc.errors()) from None
     if refused := body.refused_field():
         raise BadRequest(refused[1], param=refused[0])
     if body.n != 1:
@@ -89,6 +88,8 @@ def add_openai_routes(
     naming another model is a 404 (an inference gateway in front names the model; the device's SDK may not)."""
     counter = itertools.count()
 
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+
     @app.get("/v1/models")
     async def models() -> dict:
         context = engine.stats().max_context_tokens
@@ -98,7 +99,11 @@ def add_openai_routes(
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
         try:
-            body = _parse(await request.json())
+            try:
+                raw = await request.json()
+            except (ValueError, RecursionError):
+                raise BadRequest(UNDECODABLE_BODY) from None
+            body = _parse(raw)
             if require_model and body.model != model_id:
                 raise ModelNotFound(
                     f"model {body.model!r} does not exist; this worker serves {model_id!r}", param="model"
@@ -116,8 +121,8 @@ def add_openai_routes(
             return JSONResponse(exc.body(), exc.status_code)
         except RequestRejected as exc:
             return error_response(400, str(exc))
-        except (ValueError, RecursionError) as exc:  # JSON that does not parse, a content part that is not text
-            return error_response(400, f"bad request: {str(exc)[:200]}")
+        except (ValueError, RecursionError) as exc:  # a content part that is not text
+            return error_response(400, f"bad request: {str(exc)[:200]}", "invalid_request")
         include_usage = body.include_usage()
         shape = ResponseShape.new(True, f"chatcmpl-{uuid.uuid4().hex}", model_id, include_usage)
         logprobs = None
@@ -188,6 +193,18 @@ async def _sse(
     finally:
         await stream.aclose()
     yield SSE_DONE
+
+
+_HTTP_CODES = {404: "unknown_url", 405: "method_not_allowed"}
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    """An unknown route or method in OpenAI's error shape, as the gateway answers it (FastAPI's is `{"detail"}`)."""
+    message = f"{request.method} {request.url.path[:200]}: {exc.detail}"
+    if exc.detail == "There was an error parsing the body":
+        message = UNDECODABLE_BODY
+    body = _error_body(exc.status_code, message, _HTTP_CODES.get(exc.status_code, "invalid_request"))
+    return JSONResponse(body, exc.status_code, headers=getattr(exc, "headers", None))
 
 
 def _error_body(status: int, message: str, code: str | None = None, param: str | None = None) -> dict:

@@ -190,6 +190,9 @@ def spawn(
     log_mode: str = "w",
 ) -> Child:
     log_path = log_dir / f"{name}.log"
+    if log_mode == "w" and log_path.exists() and log_path.stat().st_size:
+        # The run before's log (a crash's, maybe) is kept once, as <name>.log.1: a new start wrote over it
+        log_path.replace(log_path.with_name(f"{name}.log.1"))
     with open(log_path, log_mode) as log_file:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
             [sys.executable, "-m", "tandem.cli", *args],

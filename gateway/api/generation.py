@@ -3,6 +3,7 @@ classify), dispatch, and format the answer whole or streamed, with its spans, me
 handlers (gateway/api/openai_routes.py) only call `serve`."""
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -226,7 +227,8 @@ async def _serve(
             )
             return ClosingStreamingResponse(events, media_type="text/event-stream", headers=headers)
         work = _collect(routed, shape, started, admission, traced(one), logprobs(one), tools, prefix(one))
-        answer = await _unless_the_client_leaves(request, work)
+        with _saying_where(headers):
+            answer = await _unless_the_client_leaves(request, work)
         return await _json_response(answer, headers, logprobs_wanted) if answer is not None else _client_gone()
     shared = _SharedAdmission(admission, len(choices))
     shapes = [dataclasses.replace(shape, index=choice.index) for choice in choices]
@@ -280,25 +282,26 @@ async def _serve(
             [events_of(routed, choices[0])], shape, usages if include_usage else None, firsts, the_others()
         )
         return ClosingStreamingResponse(events, media_type="text/event-stream", headers=headers)
-    answers = await _unless_the_client_leaves(
-        request,
-        _first_failure_ends_all(
-            [
-                _collect(
-                    one,
-                    s,
-                    started,
-                    share(choice),
-                    traced(choice.prepared),
-                    logprobs(choice.prepared),
-                    tools,
-                    prefix(choice.prepared),
-                    usages,
-                )  # fmt: skip
-                for one, s, choice in zip(routed_all, shapes, choices, strict=True)
-            ]
-        ),
-    )
+    with _saying_where(headers):
+        answers = await _unless_the_client_leaves(
+            request,
+            _first_failure_ends_all(
+                [
+                    _collect(
+                        one,
+                        s,
+                        started,
+                        share(choice),
+                        traced(choice.prepared),
+                        logprobs(choice.prepared),
+                        tools,
+                        prefix(choice.prepared),
+                        usages,
+                    )  # fmt: skip
+                    for one, s, choice in zip(routed_all, shapes, choices, strict=True)
+                ]
+            ),
+        )
     if answers is None:
         return _client_gone()
     merged = answers[0] | {"choices": [a["choices"][0] for a in answers], "usage": usage_dict(_summed(usages, firsts))}
@@ -719,6 +722,17 @@ def _used_tokens(last: worker_pb2.GenerateChunk | None) -> int | None:
     if last is None or not last.HasField("usage"):
         return None
     return last.usage.prompt_tokens + last.usage.completion_tokens
+
+
+@contextlib.contextmanager
+def _saying_where(headers: dict[str, str]) -> Iterator[None]:
+    """A failure after routing (a 502 when the backend died mid-answer) carries the route and backend headers, as
+    every routed answer does."""
+    try:
+        yield
+    except GatewayError as exc:
+        exc.headers = {**headers, **exc.headers}
+        raise
 
 
 def _mid_answer(exc: BackendError) -> GatewayError:

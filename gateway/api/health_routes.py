@@ -42,6 +42,11 @@ async def readyz(state: State, registry: Registry, request: Request) -> JSONResp
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
+# HEAD as GET answers it, without the body (uptime checkers send HEAD; it was a 405)
+router.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False)
+router.add_api_route("/readyz", readyz, methods=["HEAD"], include_in_schema=False)
+
+
 @router.get("/metrics", responses={401: {"description": "needs 'Authorization: Bearer <TANDEM_OPS_TOKEN>'"}})
 async def prometheus_metrics(request: Request) -> Response:
     if not is_ops(request):

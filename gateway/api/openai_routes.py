@@ -39,6 +39,9 @@ async def list_models(state: State) -> dict:
     return {"object": "list", "data": [_model_card(state, m) for m in state.listed()]}
 
 
+router.add_api_route("/models", list_models, methods=["HEAD"], include_in_schema=False)  # as GET, without the body
+
+
 @router.get("/models/{model:path}", responses=error_responses(404))
 async def retrieve_model(model: str, state: State) -> dict:
     """One model; 404 model_not_found naming it. (`:path`: ids such as `org/name` have a slash.) `/v1/models/`, with

@@ -67,6 +67,11 @@ def refusal(errors) -> BadRequest:
     return BadRequest(message, param=next(iter(problems.values()), None))
 
 
+# FastAPI's and Starlette's body parsing says only that it failed: what can make valid-looking JSON fail
+UNDECODABLE_BODY = (
+    "the request body could not be decoded as JSON: send it in UTF-8 (or UTF-16/32), not another encoding, "
+    "nested at most a few hundred levels deep, with integers of at most 4300 digits"
+)
 MAX_PROBLEMS_LISTED = 20  # a 400 names the first problems; a body with thousands says how many more
 
 

@@ -66,3 +66,23 @@ def test_a_stream_cut_by_a_crashing_worker_ends_with_an_error_event(stack):
     with pytest.raises(openai.APIError, match="backend failed mid-answer"):
         for _ in chunks:
             pass
+
+
+def test_an_answer_cut_by_a_crashing_worker_is_a_502_that_says_where(stack):
+    """(a review) The non-streamed 502 had no `X-Tandem-Route` / `X-Tandem-Backend`, which every routed answer
+    carries: the operator could not tell which backend died."""
+    import threading
+    import time
+
+    replies = []
+    body = {"model": "tandem-demo", "messages": [{"role": "user", "content": "go on"}], "max_tokens": 1900}
+    asking = threading.Thread(
+        target=lambda: replies.append(httpx.post(f"{stack.url}/v1/chat/completions", json=body, timeout=60))
+    )
+    asking.start()
+    time.sleep(1.0)  # routed, and answering: 1,900 tokens take longer than this
+    stack.kill("cloud")
+    asking.join()
+    (reply,) = replies
+    assert reply.status_code == 502 and "mid-answer" in reply.json()["error"]["message"], reply.text
+    assert reply.headers["x-tandem-route"] == "cloud; rule=default" and reply.headers["x-tandem-backend"], reply.headers

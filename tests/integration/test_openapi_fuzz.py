@@ -110,6 +110,23 @@ def test_the_local_agent_names_the_field_it_refuses(live, local_token_file, fiel
     assert re.split(r"[.[]", answer.json()["error"]["param"])[0] == field
 
 
+def test_the_local_agent_answers_in_the_gateways_words(live, local_token_file):
+    """(a review) The local agent's 400s held pydantic's internals (`function-after[functools.partial(<function
+    max_length_validator at 0x…>`), Python's (`maximum recursion depth exceeded`), and its 404s FastAPI's shape."""
+    _, agent = live
+    headers = {"Authorization": f"Bearer {local_token_file.read_text().strip()}", "Content-Type": "application/json"}
+    ask = '{"model": "any", "messages": [{"role": "user", "content": "hi"}]'
+    for body, field in ((ask + ', "stop": "\\ud800"}', "stop"), ('{"model": "any", "messages": [{"role": "user", '
+                         '"content": "x\\ud800"}]}', "messages[0].content")):  # fmt: skip
+        error = httpx.post(f"{agent}/v1/chat/completions", content=body, headers=headers, timeout=30).json()["error"]
+        assert error["param"] == field and "0x" not in error["message"] and "function-after" not in error["message"]
+    deep = "[" * 100_000 + "]" * 100_000
+    error = httpx.post(f"{agent}/v1/chat/completions", content=deep, headers=headers, timeout=30).json()["error"]
+    assert "could not be decoded as JSON" in error["message"] and "recursion" not in error["message"], error
+    missing = httpx.get(f"{agent}/v1/nothing", headers=headers, timeout=30)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "unknown_url", missing.text
+
+
 def test_the_local_agent_serves_tools_and_structured_output_as_the_gateway_does(live, local_token_file):
     _, agent = live
     headers = {"Authorization": f"Bearer {local_token_file.read_text().strip()}"}

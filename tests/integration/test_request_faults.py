@@ -339,6 +339,21 @@ def test_a_body_in_latin_1_is_told_to_send_utf_8(stack):
     reply = httpx.post(f"{stack.url}/v1/chat/completions", content=body.encode("latin-1"),
                        headers={"Content-Type": "application/json"}, timeout=30)  # fmt: skip
     assert reply.status_code == 400 and "UTF-8" in reply.json()["error"]["message"], reply.text
+    assert reply.json()["error"]["code"] == "invalid_request"  # (a review) null, where a body no JSON said so
+    huge = '{"model": "tandem-demo", "max_tokens": ' + "9" * 5000 + ', "messages": []}'
+    reply = httpx.post(f"{stack.url}/v1/chat/completions", content=huge,
+                       headers={"Content-Type": "application/json"}, timeout=30)  # fmt: skip
+    assert reply.status_code == 400 and "4300 digits" in reply.json()["error"]["message"], reply.text
+
+
+def test_head_is_answered_as_get_and_another_method_is_named(stack):
+    """(a review) Uptime checkers send HEAD: /healthz, /readyz and /v1/models said 405. A method no route takes is a
+    405 in OpenAI's error shape, its `code` named."""
+    for path in ("/healthz", "/readyz", "/v1/models"):
+        head = httpx.head(f"{stack.url}{path}", timeout=30)
+        assert head.status_code == httpx.get(f"{stack.url}{path}", timeout=30).status_code and not head.content, path
+    put = httpx.put(f"{stack.url}/v1/models", timeout=30)
+    assert put.status_code == 405 and put.json()["error"]["code"] == "method_not_allowed", put.text
 
 
 @pytest.mark.parametrize("items", [8000, 40000])  # 32 KB, and 160 KB: over LARGE_BODY_BYTES, validated in a thread

@@ -102,6 +102,16 @@ def test_missing_weights_file_is_a_clear_error(demo_checkpoint, tmp_path):
         load_model(path)
 
 
+def test_a_weights_file_cut_short_is_a_clear_error(demo_checkpoint, tmp_path):
+    """(a review) A truncated model.safetensors stopped `tandem up` with a SafetensorError traceback that named
+    neither the file nor what to do."""
+    path = make_variant(demo_checkpoint, tmp_path / "cut", {})
+    weights = path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match="model.safetensors: not a whole safetensors file"):
+        load_model(path)
+
+
 @pytest.mark.parametrize(
     ("changes", "context"),
     [

@@ -125,3 +125,16 @@ def test_a_port_in_use_names_the_process_holding_it(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_new_start_keeps_the_run_befores_log(tmp_path):
+    """(a review) Each start wrote over the logs: a crashed run's gateway log was gone by the time anyone looked."""
+    import os
+
+    from tandem.stack import spawn
+
+    (tmp_path / "gateway.log").write_text("Traceback: the crash before\n")
+    child = spawn("gateway", None, "", ["--help"], tmp_path, dict(os.environ))
+    child.process.wait(timeout=60)
+    assert (tmp_path / "gateway.log.1").read_text() == "Traceback: the crash before\n"
+    assert "usage" in (tmp_path / "gateway.log").read_text().lower()
