@@ -29,6 +29,7 @@ test: $(STAMP) kernels
 	$(BIN)/python -m tandem_sdk.normalization_gen --check
 	$(BIN)/python -m gateway.api.fields --check
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 

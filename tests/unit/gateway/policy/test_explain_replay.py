@@ -28,7 +28,13 @@ CASES = [
     ("detected SSN", dict(text="my SSN is 123-45-6789"), candidates(), ["private"], "edge"),
     ("detected SSN after a label", dict(text="Social Security No.: 123456789"), candidates(), ["private"], "edge"),
     ("detected SSN over two messages", dict(text="My SSN is 123-45-\n6789"), candidates(), ["private"], "edge"),
-    ("detected written-out e-mail", dict(text="lee [at] cs [dot] stanford [dot] edu"), candidates(), ["private"], "edge"),
+    (
+        "detected written-out e-mail",
+        dict(text="lee [at] cs [dot] stanford [dot] edu"),
+        candidates(),
+        ["private"],
+        "edge",
+    ),
     (
         "short on an NPU",
         dict(text="hi", device_header='{"npu": true}'),

@@ -42,11 +42,20 @@ def state(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("edit", "said"),
     [
-        (GOOD.replace("['grpc://127.0.0.1:1']}", "['grpc://127.0.0.1:1'], profile: {picker: {type: }}}"), "picker.type"),
-        (GOOD.replace("['grpc://127.0.0.1:1']}", "['grpc://127.0.0.1:1'], profile: {picker: {type: 5}}}"), "picker.type"),
+        (
+            GOOD.replace("['grpc://127.0.0.1:1']}", "['grpc://127.0.0.1:1'], profile: {picker: {type: }}}"),
+            "picker.type",
+        ),
+        (
+            GOOD.replace("['grpc://127.0.0.1:1']}", "['grpc://127.0.0.1:1'], profile: {picker: {type: 5}}}"),
+            "picker.type",
+        ),
         (GOOD.replace("version: 1", "version: !!timestamp 1"), "!!timestamp"),
         (GOOD.replace("route: cloud}", f"route: cloud, match: {{priority: {{min: {'9' * 5000}}}}}}}"), "5000 digits"),
-        (GOOD.replace("['grpc://127.0.0.1:1']}", "['grpc://127.0.0.1:1'], trust_remote_http: 'yes'}"), "trust_remote_http"),
+        (
+            GOOD.replace("['grpc://127.0.0.1:1']}", "['grpc://127.0.0.1:1'], trust_remote_http: 'yes'}"),
+            "trust_remote_http",
+        ),
     ],
 )
 async def test_a_refused_edit_is_counted_and_names_the_file(state, edit, said):
