@@ -33,7 +33,7 @@ from stdnum import iban as stdnum_iban
 from stdnum import isbn, numdb
 from stdnum.cn import ric
 
-from tandem_sdk.normalize import normalize_utf8
+from tandem_sdk.normalize import latin_looking, normalize_utf8
 
 _DIGITS = b"0123456789"
 _LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -224,6 +224,13 @@ class Scan:
         self.data = normalize_utf8(text)
         self._before_dates: list[list[bytes]] = []  # found with the clusters (`_clusters_in`)
         self.broken_ssn_look_backs = 0  # has_ssn's, from nine digits a line break parts
+
+    @classmethod
+    def normalized(cls, data: bytes) -> "Scan":
+        """A scan of text normalized already (`latin_looking`'s reading)."""
+        scan = cls("")
+        scan.data = data
+        return scan
 
     @cached_property
     def has_ssn_label(self) -> bool:
@@ -744,6 +751,7 @@ def _national(scan: Scan, cluster: Cluster) -> bool:
 # The others as written: non-ASCII upper case is not lowered here (Cyrillic in both cases, `MÓVIL` read `mÓvil`).
 _PHONE_WORDS_WHOLE = (
     "tel tlf tfn fax ph mob mobil mobile cel cell cellular cellulare celular whatsapp handy handynummer mobilnummer "
+    "mobilephone homephone workphone officephone businessphone "  # HubSpot's and Outlook's property names
     "rufnummer telefonnummer movil móvil mÓvil phone phones telephone cellphone smartphone iphone handphone telefon "
     "telefono teléfono telÉfono telefone contact call calling called callback dial dialed dialled dialing dialling "
     "sms txt texted texting phoned rang telp hubungi mobiel telefoonnummer gsm telefonu mobilfunknummer viber "
@@ -826,20 +834,26 @@ _LABEL_TRIE = _trie({*_PHONE_WORDS_WHOLE, *_PHONE_WORDS_ANY})
 
 
 # A transcript's turn: the line's end (a blank line may follow), then at the start of the next line (indented, after
-# a time, in bold) the speaker who answers and a colon. After a question's `?` (the question's last words before it:
-# `What's the best phone number to reach you?`, `Your SSN and phone?`), any speaker of one or two words
-# (`Customer:`, `[10:02] Caller:`, `**Speaker 2:**`, `Q:`/`A:`); after a statement (`Please confirm your SSN.`), one of
-# a transcript's roles: a line that asks nothing over `key: number` is a YAML's or a form's (`platform: mobile` over
-# `build: 12345678` stays quiet).
+# a time, in bold) the speaker who answers and a colon. Right after a question's `?`, any speaker of one or two words
+# (`Customer:`, `[10:02] Caller:`, `**Speaker 2:**`, `Q:`/`A:`); after a statement (`Please confirm your SSN.`), or
+# the question's last words before its `?` (`What's the best phone number to reach you?`, `Your SSN and phone?`), one
+# of a transcript's roles: a line that asks nothing over `key: number` is a YAML's or a form's (`platform: mobile`
+# over `build: 12345678` stays quiet), and so is a comment's question (`# Which mobile builds get the flag?` over
+# `min_build: 24051201`).
 _TURN_START = "[ \\t]*(?:\\r?\\n[ \\t]*){1,2}(?:\\[[0-9:.apm ]{1,12}\\][ \\t]*)?(?:\\*\\*)?"
 _ROLES = (
     "agent|customer|caller|callee|user|assistant|rep|representative|client|patient|doctor|dr|nurse|operator|support|"
     "speaker(?: [0-9]{1,2})?|interviewer|interviewee|host|guest|bot|human|ai|me|you|q|a"
 )
+_QUESTION_WORDS = "[a-z' ,-]{1,80}\\?"  # a question's words between the label and its `?`
 _QUESTION_TURN = (
-    "(?:[a-z' ,-]{0,48}\\?" + _TURN_START + "[a-z][a-z0-9_.'-]{0,19}(?: [a-z0-9][a-z0-9_.'-]{0,19})?"
-    "|[.!]?" + _TURN_START + "(?:" + _ROLES + "))(?![a-z0-9_'-])(?:\\*\\*)?[ \\t]*:"
+    "(?:\\?" + _TURN_START + "[a-z][a-z0-9_.'-]{0,19}(?: [a-z0-9][a-z0-9_.'-]{0,19})?"
+    "|(?:" + _QUESTION_WORDS + "|[.!])?" + _TURN_START + "(?:" + _ROLES + "))(?![a-z0-9_'-])(?:\\*\\*)?[ \\t]*:"
 )
+# A question's words and its `?`, then the answer alone on the next line: the user's message after the assistant's
+# question, as a chat's turns are joined (`What's the best phone number to reach you?` then `4155550100`); `\\Z`: a
+# look-back's window ends where the number starts
+_QUESTION_THEN_NUMBER = _QUESTION_WORDS + "(?=[ \\t]*(?:\\r?\\n[ \\t]*){1,2}(?:[0-9+(]|\\Z))"
 # A vCard property's parameters between `TEL` and its colon (`TEL;TYPE=CELL;TYPE=pref:`, vCard 2.1's `TEL;WORK;VOICE:`)
 _VCARD_PARAMETER = ';[a-z0-9-]{1,16}(?:=[a-z0-9,"-]{1,32})?'
 
@@ -862,7 +876,7 @@ def _labelled_number() -> tuple[re.Pattern[bytes], re.Pattern[bytes]]:
         between = (
             # a question's turn and the vCard parameters before the one character `[^0-9a-z]` would take their `?`
             # and `;` (each step is possessive)
-            f"(?:{_QUESTION_TURN}|{_VCARD_PARAMETER}|[{_LEADER}]+{more}|{note}|[\\xc0-\\xff][\\x80-\\xbf]{{0,3}}{more}|"
+            f"(?:{_QUESTION_TURN}|{_QUESTION_THEN_NUMBER}|{_VCARD_PARAMETER}|[{_LEADER}]+{more}|{note}|[\\xc0-\\xff][\\x80-\\xbf]{{0,3}}{more}|"
             f"[^0-9a-z]|(?:{fillers})(?![a-z])|{_ORDINAL}){{0,32}}{more}"
         )
         number = f"([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}{more}[0-9]){{6,{_MOST_LISTED_DIGITS - 1}}}{more})"
@@ -894,7 +908,9 @@ def _header_words(lowered: bytes, start: int = 0, end: int | None = None):
 _DELIMITERS = (b",", b"\t", b"|", b";")
 _MOST_TABLE_ROWS = 200
 _TABLE_SEARCH = 256 * 1024
-_LOOK_BACK = 80  # bytes from a label to its number, but for the blanks or leader right before the number
+# Bytes from a label to its number (a question's 80 characters and its answer's turn), but for the blanks or leader
+# right before the number
+_LOOK_BACK = 128
 # A run's first number: its digits in groups parted by 1-2 separators, as many as `_first_listed` reads
 _FIRST_NUMBER = re.compile(  # an ordinal, a dash and a space before it are not its digits (`Phone 2 - 4155550100`)
     f"[^0-9]*(?:[0-9]{{1,2}} ?-[ \\t]+(?=[0-9]))?([0-9](?:{_NUMBER_SEPARATORS}{{0,2}}[0-9]){{0,{_MOST_LISTED_DIGITS - 1}}})".encode()
@@ -921,9 +937,9 @@ def _labelled(lead: bytes) -> bool:
 
 
 # A field's name glued after a labelled number, as text copied out of a PDF runs one field into the next
-# (`Mobile: 9876543210LinkedIn: …`, `SSN: 123-45-6789DOB: …`): a capital and lower case, or capitals and a colon;
-# and an extension (`4155550100ext 12`)
-_NEXT_FIELD = rb"[A-Z][a-z]{2}|[A-Z]{2,8}:|ext(?![a-z])"
+# (`Mobile: 9876543210LinkedIn: …`, `Phone: 4155550100E-mail: …`, `SSN: 123-45-6789DOB: …`, `…dob:`): a capital and
+# small letters, or a word and a colon; and an extension (`4155550100ext 12`, `EXT 12`)
+_NEXT_FIELD = rb"[A-Z][a-z]{2}|[A-Z]-[a-z]{2}|[A-Za-z][A-Za-z-]{1,15}:|(?i:ext)(?![a-z])"
 _NEXT_FIELD_GLUED = re.compile(_NEXT_FIELD)
 
 
@@ -1575,11 +1591,10 @@ _SSN_GROUPED = re.compile(
 # The SSN a label makes plain: 9 digits unbroken, or 3-2-4 parted alike twice by one separator (`123.45.6789`). The
 # first byte is the one before it, no digit: a label may be glued on (`SSN123456789`, `SSN-123-45-6789`). Every SSN
 # _SSN_GROUPED finds is one of these too.
-# A capital may follow it: the next field's name glued on, as text copied out of a PDF runs fields together
-# (`SSN: 123-45-6789DOB: …`; the byte after the number is all the search sees), or a Medicare HICN's letter.
+# A letter may follow it where it is the next field's name, glued on as text copied out of a PDF runs fields together
+# (`SSN: 123-45-6789DOB: …`): the byte after the number is all the search sees, and `_field_glued_after` reads on.
 _SSN_DIGITS = _SSN_AREA + rb"(?P<gap> - |[ ./-]|)" + _SSN_GROUP + rb"(?P=gap)" + _SSN_SERIAL
-_SSN_NUMBER = _SSN_DIGITS + rb"(?:" + _SSN_END + rb"|(?=[A-Z]))"
-_SSN_NUMBER_LOWERED = _SSN_DIGITS + rb"(?:" + _SSN_END + rb"|(?=[a-z]))"  # on lowered text: the capital checked after
+_SSN_NUMBER = _SSN_DIGITS + rb"(?:" + _SSN_END + rb"|(?=[A-Za-z]))"  # a letter after it: `_field_glued_after` then
 _SSN_SHAPED = re.compile(rb"[^0-9]" + _SSN_NUMBER)
 _SSN_GAPS = frozenset((b"-", b" - ", b" "))  # _SSN_GROUPED's
 
@@ -1652,7 +1667,7 @@ _ANOTHER_NUMBER_AFTER = re.compile(
 # Each branch's items are taken atomically (a look-ahead's match, then a back-reference to it: Python 3.10 has no
 # possessive quantifiers), so a label before many words gives them up in one pass, not once per count of them
 _SSN_BETWEEN = (
-    rb"(?:(?=(?P<tight>(?:" + _QUESTION_TURN.encode() + rb"|" + _SSN_FILLER + rb"+(?!" + _SSN_FILLER + rb")|"
+    rb"(?:(?=(?P<tight>(?:" + _QUESTION_TURN.encode() + rb"|" + _QUESTION_THEN_NUMBER.encode() + rb"|" + _SSN_FILLER + rb"+(?!" + _SSN_FILLER + rb")|"
     rb"</?[a-z]{1,6}>|(?:number|num|nr|no|is|es|el|it's|it|its|s|sure|yes|yeah|ok|okay|please|pls|uh|um|of course)"
     rb"(?![a-z])|" + _SSN_NON_ASCII + rb"){0,12}))(?P=tight)|" + _SSN_COUNTED
     + rb"(?=(?P<words>(?:" + _SSN_FILLER_IN_A_SENTENCE + rb"+(?!" + _SSN_FILLER_IN_A_SENTENCE + rb")|" + _SSN_WORD
@@ -1660,7 +1675,7 @@ _SSN_BETWEEN = (
 )  # fmt: skip
 _SSN_LABEL_BEFORE = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"\Z")
 # The one pass after many numbers: what _ssn_label_before finds, a leader before the number included (up to 200)
-_SSN_LABELLED = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"[\s._-]{0,200}(?P<number>" + _SSN_NUMBER_LOWERED + rb")")
+_SSN_LABELLED = re.compile(_SSN_LABEL + _SSN_BETWEEN + rb"[\s._-]{0,200}(?P<number>" + _SSN_NUMBER + rb")")
 # A label after the number, in the same sentence: `123456789 is my SSN`, `… (the social security number from the
 # form)`, `…是我的社会安全号码`, or `123456789` then `that is my SSN` in the next message (a line break right after the
 # number). Words, blanks and punctuation but a sentence's end (`.`, `;`) between, within _SSN_LOOK bytes; a
@@ -1725,6 +1740,15 @@ def _ssn_broken_labelled(scan: Scan, at: int, end: int) -> bool:
     return _ssn_labelled(scan, at, end)
 
 
+def _field_glued_after(data: bytes, start: int, end: int) -> bool:
+    """Nothing glued after the number at data[start:end], or the next field's name (`_NEXT_FIELD`) with no letter,
+    digit or `_` before the number (`tok_123456789XyZ8kQ`, a hash's `b123456789AbQ9…` are no SSN)."""
+    if not data[end : end + 1].isalpha():
+        return True
+    before = data[start - 1 : start]
+    return not (before.isalnum() or before == b"_") and _NEXT_FIELD_GLUED.match(data, end) is not None
+
+
 def has_ssn(scan: Scan) -> bool:
     """A US Social Security number the SSA could have issued: 3-2-4 with or without a label (`123-45-6789`,
     `123 45 6789`), or 9 digits in any grouping near an SSN label (`SSN: 123456789`, `SS# 123.45.6789`, `my SSN on
@@ -1744,6 +1768,8 @@ def has_ssn(scan: Scan) -> bool:
         if _SSN_SHAPED.search(padded, start, end + 2) is None:  # most runs: dates, versions, amounts
             continue
         for number in _SSN_SHAPED.finditer(padded, start, end + 2):
+            if not _field_glued_after(padded, number.start() + 1, number.end()):
+                continue  # letters glued on both sides, or after it and no field's name: a token, a hash
             if number["gap"] in _SSN_GAPS and _SSN_GROUPED.match(padded, number.start(), end + 2):
                 return True
             if (looked := looked + 1) > _MOST_LOOK_BACKS:
@@ -1865,7 +1891,7 @@ def _ssn_labelled_from(scan: Scan, start: int) -> bool:
         near = _before_leader(data, number_start) - found.start() <= _SSN_LOOK
         if (
             near
-            and not data[number_end : number_end + 1].islower()  # a capital glued on, as _SSN_NUMBER reads it
+            and _field_glued_after(data, number_start, number_end)
             and _ssn_label_starts_a_word(data, found.start())
             and not _another_number(data, number_start, number_end)
         ):
@@ -1929,6 +1955,12 @@ DETECTORS: dict[str, Callable[[Scan], bool]] = {
 
 
 def detect(text: str | Scan, names: list[str] | tuple[str, ...]) -> list[str]:
-    """The names of the detectors that fire on text, in the order given."""
+    """The names of the detectors that fire on text, in the order given. Where Greek or Cyrillic letters meet ASCII
+    ones in a word, the text is also read with those drawn as Latin letters (`ЅЅN: …`, `рhone: …`), and what fires
+    on either reading fires."""
     scan = text if isinstance(text, Scan) else Scan(text)
-    return [name for name in names if DETECTORS[name](scan)]
+    fired = [name for name in names if DETECTORS[name](scan)]
+    if len(fired) < len(names) and (variant := latin_looking(scan.data)) is not None:
+        other = Scan.normalized(variant)
+        fired = [name for name in names if name in fired or DETECTORS[name](other)]
+    return fired

@@ -15,8 +15,10 @@
   to that form: full-width letters and "@", "．", "（", ligatures and
   mathematical digits. Superscripts and circled numbers (category No) stay: a
   footnote mark after a number is not one of its digits;
-- in a word where Cyrillic or Greek letters meet ASCII ones (`ЅЅN`, `рhone`),
-  the letters drawn as Latin ones to those (`_latin_looking`).
+`latin_looking(data)` is a second reading of the normalized text, where Cyrillic
+or Greek letters meet ASCII ones in a word (`ЅЅN`, `рhone`): the detectors read
+both, so a label in lookalikes is read as it shows, and a Latin label with a
+Russian ending (`WhatsAppе`, `SSNом`) as it was.
 Other characters stay as they are (CJK compatibility ideographs, a full-width
 comma, colon or full stop, which CJK text is full of): the detectors only read
 ASCII letters, digits and those signs.
@@ -108,7 +110,6 @@ def normalize_utf8(text: str) -> bytes:
         if runs == dense:  # a mapped character every few: one str.translate is cheaper than a call per run
             data = text.translate(MAPPING).encode(errors="replace")
         data = _MARKS.sub(b"", data)
-        data = _latin_looking(data)
     if b"\x00" in data and _UTF16_READ_AS_UTF8.search(data):
         data = data.replace(b"\x00", b"")
     if b"&" in data or b"<" in data:
@@ -119,12 +120,11 @@ def normalize_utf8(text: str) -> bytes:
     return data
 
 
-# Cyrillic and Greek letters drawn as Latin ones: in a word that mixes them with ASCII letters (`ЅЅN` with Macedonian
-# Dze, `рhone` typed with one key of a Russian layout, `SSΝ` with a Greek Nu), they read as the Latin letter, so the
-# word reads as the label it shows. A word in one script stays as it is (Russian and Greek text, their labels).
+# Cyrillic and Greek letters drawn as Latin ones (`ЅЅN` with Macedonian Dze, `рhone` typed with one key of a Russian
+# layout, `SSΝ` with a Greek Nu), each as the Latin letter it shows
 _LOOKALIKE_TABLE = str.maketrans(  # each letter above the Latin one it shows
-    "аеорсухѕіјһԁԛԝ" "АВЕКМНОРСТХЅІЈҮԚԜ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧον",
-    "aeopcyxsijhdqw" "ABEKMHOPCTXSIJYQW" "ABEZHIKMNOPTYXov",
+    "аеорсухѕіјһԁԛԝӏ" "АВЕКМНОРСТХЅІЈҮԚԜ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧονρϲ",
+    "aeopcyxsijhdqwl" "ABEKMHOPCTXSIJYQW" "ABEZHIKMNOPTYXovpc",
 )  # fmt: skip
 # Each byte as what it is to where scripts meet: an ASCII letter `L`, a Greek or Cyrillic letter's first byte `C`,
 # a character's later byte `c`, else a space; then `LC` and `CcL` are found by bytes.find at memory speed.
@@ -138,35 +138,17 @@ _CLASSES = bytes.maketrans(
         for b in range(256)
     ),
 )  # fmt: skip
-# A word of ASCII, Greek and Cyrillic letters (one class, which re repeats in C; its later bytes are also other
-# characters' later bytes, skipped at the word's start)
-_WORD = re.compile(rb"[A-Za-z\x80-\xbf\xce-\xd4]*")
 
 
-def _latin_looking(data: bytes) -> bytes:
-    """Each word in which a Greek or Cyrillic letter meets an ASCII one, its lookalikes as the Latin letters they
-    show. Linear: each word is read once, from where its scripts first meet."""
+def latin_looking(data: bytes) -> bytes | None:
+    """The normalized text (normalize_utf8's) with every Greek and Cyrillic lookalike as the Latin letter it shows,
+    where one such letter meets an ASCII letter in a word somewhere; None where none does (Russian and Greek text
+    as people write it: no second reading). Mapping them in place lost a Latin label's Russian ending (`WhatsAppе`
+    read `WhatsAppe`, no label): this reading is a second one, beside the text as it is."""
     classes = data.translate(_CLASSES)
-    after = classes.find(b"LC")  # where a Greek or Cyrillic letter follows an ASCII one (the ASCII letter's index)
-    before = classes.find(b"CcL")  # where one comes before an ASCII letter
-    if after == before == -1:
-        return data
-    pieces, done = [], 0
-    while after != -1 or before != -1:
-        at = before if after == -1 or before != -1 and before <= after else after + 1
-        start = at - _WORD.match(data[done:at][::-1]).end()
-        while classes[start] == 99:  # `c`: the tail of a character of another script (`é`, `—`) before the word
-            start += 1
-        end = _WORD.match(data, at).end()
-        word = data[start:end].decode(errors="surrogateescape")
-        pieces += [data[done:start], word.translate(_LOOKALIKE_TABLE).encode(errors="surrogateescape")]
-        done = end
-        if after != -1 and after + 1 < done:
-            after = classes.find(b"LC", done - 1)
-        if before != -1 and before < done:
-            before = classes.find(b"CcL", done)
-    pieces.append(data[done:])
-    return b"".join(pieces)
+    if classes.find(b"LC") == -1 and classes.find(b"CcL") == -1:
+        return None
+    return data.decode(errors="surrogateescape").translate(_LOOKALIKE_TABLE).encode(errors="surrogateescape")
 
 
 _URL_ESCAPES = ((b"%20", b" "), (b"%2B", b"+"), (b"%2b", b"+"), (b"%40", b"@"), (b"%3A", b":"), (b"%3a", b":"))

@@ -17,12 +17,14 @@ sent) and returns everything in it that would leave the device:
   `prediction`, and any field a caller adds), and every key as json.dumps
   sends it (`{4111111111111111: ...}` goes as digits): what is not read here
   could leave unscanned. `logit_bias` keys that are token ids are skipped.
-A string that is JSON text (a tool result or tool call arguments written by
-`json.dumps`, pretty-printed or not; `\\u` escapes for full-width digits, `\\t`)
-is read decoded too, its values' slots beside their labels (`_strings`); so
-is any string with escapes in it, undone wherever they are (`Observation: {"card": "4111\\u00a01111…"}`, log lines, a printed
-Python dict's `\\xa0`), three layers of escapes of escapes at once, up to
-4 million characters decoded in a request. Every key is read (`{"mobile":
+A string that is JSON text with escapes (a tool result or tool call arguments
+written by `json.dumps`: `\\u` escapes for full-width digits, `\\t`) is read
+decoded too; so is any string with escapes in it, undone wherever they are
+(`Observation: {"card": "4111\\u00a01111…"}`, log lines, a printed Python
+dict's `\\xa0`), three layers of escapes of escapes at once, up to 4 million
+characters decoded in a request. Every object's value slot is also read after
+what names it (`_slot_pairs`: `{"phoneNumbers": [{"type": "mobile", "value":
+"…"}]}`), in JSON text with no escape too. Every key is read (`{"mobile":
 "9876543210"}` reads as a label and its number) but `role`, `type`, `text`
 and `content`; `type`/`role` values are structure, and skipped, only when
 they are plain words (letters, `_`, `-`): `{"type": "ann@example.com"}` is
@@ -103,7 +105,11 @@ def _message_text(message) -> tuple[str, str]:
         ]
         # Parts are one text to the model ("ann@exam" + "ple.com" is an address), and each ends where it ends.
         read = "".join(texts)
-        rest += [*texts, *(s for p in content for s in _strings(p, skip_text=True))]
+        # each part alone, and what JSON text or escapes in it spell, as a string content's
+        rest += [
+            *(s for text in texts for s in _strings(text)),
+            *(s for p in content for s in _strings(p, skip_text=True)),
+        ]
     else:
         read = ""
     refusal = message.get("refusal")
@@ -210,9 +216,8 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
     """Every string in a JSON value (keys that name structure aside), walked without recursion: depth is the
     sender's to choose. A key is read right before its value (`ssn` then `123456789`, as a label before its number):
     every key of an object first, then the values, put a tool call's `{"name": "Ann", "ssn": "123456789"}` (its
-    arguments as an object, as some clients send them) two lines from its label. A value's slot under a key is read
-    after that key again (`{"phoneNumbers": [{"type": "mobile", "value": "…"}]}`, as address books give them;
-    `{"phone": {"verified": true, "value": "…"}}`): the nearest key above the slot is its label."""
+    arguments as an object, as some clients send them) two lines from its label. Each object's value slot is also
+    read beside what names it (`_slot_pairs`), and so is it in JSON text with no escape (a tool's result)."""
     stack, decoding = [(value, skip_text, None)], _MOST_DECODED
     while stack:
         item, skip, label = stack.pop()
@@ -220,20 +225,21 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
             yield item
             if skip is _KEY:
                 continue
-            escaped = "\\" in item
-            if decoding > 0 and (escaped or item.lstrip()[:1] in _JSON_OPENERS):
-                # What its escapes spell, as JSON and wherever they are; and JSON text with no escape (a tool's
-                # result, pretty-printed), whose values' slots are read beside their labels only once decoded
+            if "\\" in item and decoding > 0:  # what its escapes spell, as JSON and wherever they are
                 decoding -= len(item)  # a chain of escapes of escapes reads no more than this in all
                 stack.append((_json_value(item), False, None))
-                if escaped and skip is not _UNESCAPED and (unescaped := _unescaped(item)) != item:
+                if skip is not _UNESCAPED and (unescaped := _unescaped(item)) != item:
                     stack.append((unescaped, _UNESCAPED, None))  # not again: `\\x5cx5c…` would lose 3 characters a pass
+            elif decoding > 0 and item.lstrip()[:1] in _JSON_OPENERS:
+                # JSON text with no escape is read as it is, but for the slots its objects name apart from their
+                # values (`{"phoneNumbers": [{"type": "mobile", "value": "…"}]}` reads `value` between them)
+                decoding -= len(item)
+                yield from _slot_pairs_in(_json_value(item))
         elif isinstance(item, int | float) and not isinstance(item, bool):
             yield _number_text(item)  # a card number as a schema's enum, a default, an arguments value
         elif isinstance(item, Mapping):
-            pairs = list(item.items())
-            for i in range(len(pairs) - 1, -1, -1):  # each key pushed after its value: popped before it
-                key, child = pairs[i]
+            yield from _slot_pairs(item, label)
+            for key, child in reversed(list(item.items())):  # each key pushed after its value: popped before it
                 readable = isinstance(key, str) and key not in _SHAPE_KEYS and key not in _SLOT_KEYS
                 if key in _STRUCTURE_KEYS and isinstance(child, str) and _STRUCTURE_WORD.fullmatch(child):
                     pass
@@ -247,28 +253,81 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
                         # 4.111111111111111e15 reaches the model as 4111111111111111.0, so the decoded value is read too
                         # (with a backslash, the string's own walk below decodes it)
                         stack.append((_json_any(child), False, None))
-                    stack.append((child, False, key if readable else label))
-                    if key in _SLOT_KEYS and label is not None and not (i and _names_a_slot(*pairs[i - 1])):
-                        stack.append((label, _KEY, None))  # the slot's label, right before its value
+                    stack.append((child, False, _label_of(key, label)))
                 if not isinstance(key, str):  # json.dumps sends 4111111111111111 (or 1.5, True) as a key's text
                     number = isinstance(key, int | float) and not isinstance(key, bool)
                     stack.append((_number_text(key) if number else str(key), _KEY, None))
                 elif readable:  # a schema's property names, an arguments object's keys; a label too
                     stack.append((key, _KEY, None))
         elif isinstance(item, list | tuple):
+            yield from _jcard_pair(item)
             stack.extend((child, False, label) for child in reversed(item))
 
 
 _JSON_OPENERS = ("{", "[")
+# What names an object's value slot besides the key above it: `{"type": "mobile", "value": …}` (Google People),
+# `{"label": "Mobile", "value": …}`, `{"Name": "custom:ssn", "Value": …}` (AWS), `{"key": "ssn", "val": …}`
+_NAMER_KEYS = frozenset({"type", "kind", "label", "name", "key", "field", "title", "category", "attribute"})
+_MOST_NAME = 64  # characters of a name or a slot's value read as a pair: a label is short, a phone number too
 
 
-def _names_a_slot(key, value) -> bool:
-    """The pair before a value's slot may be what names it (`"name": "SSN"`, `"key": "mobile"`, a number's unit):
-    read right before the slot, with nothing put between them. Not a flag (`"verified": true`) nor a structure word
-    that is skipped (`"type": "mobile"`)."""
-    if key in _STRUCTURE_KEYS and isinstance(value, str) and _STRUCTURE_WORD.fullmatch(value):
-        return False
-    return isinstance(value, str | int | float) and not isinstance(value, bool)
+def _label_of(key, label: str | None) -> str | None:
+    """The label the values under `key` carry: the key where it can name one, else the one above it."""
+    if isinstance(key, str) and key not in _SHAPE_KEYS and key.lower() not in _SLOT_KEYS and len(key) <= _MOST_NAME:
+        return key
+    return label
+
+
+def _slot_pairs(item: Mapping, label: str | None) -> Iterator[str]:
+    """`<name>` then `<value>` on the next line, for each value slot of the object (`value`, `val`, `data`, …, in any
+    case) holding a short text or a number, and each name of it: the key above the object (`phoneNumbers` over
+    `[{"type": "mobile", "value": …}]`, `phone` over `{"verified": true, "value": …}`) and the object's own
+    naming keys' texts (`type`, `label`, `name`, …). Read in its place, a slot stood apart from them, after other
+    keys (`verified`, `primary`, `id`). A few short lines an object: what is read stays about the body's size."""
+    values = [text for key, child in item.items() if isinstance(key, str) and key.lower() in _SLOT_KEYS
+              if (text := _slot_text(child)) is not None][:4]  # fmt: skip
+    if not values:
+        return
+    names = [label] if label is not None else []
+    names += [child for key, child in item.items() if isinstance(key, str) and key.lower() in _NAMER_KEYS
+              and isinstance(child, str) and 0 < len(child) <= _MOST_NAME][:8]  # fmt: skip
+    for name in names:
+        for text in values:
+            yield f"{name}\n{text}"
+
+
+def _slot_text(child) -> str | None:
+    """A slot's value as a pair reads it: a short text, a number, or the one such value of an object (Apple's
+    `{"stringValue": "…"}`); None for anything else."""
+    if isinstance(child, Mapping) and len(child) == 1:
+        (child,) = child.values()
+    if isinstance(child, str):
+        return child if 0 < len(child) <= _MOST_NAME else None
+    if isinstance(child, int | float) and not isinstance(child, bool):
+        return _number_text(child)
+    return None
+
+
+def _jcard_pair(item: list | tuple) -> Iterator[str]:
+    """A jCard property (RFC 7095: `["tel", {"type": ["cell"]}, "text", "4155550100"]`): its name, then its value."""
+    if len(item) == 4 and isinstance(item[0], str) and isinstance(item[1], Mapping) and isinstance(item[2], str):
+        if len(item[0]) <= _MOST_NAME and (text := _slot_text(item[3])) is not None:
+            yield f"{item[0]}\n{text}"
+
+
+def _slot_pairs_in(value) -> Iterator[str]:
+    """The slot pairs (`_slot_pairs`) of every object in a decoded JSON value, walked without recursion."""
+    stack = [(value, None)]
+    while stack:
+        item, label = stack.pop()
+        if isinstance(item, Mapping):
+            yield from _slot_pairs(item, label)
+            stack.extend(
+                (child, _label_of(key, label)) for key, child in item.items() if isinstance(child, Mapping | list)
+            )
+        elif isinstance(item, list):
+            yield from _jcard_pair(item)
+            stack.extend((child, label) for child in item if isinstance(child, Mapping | list))
 
 
 def _number_text(number: int | float) -> str:

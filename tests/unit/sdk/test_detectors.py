@@ -320,7 +320,18 @@ FIRES = {
         "Mobile: 9876543210LinkedIn: linkedin.com/in/ann",
         "Phone: +1 415 555 0100Email: ann@example.com",
         "Phone: 4155550100ext 12",
+        "Phone: 4155550100E-mail: ann@example.com",
+        "Phone: 4155550100email: x",
+        "Phone: 415-555-0100EXT 12",
+        # a chat's turns joined: the assistant's question, the user's answer alone; a long question
+        "What's the best phone number to reach you?\n4155550100",
+        "Sure! What mobile number should we send the OTP to?\n9876543210",
+        "What phone number would you like to use for appointment reminders going forward?\nCustomer: 4155550100",
         "Ph\u043ene: 4155550100",
+        "\u03c1hone: 4155550100",
+        "\u03f2ell: 4155550100",
+        "te\u04cf: 4155550100",  # Greek rho, lunate sigma; palochka
+        '{"properties": {"mobilephone": "4155550100"}}',  # HubSpot's property
         # words of the question between its label and its `?`
         "What's the best phone number to reach you?\nCustomer: 4155550100",
         "Your SSN and phone?\nCustomer: 123456789, 4155550100",
@@ -559,6 +570,7 @@ FIRES = {
         "SS\u039d: 123456789",
         "SSN: 123-45-6789DOB: 01/02/1990",  # PDF text: the next field's name glued on
         "SSN: 123456789Name: Ann Lee",
+        "SSN: 123-45-6789dob: 01/02/1990",
         "Your SSN and phone?\nCustomer: 123456789, 4155550100",  # the SSN's label before the phone's
         "Agent: Can I get your social security number for verification?\n[10:02] Caller: 123456789",
     ],
@@ -596,6 +608,10 @@ QUIET = {
               "Available now AT Amazon.com", "Shop now AT Target.com", "Learn more AT example.org",
               "section 5(a)example.com", "Rule 10b-5(a)sec.gov", "§ 2(a)law.us"],
     "phone": ["Phone model: 12345678abc", "iPhone build 12345678Release",  # a code's letters glued on, no field's
+              # (a second review) a comment's question over a key: no transcript's role answers it
+              "# Which mobile builds should get the new flag?\nmin_build: 24051201\n",
+              "-- which mobile users churned last month?\nuser_count: 1482736",
+              "// Why does the call count overflow here?\nvalue: 2147483647",
               "34=1571\x0111=130355126\x0138=2469", "\ue0a0 main \uf017 12:30 \ue0b0 4155550",  # FIX, icon fonts
               "on 2026-11-30 we met", "IP 192.168.100.200", "172.16.254.10", "order 12345", "pi is 3.14159265",
               "year 2026 and 2027", "version 10.2.3", "05/06/2023 12:30", "ISBN 978-3-16-148410-0",
@@ -665,6 +681,8 @@ QUIET = {
         "pii_fields: [email, phone, ssn]\nrandom_seed: 123456789",
         "Which table holds the SSN?\nuser_id: 482917365", "Agent: What's your SSN?\nUser ID: 482917365",
         "123-45-6789DOB: 1990",  # a capital glued on is read only after a label
+        # (a second review) letters glued on both sides: a token, a hash
+        '{"ssn_token": "tok_123456789XyZ8kQ"}', 'ssn_hash: "b123456789AbQ9zLmN0pQrStUvWxYz=="',
         "Cotisations SÉCURITÉ SOCIALE 2024 : 123456789 €", "SSN\nInvoice: 123456789",
         # a possessive `social` other than the number
         "My social media has 631817082 views",

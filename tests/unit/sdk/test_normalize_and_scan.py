@@ -302,15 +302,29 @@ def test_a_key_is_read_beside_its_value_not_after_every_key(arguments):
         ("\u0405\u0405N", "SSN"),  # Macedonian Dze, twice, before a Latin N
         ("SS\u039d", "SSN"),  # a Greek Nu after Latin letters
         ("\u0440hone", "phone"),  # a Cyrillic er: one key of a Russian layout
-        ("iPh\u043ene\u043c", "iPhoneм"),  # a word's lookalikes; `м` draws no Latin letter
-        ("Мой телефон", "Мой телефон"),  # a word in one script stays as it is
-        ("Τηλέφωνο", "Τηλέφωνο"),
-        ("\u0430 b", "\u0430 b"),  # scripts in two words, not one
+        ("iPh\u043ene\u043c", "iPhoneм"),  # `м` draws no Latin letter
         ("é\u0455x", "ésx"),
+        ("Мой телефон", None),  # no word where the scripts meet: no second reading
+        ("Τηλέφωνο", None),
+        ("\u0430 b", None),  # scripts in two words, not one
     ],
 )
-def test_lookalike_letters_read_latin_where_they_meet_latin_in_a_word(text, read):
-    assert normalize(text) == read
+def test_lookalike_letters_are_read_a_second_time_as_latin(text, read):
+    from tandem_sdk.normalize import latin_looking, normalize_utf8
+
+    assert normalize(text) == text  # the text itself stays as it is
+    variant = latin_looking(normalize_utf8(text))
+    assert (variant.decode() if variant is not None else None) == read
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Пишите в WhatsAppе 9123456789", "Пишите по Viberу: 9123456789", "Мой mobileе: 9123456789", "мой SSNом 123456789"],
+)
+def test_a_latin_label_with_a_russian_ending_is_read_as_before(text):
+    """(a review) Mapped in place, a Latin label's Russian case ending turned Latin (`WhatsAppе` read `WhatsAppe`):
+    no label, and the number went to the cloud. The lookalikes are a second reading, beside the text as it is."""
+    assert detect(text, list(DETECTORS))
 
 
 @pytest.mark.parametrize(
@@ -321,6 +335,15 @@ def test_lookalike_letters_read_latin_where_they_meet_latin_in_a_word(text, read
         ({"phone": {"verified": True, "value": "4155550100"}}, "phone"),  # a key between the label and the slot
         ({"ssn": {"value": "123456789", "verified": True}}, "ssn"),
         ({"customer": {"phone_numbers": [{"primary": True, "value": 4155550100}]}}, "phone"),
+        # (a second review) a name before the slot with a pair between; what names a slot in CRMs and clouds
+        ({"owner": "José", "customFields": [{"id": 17, "label": "SSN", "type": "text", "value": "123456789"}]}, "ssn"),
+        ({"owner": "José", "attributes": [{"key": "ssn", "type": "string", "value": "123456789"}]}, "ssn"),
+        ({"phone": [{"label": "work", "value": "4155550100", "primary": True}]}, "phone"),  # Pipedrive
+        ({"contacts": [{"type": "phone", "value": "4155550100"}]}, "phone"),
+        ({"identifiers": [{"type": "ssn", "value": "123456789"}]}, "ssn"),
+        ({"UserAttributes": [{"Name": "custom:ssn", "Value": "123456789"}]}, "ssn"),  # AWS Cognito
+        ({"phoneNumbers": [{"label": "_$!<Mobile>!$_", "value": {"stringValue": "4155550100"}}]}, "phone"),  # Apple
+        (["vcard", [["version", {}, "text", "4.0"], ["tel", {"type": ["cell"]}, "text", "4155550100"]]], "phone"),
     ],
 )
 def test_a_slot_under_a_label_is_read_beside_it(value, kind):
@@ -344,11 +367,28 @@ def test_a_slot_under_a_label_is_read_beside_it(value, kind):
         {"build": {"id": "12345678", "value": 123456789}},
         {"user": {"id": 1234567890, "verified": True}},
         {"phone": {"model": "Pixel 8"}, "stats": {"value": 12345678}},  # the slot is under `stats`, not `phone`
+        # (a second review) JSON text's numbers stay as JSON writes them: a line break between them read as a space
+        {"type": "LineString", "coordinates": [[-122.422696, 37.773137], [-122.422542, 37.77293]]},
+        {"status": "success", "data": {"result": [{"values": [[1712345678, "23.796"], [1712345693, "54.423"]]}]}},
+        [4111, 1111, 1111, 1111],
     ],
 )
 def test_a_slot_under_a_key_that_labels_nothing_stays_quiet(value):
-    body = {"messages": [{"role": "tool", "tool_call_id": "c", "content": json.dumps(value, indent=2)}]}
-    assert detect(request_text(body), list(DETECTORS)) == []
+    for text in (json.dumps(value), json.dumps(value, indent=2)):
+        body = {"messages": [{"role": "tool", "tool_call_id": "c", "content": text}]}
+        assert detect(request_text(body), list(DETECTORS)) == [], text
+
+
+def test_a_long_key_over_many_slots_is_read_once():
+    """(a second review) The label was copied before every slot under it: a 160 KB body read as 400 million
+    characters (1.9 GB, 13 s). A name is read beside a slot only when short."""
+    body = {"messages": [{"role": "user", "content": json.dumps({"k" * 40000: [{"v": 1}] * 10000})}]}
+    assert len(request_text(body)) <= 3 * len(json.dumps(body))
+
+
+def test_a_content_parts_json_text_is_read_as_a_strings():
+    content = [{"type": "text", "text": json.dumps({"phoneNumbers": [{"type": "mobile", "value": "4155550100"}]})}]
+    assert detect(request_text({"messages": [{"role": "user", "content": content}]}), ["phone"]) == ["phone"]
 
 
 @pytest.mark.parametrize("pattern", ["(a{1000}){1000}", "x{99999999}", "[", "(", ")", "{3}", "[^", "\\", "((((", "[]]"])
