@@ -29,14 +29,17 @@ class _Strict(BaseModel):
     @classmethod
     def _unset_nulls(cls, data):
         """A null the official client's `model_dump()` writes for a field Tandem does not declare there (`phase` on
-        a call, `caller`, `namespace`, `async_`, `parsed`) is no input: an item given back as a dict reads as the
-        item. (A declared optional field takes null as it is.)"""
-        if isinstance(data, dict) and None in data.values():
-            data = {k: v for k, v in data.items() if v is not None or k not in _UNSET_WHEN_NULL}
+        a call, `caller`, `namespace`, `async_`, a tool's `defer_loading`, a part's `prompt_cache_breakpoint`, an
+        output's `name`) is no input: an item given back as a dict reads as the item. (A declared optional field
+        takes null as it is.) `parsed` and `parsed_arguments` (what `responses.parse()` adds: the text or arguments
+        beside them, parsed) are no input either, whatever they hold, as on chat."""
+        if isinstance(data, dict):
+            declared = cls.model_fields.keys() | {f.alias for f in cls.model_fields.values() if f.alias}
+            data = {k: v for k, v in data.items() if k not in _DERIVED and (v is not None or k in declared)}
         return data
 
 
-_UNSET_WHEN_NULL = frozenset({"phase", "caller", "namespace", "async", "async_", "parsed", "parsed_arguments"})
+_DERIVED = frozenset({"parsed", "parsed_arguments"})
 
 
 class _TextPart(_Strict):
@@ -147,6 +150,10 @@ class _TextFormat(_Strict):
     def _a_schema_is_named(self):
         if self.type == "json_schema" and (self.name is None or self.schema_ is None):
             raise ValueError("a json_schema format needs name and schema")
+        if self.type != "json_schema":  # as OpenAI: they were dropped, and echoed back as if applied
+            for key in ("name", "schema_", "description", "strict"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"a {self.type} format takes only type; {key.rstrip('_')} is json_schema's")
         return self
 
 
@@ -234,6 +241,8 @@ class ResponsesRequest(BaseModel):
         items = []
         for i, item in enumerate(self.input):
             kind = item.get("type", "message")
+            if kind is None and isinstance(item, dict):  # null, as `model_dump()` writes an EasyInputMessage's
+                item, kind = {k: v for k, v in item.items() if k != "type"}, "message"
             if kind == "item_reference":
                 raise BadRequest(
                     f"input[{i}]: an item_reference needs a stored response, and {_NOT_KEPT}", param=f"input[{i}]"
@@ -447,7 +456,11 @@ def _envelope(request: ResponsesRequest, response_id: str, created_at: int) -> d
 def _usage(usage: dict) -> dict:
     return {
         "input_tokens": usage["prompt_tokens"],
-        "input_tokens_details": {"cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)},
+        # No cache write is asked for in so many words here (prefixes are cached as they come): none to count
+        "input_tokens_details": {
+            "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0),
+            "cache_write_tokens": 0,
+        },
         "output_tokens": usage["completion_tokens"],
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],

@@ -191,11 +191,15 @@ def test_personal_data_anywhere_in_a_response_request_keeps_it_on_the_edge(clien
         # the caller's own names are not rewritten into Responses words
         ({"tools": [WEATHER], "tool_choice": {"type": "function", "name": "max_tokens"}}, "tool_choice",
          "'max_tokens'"),
+        # (a review) a schema beside json_object was dropped, and echoed back as if applied
+        ({"text": {"format": {"type": "json_object", "name": "Thing", "schema": {"type": "object"}}}}, "text.format",
+         "a json_object format takes only type; name is json_schema's"),
     ],
     ids=[
         "store", "previous", "background", "reasoning", "conversation", "unknown", "item-reference", "web-search",
         "image", "too-long", "unanswered-output", "type-list", "refusal-with-text", "text-part-without-text",
         "schema-without-name", "named-choice-without-name", "self-referring-schema", "callers-own-name",
+        "schema-beside-json-object",
     ],
 )  # fmt: skip
 def test_what_cannot_be_honoured_is_a_400_naming_the_responses_field(client, fields, param, words):
@@ -222,3 +226,30 @@ def test_items_given_back_as_dicts_and_nulls_read_as_not_given(client):
                {"type": "function_call_output", "call_id": "c1", "output": "rain"}],
     )  # fmt: skip
     assert answer.status in ("completed", "incomplete") and answer.completed_at
+
+
+def test_what_parse_returns_and_the_clients_own_input_types_dumped_are_input(client):
+    """(a review) `responses.parse()`'s output carries `parsed` (and a strict call `parsed_arguments`): sent back as
+    `model_dump()` it was a 400, as were the nulls the client's own types write (a message's `type`, a tool's
+    `defer_loading`). And `usage` validates as the client's type: `cache_write_tokens` was missing."""
+    from typing import Literal
+
+    from openai.types.responses import Response
+    from openai.types.responses.easy_input_message import EasyInputMessage
+    from pydantic import BaseModel
+
+    class Pick(BaseModel):
+        choice: Literal["a", "b"]  # short: the demo model's answer ends well within max_output_tokens
+
+    parsed = client.responses.parse(model=MODEL, input="Pick one", text_format=Pick, max_output_tokens=60)
+    assert parsed.output_parsed.choice in ("a", "b")
+    dumped = [item.model_dump() for item in parsed.output]
+    asked = EasyInputMessage(role="user", content="more").model_dump()  # {"type": None, "phase": None, ...}
+    assert asked["type"] is None
+    tool = openai.types.responses.FunctionTool(**WEATHER).model_dump()
+    again = client.responses.create(
+        model=MODEL, max_output_tokens=3, tools=[tool], input=[{"role": "user", "content": "Pick one"}, *dumped, asked]
+    )
+    assert again.status in ("completed", "incomplete")
+    Response.model_validate(again.model_dump(), strict=True)  # every field the client's type requires is there
+    assert again.usage.input_tokens_details.cache_write_tokens == 0
