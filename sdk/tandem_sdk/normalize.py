@@ -140,11 +140,16 @@ _CLASSES = bytes.maketrans(
 )  # fmt: skip
 
 
+_GREEK_OR_CYRILLIC = re.compile(rb"[\xce-\xd4]")
+
+
 def latin_looking(data: bytes) -> bytes | None:
     """The normalized text (normalize_utf8's) with every Greek and Cyrillic lookalike as the Latin letter it shows,
     where one such letter meets an ASCII letter in a word somewhere; None where none does (Russian and Greek text
     as people write it: no second reading). Mapping them in place lost a Latin label's Russian ending (`WhatsAppе`
     read `WhatsAppe`, no label): this reading is a second one, beside the text as it is."""
+    if _GREEK_OR_CYRILLIC.search(data) is None:  # most text: one scan in C
+        return None
     classes = data.translate(_CLASSES)
     if classes.find(b"LC") == -1 and classes.find(b"CcL") == -1:
         return None
