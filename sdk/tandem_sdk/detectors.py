@@ -935,7 +935,7 @@ _FIRST_NUMBER = re.compile(  # an ordinal, a dash and a space before it are not 
 )
 _MOST_LOOK_BACKS = 200  # then one pass over the rest of the text for the labels: a table of numbers stays cheap
 _WHOLE_WORDS = frozenset(word.encode() for word in _PHONE_WORDS_WHOLE)
-_COMPOUND = re.compile(rb"(?:numbers?|no|nr|num)(?![a-z])")  # mobileNumber, telNo, phoneNumbers
+_COMPOUND = re.compile(rb"(?:number|no|nr|num)(?![a-z])")  # mobileNumber, telNo (`phone_numbers: 1482736` counts)
 _COMPOUND_ENDS = frozenset(b"telefon handy".split())  # labels that end German compounds
 _GLUED_NUMBER = re.compile(rb"[0-9]{10}")  # `tel4155550100`: a number glued to its label
 _GLUED_LABELS = frozenset(b"tel phone fax mobile mob cell call".split())
@@ -955,9 +955,12 @@ def _labelled(lead: bytes) -> bool:
 
 
 # A field's name glued after a labelled number, as text copied out of a PDF runs one field into the next
-# (`Mobile: 9876543210LinkedIn: …`, `Phone: 4155550100E-mail: …`, `SSN: 123-45-6789DOB: …`, `…dob:`): a capital and
-# small letters, or a word and a colon; and an extension (`4155550100ext 12`, `EXT 12`)
-_NEXT_FIELD = rb"[A-Z][a-z]{2}|[A-Z]-[a-z]{2}|[A-Za-z][A-Za-z-]{1,15}:|(?i:ext)(?![a-z])"
+# (`Mobile: 9876543210LinkedIn: …`, `Phone: 4155550100E-mail: …`, `SSN: 123-45-6789DOB: …`, `…dob:`): a word and a
+# colon, or a field résumés hold (not any capitalised word: `12345678Mbps`); and an extension (`ext 12`, `EXT 12`)
+_NEXT_FIELD = (
+    rb"[A-Za-z][A-Za-z-]{1,15}:|(?:E-?mail|Email|EMAIL|LinkedIn|Linkedin|GitHub|Github|Website|Web|Address|Twitter|"
+    rb"Skype|Portfolio|DOB|Date|Name|Phone|Mobile|Fax|Tel|WhatsApp|Telegram)(?![a-z])|(?i:ext)(?![a-z])"
+)  # fmt: skip
 _NEXT_FIELD_GLUED = re.compile(_NEXT_FIELD)
 
 
@@ -1006,11 +1009,35 @@ def _after_a_label(scan: Scan) -> bool:
                 continue
             if _whole(data, before + label.start(1), before + label.end(1)):
                 if _sheet_like(label.group(1), window[label.end(1) :], raw is not whole):
-                    break
+                    pos = label.end(1)  # a later label may name it (`cell phone number?` over `Speaker 2: …`)
+                    continue
+                if not _asked_of_the_reader(window, label.start(1), label.end(1)):
+                    pos = label.end(1)
+                    continue
                 if _a_phone_number(scan, start, start + len(raw), raw, label.group(1) in _VERBS):
                     return True
                 break
     return False
+
+
+# A question's words after its label ask the reader for their number when they speak to them: `What's the best phone
+# number to reach you?`, `… your …`; `How many mobile users signed up last month?` over a tool's count does not
+_QUESTION_SENTENCE = 300  # bytes before a label its question's sentence is read back over
+_SECOND_PERSON = re.compile(rb"(?<![a-z])(?:you|your|yours|yourself|ur|u)(?![a-z])")
+_WORD = re.compile(rb"[a-z']+")
+_FILLER_BYTES = frozenset(word.encode() for word in _FILLER_WORDS)
+
+
+def _asked_of_the_reader(lowered: bytes, label_start: int, label_end: int, end: int | None = None) -> bool:
+    """Where a question's `?` stands between the label at lowered[label_start:label_end] and `end` (the number; the
+    end of `lowered` by default) with words of its own between (not only fillers: `phone number?`), the question
+    speaks to the reader (`_SECOND_PERSON`, in its sentence from its start)."""
+    asked = lowered.find(b"?", label_end, len(lowered) if end is None else end)
+    if asked == -1 or all(word in _FILLER_BYTES for word in _WORD.findall(lowered, label_end, asked)):
+        return True
+    back = max(0, label_start - _QUESTION_SENTENCE)
+    sentence = max(back - 1, *(lowered.rfind(mark, back, label_start) for mark in (b".", b"!", b"?", b"\n"))) + 1
+    return _SECOND_PERSON.search(lowered, sentence, asked) is not None
 
 
 def _in_a_phone_column(scan: Scan) -> bool:
@@ -1363,6 +1390,9 @@ def _labelled_from(scan: Scan, start: int) -> bool:
             continue
         if _sheet_like(found.group(1), lowered[found.end(1) : number_start], raw is not whole):
             pos = found.end(1)  # nor `phone` inside `iPhone 15:`: the look-back reads the first label only
+            continue
+        if not _asked_of_the_reader(lowered, found.start(1), found.end(1), number_start):
+            pos = found.end(1)
             continue
         if (
             _near(data, found.start(1), _before_leader(data, number_start))  # both paths find the same
@@ -1889,7 +1919,10 @@ def _ssn_label_before(data: bytes, number_start: int) -> bool:
     window = data[window_start:end].lower()
     pos = 0
     while (label := _SSN_LABEL_BEFORE.search(window, pos)) is not None:
-        if _ssn_label_starts_a_word(data, window_start + label.start()):
+        label_end = _SSN_ANY_LABEL.match(window, label.start()).end()
+        if _ssn_label_starts_a_word(data, window_start + label.start()) and _asked_of_the_reader(
+            window, label.start(), label_end
+        ):
             return True
         pos = label.start() + 1  # a label refused (`ssn` in `classname`) may hide one after it
     return False
@@ -1916,6 +1949,9 @@ def _ssn_labelled_from(scan: Scan, start: int) -> bool:
             near
             and _field_glued_after(data, number_start, number_end)
             and _ssn_label_starts_a_word(data, found.start())
+            and _asked_of_the_reader(
+                lowered, found.start(), _SSN_ANY_LABEL.match(lowered, found.start()).end(), number_start
+            )
             and not _another_number(data, number_start, number_end)
         ):
             return True
@@ -1949,9 +1985,11 @@ def _ssn_columns_from(scan: Scan, start: int) -> bool:
         if not any(d in header for d in _DELIMITERS) and not _ALIGNED_CELLS.search(header):
             continue
         for number in _SSN_SHAPED.finditer(data, max(line_end, searched_to), line_end + _HEADER_LOOK_BACK):
+            number_start, number_end = number.start() + 1, number.end()
+            if not _field_glued_after(data, number_start, number_end):
+                continue  # a token's or a hash's cell (`tok_a1b2…`, `734829164xQz9`): not counted either
             if (budget := budget - 1) < 0:
                 return False
-            number_start, number_end = number.start() + 1, number.end()
             if number_end > start and not _another_number(data, number_start, number_end):
                 if _in_an_ssn_column(scan, number_start, number_end):
                     return True

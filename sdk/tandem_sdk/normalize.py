@@ -141,19 +141,47 @@ _CLASSES = bytes.maketrans(
 
 
 _GREEK_OR_CYRILLIC = re.compile(rb"[\xce-\xd4]")
+# A word of ASCII, Greek and Cyrillic letters (one class, repeated in C; its later bytes are other characters' later
+# bytes too, skipped at the word's start), read forward from where the scripts meet and back on the bytes reversed
+_WORD = re.compile(rb"[A-Za-z\x80-\xbf\xce-\xd4]*")
+_MOST_MEETS = 256  # words where the scripts meet read one by one; past them, every lookalike is read as Latin
 
 
 def latin_looking(data: bytes) -> bytes | None:
-    """The normalized text (normalize_utf8's) with every Greek and Cyrillic lookalike as the Latin letter it shows,
-    where one such letter meets an ASCII letter in a word somewhere; None where none does (Russian and Greek text
-    as people write it: no second reading). Mapping them in place lost a Latin label's Russian ending (`WhatsAppе`
-    read `WhatsAppe`, no label): this reading is a second one, beside the text as it is."""
+    """The normalized text (normalize_utf8's) with the Greek and Cyrillic lookalikes of each word where one meets an
+    ASCII letter read as the Latin letters they show; None where no word has both (Russian and Greek text as people
+    write it: no second reading). Mapping them in place lost a Latin label's Russian ending (`WhatsAppе` read
+    `WhatsAppe`, no label): this reading is a second one, beside the text as it is. Only those words: every lookalike
+    in the text read as Latin made Russian words labels (`РН` read `PH`) once a `GitHubе` was anywhere; but past
+    _MOST_MEETS such words (no one writes so many), every lookalike is, in one pass."""
     if _GREEK_OR_CYRILLIC.search(data) is None:  # most text: one scan in C
         return None
     classes = data.translate(_CLASSES)
-    if classes.find(b"LC") == -1 and classes.find(b"CcL") == -1:
+    meets, at = [], 0
+    while len(meets) <= _MOST_MEETS and (at := classes.find(b"LC", at)) != -1:
+        meets.append(at + 1)
+        at += 1
+    at = 0
+    while len(meets) <= 2 * _MOST_MEETS and (at := classes.find(b"CcL", at)) != -1:
+        meets.append(at)
+        at += 1
+    if not meets:
         return None
-    return data.decode(errors="surrogateescape").translate(_LOOKALIKE_TABLE).encode(errors="surrogateescape")
+    if len(meets) > _MOST_MEETS:
+        return data.decode(errors="surrogateescape").translate(_LOOKALIKE_TABLE).encode(errors="surrogateescape")
+    pieces, done = [], 0
+    for meet in sorted(meets):
+        if meet < done:
+            continue  # in the word read already
+        start = meet - _WORD.match(data[done:meet][::-1]).end()
+        while classes[start] == 99:  # `c`: the tail of another script's character (`é`) before the word
+            start += 1
+        end = _WORD.match(data, meet).end()
+        word = data[start:end].decode(errors="surrogateescape").translate(_LOOKALIKE_TABLE)
+        pieces += [data[done:start], word.encode(errors="surrogateescape")]
+        done = end
+    pieces.append(data[done:])
+    return b"".join(pieces)
 
 
 _URL_ESCAPES = ((b"%20", b" "), (b"%2B", b"+"), (b"%2b", b"+"), (b"%40", b"@"), (b"%3A", b":"), (b"%3a", b":"))

@@ -50,6 +50,16 @@ _SHAPE_KEYS = frozenset({"role", "type", "text", "content"})  # the keys of ever
 # A value's slot beside its name (`{"name": "SSN", "value": "…"}`, `{"key": "mobile", "val": "…"}`): read, it would
 # stand between the label and its number
 _SLOT_KEYS = frozenset({"value", "val", "values", "data", "v"})
+# Value slots a pair reads besides (lowered): Firestore's and DynamoDB's typed values, Lex's, forms' `fieldValue`
+_PAIRED_SLOTS = _SLOT_KEYS | {
+    "stringvalue",
+    "integervalue",
+    "s",
+    "n",
+    "interpretedvalue",
+    "originalvalue",
+    "fieldvalue",
+}
 _STRUCTURE_WORD = re.compile(r"[A-Za-z_-]{1,32}")  # "user", "function", "json_schema": no digit, no @, no dot
 
 
@@ -230,11 +240,12 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
                 stack.append((_json_value(item), False, None))
                 if skip is not _UNESCAPED and (unescaped := _unescaped(item)) != item:
                     stack.append((unescaped, _UNESCAPED, None))  # not again: `\\x5cx5c…` would lose 3 characters a pass
-            elif decoding > 0 and item.lstrip()[:1] in _JSON_OPENERS:
+            elif decoding > 0 and skip is not _PAIRED and (opener := _json_opener(item)) != -1:
                 # JSON text with no escape is read as it is, but for the slots its objects name apart from their
-                # values (`{"phoneNumbers": [{"type": "mobile", "value": "…"}]}` reads `value` between them)
+                # values (`{"phoneNumbers": [{"type": "mobile", "value": "…"}]}` reads `value` between them), from
+                # its first bracket (after a fence's ```json, an `Observation: `)
                 decoding -= len(item)
-                yield from _slot_pairs_in(_json_value(item))
+                yield from _slot_pairs_in(_json_from(item, opener))
         elif isinstance(item, int | float) and not isinstance(item, bool):
             yield _number_text(item)  # a card number as a schema's enum, a default, an arguments value
         elif isinstance(item, Mapping):
@@ -248,12 +259,13 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
                 else:
                     if key == "pattern" and isinstance(child, str):
                         stack.append((_regex_literal(child), False, None))
-                    if key == "arguments" and isinstance(child, str) and "\\" not in child:
+                    arguments = key == "arguments" and isinstance(child, str) and "\\" not in child
+                    if arguments:
                         # A call's arguments are JSON text the chat template decodes and writes again:
                         # 4.111111111111111e15 reaches the model as 4111111111111111.0, so the decoded value is read too
-                        # (with a backslash, the string's own walk below decodes it)
+                        # (with a backslash, the string's own walk below decodes it); its pairs with it, not again
                         stack.append((_json_any(child), False, None))
-                    stack.append((child, False, _label_of(key, label)))
+                    stack.append((child, _PAIRED if arguments else False, _label_of(key, label)))
                 if not isinstance(key, str):  # json.dumps sends 4111111111111111 (or 1.5, True) as a key's text
                     number = isinstance(key, int | float) and not isinstance(key, bool)
                     stack.append((_number_text(key) if number else str(key), _KEY, None))
@@ -264,48 +276,74 @@ def _strings(value, skip_text: bool = False) -> Iterator[str]:
             stack.extend((child, False, label) for child in reversed(item))
 
 
-_JSON_OPENERS = ("{", "[")
+_PAIRED = "paired"  # a call's arguments, whose decoded value is walked: not read for pairs again
+_MOST_OPENER = 200  # characters before JSON text's first bracket: a fence, `Observation: `, `200 OK`
+
+
+def _json_opener(text: str) -> int:
+    """Where JSON text may start in `text`: its first `{` or `[` within _MOST_OPENER characters; -1 if none."""
+    head = text[:_MOST_OPENER]
+    return min((i for i in (head.find("{"), head.find("[")) if i != -1), default=-1)
+
+
+def _json_from(text: str, start: int):
+    """The JSON value that starts at text[start] (what follows it, a fence's closing ```, is left); None if none."""
+    try:
+        return json.JSONDecoder().raw_decode(text, start)[0]
+    except (ValueError, RecursionError):
+        return None
+
+
 # What names an object's value slot besides the key above it: `{"type": "mobile", "value": …}` (Google People),
-# `{"label": "Mobile", "value": …}`, `{"Name": "custom:ssn", "Value": …}` (AWS), `{"key": "ssn", "val": …}`
-_NAMER_KEYS = frozenset({"type", "kind", "label", "name", "key", "field", "title", "category", "attribute"})
+# `{"label": "Mobile", "value": …}`, `{"Name": "custom:ssn", "Value": …}` (AWS), `{"key": "ssn", "val": …}`, FHIR's
+# `{"system": "phone", "use": "mobile", "value": …}`
+_NAMER_KEYS = frozenset(
+    {"type", "kind", "label", "name", "key", "field", "fieldname", "title", "category", "attribute", "system", "use"}
+)
 _MOST_NAME = 64  # characters of a name or a slot's value read as a pair: a label is short, a phone number too
+_MOST_NAMES, _MOST_SLOTS = 4, 2  # an object's: a few short lines each, whatever it holds
+_PLURAL_NUMBERS = re.compile(r"(?i)(number)s\Z")  # `phoneNumbers` names each of them a `phoneNumber`
 
 
 def _label_of(key, label: str | None) -> str | None:
     """The label the values under `key` carry: the key where it can name one, else the one above it."""
-    if isinstance(key, str) and key not in _SHAPE_KEYS and key.lower() not in _SLOT_KEYS and len(key) <= _MOST_NAME:
+    if isinstance(key, str) and key not in _SHAPE_KEYS and key.lower() not in _PAIRED_SLOTS and len(key) <= _MOST_NAME:
         return key
     return label
 
 
 def _slot_pairs(item: Mapping, label: str | None) -> Iterator[str]:
-    """`<name>` then `<value>` on the next line, for each value slot of the object (`value`, `val`, `data`, …, in any
-    case) holding a short text or a number, and each name of it: the key above the object (`phoneNumbers` over
-    `[{"type": "mobile", "value": …}]`, `phone` over `{"verified": true, "value": …}`) and the object's own
-    naming keys' texts (`type`, `label`, `name`, …). Read in its place, a slot stood apart from them, after other
-    keys (`verified`, `primary`, `id`). A few short lines an object: what is read stays about the body's size."""
-    values = [text for key, child in item.items() if isinstance(key, str) and key.lower() in _SLOT_KEYS
-              if (text := _slot_text(child)) is not None][:4]  # fmt: skip
+    """`<name>` then `<value>` on the next line, for each value slot of the object (`value`, `val`, `data`, a typed
+    `stringValue`/`S`, …, in any case; `_slot_text`), and each name of it: the key above the object (`phoneNumbers`
+    over `[{"type": "mobile", "value": …}]`, `phone` over `{"verified": true, "value": …}`) and the object's own
+    naming keys' texts (`type`, `label`, `name`, `system`, …). Read in its place, a slot stood apart from them, after
+    other keys (`verified`, `primary`, `id`). A few short lines an object, at most: what is read stays about the
+    body's size."""
+    values = [text for key, child in item.items() if isinstance(key, str) and key.lower() in _PAIRED_SLOTS
+              if (text := _slot_text(child)) is not None][:_MOST_SLOTS]  # fmt: skip
     if not values:
         return
     names = [label] if label is not None else []
     names += [child for key, child in item.items() if isinstance(key, str) and key.lower() in _NAMER_KEYS
-              and isinstance(child, str) and 0 < len(child) <= _MOST_NAME][:8]  # fmt: skip
-    for name in names:
+              and isinstance(child, str) and 0 < len(child) <= _MOST_NAME]  # fmt: skip
+    for name in names[:_MOST_NAMES]:
+        name = _PLURAL_NUMBERS.sub(r"\1", name)
         for text in values:
             yield f"{name}\n{text}"
 
 
 def _slot_text(child) -> str | None:
-    """A slot's value as a pair reads it: a short text, a number, or the one such value of an object (Apple's
-    `{"stringValue": "…"}`); None for anything else."""
+    """A slot's value as a pair reads it: a short text with a digit or an `@` in it, or the one such value of an
+    object (Apple's `{"stringValue": "…"}`); None for anything else. Not a JSON number: contacts and forms hold
+    numbers as text (a leading 0, a +), and analytics' numbers are counts (`{"name": "mobile", "value": 12345678}`)."""
     if isinstance(child, Mapping) and len(child) == 1:
         (child,) = child.values()
-    if isinstance(child, str):
-        return child if 0 < len(child) <= _MOST_NAME else None
-    if isinstance(child, int | float) and not isinstance(child, bool):
-        return _number_text(child)
+    if isinstance(child, str) and 0 < len(child) <= _MOST_NAME and _PII_BEARING.search(child):
+        return child
     return None
+
+
+_PII_BEARING = re.compile(r"[0-9０-９@＠]")
 
 
 def _jcard_pair(item: list | tuple) -> Iterator[str]:

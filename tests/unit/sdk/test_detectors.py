@@ -325,7 +325,9 @@ FIRES = {
         "Phone: 415-555-0100EXT 12",
         # a chat's turns joined: the assistant's question, the user's answer alone; a long question
         "What's the best phone number to reach you?\n4155550100",
-        "Sure! What mobile number should we send the OTP to?\n9876543210",
+        # (a third review) a label a sheet's ordinal refuses before the one that names it
+        "Speaker 1: What's your cell phone number?\nSpeaker 2: 4155550100",
+        "[10:02] Agent: Can I get your contact phone number?\n[10:03] Customer: 4155550100",
         "What phone number would you like to use for appointment reminders going forward?\nCustomer: 4155550100",
         "Ph\u043ene: 4155550100",
         "\u03c1hone: 4155550100",
@@ -612,6 +614,10 @@ QUIET = {
               "# Which mobile builds should get the new flag?\nmin_build: 24051201\n",
               "-- which mobile users churned last month?\nuser_count: 1482736",
               "// Why does the call count overflow here?\nvalue: 2147483647",
+              # (a third review) a question that asks the reader nothing, a tool's count after it
+              "How many mobile users signed up last month?\n1482736", "Q: How many mobile users signed up?\nA: 1482736",
+              "What is the mobile app's version code?\n24051201", "unique_phone_numbers: 1482736",
+              "Phone: 12345678Mbps", "Cell 12345678Total", "на GitHubе: РН 12345678",
               "34=1571\x0111=130355126\x0138=2469", "\ue0a0 main \uf017 12:30 \ue0b0 4155550",  # FIX, icon fonts
               "on 2026-11-30 we met", "IP 192.168.100.200", "172.16.254.10", "order 12345", "pi is 3.14159265",
               "year 2026 and 2027", "version 10.2.3", "05/06/2023 12:30", "ISBN 978-3-16-148410-0",
@@ -683,6 +689,7 @@ QUIET = {
         "123-45-6789DOB: 1990",  # a capital glued on is read only after a label
         # (a second review) letters glued on both sides: a token, a hash
         '{"ssn_token": "tok_123456789XyZ8kQ"}', 'ssn_hash: "b123456789AbQ9zLmN0pQrStUvWxYz=="',
+        "How many SSN checks ran today?\nA: 123456789", "name,ssn_token\nAnn,tok_a1b2c3\nBob,734829164xQz9\n",
         "Cotisations SÉCURITÉ SOCIALE 2024 : 123456789 €", "SSN\nInvoice: 123456789",
         # a possessive `social` other than the number
         "My social media has 631817082 views",

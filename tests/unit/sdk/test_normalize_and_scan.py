@@ -334,7 +334,11 @@ def test_a_latin_label_with_a_russian_ending_is_read_as_before(text):
         ({"phoneNumbers": [{"value": "+1 415-555-0100", "type": "mobile", "formattedType": "Mobile"}]}, "phone"),
         ({"phone": {"verified": True, "value": "4155550100"}}, "phone"),  # a key between the label and the slot
         ({"ssn": {"value": "123456789", "verified": True}}, "ssn"),
-        ({"customer": {"phone_numbers": [{"primary": True, "value": 4155550100}]}}, "phone"),
+        ({"customer": {"phone_numbers": [{"primary": True, "value": "4155550100"}]}}, "phone"),
+        # (a third review) FHIR's telecom, Firestore's and DynamoDB's typed values, JSON after a fence
+        ({"telecom": [{"system": "phone", "value": "415-555-0100", "use": "mobile"}]}, "phone"),
+        ({"fields": {"phone": {"stringValue": "4155550100"}}}, "phone"),
+        ({"Item": {"ssn": {"S": "123456789"}}}, "ssn"),
         # (a second review) a name before the slot with a pair between; what names a slot in CRMs and clouds
         ({"owner": "José", "customFields": [{"id": 17, "label": "SSN", "type": "text", "value": "123456789"}]}, "ssn"),
         ({"owner": "José", "attributes": [{"key": "ssn", "type": "string", "value": "123456789"}]}, "ssn"),
@@ -371,6 +375,9 @@ def test_a_slot_under_a_label_is_read_beside_it(value, kind):
         {"type": "LineString", "coordinates": [[-122.422696, 37.773137], [-122.422542, 37.77293]]},
         {"status": "success", "data": {"result": [{"values": [[1712345678, "23.796"], [1712345693, "54.423"]]}]}},
         [4111, 1111, 1111, 1111],
+        # (a third review) analytics' counts by device or channel: JSON numbers
+        {"breakdown": [{"name": "mobile", "value": 12345678}, {"name": "desktop", "value": 23456789}]},
+        {"channels": [{"name": "SMS", "value": 12345678}]},
     ],
 )
 def test_a_slot_under_a_key_that_labels_nothing_stays_quiet(value):
@@ -384,6 +391,24 @@ def test_a_long_key_over_many_slots_is_read_once():
     characters (1.9 GB, 13 s). A name is read beside a slot only when short."""
     body = {"messages": [{"role": "user", "content": json.dumps({"k" * 40000: [{"v": 1}] * 10000})}]}
     assert len(request_text(body)) <= 3 * len(json.dumps(body))
+
+
+def test_json_after_a_fence_or_a_prefix_is_read_for_its_pairs():
+    value = json.dumps({"phoneNumbers": [{"type": "mobile", "value": "4155550100"}]}, indent=2)
+    for text in (f"```json\n{value}\n```", f"Observation: {value}", f"200 OK\n{value}"):
+        body = {"messages": [{"role": "tool", "tool_call_id": "c", "content": text}]}
+        assert detect(request_text(body), ["phone"]) == ["phone"], text
+
+
+def test_a_bodys_pairs_stay_a_few_times_its_size():
+    """(a third review) 1,890 objects of 8 naming keys and 4 slots read as 22 million characters (5 KB a 1 KB
+    object): an object gives at most a few pairs."""
+    one = {k: "123456789 z " * 4 for k in ("type", "kind", "label", "name", "key", "field", "title", "category")}
+    one |= {k: "4155550100 " * 4 for k in ("value", "val", "data", "v")}
+    arguments = json.dumps([one] * 500)
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    body = {"messages": [{"role": "assistant", "content": None, "tool_calls": [call]}]}
+    assert len(request_text(body)) <= 3 * len(arguments)
 
 
 def test_a_content_parts_json_text_is_read_as_a_strings():
