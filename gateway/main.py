@@ -338,6 +338,11 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
 _HTTP_CODES = {405: "method_not_allowed", 400: "invalid_request"}  # every refusal names its kind in `code`
 
 
+# The Responses API's endpoints beside a response's own (its id): not served, and no stored response is why
+_RESPONSES_TOOLS = {"/v1/responses/input_tokens": "counting a request's input tokens", "/v1/responses/compact":
+                    "compacting a conversation"}  # fmt: skip
+
+
 def _unknown_url(request: Request) -> str:
     """OpenAI's words for a path it does not serve, and what was meant where it can be told (`/v1/chat/completions/`,
     `/v1/responses/{id}`)."""
@@ -346,6 +351,8 @@ def _unknown_url(request: Request) -> str:
     api, others = _paths(openai_routes), _paths(health_routes, explain_routes, edge_routes)
     if path.endswith("/") and path.rstrip("/") in api | others:
         return f"{said}: did you mean {path.rstrip('/')} (no trailing slash)?"
+    if path.rstrip("/") in _RESPONSES_TOOLS:
+        return f"{said}: Tandem does not serve {_RESPONSES_TOOLS[path.rstrip('/')]}; POST /v1/responses answers"
     if path.startswith("/v1/responses/"):
         return f"{said}: Tandem stores no responses (store is false), so none can be read back or deleted"
     return f"{said}: Tandem serves {', '.join(sorted(api))} (and {', '.join(sorted(others))})"

@@ -855,7 +855,7 @@ _QUESTION_TURN = (
 # (`What's the best phone number to reach you?` then `4155550100`; `\\Z`: a look-back's window ends where the number
 # starts). Tried last among the steps: where a filler or punctuation is one, the words are not read again.
 _QUESTION_ANSWERED = (
-    "[a-z' ,-]{1,80}\\?(?:"
+    "[a-z' ,\\xe2\\x80\\x99-]{1,80}\\?(?:"  # `\\xe2\\x80\\x99`: U+2019, a typed apostrophe (`you’d`)
     + _TURN_START
     + "(?:"
     + _ROLES

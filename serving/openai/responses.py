@@ -431,7 +431,12 @@ def _envelope(request: ResponsesRequest, response_id: str, created_at: int) -> d
         "instructions": request.instructions,
         "max_output_tokens": request.max_output_tokens,
         "metadata": request.metadata or {},
-        "parallel_tool_calls": request.parallel_tool_calls if request.parallel_tool_calls is not None else True,
+        # as served: left out, an answer the model chooses may hold several calls, a forced one holds one (answer.py)
+        "parallel_tool_calls": (
+            request.parallel_tool_calls
+            if request.parallel_tool_calls is not None
+            else request.tool_choice in (None, "auto", "none")
+        ),
         "previous_response_id": None,
         "store": False,
         "temperature": request.temperature,

@@ -106,6 +106,7 @@ def test_a_function_call_round_trip(client):
     assert response.status == "completed"
     (call,) = response.output
     assert call.type == "function_call" and call.name == "get_weather" and call.call_id
+    assert response.parallel_tool_calls is False  # (a review) as served: a forced answer makes one call
     jsonschema.validate(json.loads(call.arguments), WEATHER["parameters"])
     with client.responses.stream(
         model=MODEL, input="Weather in Paris?", tools=[WEATHER], tool_choice="required", max_output_tokens=300,
@@ -124,6 +125,7 @@ def test_a_function_call_round_trip(client):
         ],
     )  # fmt: skip
     assert answered.output and answered.usage.input_tokens > response.usage.input_tokens
+    assert answered.parallel_tool_calls is True  # the model's own choice may hold several
 
 
 @pytest.mark.parametrize(

@@ -360,6 +360,8 @@ def test_the_model_list_with_a_trailing_slash_is_the_list(gateway):
         ("POST", "/v1/chat/completions/", "did you mean /v1/chat/completions (no trailing slash)?"),  # was a 307
         ("POST", "/v1/embeddings", "Invalid URL (POST /v1/embeddings): Tandem serves /v1/chat/completions, "),
         ("GET", "/v1/responses/resp_123", "Tandem stores no responses"),
+        # (a review) the client's responses.input_tokens.count: told it was about stored responses
+        ("POST", "/v1/responses/input_tokens", "Tandem does not serve counting a request's input tokens"),
         ("GET", "/healthz/", "did you mean /healthz (no trailing slash)?"),  # only the /v1 routes were told
         ("GET", "/v1/route/explain/", "did you mean /v1/route/explain (no trailing slash)?"),
     ],
