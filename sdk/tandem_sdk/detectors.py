@@ -1035,9 +1035,14 @@ def _asked_of_the_reader(lowered: bytes, label_start: int, label_end: int, end: 
     asked = lowered.find(b"?", label_end, len(lowered) if end is None else end)
     if asked == -1 or all(word in _FILLER_BYTES for word in _WORD.findall(lowered, label_end, asked)):
         return True
+    if lowered[asked - 3 : asked] in _TOWARDS:  # `What mobile number should we send the OTP to?`: a destination
+        return True
     back = max(0, label_start - _QUESTION_SENTENCE)
     sentence = max(back - 1, *(lowered.rfind(mark, back, label_start) for mark in (b".", b"!", b"?", b"\n"))) + 1
     return _SECOND_PERSON.search(lowered, sentence, asked) is not None
+
+
+_TOWARDS = frozenset((b" to", b" at"))  # a question that ends so asks where to send or call: the number is the answer
 
 
 def _in_a_phone_column(scan: Scan) -> bool:

@@ -326,6 +326,7 @@ FIRES = {
         # a chat's turns joined: the assistant's question, the user's answer alone; a long question
         "What's the best phone number to reach you?\n4155550100",
         "What\u2019s the phone number you\u2019d like us to use?\n4155550100",  # typed apostrophes (a third review)
+        "Sure! What mobile number should we send the OTP to?\n9876543210",  # a destination asked for
         # (a third review) a label a sheet's ordinal refuses before the one that names it
         "Speaker 1: What's your cell phone number?\nSpeaker 2: 4155550100",
         "[10:02] Agent: Can I get your contact phone number?\n[10:03] Customer: 4155550100",
