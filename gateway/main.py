@@ -22,7 +22,7 @@ from gateway.cors import CorsForConfiguredOrigins
 from gateway.lifespan import app_settings, lifespan
 from gateway.request_span import RequestSpan
 from serving.body_limit import BodyLimit, replayed
-from serving.openai.errors import UNDECODABLE_BODY, BadRequest, GatewayError, refusal
+from serving.openai.errors import BadRequest, GatewayError, framework_refusal, refusal
 from serving.openai.responses import ResponsesRequest
 from serving.openai.schemas import ChatCompletionRequest, CompletionRequest
 
@@ -325,17 +325,11 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     """FastAPI's own refusals (an unparsable body, an unknown route or method) in OpenAI's error shape."""
     error_type = "invalid_request_error" if exc.status_code < 500 else "server_error"
-    message = str(exc.detail)
-    code = _HTTP_CODES.get(exc.status_code)
-    if message == "There was an error parsing the body":  # FastAPI's words for a body json.loads cannot decode
-        message, code = UNDECODABLE_BODY, "invalid_request"  # as a body that is not JSON at all is named
+    message, code = framework_refusal(exc.status_code, str(exc.detail))
     if exc.status_code == 404 and message == "Not Found":
-        message, code = _unknown_url(request), "unknown_url"
+        message = _unknown_url(request)
     body = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
     return JSONResponse(body, status_code=exc.status_code, headers=getattr(exc, "headers", None))
-
-
-_HTTP_CODES = {405: "method_not_allowed", 400: "invalid_request"}  # every refusal names its kind in `code`
 
 
 # The Responses API's endpoints beside a response's own (its id): not served, and no stored response is why

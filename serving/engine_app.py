@@ -21,7 +21,15 @@ from serving.engine_api import Engine, GenerationRequest, RequestRejected, Sampl
 from serving.openai import tools
 from serving.openai.answer import answer_grammar, answer_logprobs, check_token_ids, tool_plan
 from serving.openai.chat_tokenizer import ChatTokenizer
-from serving.openai.errors import UNDECODABLE_BODY, BadRequest, GatewayError, ModelNotFound, PromptTooLong, refusal
+from serving.openai.errors import (
+    UNDECODABLE_BODY,
+    BadRequest,
+    GatewayError,
+    ModelNotFound,
+    PromptTooLong,
+    framework_refusal,
+    refusal,
+)
 from serving.openai.format import SSE_DONE, Logprobs, ResponseShape, sse
 from serving.openai.schemas import ChatCompletionRequest
 from serving.worker_service import chunk_to_proto
@@ -131,7 +139,7 @@ def add_openai_routes(
         stream = _as_worker_chunks(engine.generate(gen))
         held = plan.streamed() if plan else None
         if body.stream:
-            events = _sse(shape, stream, logprobs, held, include_usage, plan.calls_finish if plan else "tool_calls")
+            events = _sse(shape, stream, logprobs, held, include_usage)
             return StreamingResponse(events, media_type="text/event-stream")
         text, last = "", None
         try:
@@ -164,12 +172,7 @@ async def _as_worker_chunks(stream):
 
 
 async def _sse(
-    shape: ResponseShape,
-    stream,
-    logprobs: Logprobs | None,
-    held: tools.StreamedCalls | None,
-    include_usage: bool,
-    calls_finish: str = "tool_calls",
+    shape: ResponseShape, stream, logprobs: Logprobs | None, held: tools.StreamedCalls | None, include_usage: bool
 ):
     """The answer as server-sent events; a failure after the headers is an error event, then [DONE], never a cut."""
     yield shape.opening(may_call=held is not None)
@@ -181,7 +184,7 @@ async def _sse(
             if text or these:
                 yield shape.chunk(text, logprobs=these)
             if chunk.finish_reason:
-                for event in shape.ending(chunk.finish_reason, held, calls_finish):
+                for event in shape.ending(chunk.finish_reason, held):
                     yield event
                 if include_usage:
                     yield shape.usage_chunk(chunk.usage)
@@ -195,15 +198,12 @@ async def _sse(
     yield SSE_DONE
 
 
-_HTTP_CODES = {404: "unknown_url", 405: "method_not_allowed"}
-
-
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     """An unknown route or method in OpenAI's error shape, as the gateway answers it (FastAPI's is `{"detail"}`)."""
-    message = f"{request.method} {request.url.path[:200]}: {exc.detail}"
-    if exc.detail == "There was an error parsing the body":
-        message = UNDECODABLE_BODY
-    body = _error_body(exc.status_code, message, _HTTP_CODES.get(exc.status_code, "invalid_request"))
+    message, code = framework_refusal(exc.status_code, str(exc.detail))
+    if code != "invalid_request":  # not the body: the route or method
+        message = f"{request.method} {request.url.path[:200]}: {message}"
+    body = _error_body(exc.status_code, message, code or "invalid_request")
     return JSONResponse(body, exc.status_code, headers=getattr(exc, "headers", None))
 
 

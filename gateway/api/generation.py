@@ -679,8 +679,7 @@ async def _stream_events(
                 last = chunk
                 if chunk.finish_reason:
                     _end_of_stream(span, chunk)
-                    finish = tool_plan.calls_finish if tool_plan is not None else "tool_calls"
-                    for event in shape.ending(chunk.finish_reason, held, finish):
+                    for event in shape.ending(chunk.finish_reason, held):
                         yield event
                     if include_usage:
                         yield shape.usage_chunk(chunk.usage)

@@ -1008,11 +1008,10 @@ def _after_a_label(scan: Scan) -> bool:
             if not _near(data, before + label.start(1), lead):
                 continue
             if _whole(data, before + label.start(1), before + label.end(1)):
-                if _sheet_like(label.group(1), window[label.end(1) :], raw is not whole):
+                if _sheet_like(label.group(1), window[label.end(1) :], raw is not whole) or not _asked_of_the_reader(
+                    window, label.start(1), label.end(1)
+                ):
                     pos = label.end(1)  # a later label may name it (`cell phone number?` over `Speaker 2: …`)
-                    continue
-                if not _asked_of_the_reader(window, label.start(1), label.end(1)):
-                    pos = label.end(1)
                     continue
                 if _a_phone_number(scan, start, start + len(raw), raw, label.group(1) in _VERBS):
                     return True
@@ -1393,11 +1392,10 @@ def _labelled_from(scan: Scan, start: int) -> bool:
         raw = _first_listed(whole := found.group(2))
         if raw is None or not _whole(data, found.start(1), found.end(1)):
             continue
-        if _sheet_like(found.group(1), lowered[found.end(1) : number_start], raw is not whole):
+        if _sheet_like(found.group(1), lowered[found.end(1) : number_start], raw is not whole) or not (
+            _asked_of_the_reader(lowered, found.start(1), found.end(1), number_start)
+        ):
             pos = found.end(1)  # nor `phone` inside `iPhone 15:`: the look-back reads the first label only
-            continue
-        if not _asked_of_the_reader(lowered, found.start(1), found.end(1), number_start):
-            pos = found.end(1)
             continue
         if (
             _near(data, found.start(1), _before_leader(data, number_start))  # both paths find the same

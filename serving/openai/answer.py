@@ -49,7 +49,7 @@ class ToolPlan:
         return tools.parse(text, self.format, set(self.allowed), self.single, self.follows, reason == "length")
 
     def streamed(self) -> "tools.StreamedCalls":
-        return tools.StreamedCalls(self.format, set(self.allowed), self.single, self.follows)
+        return tools.StreamedCalls(self.format, set(self.allowed), self.single, self.follows, self.calls_finish)
 
 
 def answer_logprobs(logprobs, plan: ToolPlan | None, text: str, calls: list) -> dict:

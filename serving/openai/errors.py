@@ -72,6 +72,17 @@ UNDECODABLE_BODY = (
     "the request body could not be decoded as JSON: send it in UTF-8 (or UTF-16/32), not another encoding, "
     "nested at most a few hundred levels deep, with integers of at most 4300 digits"
 )
+_HTTP_CODES = {400: "invalid_request", 404: "unknown_url", 405: "method_not_allowed"}
+
+
+def framework_refusal(status: int, detail: str) -> tuple[str, str | None]:
+    """FastAPI's or Starlette's own refusal (an unparsable body, an unknown route or method) as (message, code) in
+    OpenAI's words: every refusal names its kind in `code`."""
+    if detail == "There was an error parsing the body":  # what json.loads could not decode
+        return UNDECODABLE_BODY, "invalid_request"
+    return detail, _HTTP_CODES.get(status)
+
+
 MAX_PROBLEMS_LISTED = 20  # a 400 names the first problems; a body with thousands says how many more
 
 

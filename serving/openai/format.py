@@ -84,9 +84,10 @@ class ResponseShape:
         choice["finish_reason"] = finish_reason(reason) if reason else None
         return sse(self._envelope(True) | {"choices": [choice]})
 
-    def ending(self, worker_reason: str, held=None, calls_finish: str = "tool_calls") -> list[str]:
+    def ending(self, worker_reason: str, held=None) -> list[str]:
         """The events that end a streamed choice: what `held` (serving.openai.tools.StreamedCalls) kept back, as text
-        or as tool calls, then the finish reason (`calls_finish` when calls ended an answer that stopped by itself)."""
+        or as tool calls, then the finish reason (`held.calls_finish` when calls ended an answer that stopped by
+        itself)."""
         events, reason = [], worker_reason
         if held is not None:
             rest, calls = held.finish(worker_reason)
@@ -95,7 +96,7 @@ class ResponseShape:
                 events.append(self.chunk(rest, logprobs=these))
             if calls:
                 events.append(self.tool_calls_chunk(calls))
-                reason = calls_finish if reason == "stop" else reason
+                reason = held.calls_finish if reason == "stop" else reason
         return [*events, self.chunk(None, reason=reason)]
 
     def tool_calls_chunk(self, tool_calls) -> str:

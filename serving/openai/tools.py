@@ -480,9 +480,15 @@ class StreamedCalls:
     model's call syntax, are never sent."""
 
     def __init__(
-        self, fmt: str, allowed: set[str], single: bool = False, follows: Callable[[str, str], bool] | None = None
+        self,
+        fmt: str,
+        allowed: set[str],
+        single: bool = False,
+        follows: Callable[[str, str], bool] | None = None,
+        calls_finish: str = "tool_calls",
     ) -> None:
         self.fmt, self.allowed, self.single, self.follows = fmt, allowed, single, follows
+        self.calls_finish = calls_finish  # the finish reason of an answer its calls ended (ToolPlan.calls_finish)
         self._held = ""
         self._holding = False
         self._sent_any = False

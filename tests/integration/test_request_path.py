@@ -576,6 +576,8 @@ def test_a_forced_tool_call_comes_back_as_tool_calls_whole_and_streamed(client, 
             deltas += c.delta.tool_calls or []
             reasons.append(c.finish_reason)
     assert [d.function.name for d in deltas] == ["get_weather"] and reasons[-1] == "tool_calls"
+    named = kind_stream(client, kind, max_tokens=80, temperature=0, tools=[WEATHER_TOOL], tool_choice=FORCED)
+    assert [c.finish_reason for chunk in named for c in chunk.choices][-1] == "stop"  # streamed as whole
     jsonschema.validate(json.loads(deltas[0].function.arguments), WEATHER_TOOL["function"]["parameters"])
     # The client's stream helper adds the deltas up to the message the whole answer has: content null, not "".
     spec = KINDS[kind]
