@@ -33,7 +33,7 @@ from stdnum import iban as stdnum_iban
 from stdnum import isbn, numdb
 from stdnum.cn import ric
 
-from tandem_sdk.normalize import latin_looking, normalize_utf8
+from tandem_sdk.normalize import lookalike_readings, normalize_utf8
 
 _DIGITS = b"0123456789"
 _LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -90,6 +90,17 @@ _A_PATH = re.compile(rb"~|/|[A-Za-z0-9_.-]{1,64}/")
 _LOCAL_BEFORE = re.compile(rb"[A-Za-z0-9._%+-]{1,64}\Z")
 
 
+# A field's name glued after a number, an address or an IBAN, as text copied out of a PDF runs one field into the
+# next (`Mobile: 9876543210LinkedIn: …`, `(415) 555-0100Email: …`, `123-45-6789DOB: …`, `ann@gmail.comPhone: …`,
+# `… 3000BIC: …`, `…dob:`): a word and a colon, or a field résumés hold (not any capitalised word: `12345678Mbps`);
+# and an extension (`ext 12`, `EXT 12`)
+_NEXT_FIELD = (
+    rb"[A-Za-z][A-Za-z-]{1,15}:|(?:E-?mail|Email|EMAIL|LinkedIn|Linkedin|GitHub|Github|Website|Web|Address|Twitter|"
+    rb"Skype|Portfolio|DOB|Date|Name|Phone|Mobile|Fax|Tel|WhatsApp|Telegram)(?![a-z])|(?i:ext)(?![a-z])"
+)  # fmt: skip
+_NEXT_FIELD_GLUED = re.compile(_NEXT_FIELD)
+
+
 def _iban_patterns() -> dict[bytes, re.Pattern[bytes]]:
     """Each country's IBAN shape from the registry (python-stdnum's copy), any case, 0-2 separators between
     characters: DE89 3704 0044 0532 0130 00 is `DE`, two check digits, then 18 digits."""
@@ -100,7 +111,8 @@ def _iban_patterns() -> dict[bytes, re.Pattern[bytes]]:
             f"(?:[ \\t\\n.\\-]{{0,3}}{classes[kind]}){{{count}}}"
             for count, kind in re.findall(r"([0-9]+)!([nac])", props.get("bban", ""))
         )
-        patterns[country.encode()] = re.compile(f"[A-Za-z]{{2}}[0-9]{{2}}{bban}(?![A-Za-z0-9])".encode())
+        ends = b"(?:(?![A-Za-z0-9])|(?=" + _NEXT_FIELD + b"))"  # nothing glued after it, or the next field's name
+        patterns[country.encode()] = re.compile(f"[A-Za-z]{{2}}[0-9]{{2}}{bban}".encode() + ends)
     return patterns
 
 
@@ -227,7 +239,7 @@ class Scan:
 
     @classmethod
     def normalized(cls, data: bytes) -> "Scan":
-        """A scan of text normalized already (`latin_looking`'s reading)."""
+        """A scan of text normalized already (one of `lookalike_readings`)."""
         scan = cls("")
         scan.data = data
         return scan
@@ -358,6 +370,8 @@ def _email_after(data: bytes, pos: int, glued: bool = True) -> bool:
         if (glued and data[at - 1 : at].translate(_EMAIL_CHARS) != b"l") or tld in _NOT_TLDS:
             continue
         if written[:1].islower() and not written.islower():
+            if _tld_then_a_field(data, match.start(1)):
+                return True  # `ann.lee@gmail.comPhone: …`: the next field's name glued on, as a PDF's text runs
             continue  # `q@k.mT`: code's attribute, not a domain (`Example.CoM` is one, typed oddly)
         end = match.end(1)
         if data[end : end + 1] == b":" and _A_PATH.match(data, end + 1):
@@ -372,6 +386,17 @@ def _email_after(data: bytes, pos: int, glued: bool = True) -> bool:
         if match.group(2) is None or (len(tld) == 2 and tld != b"to") or tld in _TLDS_BEFORE_A_BRACKET:
             return True
     return False
+
+
+def _tld_then_a_field(data: bytes, at: int) -> bool:
+    """A top-level domain in small letters at data[at:] with the next field's name glued after it (`comPhone:`,
+    `deLinkedIn`): a country's two letters or a common generic one."""
+    cut = at
+    while data[cut : cut + 1].islower():
+        cut += 1
+    tld = data[at:cut]
+    known = (len(tld) == 2 and tld != b"to") or tld in _TLDS_BEFORE_A_BRACKET
+    return known and data[cut : cut + 1].isupper() and _NEXT_FIELD_GLUED.match(data, cut) is not None
 
 
 # An address written out so that scrapers miss it, as web pages, signatures and papers print them (a user pasting one
@@ -954,20 +979,11 @@ def _labelled(lead: bytes) -> bool:
     return word is not None and word.group().lower() in _PHONE_LABELS
 
 
-# A field's name glued after a labelled number, as text copied out of a PDF runs one field into the next
-# (`Mobile: 9876543210LinkedIn: …`, `Phone: 4155550100E-mail: …`, `SSN: 123-45-6789DOB: …`, `…dob:`): a word and a
-# colon, or a field résumés hold (not any capitalised word: `12345678Mbps`); and an extension (`ext 12`, `EXT 12`)
-_NEXT_FIELD = (
-    rb"[A-Za-z][A-Za-z-]{1,15}:|(?:E-?mail|Email|EMAIL|LinkedIn|Linkedin|GitHub|Github|Website|Web|Address|Twitter|"
-    rb"Skype|Portfolio|DOB|Date|Name|Phone|Mobile|Fax|Tel|WhatsApp|Telegram)(?![a-z])|(?i:ext)(?![a-z])"
-)  # fmt: skip
-_NEXT_FIELD_GLUED = re.compile(_NEXT_FIELD)
-
-
 def _glued(scan: Scan, cluster: Cluster, labelled: bool = False) -> bool:
     """Digits glued to a letter (a534-4977-83f5 in a UUID) or part of a time (08:49:05.375892): no national
     number. A label's colon is fine (Tel:020 7946 0958), and so is a label glued on (TEL03-1234-5678); after a
-    label, so is the next field's name glued after (`_NEXT_FIELD`)."""
+    label or a number in groups, so is the next field's name glued after (`_NEXT_FIELD`: `(415) 555-0100Email:`;
+    not `08012345678Date:` with no label, an id as likely as a number)."""
     before, after = scan.before(cluster, 2), scan.after(cluster, 2)
     # a time's minutes or seconds are two digits (`Phone2:4155550100` is an ordinal's colon)
     minutes = (
@@ -976,7 +992,8 @@ def _glued(scan: Scan, cluster: Cluster, labelled: bool = False) -> bool:
     time = minutes or after[:1] == b":" and after[1:].isdigit()
     extension = after[:1] in (b"x", b"X") and after[1:].isdigit()  # 201-555-0123x45
     glued_before = before[-1:].isalpha() and not _labelled(scan.before(cluster, 10))
-    extension = extension or labelled and _NEXT_FIELD_GLUED.match(scan.data, cluster.end) is not None
+    grouped = labelled or len(cluster.head[0]) > 1
+    extension = extension or grouped and _NEXT_FIELD_GLUED.match(scan.data, cluster.end) is not None
     return glued_before or (after[:1].isalpha() and not extension) or time
 
 
@@ -1642,8 +1659,9 @@ _SSN_IN_A_ROW = rb"(?<![0-9]{4} %s)" % _SSN_SPACED + b"".join(
 )
 _SSN_GROUPED = re.compile(
     rb"[^0-9A-Za-z](?<![0-9A-Za-z][-./])" + _SSN_AREA + rb"(?:(?P<dash> - |-)|(?P<space> ))" + _SSN_GROUP
-    + rb"(?(dash)(?P=dash)| )" + _SSN_SERIAL + _SSN_END + rb"(?(space)" + _SSN_IN_A_ROW + rb"(?! [0-9]))"
-)  # fmt: skip
+    + rb"(?(dash)(?P=dash)| )" + _SSN_SERIAL + rb"(?:" + _SSN_END + rb"|(?=[A-Za-z]))" + rb"(?(space)"
+    + _SSN_IN_A_ROW + rb"(?! [0-9]))"
+)  # fmt: skip  # a letter after it: the next field's name only (`_grouped_ssn_in`)
 # The SSN a label makes plain: 9 digits unbroken, or 3-2-4 parted alike twice by one separator (`123.45.6789`). The
 # first byte is the one before it, no digit: a label may be glued on (`SSN123456789`, `SSN-123-45-6789`). Every SSN
 # _SSN_GROUPED finds is one of these too.
@@ -1805,6 +1823,14 @@ def _field_glued_after(data: bytes, start: int, end: int) -> bool:
     return not (before.isalnum() or before == b"_") and _NEXT_FIELD_GLUED.match(data, end) is not None
 
 
+def _grouped_ssn_in(padded: bytes, start: int, end: int) -> bool:
+    """An SSN with no label (`_SSN_GROUPED`) in the run at padded[start + 1 : end + 1], with nothing glued after it
+    but the next field's name."""
+    return any(
+        _field_glued_after(padded, m.start() + 1, m.end()) for m in _SSN_GROUPED.finditer(padded, start, end + 2)
+    )
+
+
 def has_ssn(scan: Scan) -> bool:
     """A US Social Security number the SSA could have issued: 3-2-4 with or without a label (`123-45-6789`,
     `123 45 6789`), or 9 digits in any grouping near an SSN label (`SSN: 123456789`, `SS# 123.45.6789`, `my SSN on
@@ -1830,7 +1856,7 @@ def has_ssn(scan: Scan) -> bool:
                 return True
             if (looked := looked + 1) > _MOST_LOOK_BACKS:
                 rest = [(number.end(), end), *runs]
-                if any(_SSN_GROUPED.search(padded, s, e + 2) for s, e in rest):
+                if any(_grouped_ssn_in(padded, s, e) for s, e in rest):
                     return True
                 broken = any(
                     padded.find(b"\n", s + 1, e + 1) != -1 and _ssn_broken(scan, padded, s, e) for s, e in rest
@@ -2019,12 +2045,15 @@ DETECTORS: dict[str, Callable[[Scan], bool]] = {
 
 
 def detect(text: str | Scan, names: list[str] | tuple[str, ...]) -> list[str]:
-    """The names of the detectors that fire on text, in the order given. Where Greek or Cyrillic letters meet ASCII
-    ones in a word, the text is also read with those drawn as Latin letters (`ЅЅN: …`, `рhone: …`), and what fires
-    on either reading fires."""
+    """The names of the detectors that fire on text, in the order given. Where Latin, Greek or Cyrillic letters meet
+    in a word, the text is also read with its lookalikes drawn as Latin letters (`ЅЅN: …`, `рhone: …`) and as the
+    word's own script (`Teлефон: …`), and what fires on any reading fires."""
     scan = text if isinstance(text, Scan) else Scan(text)
     fired = [name for name in names if DETECTORS[name](scan)]
-    if len(fired) < len(names) and (variant := latin_looking(scan.data)) is not None:
-        other = Scan.normalized(variant)
-        fired = [name for name in names if name in fired or DETECTORS[name](other)]
+    if len(fired) < len(names):
+        for variant in lookalike_readings(scan.data):
+            other = Scan.normalized(variant)
+            fired = [name for name in names if name in fired or DETECTORS[name](other)]
+            if len(fired) == len(names):
+                break
     return fired

@@ -15,10 +15,11 @@
   to that form: full-width letters and "@", "．", "（", ligatures and
   mathematical digits. Superscripts and circled numbers (category No) stay: a
   footnote mark after a number is not one of its digits;
-`latin_looking(data)` is a second reading of the normalized text, where Cyrillic
-or Greek letters meet ASCII ones in a word (`ЅЅN`, `рhone`): the detectors read
-both, so a label in lookalikes is read as it shows, and a Latin label with a
-Russian ending (`WhatsAppе`, `SSNом`) as it was.
+`lookalike_readings(data)` are second readings of the normalized text, where
+Latin, Cyrillic or Greek letters meet in a word (`ЅЅN`, `рhone`, `Teлефон`):
+the detectors read them all, so a label in lookalikes is read as it shows, a
+Russian or Greek label with a Latin letter typed in as its own script's, and a
+Latin label with a Russian ending (`WhatsAppе`, `SSNом`) as it was.
 Other characters stay as they are (CJK compatibility ideographs, a full-width
 comma, colon or full stop, which CJK text is full of): the detectors only read
 ASCII letters, digits and those signs.
@@ -122,54 +123,109 @@ def normalize_utf8(text: str) -> bytes:
 
 # Cyrillic and Greek letters drawn as Latin ones (`ЅЅN` with Macedonian Dze, `рhone` typed with one key of a Russian
 # layout, `SSΝ` with a Greek Nu), each as the Latin letter it shows
-_LOOKALIKE_TABLE = str.maketrans(  # each letter above the Latin one it shows
-    "аеорсухѕіјһԁԛԝӏ" "АВЕКМНОРСТХЅІЈҮԚԜ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧονρϲ",
-    "aeopcyxsijhdqwl" "ABEKMHOPCTXSIJYQW" "ABEZHIKMNOPTYXovpc",
-)  # fmt: skip
-# Each byte as what it is to where scripts meet: an ASCII letter `L`, a Greek or Cyrillic letter's first byte `C`,
-# a character's later byte `c`, else a space; then `LC` and `CcL` are found by bytes.find at memory speed.
-_CLASSES = bytes.maketrans(
-    bytes(range(256)),
-    bytes(
-        ord("L") if chr(b).isascii() and chr(b).isalpha() else
-        ord("C") if b in (0xCE, 0xCF, 0xD0, 0xD1, 0xD2, 0xD3, 0xD4) else
-        ord("c") if 0x80 <= b < 0xC0 else
-        ord(" ")
-        for b in range(256)
-    ),
-)  # fmt: skip
+_LOOKALIKES = "аеорсухѕіјһԁԛԝӏ" "АВЕКМНОРСТХЅІЈҮԚԜ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧονρϲ"  # fmt: skip
+_DRAWN_AS = "aeopcyxsijhdqwl" "ABEKMHOPCTXSIJYQW" "ABEZHIKMNOPTYXovpc"  # fmt: skip
+_LOOKALIKE_TABLE = str.maketrans(_LOOKALIKES, _DRAWN_AS)
+_LOOKALIKE_TABLE_KEYS = frozenset(_LOOKALIKES)
+
+
+def _script_of(letter: str) -> str:
+    return "Cyrillic" if "\u0400" <= letter < "\u0530" else "Greek"
+
+
+def _drawn_in(script: str) -> dict[int, str]:
+    """Every lookalike, Latin ones included, as the letter of `script` drawn the same (`o` and Greek `ο` as
+    Cyrillic `о`), for a word of that script with a Latin or other lookalike typed into it (`Teлефон`)."""
+    own = {latin: other for other, latin in zip(_LOOKALIKES, _DRAWN_AS, strict=True) if _script_of(other) == script}
+    table = {ord(latin): other for latin, other in own.items()}
+    for other, latin in zip(_LOOKALIKES, _DRAWN_AS, strict=True):
+        if _script_of(other) != script and latin in own:
+            table[ord(other)] = own[latin]
+    return table
+
+
+_AS_SCRIPT = {"Cyrillic": _drawn_in("Cyrillic"), "Greek": _drawn_in("Greek")}
+# Each byte as what it is to where scripts meet: an ASCII letter `L`, a Greek or Cyrillic letter's first byte `C`, a
+# character's later byte `c`, a dot `.` (`S.Ѕ.N.`), else a space; then the meets below are found by bytes.find at
+# memory speed. Where both Greek and Cyrillic letters are, their first bytes told apart (`G` for Greek's) as well.
+_BYTE_CLASSES = {
+    **{b: "c" for b in range(0x80, 0xC0)},
+    **{b: "C" for b in range(0xCE, 0xD5)},
+    **{ord(letter): "L" for letter in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"},
+    ord("."): ".",
+}
+_CLASSES = bytes.maketrans(bytes(range(256)), bytes(ord(_BYTE_CLASSES.get(b, " ")) for b in range(256)))
+_SCRIPTS = bytes.maketrans(
+    bytes(range(256)), bytes(ord({0xCE: "G", 0xCF: "G"}.get(b, _BYTE_CLASSES.get(b, " "))) for b in range(256))
+)
+# Where two scripts meet in a word (or in an abbreviation's letters between dots), with how far into the pattern a
+# letter of the word is: Latin and Greek or Cyrillic either way round; and Greek and Cyrillic (`ЅЅΝ`: no language
+# writes both in one word)
+_LATIN_MEETS = ((b"LC", 1), (b"L.C", 2), (b"CcL", 0), (b"Cc.L", 0))
+_SCRIPT_MEETS = ((b"CcG", 0), (b"GcC", 0), (b"Cc.G", 0), (b"Gc.C", 0))
 
 
 _GREEK_OR_CYRILLIC = re.compile(rb"[\xce-\xd4]")
-# A word of ASCII, Greek and Cyrillic letters (one class, repeated in C; its later bytes are other characters' later
-# bytes too, skipped at the word's start), read forward from where the scripts meet and back on the bytes reversed
-_WORD = re.compile(rb"[A-Za-z\x80-\xbf\xce-\xd4]*")
+# A word of ASCII, Greek and Cyrillic letters and dots (one class, repeated in C; its later bytes are other
+# characters' later bytes too, skipped at the word's start), read forward from where the scripts meet and back on the
+# bytes reversed
+_WORD = re.compile(rb"[A-Za-z.\x80-\xbf\xce-\xd4]*")
 _MOST_MEETS = 256  # words where the scripts meet read one by one; past them, every lookalike is read as Latin
 
 
-def latin_looking(data: bytes) -> bytes | None:
-    """The normalized text (normalize_utf8's) with the Greek and Cyrillic lookalikes of each word where one meets an
-    ASCII letter read as the Latin letters they show; None where no word has both (Russian and Greek text as people
-    write it: no second reading). Mapping them in place lost a Latin label's Russian ending (`WhatsAppе` read
-    `WhatsAppe`, no label): this reading is a second one, beside the text as it is. Only those words: every lookalike
-    in the text read as Latin made Russian words labels (`РН` read `PH`) once a `GitHubе` was anywhere; but past
-    _MOST_MEETS such words (no one writes so many), every lookalike is, in one pass."""
+def _own_letters(text: str) -> dict[str, int]:
+    """How many Greek and Cyrillic letters text has that draw no Latin one (`м`, `л`, `η`), by script."""
+    counts = {"Cyrillic": 0, "Greek": 0}
+    for letter in text:
+        if "\u0370" <= letter < "\u0530" and letter not in _LOOKALIKE_TABLE_KEYS:
+            counts[_script_of(letter)] += 1
+    return counts
+
+
+def _as_latin(word: str) -> str:
+    """A word's lookalikes as the Latin letters they show, but for an ending after its last Latin letter with letters
+    only its own script has (`рhoneом` reads `phoneом`, as `phoneом` is read: a Latin label with a Russian case ending
+    typed on a Russian layout)."""
+    last = max((i for i, letter in enumerate(word) if letter.isascii() and letter.isalpha()), default=-1)
+    if any(_own_letters(ending := word[last + 1 :]).values()):
+        return word[: last + 1].translate(_LOOKALIKE_TABLE) + ending
+    return word.translate(_LOOKALIKE_TABLE)
+
+
+def _in_its_script(word: str) -> str:
+    """A word with letters of its own script that draw no Latin one (`Teлефон`'s л, ф, н; `Tηλέφωνο`'s η, λ, φ…), its
+    lookalikes as that script's letters (Greek's where it has more of them than Cyrillic); other words as they are."""
+    counts = _own_letters(word)
+    if not any(counts.values()):
+        return word
+    return word.translate(_AS_SCRIPT["Greek" if counts["Greek"] > counts["Cyrillic"] else "Cyrillic"])
+
+
+def lookalike_readings(data: bytes) -> list[bytes]:
+    """Second readings of the normalized text (normalize_utf8's) where Latin, Greek and Cyrillic letters meet in a
+    word: first with the lookalikes of each such word read as the Latin letters they show (`ЅЅN`, `рhone`, `ЅЅΝ`,
+    `S.Ѕ.N.`); then, where such a word has letters only its own script has, with its Latin lookalikes read as that
+    script's (`Teлефон`, `Tηλέφωνο`: a Russian or Greek label typed with a Latin letter in it). No reading where no word
+    has two scripts (Russian and Greek text as people write it). Mapping them in place lost a Latin label's Russian
+    ending (`WhatsAppе` read `WhatsAppe`, no label): these readings are beside the text as it is. Only those words:
+    every lookalike in the text read as Latin made Russian words labels (`РН` read `PH`) once a `GitHubе` was
+    anywhere; but past _MOST_MEETS such words (no one writes so many), every lookalike is, in one pass."""
     if _GREEK_OR_CYRILLIC.search(data) is None:  # most text: one scan in C
-        return None
+        return []
     classes = data.translate(_CLASSES)
-    meets, at = [], 0
-    while len(meets) <= _MOST_MEETS and (at := classes.find(b"LC", at)) != -1:
-        meets.append(at + 1)
-        at += 1
-    at = 0
-    while len(meets) <= 2 * _MOST_MEETS and (at := classes.find(b"CcL", at)) != -1:
-        meets.append(at)
-        at += 1
+    meets: list[int] = []
+    both = (b"\xce" in data or b"\xcf" in data) and re.search(rb"[\xd0-\xd4]", data)  # Greek and Cyrillic
+    for letters, patterns in ((classes, _LATIN_MEETS), (data.translate(_SCRIPTS) if both else b"", _SCRIPT_MEETS)):
+        for pattern, offset in patterns:
+            at = 0
+            while len(meets) <= _MOST_MEETS and (at := letters.find(pattern, at)) != -1:
+                meets.append(at + offset)
+                at += 1
     if not meets:
-        return None
+        return []
     if len(meets) > _MOST_MEETS:
-        return data.decode(errors="surrogateescape").translate(_LOOKALIKE_TABLE).encode(errors="surrogateescape")
-    pieces, done = [], 0
+        return [data.decode(errors="surrogateescape").translate(_LOOKALIKE_TABLE).encode(errors="surrogateescape")]
+    latin, native, done = [], [], 0
     for meet in sorted(meets):
         if meet < done:
             continue  # in the word read already
@@ -177,11 +233,18 @@ def latin_looking(data: bytes) -> bytes | None:
         while classes[start] == 99:  # `c`: the tail of another script's character (`é`) before the word
             start += 1
         end = _WORD.match(data, meet).end()
-        word = data[start:end].decode(errors="surrogateescape").translate(_LOOKALIKE_TABLE)
-        pieces += [data[done:start], word.encode(errors="surrogateescape")]
+        word = data[start:end].decode(errors="surrogateescape")
+        between = data[done:start]
+        latin += [between, _as_latin(word).encode(errors="surrogateescape")]
+        native += [between, _in_its_script(word).encode(errors="surrogateescape")]
         done = end
-    pieces.append(data[done:])
-    return b"".join(pieces)
+    latin.append(data[done:])
+    native.append(data[done:])
+    readings = []
+    for reading in (b"".join(latin), b"".join(native)):
+        if reading != data and reading not in readings:
+            readings.append(reading)
+    return readings
 
 
 _URL_ESCAPES = ((b"%20", b" "), (b"%2B", b"+"), (b"%2b", b"+"), (b"%40", b"@"), (b"%3A", b":"), (b"%3a", b":"))

@@ -16,6 +16,8 @@ FIRES = {
     "email": [
         # at a mailbox provider: a blank-parted @ or a capital AT, or a small `at` after a marked local part
         "ann @ gmail.com",
+        "Email: ann.lee@gmail.comPhone: 4155550100",  # (a review) PDF text: the next field glued on
+        "ann@example.deLinkedIn: linkedin.com/in/ann",
         "ann AT gmail.com",
         "mail ann.lee at gmail.com",
         "Reach me: ann93 at hotmail.com",
@@ -323,6 +325,8 @@ FIRES = {
         "Phone: 4155550100E-mail: ann@example.com",
         "Phone: 4155550100email: x",
         "Phone: 415-555-0100EXT 12",
+        "(415) 555-0100Email: ann@example.com",  # (a review) a number in groups with no label, a field glued on
+        "Ann Lee 020 7946 0958Name: Bob",
         # a chat's turns joined: the assistant's question, the user's answer alone; a long question
         "What's the best phone number to reach you?\n4155550100",
         "What\u2019s the phone number you\u2019d like us to use?\n4155550100",  # typed apostrophes (a third review)
@@ -390,6 +394,7 @@ FIRES = {
         "de89370400440532013000",  # lower case
         "DE89-3704-0044-0532-0130-00",
         "gb82 west 1234 5698 7654 32 please",
+        "IBAN: DE89 3704 0044 0532 0130 00BIC: COBADEFFXXX",  # (a review) PDF text: the next field glued on
         "账户DE89370400440532013000",
         "NO9386011117947",  # the shortest in the registry
         "DE89 3704 0044\n0532 0130 00",  # split over two messages
@@ -573,6 +578,8 @@ FIRES = {
         "\u0405\u0405N: 123456789",
         "SS\u039d: 123456789",
         "SSN: 123-45-6789DOB: 01/02/1990",  # PDF text: the next field's name glued on
+        "Ann Lee 123-45-6789DOB: 01/02/1990",  # (a review) with no label too
+        "Ann Lee 123 45 6789Name: Bob",
         "SSN: 123456789Name: Ann Lee",
         "SSN: 123-45-6789dob: 01/02/1990",
         "Your SSN and phone?\nCustomer: 123456789, 4155550100",  # the SSN's label before the phone's
@@ -585,6 +592,7 @@ QUIET = {
         # (a review) a login at a host and a path, a LAN's names, code's matrix products
         "git clone git@github.com:openai/whisper.git", "scp ann@build.example.com:~/notes.txt .", "ssh root@server.local",
         "scores = q@k.mT / math.sqrt(d)", "y = x@self.weight.data", "pass@sub.example.com:8080/p/a/t/",
+        "ann@example.comMbps", "a@b.toName:",  # glued on, no field's name; `to` is a word (ask@me.toName)
         # a mailbox provider after a small `at` with a word before it, or a price or a symbol before an @
         "Sign up at gmail.com to get an account", "log in at outlook.com", "meet ann at gmail.com",
         "we met at me.com", "visit us at live.com/today", "ann @ gmail.community", "x = a @ gmail.com",
@@ -681,14 +689,14 @@ QUIET = {
     "cn-id": ["11010519491231002Y", "110105194913310021", "123456789012345678", "11010519491231002",
               "440524188001010019", "110105194912310021"],
     "iban": ["DE89 3704 0044 0532 0130 01", "GB82WEST1234569876543", "XX00 1234", "the ABCD1234 code",
-             "DE8937040044053201300"],
+             "DE8937040044053201300", "DE89370400440532013000Xyz"],
     "ssn": [
         # a line after the label that names another number (the speaker rule reads `Ticket:` as an id noun)
         "Please verify your SSN.\nTicket: 123456789",
         # (a second review) a key: value line under a line that names an SSN and asks nothing; an amount in euros
         "pii_fields: [email, phone, ssn]\nrandom_seed: 123456789",
         "Which table holds the SSN?\nuser_id: 482917365", "Agent: What's your SSN?\nUser ID: 482917365",
-        "123-45-6789DOB: 1990",  # a capital glued on is read only after a label
+        "123-45-6789abc 1990",  # letters glued on and no colon: no field's name
         # (a second review) letters glued on both sides: a token, a hash
         '{"ssn_token": "tok_123456789XyZ8kQ"}', 'ssn_hash: "b123456789AbQ9zLmN0pQrStUvWxYz=="',
         "How many SSN checks ran today?\nA: 123456789", "name,ssn_token\nAnn,tok_a1b2c3\nBob,734829164xQz9\n",
@@ -790,6 +798,8 @@ ADVERSARIAL = {  # repeated to 0.25 and 1 MB; a quadratic detector takes seconds
     "aligned-number-grid": "1234567  " * 10 + "\n",  # (a third review) one numeric run: its numbers are counted
     "scripts-meeting": "a\u0430",  # Latin and a Cyrillic lookalike: one word, folded once
     "scripts-meeting-apart": "x\u0455 \u00e9\u0455 ",  # many short words where scripts meet, a tail before one
+    "scripts-meeting-natively": "Te\u043b ",  # each word read a third way, as its own script's
+    "scripts-meeting-at-dots": "S.\u0405.\u03bd.",  # Latin, Cyrillic and Greek between dots: one word
     "dots": ".",
     "plus-digit": "+1",
     "letters-then-digits": "x1",

@@ -297,24 +297,48 @@ def test_a_key_is_read_beside_its_value_not_after_every_key(arguments):
 
 
 @pytest.mark.parametrize(
-    ("text", "read"),
+    ("text", "readings"),
     [
-        ("\u0405\u0405N", "SSN"),  # Macedonian Dze, twice, before a Latin N
-        ("SS\u039d", "SSN"),  # a Greek Nu after Latin letters
-        ("\u0440hone", "phone"),  # a Cyrillic er: one key of a Russian layout
-        ("iPh\u043ene\u043c", "iPhoneм"),  # `м` draws no Latin letter
-        ("é\u0455x", "ésx"),
-        ("Мой телефон", None),  # no word where the scripts meet: no second reading
-        ("Τηλέφωνο", None),
-        ("\u0430 b", None),  # scripts in two words, not one
+        ("\u0405\u0405N", ["SSN"]),  # Macedonian Dze, twice, before a Latin N
+        ("SS\u039d", ["SSN"]),  # a Greek Nu after Latin letters
+        ("\u0405\u0405\u039d", ["SSN"]),  # Cyrillic and Greek, no Latin letter: no language writes both in a word
+        ("S.\u0405.N.", ["S.S.N."]),  # an abbreviation's letters between dots
+        ("\u0440hone", ["phone"]),  # a Cyrillic er: one key of a Russian layout
+        ("\u0440hone\u043e\u043c", ["phone\u043e\u043c", "\u0440\u04bb\u043en\u0435\u043e\u043c"]),  # ending kept
+        ("iPh\u043ene\u043c", ["iPhone\u043c", "\u0456\u0420\u04bb\u043en\u0435\u043c"]),  # `м` draws no Latin
+        ("é\u0455x", ["ésx"]),
+        ("Te\u043b\u0435\u0444\u043e\u043d", ["\u0422\u0435\u043b\u0435\u0444\u043e\u043d"]),  # Телефон
+        ("T\u03b7\u03bb\u03ad\u03c6\u03c9\u03bd\u03bf", ["\u03a4\u03b7\u03bb\u03ad\u03c6\u03c9\u03bd\u03bf"]),
+        ("Мой телефон", []),  # no word where the scripts meet: no second reading
+        ("Τηλέφωνο", []),
+        ("\u0430 b", []),  # scripts in two words, not one
     ],
 )
-def test_lookalike_letters_are_read_a_second_time_as_latin(text, read):
-    from tandem_sdk.normalize import latin_looking, normalize_utf8
+def test_lookalike_letters_are_read_again_as_latin_and_as_the_words_own_script(text, readings):
+    from tandem_sdk.normalize import lookalike_readings, normalize_utf8
 
     assert normalize(text) == text  # the text itself stays as it is
-    variant = latin_looking(normalize_utf8(text))
-    assert (variant.decode() if variant is not None else None) == read
+    assert [r.decode() for r in lookalike_readings(normalize_utf8(text))] == readings
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("Teлефон: 9161234567", "phone"),  # Latin T and e in a Russian label
+        ("TEЛЕФОН 9161234567", "phone"),
+        ("Мой рhoneом: 9161234567", "phone"),  # a lookalike in a Latin label, and its Russian ending
+        ("Tηλέφωνο 6912345678", "phone"),  # a Latin T in a Greek label
+        ("\u0405\u0405\u039d: 123456789", "ssn"),
+        ("S.\u0405.N.: 123456789", "ssn"),
+        ("\u0405.\u0405.\u039d.: 123456789", "ssn"),
+    ],
+)
+def test_a_label_typed_in_two_scripts_is_read(text, kind):
+    """(a review) A Russian or Greek label with a Latin letter in it, a label in Cyrillic and Greek lookalikes with no
+    Latin letter, and an abbreviation's lookalikes between dots were no labels: the numbers after them went to the
+    cloud."""
+    assert detect(text, list(DETECTORS)) == [kind]
+    assert detect(text.split()[-1], list(DETECTORS)) == []  # the number alone: the label is what finds it
 
 
 @pytest.mark.parametrize(
