@@ -161,15 +161,17 @@ class SerialEngine:
             output.append(token)
             num_out += 1
             self._tokens.add()
+            if constraint is not None and token not in stop_ids:
+                constraint.consume(token)
+            # The parser gave up, on the token or computing this step's mask (which then allowed end-of-sequence
+            # alone): no answer, and never one that ended by itself (a review)
+            if constraint is not None and constraint.error:
+                raise RequestRejected(f"response_format: the grammar failed mid-answer: {constraint.error}")
             if token in stop_ids:
                 finish, text = "stop", detok.flush()
             else:
                 chosen, top = score(logits[None], [token], [params.top_logprobs])
                 text = detok.push(token, chosen[0], top[0] if params.top_logprobs is not None else None)
-                if constraint is not None:
-                    constraint.consume(token)
-                    if constraint.error:
-                        raise RequestRejected(f"response_format: the grammar failed mid-answer: {constraint.error}")
                 if detok.is_stopped:
                     finish = "stop"
                 elif constraint is not None and constraint.done:

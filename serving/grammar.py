@@ -83,6 +83,14 @@ def schema_grammar(schema: dict) -> str:
 
 
 MAX_GRAMMAR_BYTES = 64 * 1024  # a schema this large takes llguidance about half a second to compile
+# llguidance's errors without its parser state and grammar (~20 KB: a worker's gRPC status over 16 KiB reached the
+# gateway as RESOURCE_EXHAUSTED, a backend failure that opened the breakers; a review), and no warnings on stderr: a
+# caller's grammar says why it failed in the answer, not in the gateway's or a worker's log.
+_LIMITS = llguidance.LLParserLimits(verbose_errors=False)
+
+
+def matcher(tokenizer: llguidance.LLTokenizer, grammar: str) -> llguidance.LLMatcher:
+    return llguidance.LLMatcher(tokenizer, grammar, log_level=0, limits=_LIMITS)
 
 
 class SchemaCheck:
@@ -94,6 +102,9 @@ class SchemaCheck:
     def __init__(self, schema: dict, tokenizer: llguidance.LLTokenizer) -> None:
         grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema))
         self._tokenizer, self._matcher = tokenizer, _compiled(grammar, tokenizer)
+        # What the compiled matcher holds, about (measured: ~0.5 MB for any schema, and ~0.5 MB a KB of grammar for
+        # integer ranges, the most of the kinds tried): llguidance says nothing of its memory
+        self.weight = (512 << 10) + 512 * len(grammar)
 
     def follows(self, text: str) -> bool:
         matcher = self._matcher.deep_copy()
@@ -101,13 +112,25 @@ class SchemaCheck:
         return matcher.try_consume_tokens(ids) == len(ids) and matcher.is_accepting() and not matcher.is_error()
 
 
-class _Remembered:
-    """What compiling gave (its result, or why it failed), by key, for the last `size` keys: a client sends the same
-    response_format or tools request after request, and compiling a nested schema costs a second of CPU and ~100 MB
-    in the thread that does it. A refusal is remembered too, so repeating it is cheap."""
+class NotRemembered(LookupError):
+    """What a check needs is not remembered yet, and REMEMBERED_ONLY said not to compile it here."""
 
-    def __init__(self, size: int) -> None:
+
+# Set where a check runs on the event loop first (gateway/api/prepare.py): a remembered outcome answers at once, and a
+# compile it would need raises NotRemembered instead, so that it runs in a compiling thread.
+REMEMBERED_ONLY: ContextVar[bool] = ContextVar("grammar_remembered_only", default=False)
+
+
+class _Remembered:
+    """What compiling gave (its result, or why it failed), by key, for the last `size` keys and at most `budget`
+    bytes of what `weigh` says each result holds: a client sends the same response_format or tools request after
+    request, and compiling a nested schema costs a second of CPU. A refusal is remembered too, so repeating it is
+    cheap. The budget: a compiled schema of 600 integer ranges holds ~25 MB, and 256 of them took a review's gateway
+    to 2.6 GB on its way to 6."""
+
+    def __init__(self, size: int, budget: int | None = None, weigh=None) -> None:
         self._size, self._outcomes, self._lock = size, OrderedDict(), threading.Lock()
+        self._budget, self._weigh, self._held = budget, weigh, 0
 
     def get(self, key: tuple, make):
         """make()'s result, remembered; GrammarError (llguidance's message, cut) when it cannot be made."""
@@ -116,25 +139,41 @@ class _Remembered:
             if outcome is not None:
                 self._outcomes.move_to_end(key)
         if outcome is None:
+            if REMEMBERED_ONLY.get():
+                raise NotRemembered
             try:
-                outcome = (make(), None)
+                made = make()
+                outcome = (made, None, self._weigh(made) if self._weigh is not None else 0)
             except (GrammarError, ValueError, RuntimeError) as exc:
-                outcome = (None, _short(str(exc)))
-            with self._lock:
-                self._outcomes[key] = outcome
-                while len(self._outcomes) > self._size:
-                    self._outcomes.popitem(last=False)
-        result, problem = outcome
+                outcome = (None, _short(str(exc)), 0)
+            self._keep(key, outcome)
+        result, problem, _ = outcome
         if problem is not None:
             raise GrammarError(problem)
         return result
+
+    def _keep(self, key: tuple, outcome: tuple) -> None:
+        with self._lock:
+            if key in self._outcomes:  # another thread made it meanwhile
+                return
+            self._outcomes[key] = outcome
+            self._held += outcome[2]
+            while len(self._outcomes) > self._size or (
+                self._budget is not None and self._held > self._budget and len(self._outcomes) > 1
+            ):
+                self._held -= self._outcomes.popitem(last=False)[1][2]
+
+    @property
+    def held(self) -> int:
+        """The weight of what is remembered, in bytes."""
+        return self._held
 
 
 def _short(problem: str) -> str:
     """llguidance's message, cut: a compile error can quote the whole schema, a Rust panic's backtrace, or the
     parser's whole state (`NoExtensionBias\n<state>…`, a schema that refers to itself without end: a review)."""
     first = problem.split("\nstack backtrace:", 1)[0]
-    if "\n<state>" in first:
+    if "\n<state>" in first or "\n<non-verbose/>" in first:
         first = f"the parser cannot go on with this schema ({first.split(chr(10), 1)[0].strip()[:100]})"
     return first if len(first) <= MAX_PROBLEM_CHARS else first[:MAX_PROBLEM_CHARS] + "…"
 
@@ -144,7 +183,8 @@ MAX_PROBLEM_CHARS = 500
 # no tenant can time whether another sent a schema (a remembered one answers in microseconds, a compile takes up to
 # seconds). Contexts reach the compiling threads (gateway/api/prepare.py's `_compiling` copies them).
 CACHE_SCOPE: ContextVar[str] = ContextVar("grammar_cache_scope", default="")
-_SCHEMAS = _Remembered(256)  # (scope, id of llguidance's tokenizer, the schema's SHA-256) -> its SchemaCheck
+# (scope, id of llguidance's tokenizer, the schema's SHA-256) -> its SchemaCheck, at most ~256 MB of them
+_SCHEMAS = _Remembered(256, budget=256 << 20, weigh=lambda check: check.weight)
 _GRAMMARS = _Remembered(1024)  # (scope, id of llguidance's tokenizer, the grammar's SHA-256) -> None: it serves
 
 
@@ -171,15 +211,33 @@ def _compiled(grammar: str, tokenizer: llguidance.LLTokenizer) -> llguidance.LLM
     """A matcher for a grammar that will serve; GrammarError saying why one will not."""
     if len(grammar.encode()) > MAX_GRAMMAR_BYTES:
         raise GrammarError(f"the schema is too large ({len(grammar.encode())} bytes; at most {MAX_GRAMMAR_BYTES})")
-    if message := llguidance.LLMatcher.validate_grammar(grammar, tokenizer):
+    if message := llguidance.LLMatcher.validate_grammar(grammar, tokenizer, limits=_LIMITS):
         raise GrammarError(message)
-    matcher = llguidance.LLMatcher(tokenizer, grammar)
-    matcher.compute_bitmask()
-    if matcher.is_error():
-        raise GrammarError(matcher.get_error())
-    if matcher.is_stopped():
+    compiled = matcher(tokenizer, grammar)
+    compiled.compute_bitmask()
+    if compiled.is_error():
+        raise GrammarError(compiled.get_error())
+    if compiled.is_stopped():
         raise GrammarError("the schema allows only an empty answer")
-    return matcher
+    _walk_forced(compiled.deep_copy())
+    return compiled
+
+
+FORCED_STEPS = 16  # masks past the first that a check computes, along the tokens the grammar forces
+
+
+def _walk_forced(walker: llguidance.LLMatcher) -> None:
+    """Follow the tokens the grammar forces (`{"` of an object with required keys) and compute the mask after each:
+    a grammar too complex for the parser often shows only there (an object of 700 properties: the row after `{` holds
+    2,799 items, over llguidance's 2,000), and every answer would fail on its first tokens, on a worker."""
+    for _ in range(FORCED_STEPS):
+        forced = walker.compute_ff_tokens()
+        if not forced or walker.is_error():
+            break
+        walker.consume_tokens(forced)
+        walker.compute_bitmask()
+    if walker.is_error():
+        raise GrammarError(walker.get_error())
 
 
 # (id of the tokenizer, eos ids) -> (the tokenizer, kept so its id is not reused; llguidance's). A process holds
@@ -212,9 +270,9 @@ class Constraint:
     """One sequence's grammar state."""
 
     def __init__(self, tokenizer: llguidance.LLTokenizer, grammar: str) -> None:
-        self._matcher = llguidance.LLMatcher(tokenizer, grammar)
+        self._matcher = matcher(tokenizer, grammar)
         if self._matcher.is_error():
-            raise GrammarError(self._matcher.get_error())
+            raise GrammarError(_short(self._matcher.get_error()))
 
     def bitmask(self) -> bytes:
         """The tokens the grammar permits next, one bit each (token t: bit t % 32 of 32-bit word t // 32)."""
@@ -222,12 +280,14 @@ class Constraint:
 
     def consume(self, token: int) -> None:
         if not self._matcher.consume_token(token) or self._matcher.is_error():
-            log.warning("grammar refused token %d: %s", token, self._matcher.get_error())
+            log.warning("grammar refused token %d: %s", token, _short(self._matcher.get_error()))
 
     @property
     def error(self) -> str | None:
-        """Why the grammar cannot go on (the parser gave up mid-answer), None while it can."""
-        return self._matcher.get_error() if self._matcher.is_error() else None
+        """Why the grammar cannot go on (the parser gave up computing a mask or on a token), None while it can. Read
+        before a token ends the answer: a mask that failed allows end-of-sequence alone, and the answer, cut, would
+        read as one that ended by itself (a review)."""
+        return _short(self._matcher.get_error()) if self._matcher.is_error() else None
 
     @property
     def done(self) -> bool:

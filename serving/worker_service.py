@@ -106,6 +106,19 @@ def _phase_spans(usage: Usage, started_ns: int, first_ns: int, ended_ns: int) ->
         tracer.start_span(name, start_time=start, attributes=attributes).end(end_time=max(start, end))
 
 
+MAX_STATUS_BYTES = 2000  # gRPC's status message travels in a header: over 8 KiB it may, over 16 KiB it does fail
+
+
+def status_details(message: str) -> str:
+    """A status message that reaches the gateway as sent: cut to MAX_STATUS_BYTES of UTF-8 (percent-encoded on the
+    wire, up to 6 KB). A 20 KB one (a grammar engine's parser state) arrived as RESOURCE_EXHAUSTED, a backend's
+    failure: the request's own fault opened the breakers of every backend it was retried on (a review)."""
+    data = message.encode(errors="replace")
+    if len(data) <= MAX_STATUS_BYTES:
+        return message
+    return data[: MAX_STATUS_BYTES - 3].decode(errors="ignore") + "…"
+
+
 class WorkerServicer(worker_pb2_grpc.WorkerServicer):
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
@@ -123,7 +136,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServicer):
         try:
             gen_request = request_from_proto(request)
         except RequestRejected as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, status_details(str(exc)))
         span = trace.get_current_span()
         span.set_attribute("tandem.worker.kind", self._engine.kind)
         span.set_attribute("tandem.execution_provider", self._engine.execution_provider)
@@ -142,7 +155,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServicer):
                     _phase_spans(chunk.usage, started_ns, first_ns, time.time_ns())
                 yield chunk_to_proto(chunk)
         except RequestRejected as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, status_details(str(exc)))
         finally:
             await stream.aclose()  # a cancelled RPC frees the sequence at once
 

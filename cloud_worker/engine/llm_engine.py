@@ -217,20 +217,20 @@ class PagedEngine:
         seq.token_ids.append(token)
         if params.prompt_logprobs is not None and seq.num_output_tokens == 1:  # the prompt's scores, before it
             self._emit_prompt_scores(job)
-        detok = job.detok
+        detok, constraint = job.detok, seq.constraint
+        if constraint is not None and token not in job.stop_ids:
+            constraint.consume(token)
+        # The parser gave up, on the token or computing this step's mask (which then allowed end-of-sequence alone):
+        # an answer that could not follow its schema is no answer, and never one that ended by itself (a review)
+        if constraint is not None and constraint.error:
+            self._fail(job, RequestRejected(f"response_format: the grammar failed mid-answer: {constraint.error}"))
+            return
         if token in job.stop_ids:
             text = detok.flush()
             self._retire(job, "stop", text, *detok.take())
             return
-        if seq.constraint is not None:
-            seq.constraint.consume(token)
-            if seq.constraint.error:  # the parser gave up: an answer that could not follow its schema is no answer
-                self._fail(
-                    job, RequestRejected(f"response_format: the grammar failed mid-answer: {seq.constraint.error}")
-                )
-                return
         text = detok.push(token, logprob, top if params.top_logprobs is not None else None)
-        if seq.constraint is not None and seq.constraint.done:
+        if constraint is not None and constraint.done:
             text, reason = text + detok.flush(), "stop"
         elif detok.is_stopped:
             reason = "stop"

@@ -738,7 +738,10 @@ def _mid_answer(exc: BackendError) -> GatewayError:
     """What a failure after the first token is: the request's own fault (a grammar that cannot go on: a 400, as it
     is before the first token, not counted against the backend), or the backend's."""
     if exc.is_request_fault:
-        return BadRequest(f"the request could not be answered to the end: {exc.details[:MAX_DETAILS_CHARS]}")
+        param = "response_format" if exc.details.startswith("response_format:") else None
+        return BadRequest(
+            f"the request could not be answered to the end: {exc.details[:MAX_DETAILS_CHARS]}", param=param
+        )
     return BackendFailed(f"backend failed mid-answer: {exc}")
 
 

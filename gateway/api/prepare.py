@@ -12,6 +12,7 @@ import asyncio
 import contextvars
 import dataclasses
 import functools
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ from gateway.classify.features import RequestFeatures
 from gateway.policy.schema import Policy
 from gateway.state import GatewayState, ServedModel
 from serving import spans
-from serving.grammar import CACHE_SCOPE
+from serving.grammar import CACHE_SCOPE, REMEMBERED_ONLY, NotRemembered
 from serving.openai.answer import ToolPlan, answer_grammar, check_token_ids, shaped, tool_plan
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.errors import BadRequest, PromptTooLong
@@ -33,23 +34,46 @@ from serving.openai.schemas import ChatCompletionRequest, CompletionRequest, _Ge
 
 tracer = spans.get_tracer(__name__)  # the SDK's spans at a fraction of their cost (serving/spans.py)
 INLINE_BODY_BYTES = 2048  # below this, tokenizing, scanning and classifying take well under a millisecond
+INLINE_COMPILE_BYTES = 64 * 1024  # below this, a request's remembered grammars are looked up on the event loop
 
 
 # Grammars (response_format, a forced call, strict functions) compile here, not in the default pool that tokenizing
-# and the privacy scan share: a caller sending nested schemas waits behind its own compiles and others do not (a
-# review: another tenant's request waited 4.4 s behind twelve), and the ~100-200 MB a compiling thread keeps is
-# kept by two threads, not the default pool's six.
+# and the privacy scan share (a review: another tenant's request waited 4.4 s behind twelve), and the ~100-200 MB a
+# compiling thread keeps is kept by two threads, not the default pool's six. A tenant compiles one thing at a time
+# (its other requests wait for it, not in the pool), so another tenant's finds a thread free; and what is remembered
+# (the same schema again: serving.grammar) answers on the event loop, queueing for nothing (a review: a plain
+# json_object request waited 12 s behind another tenant's 24 schemas).
 _COMPILING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="grammar")
+_TENANT_COMPILES: "weakref.WeakValueDictionary[str, asyncio.Lock]" = weakref.WeakValueDictionary()
 
 
-async def _compiling(fn, *args):
-    return await asyncio.get_running_loop().run_in_executor(_COMPILING, contextvars.copy_context().run, fn, *args)
+async def _compiling(request: Request, fn, *args):
+    """fn(*args) from what is remembered, on the event loop (a body under INLINE_COMPILE_BYTES: reading a larger
+    one's schemas again costs milliseconds); else in a compiling thread, this tenant's turn."""
+    if _body_under(request, INLINE_COMPILE_BYTES):
+        remembered_only = REMEMBERED_ONLY.set(True)
+        try:
+            return fn(*args)
+        except NotRemembered:
+            pass
+        finally:
+            REMEMBERED_ONLY.reset(remembered_only)
+    tenant = CACHE_SCOPE.get()
+    turn = _TENANT_COMPILES.get(tenant)
+    if turn is None:
+        turn = _TENANT_COMPILES[tenant] = asyncio.Lock()
+    async with turn:
+        return await asyncio.get_running_loop().run_in_executor(_COMPILING, contextvars.copy_context().run, fn, *args)
+
+
+def _body_under(request: Request, size: int) -> bool:
+    length = request.headers.get("content-length", "")
+    return length.isascii() and length.isdigit() and int(length) < size
 
 
 async def _off_loop(request: Request, fn, *args, **kwargs):
     """fn(*args, **kwargs), in a worker thread unless the request body is small."""
-    size = request.headers.get("content-length", "")
-    if size.isascii() and size.isdigit() and int(size) < INLINE_BODY_BYTES:
+    if _body_under(request, INLINE_BODY_BYTES):
         return fn(*args, **kwargs)
     return await asyncio.to_thread(fn, *args, **kwargs)
 
@@ -71,9 +95,12 @@ async def prepare_chat(body: ChatCompletionRequest, request: Request, state: Gat
         messages = [m.for_template() for m in body.messages]
     except ValueError as exc:
         raise BadRequest(str(exc), param="messages") from exc
-    # Without tools there is nothing to compile (only tool_choice to refuse): no thread hop for most requests
-    calls = await _compiling(tool_plan, body, model.tokenizer) if body.tools else tool_plan(body, model.tokenizer)
-    grammar = await _compiling(answer_grammar, body, calls, model.tokenizer) if shaped(body, calls) else ""
+    # Without tools there is nothing to compile (only tool_choice to refuse); with them, before the template reads
+    # them: one it cannot read is refused here, by name
+    calls = (
+        await _compiling(request, tool_plan, body, model.tokenizer) if body.tools else tool_plan(body, model.tokenizer)
+    )
+    grammar = await _compiling(request, answer_grammar, body, calls, model.tokenizer) if shaped(body, calls) else ""
     prompt_ids, scan = await _off_loop(request, _tokenize_chat, body, messages, model.tokenizer)
     text = "\n".join(m["content"] for m in messages)
     requested = body.max_completion_tokens or body.max_tokens
@@ -112,7 +139,7 @@ async def prepare_completion(
             where = "prompt" if len(prompts) == 1 else f"prompt[{i}]"
             raise BadRequest(f"{where} token ids out of range [0, {vocab}): {bad[:5]}", param="prompt")
     tokenized, read, scan = await _off_loop(request, _tokenize_completion, body, prompts, model.tokenizer)
-    grammar = await _compiling(answer_grammar, body, None, model.tokenizer) if shaped(body, None) else ""
+    grammar = await _compiling(request, answer_grammar, body, None, model.tokenizer) if shaped(body, None) else ""
     lengths = [len(prompt_ids) for prompt_ids, _ in tokenized]
     features = await _classify(body, model, lengths, scan, body.max_tokens, request, state, policy, "prompt", read)
     batch = [

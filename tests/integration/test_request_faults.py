@@ -114,6 +114,32 @@ def test_every_malformed_kind_names_its_field(stack):
             assert status == 400 and (error["param"] or "").startswith(what), (what, error)
 
 
+# A choice first (the gateway's check stops walking there), then an object of 700 properties: the parser gives up on
+# the worker, after the answer's first tokens, with a message of ~19 KB (its whole state and grammar)
+LATE = {"type": "object", "required": ["a", "b"], "properties": {"a": {"enum": ["x", "y"]}, "b": {
+    "type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(700)}}}}  # fmt: skip
+
+
+@pytest.mark.parametrize("privacy", [None, "pii"])
+def test_a_grammar_that_fails_on_the_worker_is_the_requests_fault_not_the_backends(stack, privacy):
+    """(a review) A worker's status message of 19 KB crossed gRPC's 16 KiB limit on its headers and reached the
+    gateway as RESOURCE_EXHAUSTED: a backend failure, retried on the edge and counted against both, so three such
+    requests opened every breaker and every tenant, private ones included, got a 503."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "late", "schema": LATE}}
+    body = ASK | {"max_tokens": 60, "temperature": 0, "response_format": fmt}
+    body |= {"metadata": {"privacy": privacy}} if privacy else {}
+    for _ in range(4):
+        reply = httpx.post(f"{stack.url}/v1/chat/completions", json=body, timeout=60)
+        error = reply.json()["error"]
+        assert reply.status_code == 400 and error["param"] == "response_format", reply.text
+        assert "the grammar failed mid-answer" in error["message"] and len(error["message"]) < 600
+    backends = httpx.get(f"{stack.url}/readyz").json()["backends"]
+    assert {b["circuit"] for b in backends.values()} == {"closed"}, backends
+    public = httpx.post(f"{stack.url}/v1/chat/completions", json=ASK, timeout=30)
+    private = httpx.post(f"{stack.url}/v1/chat/completions", json=ASK | {"metadata": {"privacy": "pii"}}, timeout=30)
+    assert (public.status_code, private.status_code) == (200, 200)
+
+
 @pytest.mark.parametrize(
     ("metadata", "headers", "param", "meant"),
     [

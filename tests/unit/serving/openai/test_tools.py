@@ -353,9 +353,9 @@ def test_a_strict_schema_is_compiled_once_a_request_and_one_that_cannot_be_is_re
         grammar_from_json_schema = staticmethod(real.grammar_from_json_schema)
         validate_grammar = staticmethod(real.validate_grammar)
 
-        def __init__(self, *args):
+        def __init__(self, *args, **kwargs):
             made.append(1)
-            self._matcher = real(*args)
+            self._matcher = real(*args, **kwargs)
 
         def __getattr__(self, name):
             return getattr(self._matcher, name)
