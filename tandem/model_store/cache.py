@@ -1,11 +1,13 @@
 """The node-local cache and the shared tier: a reference resolved to a directory, installed whole, under locks,
 evicted least recently used."""
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -15,11 +17,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from serving.atomic_dir import owner_alive, owner_tag
+from serving.atomic_dir import owner_tag
+from tandem.model_store import locks
 from tandem.model_store.manifest import Manifest, file_sha256
 from tandem.model_store.object_store import ObjectStore
 from tandem.model_store.progress import Progress
-from tandem.model_store.reference import ENTRY_FILE, LAST_USED_FILE, ModelRef, StoreError, checked_digest, file_in
+from tandem.model_store.reference import (
+    ENTRY_FILE,
+    LAST_USED_FILE,
+    ModelRef,
+    StoreError,
+    checked_digest,
+    file_in,
+    whole_number_from_env,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +45,15 @@ class ModelStore:
 
     @classmethod
     def from_env(cls) -> "ModelStore":
-        max_bytes = os.environ.get("TANDEM_MODEL_CACHE_MAX_BYTES")
+        """The store the TANDEM_MODEL_* variables describe; StoreError, naming the variable, where one holds what it
+        cannot mean (a review: `10GB` was a traceback, `-1` a bound of -0 MB, an empty directory the current one)."""
+        cache_dir = os.environ.get("TANDEM_MODEL_CACHE_DIR")
+        if cache_dir is not None and not cache_dir.strip():
+            raise StoreError(f"TANDEM_MODEL_CACHE_DIR={cache_dir!r}: use a directory (unset: ~/.cache/tandem/models)")
         shared = os.environ.get("TANDEM_MODEL_SHARED_DIR")
         return cls(
-            Path(os.environ.get("TANDEM_MODEL_CACHE_DIR", Path.home() / ".cache" / "tandem" / "models")),
-            int(max_bytes) if max_bytes else None,
+            Path(cache_dir) if cache_dir else Path.home() / ".cache" / "tandem" / "models",
+            whole_number_from_env("TANDEM_MODEL_CACHE_MAX_BYTES", "a whole number of bytes", 0, "no bound"),
             Path(shared) if shared else None,
             verify=os.environ.get("TANDEM_MODEL_VERIFY", "stamp"),
         )
@@ -59,6 +74,8 @@ class ModelStore:
 
     def resolve(self, reference: str, only: Iterable[str] | None = None) -> Path:
         """A local checkpoint directory for `reference`; with `only`, just those files of it (e.g. a tokenizer)."""
+        if not reference.strip():  # an unset variable, most likely: not the current directory
+            raise StoreError("the model reference is empty: give a checkpoint directory or s3://bucket/path/to/model")
         if reference.startswith("demo://"):
             return self._demo(reference)
         ref = ModelRef.parse(reference)
@@ -78,17 +95,7 @@ class ModelStore:
         entry = self.cache_dir / name
         fd = os.open(self.cache_dir / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            _lock(fd, fcntl.LOCK_SH, f"another process is installing or evicting {entry}")
-            problem = self._check(entry)
-            if problem is not None:
-                # Replacing it needs every other holder gone; a running worker holds its model for its life.
-                _lock(fd, fcntl.LOCK_EX, f"{entry} is unusable ({problem}) and in use", REPLACE_WAIT_S)
-                problem = self._check(entry)  # another process may have installed it meanwhile
-                if problem is not None:
-                    if entry.exists():
-                        log.warning("cached %s is unusable (%s); fetching it again", entry, problem)
-                    self._install(ref, entry, only)
-                fcntl.flock(fd, fcntl.LOCK_SH)
+            self._hold_whole(fd, ref, entry, only)
         except BaseException:
             os.close(fd)
             raise
@@ -99,6 +106,23 @@ class ModelStore:
         self._held[entry] = fd  # kept: eviction by other processes skips entries someone holds
         self._evict(keep=entry)
         return entry
+
+    def _hold_whole(self, fd: int, ref: ModelRef, entry: Path, only: tuple[str, ...] | None) -> None:
+        """Returns holding `entry`'s lock (`fd`) shared, the entry whole: installed here where no other process
+        had installed it. Fetches started together download once: the others wait for that install, however long."""
+        installing = f"another process is installing or evicting {entry}"
+        locks.lock(fd, fcntl.LOCK_SH, installing)
+        while (problem := self._check(entry)) is not None:
+            # Replacing it needs every other holder gone; a running worker holds its model for its life.
+            if not locks.upgrade(fd, f"{entry} is unusable ({problem}) and in use", installing, REPLACE_WAIT_S):
+                continue  # another process installed (or evicted) it meanwhile: look again
+            problem = self._check(entry)  # it may have been installed between letting go and taking it
+            if problem is not None:
+                if entry.exists():
+                    log.warning("cached %s is unusable (%s); fetching it again", entry, problem)
+                self._install(ref, entry, only)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            return
 
     def _demo(self, reference: str) -> Path:
         """The demo checkpoint (the same bytes everywhere: its weights are seeded), built under a lock."""
@@ -144,9 +168,9 @@ class ModelStore:
 
     def _install(self, ref: ModelRef, entry: Path, only: tuple[str, ...] | None) -> None:
         """Build the entry in a temporary directory from the best tier, verify it, rename it into place."""
-        self._remove_stale_temporaries()
+        self._remove_stale_temporaries(installing=entry)
         temporary = self.cache_dir / f".tmp-{entry.name}@{owner_tag()}"
-        shutil.rmtree(temporary, ignore_errors=True)
+        _remove(temporary)
         temporary.mkdir()
         try:
             manifest = self._fill(ref, temporary, only)
@@ -161,7 +185,7 @@ class ModelStore:
                 self._discard(entry)
             temporary.rename(entry)  # atomic: readers see no entry or a whole one
         except BaseException:
-            shutil.rmtree(temporary, ignore_errors=True)
+            _remove(temporary)
             raise
 
     def _fill(self, ref: ModelRef, directory: Path, only: tuple[str, ...] | None) -> Manifest:
@@ -173,17 +197,10 @@ class ModelStore:
                 log.warning("%s holds a different manifest than %s; skipping it", shared, ref)
             else:
                 print(f"copying {ref} from the shared file system {shared}", file=sys.stderr)
-                where = str(shared / ENTRY_FILE)
-                sources = [file_in(shared, f.path, where) for f in manifest.files]  # all checked before copying
-                for f, source in zip(manifest.files, sources, strict=True):
-                    target = file_in(directory, f.path, where)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(source, target)
-                if _verified(directory, manifest):
+                if _copied(shared, directory, manifest):
                     return manifest
-                log.warning("%s does not match its manifest; fetching from the object store", shared)
                 for child in list(directory.iterdir()):
-                    shutil.rmtree(child) if child.is_dir() else child.unlink()
+                    _remove(child)
         key = ref.key("manifests", f"sha256-{ref.digest}.json")
         data = self.objects.get_bytes(ref.bucket, key)
         if hashlib.sha256(data).hexdigest() != ref.digest:
@@ -208,17 +225,31 @@ class ModelStore:
         left behind never blocks the next (the same PID, 1, in every container start)."""
         trash = self.cache_dir / f".trash-{entry.name}@{owner_tag()}-{secrets.token_hex(4)}"
         entry.rename(trash)
-        shutil.rmtree(trash, ignore_errors=True)
+        _remove(trash)
 
-    def _remove_stale_temporaries(self) -> None:
-        """Temporaries of processes that died mid-install (`.tmp-ENTRY@PID-START`; `.tmp-ENTRY-PID` from older
-        versions), and trash a killed process left: it is never read, and nothing else would count its bytes."""
+    def _remove_stale_temporaries(self, installing: Path) -> None:
+        """Temporaries of installs that stopped midway (`.tmp-ENTRY@TAG`; `.tmp-ENTRY-PID` from older versions),
+        and trash a killed process left: never read, and nothing else would count their bytes.
+
+        An install holds its entry's lock exclusive for as long as its temporary exists, so a temporary whose entry
+        nobody holds exclusive is a dead install's, whichever container it ran in (a review: judged by its PID, a
+        download running in another PID namespace was deleted under it). This process holds `installing`'s lock: any
+        temporary of it is a dead one's. Names of neither form are left alone."""
         for path in self.cache_dir.glob(".trash-*"):
-            shutil.rmtree(path, ignore_errors=True)
+            _remove(path)
         for path in self.cache_dir.glob(".tmp-*"):
-            tag = path.name.rpartition("@")[2] if "@" in path.name else path.name.rsplit("-", 1)[-1]
-            if not owner_alive(tag):
-                shutil.rmtree(path, ignore_errors=True)
+            match = _TEMPORARY.fullmatch(path.name)
+            if match is None:
+                continue
+            if match["entry"] == installing.name:
+                _remove(path)
+                continue
+            fd = os.open(self.cache_dir / f"{match['entry']}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                if locks.try_lock(fd, fcntl.LOCK_SH):  # held while removing: no install of it starts meanwhile
+                    _remove(path)
+            finally:
+                os.close(fd)
 
     def _evict(self, keep: Path) -> None:
         """Remove least recently used entries no process holds until the cache fits `max_bytes`."""
@@ -233,9 +264,7 @@ class ModelStore:
             if path == keep or path in self._held:
                 continue
             fd = os.open(self.cache_dir / f"{path.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not locks.try_lock(fd, fcntl.LOCK_EX):
                 os.close(fd)
                 continue  # in use by a running process
             try:
@@ -255,31 +284,8 @@ class ModelStore:
 
 REPLACE_WAIT_S = 60.0  # how long a damaged entry's other holders get to let go before its fetch gives up
 
-
-def _lock(fd: int, kind: int, waiting_for: str, timeout_s: float | None = None) -> None:
-    """flock, saying so when it has to wait (a wait without a word looked like a hang); StoreError past timeout_s."""
-    try:
-        fcntl.flock(fd, kind | fcntl.LOCK_NB)
-        return
-    except BlockingIOError:
-        pass
-    limit = "" if timeout_s is None else f" (at most {timeout_s:.0f} s)"
-    log.warning("waiting%s: %s", limit, waiting_for)
-    if timeout_s is None:
-        fcntl.flock(fd, kind)
-        return
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            fcntl.flock(fd, kind | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise StoreError(
-                    f"{waiting_for} by another process, which did not let go within {timeout_s:.0f} s: stop the "
-                    "processes serving it (`fuser` on its .lock file names them), then fetch again"
-                ) from None
-            time.sleep(0.2)
+# A temporary: `.tmp-ENTRY@TAG` (serving/atomic_dir.owner_tag), or `.tmp-ENTRY-PID` from older versions.
+_TEMPORARY = re.compile(r"\.tmp-(?P<entry>sha256-[0-9a-f]{64}(?:-[0-9a-f]{8})?)(?:@.+|-\d+)")
 
 
 def _select(manifest: Manifest, only: tuple[str, ...] | None, ref: ModelRef) -> Manifest:
@@ -296,6 +302,34 @@ def _entry_manifest(entry: Path) -> bytes:
         return json.dumps(json.loads((entry / ENTRY_FILE).read_text())["manifest"]).encode()
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise StoreError(f"{entry / ENTRY_FILE}: not a Tandem cache entry ({exc})") from exc
+
+
+def _copied(shared: Path, directory: Path, manifest: Manifest) -> bool:
+    """Copy the files of `manifest` from the shared tier's entry into `directory`; False (the caller goes to the
+    object store) where one is missing or unreadable there, or does not match its manifest."""
+    where = str(shared / ENTRY_FILE)
+    sources = [file_in(shared, f.path, where) for f in manifest.files]  # all checked before copying
+    try:
+        for f, source in zip(manifest.files, sources, strict=True):
+            target = file_in(directory, f.path, where)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+    except OSError as exc:  # a review: one file gone from the shared entry crashed the fetch
+        log.warning("%s cannot be copied (%s); fetching from the object store", shared, exc)
+        return False
+    if _verified(directory, manifest):
+        return True
+    log.warning("%s does not match its manifest; fetching from the object store", shared)
+    return False
+
+
+def _remove(path: Path) -> None:
+    """A folder and all in it, or a file or link (an entry's name holding one): whatever is there, gone."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _verified(directory: Path, manifest: Manifest) -> bool:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tandem.model_store.manifest import Manifest
 from tandem.model_store.progress import Progress
-from tandem.model_store.reference import HASH_CHUNK, PART_BYTES, ModelRef, StoreError
+from tandem.model_store.reference import HASH_CHUNK, PART_BYTES, ModelRef, StoreError, whole_number_from_env
 
 
 class ObjectStore:
@@ -18,9 +18,8 @@ class ObjectStore:
         import boto3
         from botocore.config import Config
 
-        max_workers = max_workers or int(os.environ.get("TANDEM_MODEL_FETCH_STREAMS", "8"))
-        if max_workers < 1:
-            raise StoreError(f"TANDEM_MODEL_FETCH_STREAMS={max_workers}: use 1 or more")
+        max_workers = max_workers or whole_number_from_env("TANDEM_MODEL_FETCH_STREAMS", "a whole number", 1, "8") or 8
+        assert max_workers >= 1, max_workers
         self.max_workers, self.part_bytes = max_workers, part_bytes
         config = Config(max_pool_connections=max_workers * 2, retries={"max_attempts": 5, "mode": "standard"})
         self._s3 = boto3.client(

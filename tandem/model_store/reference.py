@@ -1,6 +1,7 @@
 """A model reference: a local directory, `demo://…`, or `s3://bucket/path/model[@sha256:DIGEST]`; and the checks
-every name read from a manifest or an address passes."""
+every name read from a manifest, an address or a TANDEM_MODEL_* variable passes."""
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,17 @@ def checked_digest(value: object, where: str) -> str:
     return digest
 
 
+def whole_number_from_env(name: str, what: str, least: int, unset: str) -> int | None:
+    """The variable `name` as a whole number, `least` or more; None where it is unset. Anything else (`10GB`, `1e3`,
+    `-1`, an empty value) is StoreError naming the variable, not a traceback: every command with --model reads it."""
+    text = os.environ.get(name)
+    if text is None:
+        return None
+    if not (text.isascii() and text.isdigit()) or int(text) < least:
+        raise StoreError(f"{name}={text!r}: use {what}, {least} or more (unset: {unset})")
+    return int(text)
+
+
 def _shown(value: object, limit: int = 80) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -81,12 +93,17 @@ class ModelRef:
         """The reference, or None for a local path."""
         if not text.startswith("s3://"):
             return None
-        address, _, pin = text.partition("@")
+        address, at, pin = text.partition("@")
         parsed = urlparse(address)
         prefix = parsed.path.strip("/")
         if not parsed.netloc or not prefix:
             raise StoreError(f"{text!r}: expected s3://bucket/path/to/model[@sha256:<digest>]")
         digest = None
+        if at and not pin:  # `model@$PIN` with the variable unset: not the latest push, silently
+            raise StoreError(
+                f"{text!r}: nothing after @: pin it @sha256:<64 lowercase hex digits>, or leave out the @ for the "
+                "latest push"
+            )
         if pin:
             algorithm, _, digest = pin.partition(":")
             if algorithm != "sha256" or not is_sha256_hex(digest):

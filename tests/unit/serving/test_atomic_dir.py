@@ -4,10 +4,12 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
-from serving.atomic_dir import ForeignFolder, building, owner_tag, sweep
+from serving.atomic_dir import FOREIGN_IDLE_S, ForeignFolder, building, owner_tag, sweep
+from tests.namespaces import in_another_pid_namespace
 
 OURS = {"done", "marker"}.__contains__  # what the builders in these tests write
 
@@ -88,3 +90,82 @@ def test_a_file_browsers_litter_does_not_keep_a_stale_build_from_being_replaced(
     with building(final, lambda done: False, OURS) as tmp:
         (tmp / "done").write_text("")
     assert sorted(p.name for p in final.iterdir()) == ["done"]
+
+
+def _dead_pid() -> int:
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout)
+
+
+def test_a_users_folders_named_like_partial_ones_are_never_swept(tmp_path):
+    """`tandem edge export CKPT out` deleted the user's `out.partial-notes`, `out.partials` and `out.partial copy`
+    (a review): only a builder's own names are swept."""
+    theirs = [
+        "out.partial-notes",
+        "out.partials",
+        "out.partial copy",
+        "out.partial-1-abcdef-mine",
+        "out.partial-x-abcdef",
+    ]
+    for name in theirs:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "notes.txt").write_text("mine")
+    dead = tmp_path / f"out.partial-{_dead_pid()}-abcdef"
+    dead.mkdir()
+    sweep(tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(theirs)
+
+
+def test_the_partial_folder_of_a_name_holding_glob_characters_is_swept(tmp_path):
+    """`k [2]` was globbed as a character class: a killed export's `k [2].partial-…` stayed for ever (a review)."""
+    dead = tmp_path / f"k [2].partial-{_dead_pid()}-abcdef"
+    dead.mkdir()
+    other = tmp_path / f"k 2.partial-{_dead_pid()}-abcdef"  # what the glob matched instead: another folder's
+    other.mkdir()
+    sweep(tmp_path / "k [2]")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [other.name]
+
+
+def test_a_folder_of_another_pid_namespace_is_swept_only_when_untouched_for_long(tmp_path):
+    """Containers sharing a host folder each have their own PIDs: PID 1 there is alive here but another process,
+    and a PID running there may not run here at all (a review). Their folders are judged by their age alone."""
+    here = owner_tag().rpartition("-n")[2]
+    if not here.isdigit():
+        pytest.skip("no /proc/self/ns/pid here: tags name no namespace")
+    other = str(int(here) + 1)
+    fresh = tmp_path / f"model.partial-1-5-n{other}-abcdef"
+    stale = tmp_path / f"model.partial-{_dead_pid()}-5-n{other}-abcdef"
+    ours_dead = tmp_path / f"model.partial-{_dead_pid()}-5-n{here}-abcdef"
+    for path in (fresh, stale, ours_dead):
+        (path / "sub").mkdir(parents=True)
+        (path / "sub" / "weights").write_bytes(b"half")
+    long_ago = time.time() - FOREIGN_IDLE_S - 60
+    for path in (stale, stale / "sub", stale / "sub" / "weights"):
+        os.utime(path, (long_ago, long_ago))
+    os.utime(fresh, (long_ago, long_ago))  # the folder is old, but a file in it is being written
+    sweep(tmp_path / "model")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [fresh.name]
+
+
+UNSHARED_BUILDER = """
+import sys
+from pathlib import Path
+from serving.atomic_dir import owner_tag
+partial = Path(sys.argv[1]) / f"model.partial-{owner_tag()}-abcdef"
+partial.mkdir()
+(partial / "marker").write_text("building")
+print(partial.name, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_build_running_in_another_pid_namespace_survives_a_sweep(tmp_path):
+    """The review's repro: a builder under `unshare --pid` (a container) is PID 1 there; judged here, PID 1 is
+    another process that started at another time, so its folder was deleted under it."""
+    builder = in_another_pid_namespace(UNSHARED_BUILDER, str(tmp_path))
+    try:
+        name = builder.stdout.readline().strip()
+        assert name.startswith("model.partial-1-")
+        sweep(tmp_path / "model")
+        assert (tmp_path / name / "marker").read_text() == "building"
+    finally:
+        builder.communicate("", timeout=30)

@@ -24,7 +24,15 @@ def test_references_parse_and_print_back():
 
 @pytest.mark.parametrize(
     "bad",
-    ["s3://models", "s3:///llama", f"s3://m/l@md5:{DIGEST}", "s3://m/l@sha256:abc", f"s3://m/l@sha256:{'AB' * 32}"],
+    [
+        "s3://models",
+        "s3:///llama",
+        f"s3://m/l@md5:{DIGEST}",
+        "s3://m/l@sha256:abc",
+        f"s3://m/l@sha256:{'AB' * 32}",
+        "s3://m/l@",  # an empty pin: `model@$PIN` with the variable unset, not the latest push (a review)
+        "s3://m/l@sha256:",
+    ],
 )
 def test_bad_references_say_what_is_expected(bad):
     with pytest.raises(StoreError, match="s3://bucket/path/to/model|@sha256:<64 lowercase hex digits>"):
