@@ -37,6 +37,14 @@ class Quantization:
             raise ValueError(f"bits must be 4, 8, 16 or 32, not {self.bits}")
         if self.block_size < 16 or self.block_size & (self.block_size - 1):
             raise ValueError(f"block size must be a power of two >= 16, not {self.block_size}")
+        # (a review) each was accepted and did nothing, or what onnxruntime does with it is undefined
+        if self.accuracy_level not in range(5):
+            raise ValueError(
+                f"accuracy level must be 0 to 4 (MatMulNBits: 1 fp32, 2 fp16, 3 bf16, 4 int8 compute), not "
+                f"{self.accuracy_level}"
+            )
+        if self.quantize_embedding and self.bits != 4:
+            raise ValueError(f"--quantize-embedding needs --bits 4 (the embedding table in INT4), not {self.bits}")
 
     @property
     def name(self) -> str:

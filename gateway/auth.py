@@ -5,12 +5,12 @@ names and traffic, so on the public listener they need the ops token.
 """
 
 import hmac
-import re
 
 from fastapi import Request
 from opentelemetry import trace
 
 from gateway.deps import State
+from gateway.tenants import TENANT_NAME_RULE, is_tenant_name
 from serving.openai.errors import BadRequest, Unauthorized
 
 
@@ -24,21 +24,13 @@ async def require_api_key(request: Request, state: State) -> None:
     span.set_attribute("tandem.tenant", request.state.tenant)
 
 
-# A tenant's name as X-Tandem-Tenant gives it (auth: none): it is a label of every metric and a key in Redis
-_TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-
-
 def _tenant(request: Request, state) -> str:
     if state.settings.auth == "none":
         named = request.headers.getlist("x-tandem-tenant")
         if not named:
             return "default"
-        if len(named) > 1 or not _TENANT_NAME.fullmatch(named[0]):
-            raise BadRequest(
-                "X-Tandem-Tenant: a tenant's name is 1-64 ASCII letters, digits, '.', '_' or '-' (starting with a "
-                "letter or digit), sent once",
-                param="X-Tandem-Tenant",
-            )
+        if len(named) > 1 or not is_tenant_name(named[0]):
+            raise BadRequest(f"X-Tandem-Tenant: {TENANT_NAME_RULE}, sent once", param="X-Tandem-Tenant")
         return named[0]
     token = _bearer(request)
     if not token:

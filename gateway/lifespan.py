@@ -31,6 +31,7 @@ from gateway.policy.schema import Pool
 from gateway.redis_client import RedisWatch, connect, unreachable
 from gateway.state import GatewayState, ServedModel, check_models
 from gateway.tenants import Tenants, TenantsError
+from modeling.model_config import CheckpointError
 from serving import spans
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.tools import format_for as tool_format_for
@@ -108,9 +109,13 @@ async def lifespan(app: FastAPI):
     redis_client = _redis(s.redis_url)
     silent = await unreachable(redis_client) if redis_client is not None else None  # said once, by each user
     watch = RedisWatch()  # one verdict on Redis for its every user
+    try:
+        chats = {name: ChatTokenizer(path) for name, path in checkpoints.items()}
+    except CheckpointError as exc:
+        raise ConfigError(str(exc)) from None
     models = {
-        name: ServedModel(name, ChatTokenizer(path), PrefixHints(name, redis_client, unreachable=silent, watch=watch))
-        for name, path in checkpoints.items()
+        name: ServedModel(name, chat, PrefixHints(name, redis_client, unreachable=silent, watch=watch))
+        for name, chat in chats.items()
     }
     tokenizers = {name: served.tokenizer for name, served in models.items()}
     registry = BackendRegistry(policy, next(iter(models)), backend_factory(s, tokenizers))

@@ -21,12 +21,13 @@ its name under TANDEM_CACHE_SALT_SECRET.
 
 import hashlib
 import logging
+import re
 import secrets
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from gateway.policy.loader import PolicyError, parse_yaml, read_policy_text
 from proto.prefix_hash import tenant_salt
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,15 @@ HASH_PREFIX = "sha256:"
 def is_header_token(text: str) -> bool:
     """Whether a bearer header can carry `text`: printable ASCII without spaces, not empty."""
     return bool(text) and text.isascii() and text.isprintable() and " " not in text
+
+
+# A tenant's name: a label of every metric and a key in Redis, and what X-Tandem-Tenant may say (auth: none)
+_TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+TENANT_NAME_RULE = "a tenant's name is 1-64 ASCII letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def is_tenant_name(name: object) -> bool:
+    return isinstance(name, str) and _TENANT_NAME.fullmatch(name) is not None
 
 
 def hash_key(key: str) -> str:
@@ -81,6 +91,15 @@ class TenantsFile(BaseModel):
     default_limits: Limits = Limits()
     tenants: dict[str, TenantConfig] = {}
 
+    @field_validator("tenants", mode="before")
+    @classmethod
+    def _named(cls, tenants: object) -> object:
+        if isinstance(tenants, dict):  # (`true:`, `123:`, a name with a blank would be read as something else)
+            for name in tenants:
+                if not is_tenant_name(name):
+                    raise ValueError(f"{name!r}: {TENANT_NAME_RULE}")
+        return tenants
+
 
 class Tenants:
     def __init__(self, config: TenantsFile, salt_secret: bytes | None = None) -> None:
@@ -98,13 +117,14 @@ class Tenants:
     def load(cls, path: Path | None, env_keys: list[str], salt_secret: bytes | None = None) -> "Tenants":
         config = TenantsFile()
         if path is not None:
-            try:
-                config = TenantsFile.model_validate(yaml.safe_load(Path(path).read_bytes().decode("utf-8-sig")) or {})
-            except OSError as exc:
-                raise TenantsError(f"{path}: cannot read: {exc.strerror}") from exc
-            except UnicodeDecodeError:
-                raise TenantsError(f"{path}: not UTF-8; save it as UTF-8") from None
-            except (yaml.YAMLError, ValidationError) as exc:
+            try:  # read as the policy is: no FIFO waited on, a key given twice refused, not the first one dropped
+                _, raw = parse_yaml(
+                    read_policy_text(Path(path), "a tenants file is YAML (docs/operations.md)"), str(path)
+                )
+                config = TenantsFile.model_validate(raw or {})
+            except PolicyError as exc:
+                raise TenantsError(str(exc)) from exc
+            except ValidationError as exc:
                 raise TenantsError(f"{path}: {exc}") from exc
         for entry in env_keys:
             # `tenant:key`, split at the first colon (a key may hold one); a key alone is the default tenant's
@@ -112,6 +132,8 @@ class Tenants:
             tenant, key = (tenant, key) if sep else ("default", tenant)
             if not key or not tenant:
                 raise TenantsError(f"TANDEM_API_KEYS: an entry has an empty {'key' if not key else 'tenant'}")
+            if not is_tenant_name(tenant):
+                raise TenantsError(f"TANDEM_API_KEYS: {tenant!r}: {TENANT_NAME_RULE}")
             if not is_header_token(key):
                 raise TenantsError(
                     f"TANDEM_API_KEYS: tenant {tenant!r}'s key is not printable ASCII (no bearer can carry it)"

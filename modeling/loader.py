@@ -7,25 +7,26 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from modeling.llama import LlamaForCausalLM
-from modeling.model_config import ModelConfig, UnsupportedModelError
+from modeling.model_config import CheckpointError, ModelConfig, UnsupportedModelError, read_json_object
 
-
-class CheckpointError(ValueError):
-    """The directory is not a loadable checkpoint; the message says what is missing."""
+__all__ = ["CheckpointError", "UnsupportedModelError", "load_model", "read_config", "read_json_object", "weight_files"]
 
 
 def read_config(checkpoint_dir: Path) -> ModelConfig:
     config_path = Path(checkpoint_dir) / "config.json"
     if not config_path.is_file():
         raise CheckpointError(f"{checkpoint_dir}: no config.json (is this a Hugging Face checkpoint directory?)")
-    hf = json.loads(config_path.read_text())
+    hf = read_json_object(config_path)
     generation_path = Path(checkpoint_dir) / "generation_config.json"
     if generation_path.is_file():
         # generation_config.json's eos list is what HF generate stops on.
-        generation_eos = json.loads(generation_path.read_text()).get("eos_token_id")
+        generation_eos = read_json_object(generation_path).get("eos_token_id")
         if generation_eos is not None:
             hf = hf | {"eos_token_id": generation_eos}
-    return ModelConfig.from_hf(hf)
+    try:
+        return ModelConfig.from_hf(hf)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{checkpoint_dir}/{exc}") from None
 
 
 def weight_files(checkpoint_dir: Path) -> list[Path]:

@@ -6,8 +6,10 @@ known one (`UNSUPPORTED`) or an unknown one whose name says it is math
 (`_MATH_WORDS`: soft-capping, multipliers, qk-norm, experts …).
 """
 
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -69,6 +71,64 @@ class UnsupportedModelError(ValueError):
     """The checkpoint is not one this engine can run; the message says why."""
 
 
+class CheckpointError(ValueError):
+    """The directory is not a loadable checkpoint; the message says what is missing or wrong."""
+
+
+def read_json_object(path: Path) -> dict:
+    """A checkpoint's JSON file as an object; CheckpointError naming the file where it is none."""
+    try:
+        value = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot read: {exc.strerror}") from None
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{path}: a JSON object, not {type(value).__name__}")
+    return value
+
+
+# What config.json's sizes may be: whole numbers from 1 to these (far past any model published; a layer count of
+# 1e9 allocated until the process was killed, a review)
+_SIZES = {
+    "vocab_size": 1 << 24, "hidden_size": 1 << 17, "intermediate_size": 1 << 20, "num_hidden_layers": 1024,
+    "num_attention_heads": 1024, "num_key_value_heads": 1024, "head_dim": 4096, "max_position_embeddings": 1 << 24,
+    "sliding_window": 1 << 24,
+}  # fmt: skip
+_REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+
+
+def _check_shape(hf: dict[str, Any]) -> None:
+    """config.json's sizes, each a whole number in range, and its epsilon and rope theta finite and above 0: what
+    was a KeyError, a TypeError or an allocation without end is a CheckpointError naming the field (a review)."""
+    for name, most in _SIZES.items():
+        value = hf.get(name)
+        if value is None:
+            if name in _REQUIRED:
+                raise CheckpointError(f"config.json has no {name}")
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise CheckpointError(f"config.json: {name} is {value!r}; a whole number from 1 to {most}")
+    for name in ("rms_norm_eps", "rope_theta"):
+        value = hf.get(name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e300
+        ):
+            raise CheckpointError(f"config.json: {name} is {value!r}; a number above 0")
+    heads, kv = hf["num_attention_heads"], hf.get("num_key_value_heads") or hf["num_attention_heads"]
+    if heads % kv:
+        raise CheckpointError(f"config.json: num_attention_heads {heads} is no multiple of num_key_value_heads {kv}")
+    head_dim = hf.get("head_dim") or hf["hidden_size"] // heads
+    if head_dim % 2 or not head_dim:
+        raise CheckpointError(f"config.json: a head's size is {head_dim}; rotary embedding needs an even one")
+    eos = hf.get("eos_token_id")
+    if not all(
+        isinstance(t, int) and not isinstance(t, bool) and t >= 0
+        for t in (eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    ):
+        raise CheckpointError(f"config.json: eos_token_id is {eos!r}; a token id or a list of them")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     architecture: str
@@ -90,10 +150,6 @@ class ModelConfig:
     o_bias: bool = False  # HF's attention_bias also biases o_proj (Llama, Qwen3), but not Qwen2's
     qk_norm: bool = False  # Qwen3: RMSNorm over head_dim on q and k, before rotary
 
-    def __post_init__(self) -> None:
-        assert self.num_attention_heads % self.num_key_value_heads == 0, "GQA needs heads % kv_heads == 0"
-        assert self.head_dim % 2 == 0, "rotary embedding needs an even head_dim"
-
     @classmethod
     def from_hf(cls, hf: dict[str, Any]) -> "ModelConfig":
         architectures = hf.get("architectures") or []
@@ -104,6 +160,7 @@ class ModelConfig:
             )
         if hf.get("hidden_act", "silu") != "silu":
             raise UnsupportedModelError(f"hidden_act {hf['hidden_act']!r} not supported (only silu)")
+        _check_shape(hf)
         _refuse_unsupported_fields(hf)
         heads = hf["num_attention_heads"]
         rope_theta, rope_scaling = _rope(hf)
@@ -165,7 +222,10 @@ def _rope(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
             raise UnsupportedModelError(
                 f"rope_parameters.partial_rotary_factor {params['partial_rotary_factor']!r} not supported (only 1.0)"
             )
-        field, theta, scaling = "rope_parameters", float(params["rope_theta"]), dict(params)
+        theta = params["rope_theta"]
+        if isinstance(theta, bool) or not isinstance(theta, int | float) or not 0 < theta < 1e300:
+            raise CheckpointError(f"config.json: rope_parameters.rope_theta is {theta!r}; a number above 0")
+        field, theta, scaling = "rope_parameters", float(theta), dict(params)
     kind = (scaling or {}).get("rope_type") or (scaling or {}).get("type") or "default"
     if kind not in ROPE_TYPES:
         raise UnsupportedModelError(f"{field}: rope_type {kind!r} not supported (one of {', '.join(ROPE_TYPES)})")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from modeling.model_config import CheckpointError
 from serving.engine_api import MIN_REPETITION_PENALTY, MIN_TEMPERATURE
 
 
@@ -18,8 +19,11 @@ def model_id_for(checkpoint_dir: Path, override: str | None = None) -> str:
 def load_tokenizer(checkpoint_dir: Path) -> Tokenizer:
     path = Path(checkpoint_dir) / "tokenizer.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{checkpoint_dir}: no tokenizer.json")
-    return Tokenizer.from_file(str(path))
+        raise CheckpointError(f"{checkpoint_dir}: no tokenizer.json")
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as exc:  # noqa: BLE001 - the Rust library raises plain Exceptions for a file it cannot read
+        raise CheckpointError(f"{path}: not a tokenizer this version of `tokenizers` reads ({exc})") from None
 
 
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
@@ -59,6 +63,8 @@ class GenerationDefaults:
             config = json.loads(path.read_text())
         except ValueError as exc:
             raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+        if not isinstance(config, dict):
+            raise ValueError(f"{path}: a JSON object, not {type(config).__name__}")
         values = dict(_OPENAI_DEFAULTS)
         for name in SAMPLING_FIELDS:
             value = config.get(name)

@@ -126,10 +126,34 @@ def _config(shape: DemoShape, vocab_size: int, eos_id: int, pad_id: int) -> dict
     }
 
 
+def demo_is_whole(folder: Path) -> bool:
+    """Whether `folder` holds a whole demo checkpoint: every file, each JSON an object, the tokenizer readable and the
+    weights file as long as its header says (a demo whose weights were cut short or whose config was damaged read as
+    whole, and `tandem model demo` said it had rebuilt it; a review)."""
+    folder = Path(folder)
+    try:
+        for name in DEMO_FILES - {"tokenizer.json", "model.safetensors"}:
+            if not isinstance(json.loads((folder / name).read_bytes()), dict):
+                return False
+        Tokenizer.from_file(str(folder / "tokenizer.json"))
+        return _safetensors_whole(folder / "model.safetensors")
+    except Exception:  # noqa: BLE001 - whatever is wrong with it, it is no whole demo
+        return False
+
+
+def _safetensors_whole(path: Path) -> bool:
+    """The file is its 8-byte header length, its JSON header, and the tensors' bytes the header's offsets reach."""
+    with path.open("rb") as file:
+        size = int.from_bytes(file.read(8), "little")
+        header = json.loads(file.read(size))
+        ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
+        return path.stat().st_size == 8 + size + max(ends, default=0)
+
+
 def cached_demo_checkpoint(out_dir: Path, shape: DemoShape = DemoShape()) -> Path:
     """The checkpoint in out_dir, written first when it is not there (benchmarks build theirs once)."""
     out_dir = Path(out_dir)
-    if not (out_dir / "model.safetensors").is_file():
+    if not demo_is_whole(out_dir):
         print(f"building the checkpoint in {out_dir} (once)", file=sys.stderr)
         write_demo_checkpoint(out_dir, shape)
     return out_dir
@@ -145,7 +169,7 @@ def write_demo_checkpoint(out_dir: Path, shape: DemoShape = DemoShape()) -> Path
     (serving/atomic_dir.py): a build killed midway (Ctrl-C during the first `make up`) leaves no folder that looks
     like a checkpoint, and two builds at once (two `tandem up`s) keep whichever finished first."""
     final_dir = Path(out_dir)
-    with building(final_dir, lambda done: (done / "model.safetensors").is_file(), DEMO_FILES.__contains__) as out_dir:
+    with building(final_dir, demo_is_whole, DEMO_FILES.__contains__) as out_dir:
         _write_checkpoint(out_dir, shape)
     return final_dir
 

@@ -27,7 +27,7 @@ from gateway.policy.loader import PolicyError, load_policy
 from gateway.policy.schema import is_loopback
 from serving.atomic_dir import ForeignFolder, proc_stat
 from serving.checkpoint import model_id_for
-from tandem.demo_model import write_demo_checkpoint
+from tandem.demo_model import demo_is_whole, write_demo_checkpoint
 from tandem.parent import STOP_WITH_PARENT
 
 console = Console()
@@ -328,11 +328,24 @@ def with_models(policy_path: Path, default_model: str, more_models: dict[str, Pa
     return out_path
 
 
+def _check_state_dir(state_dir: Path) -> None:
+    """The state folder exists or can be made, and takes files: else a StackError saying so (a file there, or a
+    read-only folder, was a traceback; a review)."""
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        probe = state_dir / f".write-check-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise StackError(f"--state-dir {state_dir}: cannot keep the stack's files there ({exc.strerror})") from None
+
+
 def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None = None) -> int:
     """`tandem up`: returns the process exit code. `model_dirs`: checkpoints served besides the demo model."""
     model_dir = state_dir / "models" / "tandem-demo"
     more_models = {model_id_for(path): path.resolve() for path in model_dirs or []}
     try:
+        _check_state_dir(state_dir)
         load_policy(policy_path)
         if len(more_models) < len(model_dirs or []):
             raise StackError("--model: two checkpoint directories have the same name (a model's id is its name)")
@@ -347,8 +360,9 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
     except (PolicyError, StackError) as exc:
         console.print(f"error: {exc}", markup=False, highlight=False)
         return 1
-    if not (model_dir / "model.safetensors").is_file():  # written last (the demo is built whole or not at all)
-        console.print(f"building the demo model in {model_dir} (first run only)")
+    if not demo_is_whole(model_dir):  # built whole or not at all; a damaged one (a copy cut short) is built again
+        again = " again: the one there is damaged" if (model_dir / "config.json").exists() else " (first run only)"
+        console.print(f"building the demo model in {model_dir}{again}")
         try:
             write_demo_checkpoint(model_dir)
         except ForeignFolder as exc:
@@ -412,9 +426,11 @@ def _supervise(stack: LocalStack) -> int:
 
 
 def _port_from_env(name: str, default: int) -> int:
-    value = os.environ.get(name, "").strip()
-    if not value:
+    """The port a variable names, or `default` where it is unset; set but empty is refused, as the gateway refuses it
+    (an unset variable in a deploy script, read as the default, put a second stack on the first one's port)."""
+    if name not in os.environ:
         return default
+    value = os.environ[name].strip()
     if not (value.isascii() and value.isdigit() and 1 <= int(value) <= 65535):
         raise StackError(f"{name}={value!r}: not a port number (1 to 65535)")
     return int(value)

@@ -41,19 +41,20 @@ def load_policy(path: Path) -> Policy:
     return parse_policy(read_policy_text(path), str(path))
 
 
-def read_policy_text(path: Path) -> str:
-    """The file's text, UTF-8 (a BOM allowed), at most MAX_POLICY_BYTES; PolicyError saying why not."""
+def read_policy_text(path: Path, what: str = "a policy is a YAML file of a few hundred lines") -> str:
+    """The file's text, UTF-8 (a BOM allowed), at most MAX_POLICY_BYTES; PolicyError saying why not, and `what`
+    the file should be."""
     try:
         # Not blocking in open(): a FIFO (or a device) at the path waited there for a writer, and the gateway with it
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with open(fd, "rb") as file:
             if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                raise PolicyError(f"{path}: not a regular file; a policy is a YAML file")
+                raise PolicyError(f"{path}: not a regular file; {what}")
             data = file.read(MAX_POLICY_BYTES + 1)
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read: {exc.strerror}") from exc
     if len(data) > MAX_POLICY_BYTES:
-        raise PolicyError(f"{path}: larger than {MAX_POLICY_BYTES // 1024} KiB; a policy is a few hundred lines")
+        raise PolicyError(f"{path}: larger than {MAX_POLICY_BYTES // 1024} KiB; {what}")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise PolicyError(f"{path}: UTF-16 text; save it as UTF-8")
     try:
@@ -63,13 +64,15 @@ def read_policy_text(path: Path) -> str:
         raise PolicyError(f"{path}:{line}: not UTF-8 (byte {data[exc.start]:#04x}); save it as UTF-8") from None
 
 
-def parse_policy(text: str, source: str) -> Policy:
-    """The policy `text` (from `source`, for the messages) says; PolicyError naming the line and field at fault."""
+def parse_yaml(text: str, source: str) -> tuple[yaml.Node | None, object]:
+    """The YAML `text` (from `source`, for the messages) as its node tree and its value, read as written: a key given
+    twice, a number or a truth YAML would read otherwise, is a PolicyError naming the line (the tenants file is read
+    so too: a tenant pasted twice lost its first keys and limits, silently; a review)."""
     loader = _Loader(text)
     try:
         root = loader.get_single_node()
         _check_nodes(root, source)
-        raw = loader.construct_document(root) if root is not None else None
+        return root, (loader.construct_document(root) if root is not None else None)
     except PolicyError:
         raise
     except yaml.YAMLError as exc:
@@ -78,11 +81,16 @@ def parse_policy(text: str, source: str) -> Policy:
         column = f" (column {mark.column + 1})" if mark else ""
         raise PolicyError(f"{source}{where}: not valid YAML{column}: {getattr(exc, 'problem', exc)}") from exc
     except RecursionError:
-        raise PolicyError(f"{source}: nested too deeply to be a policy") from None
+        raise PolicyError(f"{source}: nested too deeply to be read") from None
     except Exception as exc:  # noqa: BLE001 - whatever the file holds, the answer is a PolicyError
         raise PolicyError(f"{source}: not valid YAML: {exc}") from exc
     finally:
         loader.dispose()
+
+
+def parse_policy(text: str, source: str) -> Policy:
+    """The policy `text` (from `source`, for the messages) says; PolicyError naming the line and field at fault."""
+    root, raw = parse_yaml(text, source)
     if not isinstance(raw, dict):
         raise PolicyError(f"{source}: the policy must be a YAML mapping with version, pools and rules")
     try:

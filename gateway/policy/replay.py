@@ -9,6 +9,8 @@ pool is "refused", and the report counts each such tag.
 """
 
 import json
+import os
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,12 +60,17 @@ class ReplayReport:
 
 def read_trace(path: Path) -> list[RequestFeatures]:
     features = []
-    with open(path, "rb") as f:
+    # Not blocking in open() (a FIFO waited for a writer for ever; a review), and only a regular file is read
+    with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise TraceError(f"{path}: not a regular file; a trace is the gateway's decision log (JSON lines)")
         for number, raw_line in enumerate(f, start=1):
             if not raw_line.strip():
                 continue
             try:
                 record = json.loads(raw_line.decode("utf-8"))  # a line that is not UTF-8 is named, as a bad one is
+                if not isinstance(record, dict) or not isinstance(record.get("features", {}), dict):
+                    raise TypeError("a record is a JSON object with a `features` object")
                 if record.get("kind") == "usage":  # what a request used, written when it ended: not a decision
                     continue
                 raw = record["features"]
@@ -80,7 +87,7 @@ def read_trace(path: Path) -> list[RequestFeatures]:
                         model=str(raw.get("model", "")),
                     )
                 )
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
                 raise TraceError(f"{path}:{number}: not a decision record ({exc.__class__.__name__}: {exc})") from exc
     return features
 

@@ -32,6 +32,8 @@ from jinja2.ext import Extension, loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace
 
+from modeling.model_config import CheckpointError, read_json_object
+
 # The tokens apply_chat_template passes a template by name (tokenizer.special_tokens_map), where they are set.
 SPECIAL_TOKEN_NAMES = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 # The names a message's reasoning comes under; templates read the first (and gpt-oss's, "thinking").
@@ -162,9 +164,19 @@ class ChatTemplate:
 
     @classmethod
     def read(cls, checkpoint_dir: Path) -> "ChatTemplate":
+        """CheckpointError naming the file where tokenizer_config.json or a template cannot be read."""
         checkpoint_dir = Path(checkpoint_dir)
-        config = json.loads((checkpoint_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
-        return cls(template_sources(checkpoint_dir, config), special_tokens(config))
+        config = read_json_object(checkpoint_dir / "tokenizer_config.json")
+        try:
+            sources = template_sources(checkpoint_dir, config)
+        except (OSError, UnicodeDecodeError, LookupError, TypeError) as exc:
+            raise CheckpointError(f"{checkpoint_dir}: a chat template cannot be read ({exc})") from None
+        if not all(isinstance(source, str) for source in sources.values()):
+            raise CheckpointError(f"{checkpoint_dir}/tokenizer_config.json: chat_template is no text")
+        try:
+            return cls(sources, special_tokens(config))
+        except TemplateError as exc:
+            raise CheckpointError(f"{checkpoint_dir}: the chat template is not valid Jinja ({exc})") from None
 
     def name_for(self, tools: list[dict] | None) -> str | None:
         """The template apply_chat_template picks; None where it would find none."""

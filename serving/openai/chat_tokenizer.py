@@ -6,13 +6,12 @@ jinja2 environment and variables; transformers is never imported), so the ids
 equal HF's.
 """
 
-import json
 import os
 from pathlib import Path
 
 from jinja2 import TemplateError
 
-from modeling.model_config import served_context
+from modeling.model_config import CheckpointError, read_json_object, served_context
 from serving.checkpoint import GenerationDefaults, load_tokenizer
 from serving.grammar import llg_tokenizer
 from serving.openai import tools as tool_calls
@@ -22,10 +21,15 @@ from serving.openai.errors import BadRequest
 
 class ChatTokenizer:
     def __init__(self, checkpoint_dir: Path) -> None:
+        """CheckpointError naming the file at fault where the folder's tokenizer, template or configs cannot be read
+        (each was a traceback: in the gateway's start, after its port was bound; a review)."""
         checkpoint_dir = Path(checkpoint_dir)
         self.tokenizer = load_tokenizer(checkpoint_dir)
-        self.generation_defaults = GenerationDefaults.read(checkpoint_dir)  # for the sampling a request leaves unset
-        self.max_context_tokens = served_context(json.loads((checkpoint_dir / "config.json").read_text()))
+        try:
+            self.generation_defaults = GenerationDefaults.read(checkpoint_dir)  # the sampling a request leaves unset
+        except ValueError as exc:
+            raise CheckpointError(str(exc)) from None
+        self.max_context_tokens = served_context(read_json_object(checkpoint_dir / "config.json"))
         self.template = ChatTemplate.read(checkpoint_dir)
         # How this model writes a tool call: from the template a request with tools gets, or TANDEM_TOOL_FORMAT
         # (serving/openai/tools.py).

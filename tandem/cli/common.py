@@ -70,9 +70,16 @@ def settings_error(exc) -> str:
     for error in exc.errors():
         where = "TANDEM_" + str(error["loc"][0]).upper() if error["loc"] else ""
         message = error["msg"].removeprefix("Value error, ")
-        got = f" (got {error['input']!r})" if where and isinstance(error.get("input"), str | int | float) else ""
+        shown = where and isinstance(error.get("input"), str | int | float) and not _secret(where)
+        got = f" (got {error['input']!r})" if shown else ""
         lines.append(f"{where}: {message}{got}" if where else message)
     return "\n".join(lines)
+
+
+def _secret(variable: str) -> bool:
+    """A variable whose value is a secret (a token, a key): never printed back, even when it is refused (a log keeps
+    what a pod prints; a review)."""
+    return any(word in variable for word in ("TOKEN", "KEY", "SECRET", "PASSWORD"))
 
 
 def default(config_class: type, field: str):

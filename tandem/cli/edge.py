@@ -40,11 +40,14 @@ def export(
     import json
 
     from edge_agent.export import MANIFEST_NAME, ExportError, export_onnx
+    from modeling.model_config import CheckpointError, UnsupportedModelError
 
     try:
         export_onnx(checkpoint, out, quantization(bits, block_size, accuracy_level, keep_lm_head, quantize_embedding))
-    except ExportError as exc:
+    except (ExportError, CheckpointError, UnsupportedModelError) as exc:
         fail(exc, 1, exc)
+    except OSError as exc:  # a folder it cannot write (read-only, full), or a path under a file
+        fail(f"{exc.filename or out}: {exc.strerror or exc}", 1, exc)
     sizes = json.loads((out / MANIFEST_NAME).read_text())["sizes"]
     ratio = sizes["linear_weight_bytes"] / sizes["fp32_linear_weight_bytes"]
     typer.echo(f"exported {checkpoint} to {out}: {sizes['model_bytes'] / 1e6:.1f} MB, linear weights {ratio:.2f}x fp32")

@@ -50,12 +50,18 @@ def explain(
     from gateway.classify.classify import classify
     from gateway.policy.explain import explain
     from gateway.routing.candidate import Candidate
+    from modeling.model_config import CheckpointError
     from serving.checkpoint import model_id_for
     from serving.openai.chat_tokenizer import ChatTokenizer
     from serving.openai.errors import GatewayError
 
     policy = _load_policy_or_exit(file)
-    prompt_ids = ChatTokenizer(model).encode_chat([{"role": "user", "content": message}])
+    if max_tokens < 1:
+        fail(f"--max-tokens {max_tokens}: at least 1", 2)
+    try:
+        prompt_ids = ChatTokenizer(model).encode_chat([{"role": "user", "content": message}])
+    except (CheckpointError, GatewayError) as exc:
+        fail(getattr(exc, "message", exc), 1, exc)
     try:
         features = classify(
             policy,
@@ -99,6 +105,8 @@ def replay(
         features = read_trace(trace)
     except TraceError as exc:
         fail(exc, 1, exc)
+    except OSError as exc:
+        fail(f"{trace}: cannot read: {exc.strerror}", 1, exc)
     results = {name: replay(p, features) for name, p in policies.items()}
     out = {name: report.as_dict() for name, (report, _) in results.items()}
     if against:

@@ -95,7 +95,17 @@ def test_a_damaged_cached_export_is_made_again(demo_checkpoint, tmp_path):
     assert again == first and verify_export(again)
 
 
-@pytest.mark.parametrize("kwargs", [{"bits": 3}, {"bits": 4, "block_size": 24}, {"bits": 4, "block_size": 8}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"bits": 3},
+        {"bits": 4, "block_size": 24},
+        {"bits": 4, "block_size": 8},
+        {"bits": 4, "accuracy_level": 99},  # (a review) each was accepted and did nothing
+        {"bits": 16, "quantize_embedding": True},
+        {"bits": 8, "quantize_embedding": True},
+    ],
+)
 def test_bad_quantization_settings_are_refused(kwargs):
     with pytest.raises(ValueError):
         Quantization(**kwargs)

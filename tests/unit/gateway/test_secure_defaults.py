@@ -330,6 +330,46 @@ def test_keys_that_would_name_no_tenant_or_two_are_refused(keys, said):
         Tenants.load(None, keys, b"s")
 
 
+@pytest.mark.parametrize("name", ["", "a b", "#x", "a\nadmin", "x" * 65, "-a", "ä"])
+def test_a_tenant_name_that_would_read_otherwise_is_refused(tmp_path, name):
+    """(a review) `tandem keys new` printed a line for any name: `#x` was a comment, a line break a second tenant."""
+    listed = tmp_path / "tenants.yaml"
+    listed.write_text(yaml.safe_dump({"tenants": {name: {"keys": [hash_key("k")]}}}))
+    with pytest.raises(TenantsError, match="a tenant's name is"):
+        Tenants.load(listed, [], b"s")
+    if name:
+        with pytest.raises(TenantsError, match="a tenant's name is"):
+            Tenants.load(None, [f"{name}:k"], b"s")
+
+
+@pytest.mark.parametrize("name", ["true", "123", "null", "1e3"])
+def test_keys_new_prints_a_line_the_gateway_reads_as_that_tenant(tmp_path, name):
+    """`true: {keys: …}` is a key YAML reads as a truth, not a name: the line quotes it where YAML would."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "tandem.cli", "keys", "new", name], capture_output=True, text=True)
+    key = done.stdout.split("key (shown once):")[1].split()[0]
+    line = done.stdout.split("tenants file:")[1].splitlines()[0].strip()
+    listed = tmp_path / "tenants.yaml"
+    listed.write_text(f"tenants:\n  {line}\n")
+    assert Tenants.load(listed, [], b"s").authenticate(key) == name
+    refused = subprocess.run([sys.executable, "-m", "tandem.cli", "keys", "new", "#x"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "a tenant's name is" in refused.stderr and not refused.stdout
+
+
+def test_a_tenant_listed_twice_is_refused_naming_the_line(tmp_path):
+    """(a review) Pasting `tandem keys new acme`'s line under an `acme` already there kept only the second: the old
+    key stopped working and the tenant's limits were gone, unsaid."""
+    listed = tmp_path / "tenants.yaml"
+    listed.write_text(
+        f"tenants:\n  acme:\n    keys: ['{hash_key('old')}']\n    requests_per_minute: 120\n"
+        f"  acme: {{keys: ['{hash_key('new')}']}}\n"
+    )
+    with pytest.raises(TenantsError, match="tenants.yaml:5: key 'acme' is given twice"):
+        Tenants.load(listed, [], b"s")
+
+
 def test_a_key_may_hold_a_colon():
     tenants = Tenants.load(None, ["acme:pa:ss"], b"s")
     assert tenants._by_hash == {hash_key("pa:ss"): "acme"}

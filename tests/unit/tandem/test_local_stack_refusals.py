@@ -32,7 +32,7 @@ def test_what_would_open_the_stack_or_cannot_be_started_is_refused(tmp_path, mon
     assert not (tmp_path / "logs").exists() or not list((tmp_path / "logs").iterdir())  # nothing was started
 
 
-@pytest.mark.parametrize("value", ["abc", "99999", "0", "-1", "８０００"])
+@pytest.mark.parametrize("value", ["abc", "99999", "0", "-1", "８０００", "", " "])
 def test_a_port_variable_that_is_no_port_is_named(monkeypatch, value):
     monkeypatch.setenv("TANDEM_PORT", value)
     with pytest.raises(StackError, match="TANDEM_PORT"):
@@ -138,3 +138,44 @@ def test_a_new_start_keeps_the_run_befores_log(tmp_path):
     child.process.wait(timeout=60)
     assert (tmp_path / "gateway.log.1").read_text() == "Traceback: the crash before\n"
     assert "usage" in (tmp_path / "gateway.log").read_text().lower()
+
+
+@pytest.mark.parametrize("variable", ["TANDEM_OPS_TOKEN", "TANDEM_EDGE_TOKEN"])
+def test_a_refused_secret_is_named_never_printed(demo_checkpoint, variable):
+    """(a review) `TANDEM_OPS_TOKEN: must be printable ASCII… (got 's3cr3t-ops token')`: a pod's log keeps it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TANDEM_")} | {variable: "s3cr3t-ops token"}
+    command = [sys.executable, "-m", "tandem.cli", "gateway", "--model", str(demo_checkpoint), "--port", "1"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode in (1, 2) and variable in done.stderr, done.stderr
+    assert "s3cr3t" not in done.stderr + done.stdout
+
+
+def test_keys_hash_reads_the_key_from_standard_input():
+    """A key given as an argument shows in the process list and the shell's history."""
+    import subprocess
+    import sys
+
+    from gateway.tenants import hash_key
+
+    done = subprocess.run([sys.executable, "-m", "tandem.cli", "keys", "hash"], input="tdm-abc\n", capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert done.stdout.strip() == hash_key("tdm-abc")
+    empty = subprocess.run([sys.executable, "-m", "tandem.cli", "keys", "hash"], input="", capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+    assert empty.returncode == 2 and "a key is printable ASCII" in empty.stderr
+
+
+def test_a_state_folder_that_takes_no_files_is_named(tmp_path):
+    """(a review) `tandem up --state-dir FILE` and a read-only state folder were tracebacks."""
+    from tandem.stack import _check_state_dir
+
+    (tmp_path / "file").write_text("x")
+    for where in (tmp_path / "file", tmp_path / "file" / "under"):
+        with pytest.raises(StackError, match="cannot keep the stack's files there"):
+            _check_state_dir(where)
+    _check_state_dir(tmp_path / "new" / "state")  # made
+    assert (tmp_path / "new" / "state").is_dir() and not list((tmp_path / "new" / "state").iterdir())

@@ -68,3 +68,23 @@ def test_the_gateway_refuses_a_bad_policy_in_one_line(tmp_path, demo_checkpoint,
     result = CliRunner().invoke(app, ["gateway", "--model", str(demo_checkpoint)], env=env)
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
     assert f"error: {policy}:" in result.output and "Traceback" not in result.output, result.output
+
+
+@pytest.mark.parametrize("trace", ["fifo", "[1, 2]", '{"features": 5}', "[" * 100_000])
+def test_a_trace_that_is_none_is_one_line_of_error(tmp_path, trace):
+    """(a review) A FIFO as the trace waited for ever; a JSON array line, a `features` that is no object and deep
+    nesting were tracebacks."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "trace.jsonl"
+    if trace == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text(trace + "\n")
+    policy = Path(__file__).parents[3] / "policies" / "default.yaml"
+    done = subprocess.run([sys.executable, "-m", "tandem.cli", "policy", "replay", str(path), "--policy", str(policy)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1, done.stderr
