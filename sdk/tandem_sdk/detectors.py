@@ -69,8 +69,10 @@ _GAP = re.compile(rb"[^0-9]+")
 # followed by a bracket too (ann@example.com（工作用）, ann@example.com(work)): after a "(" the last label must be a
 # top-level domain people have addresses in, a country's two letters or a generic one. `to` is Tonga's, and
 # PyTorch's x@w.to(dtype): the call wins.
+# The top-level domain ends the address: nothing glued after it, or a phone number (`ann@x.com4155550100`, PDF
+# text running an address into the next field; a review)
 _EMAIL_DOMAIN = re.compile(
-    rb"(?:@|%40)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.([A-Za-z]{2,24})(?![A-Za-z0-9]|\.[A-Za-z0-9])(\()?"
+    rb"(?:@|%40)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.([A-Za-z]{2,24})(?:(?![A-Za-z0-9]|\.[A-Za-z0-9])|(?=\+?[0-9]{7}))(\()?"
 )
 _TLDS_BEFORE_A_BRACKET = frozenset(
     b"com org net edu gov mil int info biz name pro mobi asia app dev page tech online site shop store cloud "
@@ -96,7 +98,10 @@ _LOCAL_BEFORE = re.compile(rb"[A-Za-z0-9._%+-]{1,64}\Z")
 # and an extension (`ext 12`, `EXT 12`)
 _NEXT_FIELD = (
     rb"[A-Za-z][A-Za-z-]{1,15}:|(?:E-?mail|Email|EMAIL|LinkedIn|Linkedin|GitHub|Github|Website|Web|Address|Twitter|"
-    rb"Skype|Portfolio|DOB|Date|Name|Phone|Mobile|Fax|Tel|WhatsApp|Telegram)(?![a-z])|(?i:ext)(?![a-z])"
+    rb"Skype|Portfolio|DOB|Date|Name|Phone|Mobile|Fax|Tel|WhatsApp|Telegram)(?![a-z])|(?i:ext|dob)(?![a-z])"
+    # (a review) two or three words (`Home Address:`, `Date of Birth:`), initials (`D.O.B.`), a name with letters
+    # beyond ASCII (`Téléphone:`, `Dirección:`)
+    rb"|[A-Z][a-z]{1,15}(?: [A-Za-z][a-z]{1,15}){1,2}:|[A-Z]\.(?:[A-Z]\.){1,3}|[A-Z][a-z]{0,15}[\x80-\xff][^\s:]{0,30}:"
 )  # fmt: skip
 _NEXT_FIELD_GLUED = re.compile(_NEXT_FIELD)
 
@@ -111,7 +116,9 @@ def _iban_patterns() -> dict[bytes, re.Pattern[bytes]]:
             f"(?:[ \\t\\n.\\-]{{0,3}}{classes[kind]}){{{count}}}"
             for count, kind in re.findall(r"([0-9]+)!([nac])", props.get("bban", ""))
         )
-        ends = b"(?:(?![A-Za-z0-9])|(?=" + _NEXT_FIELD + b"))"  # nothing glued after it, or the next field's name
+        # nothing glued after it, or a capital: the next field's name (`BIC COBADEFFXXX`, `SWIFT/BIC:`, `Sort code:`;
+        # the mod-97 check leaves no other thing that reads so)
+        ends = b"(?:(?![A-Za-z0-9])|(?=[A-Z]))"
         patterns[country.encode()] = re.compile(f"[A-Za-z]{{2}}[0-9]{{2}}{bban}".encode() + ends)
     return patterns
 
@@ -369,15 +376,15 @@ def _email_after(data: bytes, pos: int, glued: bool = True) -> bool:
         tld = written.lower()
         if (glued and data[at - 1 : at].translate(_EMAIL_CHARS) != b"l") or tld in _NOT_TLDS:
             continue
+        local = _LOCAL_BEFORE.search(data, max(0, at - 64), at)
+        local = local.group() if local else b""
         if written[:1].islower() and not written.islower():
-            if _tld_then_a_field(data, match.start(1)):
+            if len(local) > 1 and _tld_then_a_field(data, match.start(1)):
                 return True  # `ann.lee@gmail.comPhone: …`: the next field's name glued on, as a PDF's text runs
-            continue  # `q@k.mT`: code's attribute, not a domain (`Example.CoM` is one, typed oddly)
+            continue  # `q@k.mT`, `q@k.isFinite:`: code's attribute, not a domain (`Example.CoM` is one, typed oddly)
         end = match.end(1)
         if data[end : end + 1] == b":" and _A_PATH.match(data, end + 1):
             continue  # `git@github.com:org/repo.git`, `scp ann@host.example.com:~/notes`: a login at a host, a path
-        local = _LOCAL_BEFORE.search(data, max(0, at - 64), at)
-        local = local.group() if local else b""
         labels = match.group().lstrip(b"@%40").split(b".")
         if len(local) == 1 and len(labels) >= 3 and labels[0] in _CODE_OBJECTS:
             continue  # `x@self.weight.data`: a matrix product (`ann@self.employed.com` is an address)
@@ -390,13 +397,15 @@ def _email_after(data: bytes, pos: int, glued: bool = True) -> bool:
 
 def _tld_then_a_field(data: bytes, at: int) -> bool:
     """A top-level domain in small letters at data[at:] with the next field's name glued after it (`comPhone:`,
-    `deLinkedIn`): a country's two letters or a common generic one."""
+    `deLinkedIn`, `designPhone:`): a country's two letters or a common generic one before any field's name, any
+    other before a word and a colon (`…comparator:` is one word, no field)."""
     cut = at
     while data[cut : cut + 1].islower():
         cut += 1
     tld = data[at:cut]
     known = (len(tld) == 2 and tld != b"to") or tld in _TLDS_BEFORE_A_BRACKET
-    return known and data[cut : cut + 1].isupper() and _NEXT_FIELD_GLUED.match(data, cut) is not None
+    field = _NEXT_FIELD_GLUED.match(data, cut) if data[cut : cut + 1].isupper() else None
+    return field is not None and (known or field.group().endswith(b":"))
 
 
 # An address written out so that scrapers miss it, as web pages, signatures and papers print them (a user pasting one
@@ -1598,7 +1607,8 @@ def has_cn_id(scan: Scan) -> bool:
         if len(cluster.digits) < 17:
             continue
         tail = scan.after(cluster, 2)
-        check_x = tail[:1] in (b"X", b"x") and not _is_alnum(tail[1:2])
+        glued = _NEXT_FIELD_GLUED.match(scan.data, cluster.end + 1) is not None  # `…002XName: …` (PDF text; a review)
+        check_x = tail[:1] in (b"X", b"x") and (not _is_alnum(tail[1:2]) or glued)
         digits, offsets = cluster.digits, cluster.offsets
         for i, j in cluster.windows(17, 18):
             number = digits[offsets[i] : offsets[j]]

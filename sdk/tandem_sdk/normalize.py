@@ -123,8 +123,8 @@ def normalize_utf8(text: str) -> bytes:
 
 # Cyrillic and Greek letters drawn as Latin ones (`ЅЅN` with Macedonian Dze, `рhone` typed with one key of a Russian
 # layout, `SSΝ` with a Greek Nu), each as the Latin letter it shows
-_LOOKALIKES = "аеорсухѕіјһԁԛԝӏ" "АВЕКМНОРСТХЅІЈҮԚԜ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧονρϲ"  # fmt: skip
-_DRAWN_AS = "aeopcyxsijhdqwl" "ABEKMHOPCTXSIJYQW" "ABEZHIKMNOPTYXovpc"  # fmt: skip
+_LOOKALIKES = "аеорсухѕіјһԁԛԝӏүӀ" "АВЕКМНОРСТХЅІЈҮԚԜ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧονρϲϹ"  # fmt: skip
+_DRAWN_AS = "aeopcyxsijhdqwlyl" "ABEKMHOPCTXSIJYQW" "ABEZHIKMNOPTYXovpcC"  # fmt: skip
 _LOOKALIKE_TABLE = str.maketrans(_LOOKALIKES, _DRAWN_AS)
 _LOOKALIKE_TABLE_KEYS = frozenset(_LOOKALIKES)
 
@@ -158,9 +158,9 @@ _CLASSES = bytes.maketrans(bytes(range(256)), bytes(ord(_BYTE_CLASSES.get(b, " "
 _SCRIPTS = bytes.maketrans(
     bytes(range(256)), bytes(ord({0xCE: "G", 0xCF: "G"}.get(b, _BYTE_CLASSES.get(b, " "))) for b in range(256))
 )
-# Where two scripts meet in a word (or in an abbreviation's letters between dots), with how far into the pattern a
-# letter of the word is: Latin and Greek or Cyrillic either way round; and Greek and Cyrillic (`ЅЅΝ`: no language
-# writes both in one word)
+# Where two scripts meet in a word (or in an abbreviation's one-letter parts between dots), with how far into the
+# pattern a letter of the word is: Latin and Greek or Cyrillic either way round; and Greek and Cyrillic (`ЅЅΝ`: no
+# language writes both in one word)
 _LATIN_MEETS = ((b"LC", 1), (b"L.C", 2), (b"CcL", 0), (b"Cc.L", 0))
 _SCRIPT_MEETS = ((b"CcG", 0), (b"GcC", 0), (b"Cc.G", 0), (b"Gc.C", 0))
 
@@ -170,26 +170,37 @@ _GREEK_OR_CYRILLIC = re.compile(rb"[\xce-\xd4]")
 # characters' later bytes too, skipped at the word's start), read forward from where the scripts meet and back on the
 # bytes reversed
 _WORD = re.compile(rb"[A-Za-z.\x80-\xbf\xce-\xd4]*")
-_MOST_MEETS = 256  # words where the scripts meet read one by one; past them, every lookalike is read as Latin
+# Words where the scripts meet read one by one, up to this many (Ukrainian typed with a Latin `і` has one in most
+# words); past them, the whole text is read with every lookalike as Latin, and as each script's own
+_MOST_WORDS = 1024
+_MOST_MEETS = 4 * _MOST_WORDS  # a word has one or two, or a few more where it is written in three scripts
+_LONGEST_WORD = 64  # bytes: no label is longer, and a longer word is read as it is (a review's 2,000-letter words)
+# A Greek or Cyrillic letter that draws no Latin one (`м`, `л`, `η`), by script; and a word's last ASCII letter
+_OWN = {
+    script: re.compile(
+        "[" + "".join(chr(c) for c in range(first, last) if chr(c).isalpha() and chr(c) not in _LOOKALIKES) + "]"
+    )
+    for script, first, last in (("Cyrillic", 0x400, 0x530), ("Greek", 0x370, 0x400))
+}
+_LAST_LATIN = re.compile(r"[A-Za-z](?=[^A-Za-z]*\Z)")
 
 
 def _own_letters(text: str) -> dict[str, int]:
-    """How many Greek and Cyrillic letters text has that draw no Latin one (`м`, `л`, `η`), by script."""
-    counts = {"Cyrillic": 0, "Greek": 0}
-    for letter in text:
-        if "\u0370" <= letter < "\u0530" and letter not in _LOOKALIKE_TABLE_KEYS:
-            counts[_script_of(letter)] += 1
-    return counts
+    """How many Greek and Cyrillic letters text has that draw no Latin one, by script (each counted in C: a word of
+    2,000 letters was a loop over each; a review)."""
+    return {script: len(own.findall(text)) for script, own in _OWN.items()}
 
 
-def _as_latin(word: str) -> str:
-    """A word's lookalikes as the Latin letters they show, but for an ending after its last Latin letter with letters
-    only its own script has (`рhoneом` reads `phoneом`, as `phoneом` is read: a Latin label with a Russian case ending
-    typed on a Russian layout)."""
-    last = max((i for i, letter in enumerate(word) if letter.isascii() and letter.isalpha()), default=-1)
-    if any(_own_letters(ending := word[last + 1 :]).values()):
-        return word[: last + 1].translate(_LOOKALIKE_TABLE) + ending
-    return word.translate(_LOOKALIKE_TABLE)
+def _as_latin(word: str) -> tuple[str, str]:
+    """A word's lookalikes as the Latin letters they show: all of them (`phonеы` reads `phoneы`, a label and a Russian
+    ending), and all but an ending after its last Latin letter that has letters only its own script has (`рhoneом`
+    reads `phoneом`, as `phoneом` is read: a Latin label with a Russian case ending typed on a Russian layout)."""
+    whole = word.translate(_LOOKALIKE_TABLE)
+    last = _LAST_LATIN.search(word)
+    cut = last.end() if last is not None else 0
+    if any(_own_letters(ending := word[cut:]).values()):
+        return whole, word[:cut].translate(_LOOKALIKE_TABLE) + ending
+    return whole, whole
 
 
 def _in_its_script(word: str) -> str:
@@ -201,15 +212,46 @@ def _in_its_script(word: str) -> str:
     return word.translate(_AS_SCRIPT["Greek" if counts["Greek"] > counts["Cyrillic"] else "Cyrillic"])
 
 
+def _one_letter_parts(letters: bytes, at: int, pattern: bytes) -> bool:
+    """A meet across a dot counts between one-letter parts only (`S.Ѕ.N.`), not between words (`объект.name`, code:
+    past the words' limit, it read every `РН` as `PH`; a review)."""
+    if b"." not in pattern:
+        return True
+    end = at + len(pattern) + (pattern[-1:] != b"L")  # past the last letter (and its later byte)
+    return letters[at - 1 : at] not in (b"L", b"C", b"G", b"c") and letters[end : end + 1] not in (b"L", b"C", b"G")
+
+
+# The same mappings as byte replacements, for a whole text: one replace in C a letter (~0.3 ms a megabyte each),
+# where str.translate with a table of non-ASCII letters took ~50 ns a character
+_REPLACEMENTS = {
+    name: tuple((chr(old).encode(), (new if isinstance(new, str) else chr(new)).encode()) for old, new in table.items())
+    for name, table in (("Latin", _LOOKALIKE_TABLE), *_AS_SCRIPT.items())
+}
+
+
+def _whole_text_readings(data: bytes) -> list[bytes]:
+    """Every lookalike in the text as Latin, and as the letters of each script the text has."""
+    scripts = ["Greek"] if b"\xce" in data or b"\xcf" in data else []
+    scripts += ["Cyrillic"] if any(bytes((lead,)) in data for lead in range(0xD0, 0xD5)) else []
+    readings = []
+    for name in ("Latin", *scripts):
+        reading = data
+        for old, new in _REPLACEMENTS[name]:
+            reading = reading.replace(old, new)
+        readings.append(reading)
+    return readings
+
+
 def lookalike_readings(data: bytes) -> list[bytes]:
     """Second readings of the normalized text (normalize_utf8's) where Latin, Greek and Cyrillic letters meet in a
-    word: first with the lookalikes of each such word read as the Latin letters they show (`ЅЅN`, `рhone`, `ЅЅΝ`,
-    `S.Ѕ.N.`); then, where such a word has letters only its own script has, with its Latin lookalikes read as that
-    script's (`Teлефон`, `Tηλέφωνο`: a Russian or Greek label typed with a Latin letter in it). No reading where no word
-    has two scripts (Russian and Greek text as people write it). Mapping them in place lost a Latin label's Russian
-    ending (`WhatsAppе` read `WhatsAppe`, no label): these readings are beside the text as it is. Only those words:
-    every lookalike in the text read as Latin made Russian words labels (`РН` read `PH`) once a `GitHubе` was
-    anywhere; but past _MOST_MEETS such words (no one writes so many), every lookalike is, in one pass."""
+    word: with the lookalikes of each such word read as the Latin letters they show (`ЅЅN`, `рhone`, `ЅЅΝ`,
+    `S.Ѕ.N.`), once more keeping its own script's ending (`рhoneом`); and, where such a word has letters only its own
+    script has, with its Latin lookalikes read as that script's (`Teлефон`, `Tηλέφωνο`: a Russian or Greek label
+    typed with a Latin letter in it). No reading where no word has two scripts (Russian and Greek text as people
+    write it). Mapping them in place lost a Latin label's Russian ending (`WhatsAppе` read `WhatsAppe`, no label):
+    these readings are beside the text as it is. Only those words: every lookalike in the text read as Latin made
+    Russian words labels (`РН` read `PH`) once a `GitHubе` was anywhere; but past _MOST_WORDS such words, the whole
+    text is read so, in C (`_whole_text_readings`)."""
     if _GREEK_OR_CYRILLIC.search(data) is None:  # most text: one scan in C
         return []
     classes = data.translate(_CLASSES)
@@ -219,29 +261,35 @@ def lookalike_readings(data: bytes) -> list[bytes]:
         for pattern, offset in patterns:
             at = 0
             while len(meets) <= _MOST_MEETS and (at := letters.find(pattern, at)) != -1:
-                meets.append(at + offset)
+                if _one_letter_parts(letters, at, pattern):
+                    meets.append(at + offset)
                 at += 1
     if not meets:
         return []
     if len(meets) > _MOST_MEETS:
-        return [data.decode(errors="surrogateescape").translate(_LOOKALIKE_TABLE).encode(errors="surrogateescape")]
-    latin, native, done = [], [], 0
+        return _whole_text_readings(data)
+    latin, kept, native, done, words = [], [], [], 0, 0
     for meet in sorted(meets):
         if meet < done:
             continue  # in the word read already
+        if (words := words + 1) > _MOST_WORDS:
+            return _whole_text_readings(data)
         start = meet - _WORD.match(data[done:meet][::-1]).end()
         while classes[start] == 99:  # `c`: the tail of another script's character (`é`) before the word
             start += 1
         end = _WORD.match(data, meet).end()
+        if end - start > _LONGEST_WORD:
+            start = end  # read as it is, with what comes before it
         word = data[start:end].decode(errors="surrogateescape")
         between = data[done:start]
-        latin += [between, _as_latin(word).encode(errors="surrogateescape")]
+        whole, ending_kept = _as_latin(word)
+        latin += [between, whole.encode(errors="surrogateescape")]
+        kept += [between, ending_kept.encode(errors="surrogateescape")]
         native += [between, _in_its_script(word).encode(errors="surrogateescape")]
         done = end
-    latin.append(data[done:])
-    native.append(data[done:])
     readings = []
-    for reading in (b"".join(latin), b"".join(native)):
+    for pieces in (latin, kept, native):
+        reading = b"".join([*pieces, data[done:]])
         if reading != data and reading not in readings:
             readings.append(reading)
     return readings

@@ -689,7 +689,7 @@ QUIET = {
     "cn-id": ["11010519491231002Y", "110105194913310021", "123456789012345678", "11010519491231002",
               "440524188001010019", "110105194912310021"],
     "iban": ["DE89 3704 0044 0532 0130 01", "GB82WEST1234569876543", "XX00 1234", "the ABCD1234 code",
-             "DE8937040044053201300", "DE89370400440532013000Xyz"],
+             "DE8937040044053201300", "DE89370400440532013000xyz"],
     "ssn": [
         # a line after the label that names another number (the speaker rule reads `Ticket:` as an id noun)
         "Please verify your SSN.\nTicket: 123456789",
@@ -800,6 +800,8 @@ ADVERSARIAL = {  # repeated to 0.25 and 1 MB; a quadratic detector takes seconds
     "scripts-meeting-apart": "x\u0455 \u00e9\u0455 ",  # many short words where scripts meet, a tail before one
     "scripts-meeting-natively": "Te\u043b ",  # each word read a third way, as its own script's
     "scripts-meeting-at-dots": "S.\u0405.\u03bd.",  # Latin, Cyrillic and Greek between dots: one word
+    "long-words-mixing-scripts": "a" + "\u0431" * 2000 + " ",  # (a second review) each letter looked at in Python
+    "greek-and-cyrillic": "\u03b1\u0431",  # past the words' limit: the whole text read three ways
     "dots": ".",
     "plus-digit": "+1",
     "letters-then-digits": "x1",

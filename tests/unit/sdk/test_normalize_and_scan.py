@@ -304,11 +304,20 @@ def test_a_key_is_read_beside_its_value_not_after_every_key(arguments):
         ("\u0405\u0405\u039d", ["SSN"]),  # Cyrillic and Greek, no Latin letter: no language writes both in a word
         ("S.\u0405.N.", ["S.S.N."]),  # an abbreviation's letters between dots
         ("\u0440hone", ["phone"]),  # a Cyrillic er: one key of a Russian layout
-        ("\u0440hone\u043e\u043c", ["phone\u043e\u043c", "\u0440\u04bb\u043en\u0435\u043e\u043c"]),  # ending kept
+        (
+            "\u0440hone\u043e\u043c",
+            ["phoneo\u043c", "phone\u043e\u043c", "\u0440\u04bb\u043en\u0435\u043e\u043c"],
+        ),  # ending kept
         ("iPh\u043ene\u043c", ["iPhone\u043c", "\u0456\u0420\u04bb\u043en\u0435\u043c"]),  # `м` draws no Latin
         ("é\u0455x", ["ésx"]),
-        ("Te\u043b\u0435\u0444\u043e\u043d", ["\u0422\u0435\u043b\u0435\u0444\u043e\u043d"]),  # Телефон
-        ("T\u03b7\u03bb\u03ad\u03c6\u03c9\u03bd\u03bf", ["\u03a4\u03b7\u03bb\u03ad\u03c6\u03c9\u03bd\u03bf"]),
+        (
+            "Te\u043b\u0435\u0444\u043e\u043d",
+            ["Te\u043be\u0444o\u043d", "\u0422\u0435\u043b\u0435\u0444\u043e\u043d"],
+        ),  # Телефон
+        (
+            "T\u03b7\u03bb\u03ad\u03c6\u03c9\u03bd\u03bf",
+            ["T\u03b7\u03bb\u03ad\u03c6\u03c9vo", "\u03a4\u03b7\u03bb\u03ad\u03c6\u03c9\u03bd\u03bf"],
+        ),
         ("Мой телефон", []),  # no word where the scripts meet: no second reading
         ("Τηλέφωνο", []),
         ("\u0430 b", []),  # scripts in two words, not one
@@ -331,6 +340,12 @@ def test_lookalike_letters_are_read_again_as_latin_and_as_the_words_own_script(t
         ("\u0405\u0405\u039d: 123456789", "ssn"),
         ("S.\u0405.N.: 123456789", "ssn"),
         ("\u0405.\u0405.\u039d.: 123456789", "ssn"),
+        # (a second review) a lookalike between the last Latin letter and a Russian ending (the old reading had it)
+        ("S\u0405\u039d\u044b: 123456789", "ssn"),
+        ("phon\u0435\u044b: 4155550100", "phone"),
+        ("TE\u04c0: 4155550100", "phone"),  # capital palochka, lunate capital sigma, straight u
+        ("\u03f9ell: 4155550100", "phone"),
+        ("Social Securit\u04af: 123456789", "ssn"),
     ],
 )
 def test_a_label_typed_in_two_scripts_is_read(text, kind):
@@ -339,6 +354,26 @@ def test_a_label_typed_in_two_scripts_is_read(text, kind):
     cloud."""
     assert detect(text, list(DETECTORS)) == [kind]
     assert detect(text.split()[-1], list(DETECTORS)) == []  # the number alone: the label is what finds it
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        " ".join(
+            ["\u0432i\u043d \u043c\u0456\u0441\u0442\u043e \u044f\u043ai \u043ci\u0439"] * 300
+        ),  # Ukrainian, Latin i
+        " ".join(["\u03b4\u03b5\u03af\u03b3\u03bc\u03b1 5 \u03bcg"] * 1100),  # Greek units
+    ],
+)
+def test_a_label_in_two_scripts_is_read_past_a_thousand_words_that_mix_them(before):
+    """(a second review) Past 256 words where scripts met, the text was read with every lookalike as Latin only:
+    `Teлефон` after a Ukrainian text typed with a Latin `i` went to the cloud."""
+    for label in (
+        "Te\u043b\u0435\u0444\u043e\u043d: 4155550100",
+        "T\u03b7\u03bb\u03ad\u03c6\u03c9\u03bd\u03bf 4155550100",
+    ):
+        assert detect(before + "\n" + label, list(DETECTORS)) == ["phone"], label
+    assert detect(before + "\nphone", list(DETECTORS)) == []
 
 
 @pytest.mark.parametrize(
