@@ -67,9 +67,16 @@ def preflight(s: Settings) -> None:
     the lifespan it was a traceback under uvicorn's)."""
     try:
         _keyed_tenants(s, b"preflight")  # a salt of its own: no warning about the unset secret twice
-        for name, path in s.model_checkpoints().items():
+        checkpoints = s.model_checkpoints()
+        for name, path in checkpoints.items():
             if not (Path(path) / "tokenizer.json").is_file():
                 raise ValueError(f"model {name!r}: {path} is no checkpoint directory (no tokenizer.json)")
+            ChatTokenizer(path)  # its tokenizer, template and configs read as the lifespan will
+        policy = parse_policy(read_policy_text(s.policy_file), str(s.policy_file))  # its errors name the file
+        try:
+            check_models(policy, list(checkpoints))
+        except ValueError as exc:  # (a review: models the policy does not place were a traceback in the lifespan)
+            raise ValueError(f"{s.policy_file}: {exc}") from None
         if s.redis_url:
             redis.asyncio.connection.parse_url(s.redis_url)  # what connect() would refuse
         tool_format_for(None, os.environ.get("TANDEM_TOOL_FORMAT"))
@@ -79,7 +86,7 @@ def preflight(s: Settings) -> None:
                     pass
             except OSError as exc:
                 raise ValueError(f"TANDEM_DECISION_LOG={s.decision_log}: cannot append to it: {exc.strerror}") from None
-    except (TenantsError, ValueError) as exc:
+    except (TenantsError, CheckpointError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from gateway.policy.loader import PolicyError, parse_yaml, read_policy_text
+from gateway.policy.loader import PolicyError, line_of, parse_yaml, read_policy_text
 from proto.prefix_hash import tenant_salt
 
 log = logging.getLogger(__name__)
@@ -39,13 +39,29 @@ def is_header_token(text: str) -> bool:
     return bool(text) and text.isascii() and text.isprintable() and " " not in text
 
 
-# A tenant's name: a label of every metric and a key in Redis, and what X-Tandem-Tenant may say (auth: none)
+# What X-Tandem-Tenant may say (auth: none): a caller's own word, a label of every metric and a key in Redis
 _TENANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 TENANT_NAME_RULE = "a tenant's name is 1-64 ASCII letters, digits, '.', '_' or '-', starting with a letter or digit"
+# What an operator may name a tenant (the tenants file, TANDEM_API_KEYS): any text a log line, a metric's label and a
+# Redis key carry whole. Looser than the header's: names such as `acme@corp` or `team/ml` served before this was
+# checked, and renaming a tenant changes its cache salt, its Redis buckets and its metrics (a review).
+MAX_TENANT_NAME = 256
+TENANT_NAME_WRITTEN = f"a tenant's name is 1-{MAX_TENANT_NAME} printable characters, no blank at either end"
 
 
 def is_tenant_name(name: object) -> bool:
+    """A name X-Tandem-Tenant may give (TENANT_NAME_RULE)."""
     return isinstance(name, str) and _TENANT_NAME.fullmatch(name) is not None
+
+
+def tenant_name_problem(name: object) -> str | None:
+    """What is wrong with a tenant's name an operator wrote (TENANT_NAME_WRITTEN), or None."""
+    if not isinstance(name, str):
+        shown = "true or false" if isinstance(name, bool) else "nothing" if name is None else "a number"
+        return f"{name!r}: YAML reads this name as {shown}; write it in quotes ('{name}')"
+    if not (0 < len(name) <= MAX_TENANT_NAME and name.isprintable() and name == name.strip()):
+        return f"{name!r}: {TENANT_NAME_WRITTEN}"
+    return None
 
 
 def hash_key(key: str) -> str:
@@ -94,10 +110,10 @@ class TenantsFile(BaseModel):
     @field_validator("tenants", mode="before")
     @classmethod
     def _named(cls, tenants: object) -> object:
-        if isinstance(tenants, dict):  # (`true:`, `123:`, a name with a blank would be read as something else)
+        if isinstance(tenants, dict):  # (`true:` and `123:` are no names; a line break in one breaks every log line)
             for name in tenants:
-                if not is_tenant_name(name):
-                    raise ValueError(f"{name!r}: {TENANT_NAME_RULE}")
+                if problem := tenant_name_problem(name):
+                    raise ValueError(problem)
         return tenants
 
 
@@ -117,23 +133,27 @@ class Tenants:
     def load(cls, path: Path | None, env_keys: list[str], salt_secret: bytes | None = None) -> "Tenants":
         config = TenantsFile()
         if path is not None:
+            root = None
             try:  # read as the policy is: no FIFO waited on, a key given twice refused, not the first one dropped
-                _, raw = parse_yaml(
-                    read_policy_text(Path(path), "a tenants file is YAML (docs/operations.md)"), str(path)
-                )
+                text = read_policy_text(Path(path), "a tenants file is YAML (docs/operations.md)", MAX_TENANTS_BYTES)
+                root, raw = parse_yaml(text, str(path))
+                listed = raw.get("tenants") if isinstance(raw, dict) else None
+                for name in listed if isinstance(listed, dict) else ():  # named with the line each is on
+                    if problem := tenant_name_problem(name):
+                        raise TenantsError(f"{path}:{line_of(root, ('tenants', name))}: tenants: {problem}")
                 config = TenantsFile.model_validate(raw or {})
             except PolicyError as exc:
                 raise TenantsError(str(exc)) from exc
-            except ValidationError as exc:
-                raise TenantsError(f"{path}: {exc}") from exc
+            except ValidationError as exc:  # each problem on a line of its own, with the file's line where known
+                raise TenantsError("\n".join(_said(path, root, error) for error in exc.errors())) from exc
         for entry in env_keys:
             # `tenant:key`, split at the first colon (a key may hold one); a key alone is the default tenant's
             tenant, sep, key = entry.partition(":")
             tenant, key = (tenant, key) if sep else ("default", tenant)
             if not key or not tenant:
                 raise TenantsError(f"TANDEM_API_KEYS: an entry has an empty {'key' if not key else 'tenant'}")
-            if not is_tenant_name(tenant):
-                raise TenantsError(f"TANDEM_API_KEYS: {tenant!r}: {TENANT_NAME_RULE}")
+            if problem := tenant_name_problem(tenant):
+                raise TenantsError(f"TANDEM_API_KEYS: {problem}")
             if not is_header_token(key):
                 raise TenantsError(
                     f"TANDEM_API_KEYS: tenant {tenant!r}'s key is not printable ASCII (no bearer can carry it)"
@@ -170,6 +190,16 @@ class Tenants:
         if own is None:
             return base
         return Limits(**{f: _first_set(getattr(own, f), getattr(base, f)) for f in Limits.model_fields})
+
+
+MAX_TENANTS_BYTES = 16 * 1024 * 1024  # tens of thousands of tenants (a policy's limit is 1 MiB)
+
+
+def _said(path, root, error: dict) -> str:
+    loc = tuple(error["loc"])
+    line = line_of(root, loc)
+    field = ".".join(str(part) for part in loc) or "(top level)"
+    return f"{path}{f':{line}' if line else ''}: {field}: {error['msg'].removeprefix('Value error, ')}"
 
 
 def _first_set(own, base):

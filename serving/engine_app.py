@@ -42,6 +42,13 @@ def error_response(status: int, message: str, code: str | None = None, param: st
     return JSONResponse(_error_body(status, message, code, param), status)
 
 
+def _rejected(exc: RequestRejected) -> tuple[str, str, str | None]:
+    """A request the engine refused, as the gateway says it (message, code, param): a grammar that failed mid-answer
+    names `response_format` (a review: the local agent's said no param and no code)."""
+    message = str(exc)
+    return message, "invalid_request", "response_format" if message.startswith("response_format:") else None
+
+
 def _request(
     body: ChatCompletionRequest,
     prompt_ids: list[int],
@@ -128,7 +135,7 @@ def add_openai_routes(
         except GatewayError as exc:  # BadRequest, PromptTooLong: the gateway's own answer
             return JSONResponse(exc.body(), exc.status_code)
         except RequestRejected as exc:
-            return error_response(400, str(exc))
+            return error_response(400, *_rejected(exc))
         except (ValueError, RecursionError) as exc:  # a content part that is not text
             return error_response(400, f"bad request: {str(exc)[:200]}", "invalid_request")
         include_usage = body.include_usage()
@@ -149,7 +156,7 @@ def add_openai_routes(
                     logprobs.of(chunk)
                 last = chunk
         except RequestRejected as exc:
-            return error_response(400, str(exc))
+            return error_response(400, *_rejected(exc))
         except Exception:  # noqa: BLE001 - never a bare stack trace to the client
             log.exception("the engine failed")
             return error_response(500, "the engine failed; see this process's log", "server_error")
@@ -189,7 +196,7 @@ async def _sse(
                 if include_usage:
                     yield shape.usage_chunk(chunk.usage)
     except RequestRejected as exc:
-        yield sse(_error_body(400, str(exc)))
+        yield sse(_error_body(400, *_rejected(exc)))
     except Exception:  # noqa: BLE001 - headers are sent: the client hears of it
         log.exception("the engine's stream failed")
         yield sse(_error_body(500, "the engine failed mid-answer; see this process's log"))

@@ -62,8 +62,17 @@ async def _compiling(request: Request, fn, *args):
     turn = _TENANT_COMPILES.get(tenant)
     if turn is None:
         turn = _TENANT_COMPILES[tenant] = asyncio.Lock()
-    async with turn:
-        return await asyncio.get_running_loop().run_in_executor(_COMPILING, contextvars.copy_context().run, fn, *args)
+    await turn.acquire()
+    try:
+        compiling = asyncio.get_running_loop().run_in_executor(_COMPILING, contextvars.copy_context().run, fn, *args)
+    except BaseException:
+        turn.release()
+        raise
+    # The turn is the thread's, not the request's: a client that leaves mid-compile leaves it compiling, and the
+    # tenant's next compile waits for that to end (released when the request went, it took the pool's other thread;
+    # a review)
+    compiling.add_done_callback(lambda _: turn.release())
+    return await asyncio.shield(compiling)
 
 
 def _body_under(request: Request, size: int) -> bool:

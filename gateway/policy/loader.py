@@ -18,7 +18,7 @@ class PolicyError(ValueError):
 
 MAX_POLICY_BYTES = 1024 * 1024  # thousands of rules; a larger file is a mistake (and seconds of parsing)
 MAX_DIGITS = 100  # no setting takes a larger number; Python refuses to read one of over 4300 digits at all
-_DECIMAL = re.compile(r"[-+]?(0|[1-9][0-9]*)")
+_DECIMAL = re.compile(r"[-+]?(0|[1-9][0-9_]*)")  # `250_000` is read as written: 250000 (a review)
 _FLOAT = re.compile(r"[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?")
 
 
@@ -41,20 +41,22 @@ def load_policy(path: Path) -> Policy:
     return parse_policy(read_policy_text(path), str(path))
 
 
-def read_policy_text(path: Path, what: str = "a policy is a YAML file of a few hundred lines") -> str:
-    """The file's text, UTF-8 (a BOM allowed), at most MAX_POLICY_BYTES; PolicyError saying why not, and `what`
-    the file should be."""
+def read_policy_text(
+    path: Path, what: str = "a policy is a YAML file of a few hundred lines", most: int = MAX_POLICY_BYTES
+) -> str:
+    """The file's text, UTF-8 (a BOM allowed), at most `most` bytes; PolicyError saying why not, and `what` the file
+    should be."""
     try:
         # Not blocking in open(): a FIFO (or a device) at the path waited there for a writer, and the gateway with it
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with open(fd, "rb") as file:
             if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
                 raise PolicyError(f"{path}: not a regular file; {what}")
-            data = file.read(MAX_POLICY_BYTES + 1)
+            data = file.read(most + 1)
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read: {exc.strerror}") from exc
-    if len(data) > MAX_POLICY_BYTES:
-        raise PolicyError(f"{path}: larger than {MAX_POLICY_BYTES // 1024} KiB; {what}")
+    if len(data) > most:
+        raise PolicyError(f"{path}: larger than {most // 1024} KiB; {what}")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise PolicyError(f"{path}: UTF-16 text; save it as UTF-8")
     try:
@@ -101,14 +103,14 @@ def parse_policy(text: str, source: str) -> Policy:
             cause = (error.get("ctx") or {}).get("error")
             loc = plain_loc(tuple(error["loc"])) + (cause.loc if isinstance(cause, PolicyFieldError) else ())
             message = str(cause) if isinstance(cause, PolicyFieldError) else _message(error)
-            line = _line_of(root, loc)
+            line = line_of(root, loc)
             field = ".".join(str(p) for p in loc) or "(top level)"
             problems.append(f"{source}{f':{line}' if line else ''}: {field}: {message}")
         raise PolicyError("\n".join(problems)) from exc
     except Exception as exc:  # noqa: BLE001 - a validator's own failure on an odd value is still the file's
         raise PolicyError(f"{source}: not a valid policy: {type(exc).__name__}: {exc}") from exc
     if loc := _not_finite(policy.model_dump(), ()):  # 1.0e+400 reads as infinity: NaN scores
-        line = _line_of(root, loc)
+        line = line_of(root, loc)
         field = ".".join(str(p) for p in loc)
         raise PolicyError(f"{source}{f':{line}' if line else ''}: {field}: not a finite number")
     return policy
@@ -163,7 +165,7 @@ def _check_nodes(root: yaml.Node | None, source: str) -> None:
         if isinstance(node, yaml.MappingNode):
             seen: dict[str, int] = {}
             for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode):
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":  # `<<:` may repeat
                     if key.value in seen:
                         where = key.start_mark.line + 1
                         raise PolicyError(
@@ -186,7 +188,7 @@ def _check_nodes(root: yaml.Node | None, source: str) -> None:
             raise PolicyError(f"{source}:{line}: write {node.value!r} as true or false (or quote it, for text)")
 
 
-def _line_of(node: yaml.Node | None, loc: tuple) -> int | None:
+def line_of(node: yaml.Node | None, loc: tuple) -> int | None:
     """1-based line of the deepest YAML node on the path `loc` that exists."""
     line = node.start_mark.line + 1 if node is not None else None
     for part in loc:

@@ -1,5 +1,6 @@
 """`tandem keys`: make an API key for a tenant, or hash one for the tenants file."""
 
+import json
 import sys
 from typing import Annotated
 
@@ -12,21 +13,29 @@ app = typer.Typer(help="API keys (stored hashed).", no_args_is_help=True)
 @app.command("new")
 def new(tenant: str) -> None:
     """Make a key for TENANT: prints the key (give it to the tenant), its hash, and the tenants file's line."""
-    from gateway.tenants import TENANT_NAME_RULE, hash_key, is_tenant_name, new_key
+    from gateway.tenants import hash_key, new_key, tenant_name_problem
 
-    if not is_tenant_name(tenant):  # (a review) `#x`, `true`, a line break: a line the gateway reads otherwise
-        typer.echo(f"error: {tenant!r}: {TENANT_NAME_RULE}", err=True)
+    if problem := tenant_name_problem(tenant):  # (a review) a line break made a second tenant
+        typer.echo(f"error: {problem}", err=True)
         raise typer.Exit(2)
     key = new_key()
     hashed = hash_key(key)
-    # quoted where YAML would read the name as something else (`true`, `123`, `null`)
-    named = tenant if yaml.safe_load(f"{tenant}: 0") == {tenant: 0} else f"'{tenant}'"
+    # quoted where YAML would read the name as something else (`true`, `123`, `#x`, `a: b`): JSON's quoting is YAML's
+    named = tenant if _reads_as(tenant) else json.dumps(tenant)
     typer.echo(f"key (shown once): {key}")
     typer.echo(f"hash:             {hashed}")
     typer.echo(f"tenants file:     {named}: {{keys: ['{hashed}']}}")
     typer.echo(
         f"                  (a tenant listed there already: add the hash to its keys; {tenant} twice is refused)"
     )
+
+
+def _reads_as(name: str) -> bool:
+    """Whether `NAME: 0` is read by YAML as that name."""
+    try:
+        return yaml.safe_load(f"{name}: 0") == {name: 0}
+    except yaml.YAMLError:
+        return False
 
 
 @app.command("hash")
@@ -38,7 +47,10 @@ def hash_key_command(
     from gateway.tenants import hash_key, is_header_token
 
     if key is None or key == "-":
-        key = sys.stdin.readline().strip()
+        if sys.stdin.isatty():  # typed: not echoed (a wait with no word looked like a hang; a review)
+            key = typer.prompt("key", hide_input=True)
+        else:  # its first line that is not blank; a BOM a Windows editor wrote is no part of it
+            key = next((line.strip() for line in sys.stdin if line.strip()), "").removeprefix("\ufeff")
     if not is_header_token(key):
         typer.echo("error: a key is printable ASCII without blanks, not empty (a bearer header carries it)", err=True)
         raise typer.Exit(2)

@@ -70,10 +70,16 @@ class ObjectStore:
         from boto3.s3.transfer import TransferConfig
 
         config = TransferConfig(multipart_chunksize=self.part_bytes, max_concurrency=self.max_workers)
-        self._s3.upload_file(str(path), bucket, key, Config=config)
+        try:
+            self._s3.upload_file(str(path), bucket, key, Config=config)
+        except Exception as exc:  # noqa: BLE001 - a missing bucket, no credentials, no endpoint: "cannot write it"
+            raise StoreError(f"s3://{bucket}/{key}: {_describe(exc)}") from exc
 
     def put_bytes(self, bucket: str, key: str, data: bytes) -> None:
-        self._s3.put_object(Bucket=bucket, Key=key, Body=data)
+        try:
+            self._s3.put_object(Bucket=bucket, Key=key, Body=data)
+        except Exception as exc:  # noqa: BLE001 - as put_file's (a review: each was a traceback)
+            raise StoreError(f"s3://{bucket}/{key}: {_describe(exc)}") from exc
 
 
 def _describe(exc: Exception) -> str:

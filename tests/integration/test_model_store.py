@@ -314,3 +314,14 @@ def test_a_damaged_entry_another_process_holds_is_a_clear_error_not_a_silent_wai
     assert "waiting (at most 1 s)" in caplog.text
     store.release()  # the holder stops: now it is replaced
     assert same_files(second.resolve(ref), path) and second._check(path) is None
+
+
+@pytest.mark.parametrize("trouble", ["no-bucket", "no-endpoint"])
+def test_a_push_that_cannot_write_says_so_in_one_line(s3, demo_checkpoint, trouble):
+    """(a review) A missing bucket, an endpoint nobody answers at, missing credentials: each was a traceback."""
+    env, address = s3, "s3://no-such-bucket/models/demo"
+    if trouble == "no-endpoint":
+        env, address = s3 | {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}, f"s3://{BUCKET}/models/demo"
+    done = tandem("model", "push", str(demo_checkpoint), address, env=env, check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: s3://"), done.stderr

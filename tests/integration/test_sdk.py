@@ -277,3 +277,20 @@ def test_tags_outside_the_sdks_set_are_forwarded_and_the_gateway_decides(demo_ch
         assert reply["tandem"]["served_by"] == "gateway" and reply["tandem"]["route"] == "edge; rule=private"
     finally:
         stack.stop()
+
+
+def test_a_grammar_that_fails_on_the_device_is_refused_as_the_gateway_refuses_it(stack):
+    """(a review) The local agent's 400 for a grammar that failed mid-answer said no code, where the gateway's says
+    `invalid_request` and names `response_format`."""
+    from tandem_sdk import APIError
+
+    late = {"type": "object", "required": ["a", "b"], "properties": {"a": {"enum": ["x", "y"]}, "b": {
+        "type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(700)}}}}  # fmt: skip
+    gateway, agent = stack
+    with Client(gateway, local_agent_url=agent) as client, pytest.raises(APIError) as refused:
+        client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=60, temperature=0, privacy="private",
+            response_format={"type": "json_schema", "json_schema": {"name": "late", "schema": late}},
+        )  # fmt: skip
+    assert refused.value.status == 400 and refused.value.code == "invalid_request"
+    assert refused.value.message.startswith("response_format: the grammar failed mid-answer")

@@ -51,13 +51,24 @@ def test_a_port_variable_that_is_no_port_is_named(monkeypatch, value):
         ({"TANDEM_MODEL_DIRS": "/nonexistent"}, "no checkpoint directory"),
         ({"TANDEM_HEALTH_INTERVAL_S": "0"}, "TANDEM_HEALTH_INTERVAL_S: Input should be greater than or equal to 0.05"),
         ({"TANDEM_API_KEYS": "acme:k"}, "TANDEM_AUTH=none checks no keys, and TANDEM_API_KEYS is set"),
+        # (a review) a second model the default policy does not place: a traceback in the lifespan
+        ({"TANDEM_MODEL_DIRS": "{other}"}, "the policy must say which pools serve each"),
+        ({"TANDEM_MODEL_DIRS": "{damaged}"}, "tokenizer.json: not a tokenizer"),  # a traceback after the port
     ],
 )
-def test_the_gateway_says_what_is_wrong_with_its_settings_in_one_line(demo_checkpoint, monkeypatch, env, said):
+def test_the_gateway_says_what_is_wrong_with_its_settings_in_one_line(
+    demo_checkpoint, monkeypatch, tmp_path, env, said
+):
     """Each was a traceback, several inside uvicorn's lifespan after the port was bound."""
     import subprocess
     import sys
 
+    if env.get("TANDEM_MODEL_DIRS") in ("{other}", "{damaged}"):
+        other = tmp_path / "other"
+        __import__("shutil").copytree(demo_checkpoint, other)
+        if env["TANDEM_MODEL_DIRS"] == "{damaged}":
+            (other / "tokenizer.json").write_text("{broken")
+        env = {"TANDEM_MODEL_DIRS": str(other)}
     full = {k: v for k, v in __import__("os").environ.items() if not k.startswith("TANDEM_")} | {"TANDEM_AUTH": "none"}
     command = [sys.executable, "-m", "tandem.cli", "gateway", "--model", str(demo_checkpoint), "--port", "1"]
     done = subprocess.run(command, env=full | env, capture_output=True, text=True, timeout=60)

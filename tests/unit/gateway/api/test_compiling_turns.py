@@ -13,16 +13,23 @@ from serving.grammar import CACHE_SCOPE, REMEMBERED_ONLY, NotRemembered
 SMALL = SimpleNamespace(headers={"content-length": "300"})
 
 
-def test_one_tenants_compiles_leave_a_thread_for_another():
-    release = threading.Event()
-    in_pool: list[str] = []
+def a_compile(release: threading.Event, started: list[str]):
+    """A compile that nothing remembers, taking until `release` is set; who ran it goes on `started`."""
 
     def slow(who: str) -> str:
         if REMEMBERED_ONLY.get():
             raise NotRemembered
-        in_pool.append(who)
+        started.append(who)
         release.wait(10)
         return who
+
+    return slow
+
+
+def test_one_tenants_compiles_leave_a_thread_for_another():
+    release = threading.Event()
+    in_pool: list[str] = []
+    slow = a_compile(release, in_pool)
 
     def quick(who: str) -> str:
         if REMEMBERED_ONLY.get():
@@ -61,3 +68,27 @@ def test_what_is_remembered_answers_on_the_event_loop():
     large = SimpleNamespace(headers={"content-length": str(1 << 20)})
     assert asyncio.run(_compiling(large, remembered)) == "kept"
     assert threads[1].startswith("grammar")
+
+
+def test_a_request_that_leaves_mid_compile_keeps_its_tenants_turn_until_the_thread_ends():
+    """(a second review) The turn went with the cancelled request while its compile went on in the thread: the
+    tenant's next compile took the pool's other thread, and another tenant waited behind both."""
+    release = threading.Event()
+    started = []
+    slow = a_compile(release, started)
+
+    async def as_tenant(tenant: str, who: str) -> str:
+        CACHE_SCOPE.set(tenant)
+        return await _compiling(SMALL, slow, who)
+
+    async def run():
+        first = asyncio.create_task(as_tenant("mallory", "m1"))
+        await asyncio.sleep(0.2)
+        first.cancel()  # the client left; its compile goes on
+        second = asyncio.create_task(as_tenant("mallory", "m2"))
+        await asyncio.sleep(0.3)
+        assert started == ["m1"]  # m2 waits for m1's thread, not for a free one
+        release.set()
+        return await second
+
+    assert asyncio.run(run()) == "m2"
