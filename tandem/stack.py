@@ -7,8 +7,10 @@ it builds the demo model on first run, prints what to paste, and stops
 every child on Ctrl-C or SIGTERM.
 """
 
+import fcntl
 import json
 import os
+import re
 import secrets
 import signal
 import socket
@@ -30,7 +32,7 @@ from serving.checkpoint import model_id_for
 from tandem.demo_model import demo_is_whole, write_demo_checkpoint
 from tandem.parent import STOP_WITH_PARENT
 
-console = Console()
+console = Console(soft_wrap=True)  # a line as long as it is: a URL or a path split in two cannot be pasted
 READY_TIMEOUT_S = 180.0
 _LAUNCHER_SALT_SECRET = secrets.token_hex(16)
 STOP_TIMEOUT_S = 10.0
@@ -257,7 +259,10 @@ def start_local_stack(
             **({local_agent_port: "TANDEM_LOCAL_AGENT_PORT"} if local_agent_port else {}),
         }
         holders = _listeners(busy)
-        named = "; ".join(f"{port}: pid {pid} ({command})" for port, (pid, command) in sorted(holders.items()))
+        by_pid: dict[tuple[int, str], list[int]] = {}
+        for port, holder in sorted(holders.items()):
+            by_pid.setdefault(holder, []).append(port)
+        named = "; ".join(f"pid {pid} ({command}) on {ports}" for (pid, command), ports in by_pid.items())
         stop = f"stop it (kill {' '.join(sorted({str(pid) for pid, _ in holders.values()}))}), or " if holders else ""
         raise StackError(
             f"port(s) {busy} already in use{f' by {named}' if named else ' (another `make up`?)'}; {stop}move "
@@ -340,12 +345,35 @@ def _check_state_dir(state_dir: Path) -> None:
         raise StackError(f"--state-dir {state_dir}: cannot keep the stack's files there ({exc.strerror})") from None
 
 
+_STATE_LOCK: list[int] = []  # the state folder's lock, held (its descriptor open) for this process's life
+
+
+def _own_state_dir(state_dir: Path) -> None:
+    """This process's claim on the state folder: one `tandem up` a folder at a time. Two started at once raced for
+    the ports, and the one that lost wrote its gateway's log over the winner's (a new user's trial). The lock is the
+    kernel's: a `tandem up` killed with SIGKILL lets go of it."""
+    fd = os.open(state_dir / "up.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        os.close(fd)
+        raise StackError(
+            f"another `tandem up` (pid {holder or '?'}) runs with the state folder {state_dir}: stop it"
+            f"{f' (kill {holder})' if holder.isdigit() else ''}, or give this one a --state-dir of its own"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _STATE_LOCK.append(fd)
+
+
 def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None = None) -> int:
     """`tandem up`: returns the process exit code. `model_dirs`: checkpoints served besides the demo model."""
     model_dir = state_dir / "models" / "tandem-demo"
     more_models = {model_id_for(path): path.resolve() for path in model_dirs or []}
     try:
         _check_state_dir(state_dir)
+        _own_state_dir(state_dir)
         load_policy(policy_path)
         if len(more_models) < len(model_dirs or []):
             raise StackError("--model: two checkpoint directories have the same name (a model's id is its name)")
@@ -400,6 +428,36 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
 
 
 RESTARTS_PER_MINUTE = 3
+_LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d |[A-Z]+: ")  # where one of the gateway's log records begins
+
+
+class PolicyNews:
+    """What the gateway says of the policy file's live edits (reloaded, or rejected and why), read from its log for
+    `tandem up` to print: a rejected edit showed only in the log and /readyz (a new user's trial)."""
+
+    def __init__(self, log_path: Path) -> None:
+        self._path, self._pending, self._showing = log_path, "", False
+        self._offset = log_path.stat().st_size if log_path.exists() else 0
+
+    def read(self) -> list[str]:
+        """The lines about the policy logged since the last read."""
+        try:
+            with open(self._path, "rb") as log:
+                log.seek(self._offset)
+                data = log.read(1 << 20)
+        except OSError:
+            return []
+        self._offset += len(data)
+        complete, _, self._pending = (self._pending + data.decode(errors="replace")).rpartition("\n")
+        news = []
+        for line in complete.splitlines():
+            if "policy reloaded from" in line or "policy change rejected" in line:
+                self._showing = True
+            elif _LOG_LINE.match(line):
+                self._showing = False
+            if self._showing:
+                news.append(line)
+        return news
 
 
 def _supervise(stack: LocalStack) -> int:
@@ -407,7 +465,11 @@ def _supervise(stack: LocalStack) -> int:
     around any failed backend); one that stops RESTARTS_PER_MINUTE times within a minute, or the gateway, ends the
     stack. Returns the exit code."""
     restarts: dict[str, list[float]] = {}
+    gateway = next((child for child in stack.children if child.pool is None), None)
+    news = PolicyNews(gateway.log_path) if gateway is not None else None
     while True:
+        for line in news.read() if news is not None else ():
+            console.print(f"gateway: {line}", markup=False, highlight=False)
         dead = stack.first_dead()
         if dead is None:
             time.sleep(0.5)

@@ -130,7 +130,7 @@ def test_a_port_in_use_names_the_process_holding_it(tmp_path):
         policy.write_text(POLICY.format(edge="grpc://127.0.0.1:1", cloud="grpc://127.0.0.1:2"))
         with pytest.raises(StackError) as err:
             start_local_stack(tmp_path / "no-model", policy, tmp_path, port, {"TANDEM_AUTH": "none"})
-        assert f"port(s) [{port}] already in use by {port}: pid {holder.pid} (" in str(err.value)
+        assert f"port(s) [{port}] already in use by pid {holder.pid} (" in str(err.value)
         assert f"kill {holder.pid}" in str(err.value)
         assert f"move {port} with TANDEM_PORT" in str(err.value)  # which setting moves it
     finally:
@@ -190,3 +190,47 @@ def test_a_state_folder_that_takes_no_files_is_named(tmp_path):
             _check_state_dir(where)
     _check_state_dir(tmp_path / "new" / "state")  # made
     assert (tmp_path / "new" / "state").is_dir() and not list((tmp_path / "new" / "state").iterdir())
+
+
+def test_a_second_tandem_up_on_one_state_folder_names_the_first(tmp_path):
+    """(a new user's trial) Two `make up`s at once raced for the ports, and the one that lost wrote its gateway's log
+    over the winner's: the state folder is one `tandem up`'s at a time, and the lock goes with a killed process."""
+    import os
+
+    from tandem import stack
+
+    stack._own_state_dir(tmp_path)
+    held = stack._STATE_LOCK.pop()
+    try:
+        with pytest.raises(StackError, match=f"another `tandem up` \\(pid {os.getpid()}\\) runs with the state folder"):
+            stack._own_state_dir(tmp_path)
+    finally:
+        os.close(held)  # as a process that exits (or is killed) lets go
+    stack._own_state_dir(tmp_path)
+    os.close(stack._STATE_LOCK.pop())
+
+
+def test_what_the_gateway_says_of_a_policy_edit_is_shown_where_tandem_up_prints(tmp_path):
+    """(a new user's trial) A rejected live edit showed only in the gateway's log and /readyz: `tandem up` shows the
+    reload and the rejection with its reasons, and nothing else of the log."""
+    from tandem.stack import PolicyNews
+
+    log = tmp_path / "gateway.log"
+    log.write_text("2026-12-05 07:00:00,000 INFO gateway.lifespan: started\n")
+    news = PolicyNews(log)
+    with log.open("a") as out:
+        out.write("2026-12-05 07:01:00,000 ERROR gateway.policy.reloader: policy change rejected, the previous policy ")
+        out.write("keeps serving:\npolicies/default.yaml:35: rules.1.fallbak: Extra inputs are not permitted\n")
+        out.write('INFO:     127.0.0.1:5 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n2026-12-05 07:02:00,00')
+    assert news.read() == [
+        "2026-12-05 07:01:00,000 ERROR gateway.policy.reloader: policy change rejected, the previous policy keeps "
+        "serving:",
+        "policies/default.yaml:35: rules.1.fallbak: Extra inputs are not permitted",
+    ]
+    with log.open("a") as out:  # the rest of a line written in two pieces
+        out.write("0 INFO gateway.policy.reloader: policy reloaded from policies/default.yaml (sha256 ab): 2 pools\n")
+    assert news.read() == [
+        "2026-12-05 07:02:00,000 INFO gateway.policy.reloader: policy reloaded from policies/default.yaml (sha256 ab): "
+        "2 pools"
+    ]
+    assert news.read() == []
