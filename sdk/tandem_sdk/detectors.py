@@ -69,10 +69,11 @@ _GAP = re.compile(rb"[^0-9]+")
 # followed by a bracket too (ann@example.com（工作用）, ann@example.com(work)): after a "(" the last label must be a
 # top-level domain people have addresses in, a country's two letters or a generic one. `to` is Tonga's, and
 # PyTorch's x@w.to(dtype): the call wins.
-# The top-level domain ends the address: nothing glued after it, or a phone number (`ann@x.com4155550100`, PDF
-# text running an address into the next field; a review)
+# The top-level domain ends the address: nothing glued after it, or a phone number (`ann@x.com4155550100`,
+# `ann@x.com415-555-0100`: PDF text running an address into the next field; a review)
 _EMAIL_DOMAIN = re.compile(
-    rb"(?:@|%40)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.([A-Za-z]{2,24})(?:(?![A-Za-z0-9]|\.[A-Za-z0-9])|(?=\+?[0-9]{7}))(\()?"
+    rb"(?:@|%40)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.([A-Za-z]{2,24})"
+    rb"(?:(?![A-Za-z0-9]|\.[A-Za-z0-9])|(?=\+?\(?[0-9]{2,4}\)?[ .-]?[0-9]{3}))(\()?"
 )
 _TLDS_BEFORE_A_BRACKET = frozenset(
     b"com org net edu gov mil int info biz name pro mobi asia app dev page tech online site shop store cloud "
@@ -101,7 +102,8 @@ _NEXT_FIELD = (
     rb"Skype|Portfolio|DOB|Date|Name|Phone|Mobile|Fax|Tel|WhatsApp|Telegram)(?![a-z])|(?i:ext|dob)(?![a-z])"
     # (a review) two or three words (`Home Address:`, `Date of Birth:`), initials (`D.O.B.`), a name with letters
     # beyond ASCII (`Téléphone:`, `Dirección:`)
-    rb"|[A-Z][a-z]{1,15}(?: [A-Za-z][a-z]{1,15}){1,2}:|[A-Z]\.(?:[A-Z]\.){1,3}|[A-Z][a-z]{0,15}[\x80-\xff][^\s:]{0,30}:"
+    rb"|[A-Z][A-Za-z'.]{0,15}(?:[ /][A-Za-z][A-Za-z'.]{0,15}){1,3}:|[A-Z]\.(?:[A-Z]\.){1,3}"
+    rb"|[A-Z][a-z]{0,15}[\x80-\xff][^\s:]{0,30}:"
 )  # fmt: skip
 _NEXT_FIELD_GLUED = re.compile(_NEXT_FIELD)
 
@@ -116,9 +118,9 @@ def _iban_patterns() -> dict[bytes, re.Pattern[bytes]]:
             f"(?:[ \\t\\n.\\-]{{0,3}}{classes[kind]}){{{count}}}"
             for count, kind in re.findall(r"([0-9]+)!([nac])", props.get("bban", ""))
         )
-        # nothing glued after it, or a capital: the next field's name (`BIC COBADEFFXXX`, `SWIFT/BIC:`, `Sort code:`;
-        # the mod-97 check leaves no other thing that reads so)
-        ends = b"(?:(?![A-Za-z0-9])|(?=[A-Z]))"
+        # nothing glued after it, or the next field's name (`BIC COBADEFFXXX`, `SWIFT/BIC:`, `Sort code:`; any
+        # capital let one random token of capitals and digits in 100,000 read as an IBAN: a review)
+        ends = b"(?:(?![A-Za-z0-9])|(?=" + _NEXT_FIELD + b"|BIC|SWIFT))"
         patterns[country.encode()] = re.compile(f"[A-Za-z]{{2}}[0-9]{{2}}{bban}".encode() + ends)
     return patterns
 
@@ -378,8 +380,11 @@ def _email_after(data: bytes, pos: int, glued: bool = True) -> bool:
             continue
         local = _LOCAL_BEFORE.search(data, max(0, at - 64), at)
         local = local.group() if local else b""
+        glued_number = data[match.end(1) : match.end(1) + 1].isdigit() or data[match.end(1) : match.end(1) + 1] == b"+"
+        if glued_number and (len(local) < 2 or not (len(tld) == 2 or tld in _TLDS_BEFORE_A_BRACKET)):
+            continue  # `x@self.weight1234567`, `user@host.local1234567`: code's and hosts', not an address and a phone
         if written[:1].islower() and not written.islower():
-            if len(local) > 1 and _tld_then_a_field(data, match.start(1)):
+            if len(local) > 1 and local not in _KOTLIN_LABELS and _tld_then_a_field(data, match.start(1)):
                 return True  # `ann.lee@gmail.comPhone: …`: the next field's name glued on, as a PDF's text runs
             continue  # `q@k.mT`, `q@k.isFinite:`: code's attribute, not a domain (`Example.CoM` is one, typed oddly)
         end = match.end(1)
@@ -393,6 +398,10 @@ def _email_after(data: bytes, pos: int, glued: bool = True) -> bool:
         if match.group(2) is None or (len(tld) == 2 and tld != b"to") or tld in _TLDS_BEFORE_A_BRACKET:
             return True
     return False
+
+
+# Kotlin's labels before a class (`this@MainActivity.isMobile`: no address and no field; a review)
+_KOTLIN_LABELS = frozenset((b"this", b"super", b"return", b"break", b"continue", b"it"))
 
 
 def _tld_then_a_field(data: bytes, at: int) -> bool:

@@ -169,7 +169,11 @@ _GREEK_OR_CYRILLIC = re.compile(rb"[\xce-\xd4]")
 # A word of ASCII, Greek and Cyrillic letters and dots (one class, repeated in C; its later bytes are other
 # characters' later bytes too, skipped at the word's start), read forward from where the scripts meet and back on the
 # bytes reversed
-_WORD = re.compile(rb"[A-Za-z.\x80-\xbf\xce-\xd4]*")
+_WORD = re.compile(rb"[A-Za-z\x80-\xbf\xce-\xd4]*")
+# An abbreviation's one-letter parts, each with one dot after it (`S.Ѕ.N.`; not a leader of dots after a label, which
+# made `ЅЅN` and sixty dots one word too long to read; a review), forward and on the bytes reversed
+_DOTTED = re.compile(rb"(?:(?:[A-Za-z]|[\xce-\xd4][\x80-\xbf])\.?)*")
+_DOTTED_BACK = re.compile(rb"(?:\.?(?:[A-Za-z]|[\x80-\xbf][\xce-\xd4]))*")
 # Words where the scripts meet read one by one, up to this many (Ukrainian typed with a Latin `і` has one in most
 # words); past them, the whole text is read with every lookalike as Latin, and as each script's own
 _MOST_WORDS = 1024
@@ -259,25 +263,27 @@ def lookalike_readings(data: bytes) -> list[bytes]:
     both = (b"\xce" in data or b"\xcf" in data) and re.search(rb"[\xd0-\xd4]", data)  # Greek and Cyrillic
     for letters, patterns in ((classes, _LATIN_MEETS), (data.translate(_SCRIPTS) if both else b"", _SCRIPT_MEETS)):
         for pattern, offset in patterns:
-            at = 0
-            while len(meets) <= _MOST_MEETS and (at := letters.find(pattern, at)) != -1:
+            at, looked, dotted = 0, 0, b"." in pattern
+            while len(meets) <= _MOST_MEETS and looked <= _MOST_MEETS and (at := letters.find(pattern, at)) != -1:
+                looked += dotted  # (a dotted pair of words, `ab.вг.`, is looked at and let go: at most so many)
                 if _one_letter_parts(letters, at, pattern):
-                    meets.append(at + offset)
+                    meets.append((at + offset, dotted))
                 at += 1
     if not meets:
         return []
     if len(meets) > _MOST_MEETS:
         return _whole_text_readings(data)
     latin, kept, native, done, words = [], [], [], 0, 0
-    for meet in sorted(meets):
+    for meet, dotted in sorted(meets):
         if meet < done:
             continue  # in the word read already
         if (words := words + 1) > _MOST_WORDS:
             return _whole_text_readings(data)
-        start = meet - _WORD.match(data[done:meet][::-1]).end()
+        back, forward = (_DOTTED_BACK, _DOTTED) if dotted else (_WORD, _WORD)
+        start = meet - back.match(data[done:meet][::-1]).end()
         while classes[start] == 99:  # `c`: the tail of another script's character (`é`) before the word
             start += 1
-        end = _WORD.match(data, meet).end()
+        end = forward.match(data, meet).end()
         if end - start > _LONGEST_WORD:
             start = end  # read as it is, with what comes before it
         word = data[start:end].decode(errors="surrogateescape")

@@ -17,6 +17,8 @@ FIRES = {
         # at a mailbox provider: a blank-parted @ or a capital AT, or a small `at` after a marked local part
         "ann @ gmail.com",
         "Email: ann.lee@gmail.comPhone: 4155550100",  # (a review) PDF text: the next field glued on
+        "ann@gmail.com415-555-0100",  # (a third review) a phone number in groups glued on
+        "ann.lee@company.comHOME ADDRESS: 1 Main St",
         "ann@example.deLinkedIn: linkedin.com/in/ann",
         "ann AT gmail.com",
         "mail ann.lee at gmail.com",
@@ -395,6 +397,8 @@ FIRES = {
         "DE89-3704-0044-0532-0130-00",
         "gb82 west 1234 5698 7654 32 please",
         "IBAN: DE89 3704 0044 0532 0130 00BIC: COBADEFFXXX",  # (a review) PDF text: the next field glued on
+        "DE89 3704 0044 0532 0130 00BIC COBADEFFXXX",
+        "GB82 WEST 1234 5698 7654 32Sort code: 12-34-56",
         "账户DE89370400440532013000",
         "NO9386011117947",  # the shortest in the registry
         "DE89 3704 0044\n0532 0130 00",  # split over two messages
@@ -580,6 +584,10 @@ FIRES = {
         "SSN: 123-45-6789DOB: 01/02/1990",  # PDF text: the next field's name glued on
         "Ann Lee 123-45-6789DOB: 01/02/1990",  # (a review) with no label too
         "Ann Lee 123 45 6789Name: Bob",
+        "123-45-6789DATE OF BIRTH: 01/02/1990",  # (a third review) capitals, an apostrophe, a slash, four words
+        "123-45-6789Driver's License: D1",
+        "123-45-6789City/State: Springfield",
+        "123-45-6789Emergency Contact Phone Number: x",
         "SSN: 123456789Name: Ann Lee",
         "SSN: 123-45-6789dob: 01/02/1990",
         "Your SSN and phone?\nCustomer: 123456789, 4155550100",  # the SSN's label before the phone's
@@ -593,6 +601,9 @@ QUIET = {
         "git clone git@github.com:openai/whisper.git", "scp ann@build.example.com:~/notes.txt .", "ssh root@server.local",
         "scores = q@k.mT / math.sqrt(d)", "y = x@self.weight.data", "pass@sub.example.com:8080/p/a/t/",
         "ann@example.comMbps", "a@b.toName:",  # glued on, no field's name; `to` is a word (ask@me.toName)
+        # (a third review) Kotlin's labels before a class; code's and a host's names before digits
+        "if (this@MainActivity.isMobile) return", "this@Fragment.myPhone:", "x@self.weight1234567",
+        "user@host.local1234567",
         # a mailbox provider after a small `at` with a word before it, or a price or a symbol before an @
         "Sign up at gmail.com to get an account", "log in at outlook.com", "meet ann at gmail.com",
         "we met at me.com", "visit us at live.com/today", "ann @ gmail.community", "x = a @ gmail.com",
@@ -689,7 +700,8 @@ QUIET = {
     "cn-id": ["11010519491231002Y", "110105194913310021", "123456789012345678", "11010519491231002",
               "440524188001010019", "110105194912310021"],
     "iban": ["DE89 3704 0044 0532 0130 01", "GB82WEST1234569876543", "XX00 1234", "the ABCD1234 code",
-             "DE8937040044053201300", "DE89370400440532013000xyz"],
+             "DE8937040044053201300", "DE89370400440532013000xyz",
+             "MD28I8LXNDU0MKIQK01ITKFDPBQQDGZLTNNX2034"],  # (a third review) a token of capitals and digits
     "ssn": [
         # a line after the label that names another number (the speaker rule reads `Ticket:` as an id noun)
         "Please verify your SSN.\nTicket: 123456789",
@@ -802,6 +814,7 @@ ADVERSARIAL = {  # repeated to 0.25 and 1 MB; a quadratic detector takes seconds
     "scripts-meeting-at-dots": "S.\u0405.\u03bd.",  # Latin, Cyrillic and Greek between dots: one word
     "long-words-mixing-scripts": "a" + "\u0431" * 2000 + " ",  # (a second review) each letter looked at in Python
     "greek-and-cyrillic": "\u03b1\u0431",  # past the words' limit: the whole text read three ways
+    "dotted-words-in-two-scripts": "ab.\u0432\u0433.",  # (a third review) each pair looked at in Python
     "dots": ".",
     "plus-digit": "+1",
     "letters-then-digits": "x1",

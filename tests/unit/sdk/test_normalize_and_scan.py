@@ -346,6 +346,11 @@ def test_lookalike_letters_are_read_again_as_latin_and_as_the_words_own_script(t
         ("TE\u04c0: 4155550100", "phone"),  # capital palochka, lunate capital sigma, straight u
         ("\u03f9ell: 4155550100", "phone"),
         ("Social Securit\u04af: 123456789", "ssn"),
+        # (a third review) a label in lookalikes, then a form's leader of dots: the dots made it one word too long
+        ("\u0405\u0405N" + "." * 60 + " 123456789", "ssn"),
+        ("\u0405\u0405N" + "\u2026" * 20 + " 123456789", "ssn"),
+        ("M\u043ebile" + "." * 70 + " 4155550100", "phone"),
+        ("S.\u0405.N." + "." * 62 + " 123456789", "ssn"),
     ],
 )
 def test_a_label_typed_in_two_scripts_is_read(text, kind):
