@@ -165,8 +165,8 @@ class SerialEngine:
                 constraint.consume(token)
             # The parser gave up, on the token or computing this step's mask (which then allowed end-of-sequence
             # alone): no answer, and never one that ended by itself (a review)
-            if constraint is not None and constraint.error:
-                raise RequestRejected(f"response_format: the grammar failed mid-answer: {constraint.error}")
+            if constraint is not None and (failed := constraint.failure()) is not None:
+                raise failed
             if token in stop_ids:
                 finish, text = "stop", detok.flush()
             else:

@@ -8,24 +8,19 @@ a second signal, skips the delay.
 """
 
 import signal
-import sys
 import threading
 
 import uvicorn
 
 from gateway.config import Settings
-from gateway.lifespan import ConfigError, preflight
 from gateway.main import create_app
 from serving import heap
 from serving.telemetry import setup_tracing, shutdown_tracing
 
 
 def run(settings: Settings, log_level: str = "info") -> None:
-    try:
-        preflight(settings)  # refuse before binding the port, with the reason (the lifespan reads them once more)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from exc
+    """The gateway until it is stopped; its settings checked already (gateway.lifespan.preflight: `tandem gateway`
+    runs it before this, and the lifespan reads them once more)."""
     setup_tracing("tandem-gateway", encode_on_loop=True)  # its spans end on the event loop: encoded there
     app = create_app(settings)
     config = uvicorn.Config(

@@ -9,7 +9,7 @@ from safetensors import SafetensorError, safe_open
 from modeling.llama import LlamaForCausalLM
 from modeling.model_config import CheckpointError, ModelConfig, UnsupportedModelError, read_json_object
 
-__all__ = ["CheckpointError", "UnsupportedModelError", "load_model", "read_config", "read_json_object", "weight_files"]
+__all__ = ["CheckpointError", "UnsupportedModelError", "load_model", "read_config", "weight_files"]
 
 
 def read_config(checkpoint_dir: Path) -> ModelConfig:

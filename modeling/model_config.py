@@ -98,6 +98,11 @@ _SIZES = {
 _REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 
 
+def _above_zero(value: object) -> bool:
+    """A finite number above 0 (not a truth: JSON's `true` is no epsilon)."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and 0 < value < 1e300
+
+
 def _check_shape(hf: dict[str, Any]) -> None:
     """config.json's sizes, each a whole number in range, and its epsilon and rope theta finite and above 0: what
     was a KeyError, a TypeError or an allocation without end is a CheckpointError naming the field (a review)."""
@@ -111,9 +116,7 @@ def _check_shape(hf: dict[str, Any]) -> None:
             raise CheckpointError(f"config.json: {name} is {value!r}; a whole number from 1 to {most}")
     for name in ("rms_norm_eps", "rope_theta"):
         value = hf.get(name)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e300
-        ):
+        if value is not None and not _above_zero(value):
             raise CheckpointError(f"config.json: {name} is {value!r}; a number above 0")
     heads, kv = hf["num_attention_heads"], hf.get("num_key_value_heads") or hf["num_attention_heads"]
     if heads % kv:
@@ -223,7 +226,7 @@ def _rope(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
                 f"rope_parameters.partial_rotary_factor {params['partial_rotary_factor']!r} not supported (only 1.0)"
             )
         theta = params["rope_theta"]
-        if isinstance(theta, bool) or not isinstance(theta, int | float) or not 0 < theta < 1e300:
+        if not _above_zero(theta):
             raise CheckpointError(f"config.json: rope_parameters.rope_theta is {theta!r}; a number above 0")
         field, theta, scaling = "rope_parameters", float(theta), dict(params)
     kind = (scaling or {}).get("rope_type") or (scaling or {}).get("type") or "default"

@@ -1,13 +1,12 @@
 """What every process needs to know about a checkpoint directory besides its weights."""
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from modeling.model_config import CheckpointError
+from modeling.model_config import CheckpointError, read_json_object
 from serving.engine_api import MIN_REPETITION_PENALTY, MIN_TEMPERATURE
 
 
@@ -59,12 +58,7 @@ class GenerationDefaults:
         path = Path(checkpoint_dir) / "generation_config.json"
         if not path.is_file():
             return cls()
-        try:
-            config = json.loads(path.read_text())
-        except ValueError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc})") from exc
-        if not isinstance(config, dict):
-            raise ValueError(f"{path}: a JSON object, not {type(config).__name__}")
+        config = read_json_object(path)
         values = dict(_OPENAI_DEFAULTS)
         for name in SAMPLING_FIELDS:
             value = config.get(name)

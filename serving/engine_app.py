@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from serving.checkpoint import GenerationDefaults
 from serving.engine_api import Engine, GenerationRequest, RequestRejected, SamplingParams
+from serving.grammar import refused_param
 from serving.openai import tools
 from serving.openai.answer import answer_grammar, answer_logprobs, check_token_ids, tool_plan
 from serving.openai.chat_tokenizer import ChatTokenizer
@@ -45,8 +46,7 @@ def error_response(status: int, message: str, code: str | None = None, param: st
 def _rejected(exc: RequestRejected) -> tuple[str, str, str | None]:
     """A request the engine refused, as the gateway says it (message, code, param): a grammar that failed mid-answer
     names `response_format` (a review: the local agent's said no param and no code)."""
-    message = str(exc)
-    return message, "invalid_request", "response_format" if message.startswith("response_format:") else None
+    return str(exc), "invalid_request", refused_param(str(exc))
 
 
 def _request(

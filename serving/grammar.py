@@ -256,6 +256,15 @@ def llg_tokenizer(tokenizer: Tokenizer, eos_token_ids) -> llguidance.LLTokenizer
         return _LLG_TOKENIZERS[key][1]
 
 
+GRAMMAR_FAILED = "response_format: the grammar failed mid-answer"
+
+
+def refused_param(message: str) -> str | None:
+    """The request field an engine's refusal names (`response_format`, for a grammar that failed mid-answer), as the
+    gateway and the local agent both say it."""
+    return "response_format" if message.startswith("response_format:") else None
+
+
 def constraint_for(params: SamplingParams, tokenizer: Tokenizer, eos_token_ids) -> Constraint | None:
     """The sequence's constraint, None without a grammar; a grammar that will not compile is the request's fault."""
     if not params.grammar:
@@ -282,12 +291,13 @@ class Constraint:
         if not self._matcher.consume_token(token) or self._matcher.is_error():
             log.warning("grammar refused token %d: %s", token, _short(self._matcher.get_error()))
 
-    @property
-    def error(self) -> str | None:
-        """Why the grammar cannot go on (the parser gave up computing a mask or on a token), None while it can. Read
-        before a token ends the answer: a mask that failed allows end-of-sequence alone, and the answer, cut, would
-        read as one that ended by itself (a review)."""
-        return _short(self._matcher.get_error()) if self._matcher.is_error() else None
+    def failure(self) -> RequestRejected | None:
+        """The request's failure where the parser gave up (computing a mask or on a token), None while it can go on.
+        Read before a token ends the answer: a mask that failed allows end-of-sequence alone, and the answer, cut,
+        would read as one that ended by itself (a review)."""
+        if not self._matcher.is_error():
+            return None
+        return RequestRejected(f"{GRAMMAR_FAILED}: {_short(self._matcher.get_error())}")
 
     @property
     def done(self) -> bool:

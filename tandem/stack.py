@@ -333,26 +333,17 @@ def with_models(policy_path: Path, default_model: str, more_models: dict[str, Pa
     return out_path
 
 
-def _check_state_dir(state_dir: Path) -> None:
-    """The state folder exists or can be made, and takes files: else a StackError saying so (a file there, or a
-    read-only folder, was a traceback; a review)."""
+def _own_state_dir(state_dir: Path) -> int:
+    """This process's claim on the state folder, made where missing: one `tandem up` a folder at a time (two started
+    at once raced for the ports, and the one that lost wrote its gateway's log over the winner's; a new user's
+    trial). Returns the lock's descriptor, open for the process's life: the lock is the kernel's, and a `tandem up`
+    killed with SIGKILL lets go of it. A folder that takes no files is a StackError (a file there, or a read-only
+    folder, was a traceback; a review)."""
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
-        probe = state_dir / f".write-check-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
+        fd = os.open(state_dir / "up.lock", os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise StackError(f"--state-dir {state_dir}: cannot keep the stack's files there ({exc.strerror})") from None
-
-
-_STATE_LOCK: list[int] = []  # the state folder's lock, held (its descriptor open) for this process's life
-
-
-def _own_state_dir(state_dir: Path) -> None:
-    """This process's claim on the state folder: one `tandem up` a folder at a time. Two started at once raced for
-    the ports, and the one that lost wrote its gateway's log over the winner's (a new user's trial). The lock is the
-    kernel's: a `tandem up` killed with SIGKILL lets go of it."""
-    fd = os.open(state_dir / "up.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -364,7 +355,7 @@ def _own_state_dir(state_dir: Path) -> None:
         ) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    _STATE_LOCK.append(fd)
+    return fd
 
 
 def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None = None) -> int:
@@ -372,8 +363,7 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
     model_dir = state_dir / "models" / "tandem-demo"
     more_models = {model_id_for(path): path.resolve() for path in model_dirs or []}
     try:
-        _check_state_dir(state_dir)
-        _own_state_dir(state_dir)
+        _own_state_dir(state_dir)  # (its descriptor stays open: the claim lasts while this process does)
         load_policy(policy_path)
         if len(more_models) < len(model_dirs or []):
             raise StackError("--model: two checkpoint directories have the same name (a model's id is its name)")

@@ -222,8 +222,8 @@ class PagedEngine:
             constraint.consume(token)
         # The parser gave up, on the token or computing this step's mask (which then allowed end-of-sequence alone):
         # an answer that could not follow its schema is no answer, and never one that ended by itself (a review)
-        if constraint is not None and constraint.error:
-            self._fail(job, RequestRejected(f"response_format: the grammar failed mid-answer: {constraint.error}"))
+        if constraint is not None and (failed := constraint.failure()) is not None:
+            self._fail(job, failed)
             return
         if token in job.stop_ids:
             text = detok.flush()

@@ -29,6 +29,7 @@ from gateway.policy.schema import Policy
 from gateway.state import GatewayState
 from proto.gen import worker_pb2
 from serving import spans
+from serving.grammar import refused_param
 from serving.openai.answer import ToolPlan, answer_logprobs
 from serving.openai.errors import BackendFailed, BadRequest, GatewayError
 from serving.openai.format import SSE_DONE, Logprobs, ResponseShape, sse, usage_dict
@@ -738,9 +739,9 @@ def _mid_answer(exc: BackendError) -> GatewayError:
     """What a failure after the first token is: the request's own fault (a grammar that cannot go on: a 400, as it
     is before the first token, not counted against the backend), or the backend's."""
     if exc.is_request_fault:
-        param = "response_format" if exc.details.startswith("response_format:") else None
         return BadRequest(
-            f"the request could not be answered to the end: {exc.details[:MAX_DETAILS_CHARS]}", param=param
+            f"the request could not be answered to the end: {exc.details[:MAX_DETAILS_CHARS]}",
+            param=refused_param(exc.details),
         )
     return BackendFailed(f"backend failed mid-answer: {exc}")
 

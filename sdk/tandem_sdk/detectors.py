@@ -100,8 +100,8 @@ _LOCAL_BEFORE = re.compile(rb"[A-Za-z0-9._%+-]{1,64}\Z")
 _NEXT_FIELD = (
     rb"[A-Za-z][A-Za-z-]{1,15}:|(?:E-?mail|Email|EMAIL|LinkedIn|Linkedin|GitHub|Github|Website|Web|Address|Twitter|"
     rb"Skype|Portfolio|DOB|Date|Name|Phone|Mobile|Fax|Tel|WhatsApp|Telegram)(?![a-z])|(?i:ext|dob)(?![a-z])"
-    # (a review) two or three words (`Home Address:`, `Date of Birth:`), initials (`D.O.B.`), a name with letters
-    # beyond ASCII (`Téléphone:`, `Dirección:`)
+    # (reviews) two to four words in any case, with an apostrophe, a dot or a slash (`Home Address:`, `DATE OF BIRTH:`,
+    # `Driver's License:`, `City/State:`), initials (`D.O.B.`), a name with letters beyond ASCII (`Téléphone:`)
     rb"|[A-Z][A-Za-z'.]{0,15}(?:[ /][A-Za-z][A-Za-z'.]{0,15}){1,3}:|[A-Z]\.(?:[A-Z]\.){1,3}"
     rb"|[A-Z][a-z]{0,15}[\x80-\xff][^\s:]{0,30}:"
 )  # fmt: skip
@@ -380,14 +380,14 @@ def _email_after(data: bytes, pos: int, glued: bool = True) -> bool:
             continue
         local = _LOCAL_BEFORE.search(data, max(0, at - 64), at)
         local = local.group() if local else b""
-        glued_number = data[match.end(1) : match.end(1) + 1].isdigit() or data[match.end(1) : match.end(1) + 1] == b"+"
+        end = match.end(1)
+        glued_number = data[end : end + 1].isdigit() or data[end : end + 1] == b"+"
         if glued_number and (len(local) < 2 or not (len(tld) == 2 or tld in _TLDS_BEFORE_A_BRACKET)):
             continue  # `x@self.weight1234567`, `user@host.local1234567`: code's and hosts', not an address and a phone
         if written[:1].islower() and not written.islower():
             if len(local) > 1 and local not in _KOTLIN_LABELS and _tld_then_a_field(data, match.start(1)):
                 return True  # `ann.lee@gmail.comPhone: …`: the next field's name glued on, as a PDF's text runs
             continue  # `q@k.mT`, `q@k.isFinite:`: code's attribute, not a domain (`Example.CoM` is one, typed oddly)
-        end = match.end(1)
         if data[end : end + 1] == b":" and _A_PATH.match(data, end + 1):
             continue  # `git@github.com:org/repo.git`, `scp ann@host.example.com:~/notes`: a login at a host, a path
         labels = match.group().lstrip(b"@%40").split(b".")
@@ -1616,8 +1616,9 @@ def has_cn_id(scan: Scan) -> bool:
         if len(cluster.digits) < 17:
             continue
         tail = scan.after(cluster, 2)
-        glued = _NEXT_FIELD_GLUED.match(scan.data, cluster.end + 1) is not None  # `…002XName: …` (PDF text; a review)
-        check_x = tail[:1] in (b"X", b"x") and (not _is_alnum(tail[1:2]) or glued)
+        check_x = tail[:1] in (b"X", b"x") and (
+            not _is_alnum(tail[1:2]) or _NEXT_FIELD_GLUED.match(scan.data, cluster.end + 1) is not None  # `…002XName:`
+        )
         digits, offsets = cluster.digits, cluster.offsets
         for i, j in cluster.windows(17, 18):
             number = digits[offsets[i] : offsets[j]]

@@ -126,7 +126,6 @@ def normalize_utf8(text: str) -> bytes:
 _LOOKALIKES = "аеорсухѕіјһԁԛԝӏүӀ" "АВЕКМНОРСТХЅІЈҮԚԜ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧονρϲϹ"  # fmt: skip
 _DRAWN_AS = "aeopcyxsijhdqwlyl" "ABEKMHOPCTXSIJYQW" "ABEZHIKMNOPTYXovpcC"  # fmt: skip
 _LOOKALIKE_TABLE = str.maketrans(_LOOKALIKES, _DRAWN_AS)
-_LOOKALIKE_TABLE_KEYS = frozenset(_LOOKALIKES)
 
 
 def _script_of(letter: str) -> str:
@@ -166,9 +165,9 @@ _SCRIPT_MEETS = ((b"CcG", 0), (b"GcC", 0), (b"Cc.G", 0), (b"Gc.C", 0))
 
 
 _GREEK_OR_CYRILLIC = re.compile(rb"[\xce-\xd4]")
-# A word of ASCII, Greek and Cyrillic letters and dots (one class, repeated in C; its later bytes are other
-# characters' later bytes too, skipped at the word's start), read forward from where the scripts meet and back on the
-# bytes reversed
+_CYRILLIC = re.compile(rb"[\xd0-\xd4]")  # a Cyrillic letter's first byte (a Greek one's: 0xCE, 0xCF)
+# A word of ASCII, Greek and Cyrillic letters (one class, repeated in C; its later bytes are other characters' later
+# bytes too, skipped at the word's start), read forward from where the scripts meet and back on the bytes reversed
 _WORD = re.compile(rb"[A-Za-z\x80-\xbf\xce-\xd4]*")
 # An abbreviation's one-letter parts, each with one dot after it (`S.Ѕ.N.`; not a leader of dots after a label, which
 # made `ЅЅN` and sixty dots one word too long to read; a review), forward and on the bytes reversed
@@ -217,10 +216,8 @@ def _in_its_script(word: str) -> str:
 
 
 def _one_letter_parts(letters: bytes, at: int, pattern: bytes) -> bool:
-    """A meet across a dot counts between one-letter parts only (`S.Ѕ.N.`), not between words (`объект.name`, code:
-    past the words' limit, it read every `РН` as `PH`; a review)."""
-    if b"." not in pattern:
-        return True
+    """A meet across a dot (`pattern` holds one) counts between one-letter parts only (`S.Ѕ.N.`), not between words
+    (`объект.name`, code: past the words' limit, it read every `РН` as `PH`; a review)."""
     end = at + len(pattern) + (pattern[-1:] != b"L")  # past the last letter (and its later byte)
     return letters[at - 1 : at] not in (b"L", b"C", b"G", b"c") and letters[end : end + 1] not in (b"L", b"C", b"G")
 
@@ -236,7 +233,7 @@ _REPLACEMENTS = {
 def _whole_text_readings(data: bytes) -> list[bytes]:
     """Every lookalike in the text as Latin, and as the letters of each script the text has."""
     scripts = ["Greek"] if b"\xce" in data or b"\xcf" in data else []
-    scripts += ["Cyrillic"] if any(bytes((lead,)) in data for lead in range(0xD0, 0xD5)) else []
+    scripts += ["Cyrillic"] if _CYRILLIC.search(data) else []
     readings = []
     for name in ("Latin", *scripts):
         reading = data
@@ -259,14 +256,14 @@ def lookalike_readings(data: bytes) -> list[bytes]:
     if _GREEK_OR_CYRILLIC.search(data) is None:  # most text: one scan in C
         return []
     classes = data.translate(_CLASSES)
-    meets: list[int] = []
-    both = (b"\xce" in data or b"\xcf" in data) and re.search(rb"[\xd0-\xd4]", data)  # Greek and Cyrillic
+    meets: list[tuple[int, bool]] = []  # (where a word's scripts meet, across a dot)
+    both = (b"\xce" in data or b"\xcf" in data) and _CYRILLIC.search(data)  # Greek and Cyrillic
     for letters, patterns in ((classes, _LATIN_MEETS), (data.translate(_SCRIPTS) if both else b"", _SCRIPT_MEETS)):
         for pattern, offset in patterns:
             at, looked, dotted = 0, 0, b"." in pattern
             while len(meets) <= _MOST_MEETS and looked <= _MOST_MEETS and (at := letters.find(pattern, at)) != -1:
                 looked += dotted  # (a dotted pair of words, `ab.вг.`, is looked at and let go: at most so many)
-                if _one_letter_parts(letters, at, pattern):
+                if not dotted or _one_letter_parts(letters, at, pattern):
                     meets.append((at + offset, dotted))
                 at += 1
     if not meets:

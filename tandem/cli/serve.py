@@ -59,7 +59,6 @@ def gateway(
 
     from gateway.config import Settings
     from gateway.lifespan import ConfigError, preflight
-    from gateway.policy.loader import PolicyError, load_policy
     from gateway.server import run
 
     setup_logging(log_level)
@@ -68,11 +67,10 @@ def gateway(
     }
     try:
         settings = Settings(model_dir=model, **given)
-        load_policy(settings.policy_file)  # fail before binding the port, with the precise error
-        preflight(settings)
+        preflight(settings)  # before the port is bound: the policy, the tenants, each model's files, in one line
     except ValidationError as exc:
         fail(settings_error(exc), 2, exc)
-    except (PolicyError, ConfigError, OSError) as exc:
+    except (ConfigError, OSError) as exc:
         fail(exc, 1, exc)
     run(settings, log_level)
 

@@ -182,14 +182,16 @@ def test_keys_hash_reads_the_key_from_standard_input():
 
 def test_a_state_folder_that_takes_no_files_is_named(tmp_path):
     """(a review) `tandem up --state-dir FILE` and a read-only state folder were tracebacks."""
-    from tandem.stack import _check_state_dir
+    import os
+
+    from tandem.stack import _own_state_dir
 
     (tmp_path / "file").write_text("x")
     for where in (tmp_path / "file", tmp_path / "file" / "under"):
         with pytest.raises(StackError, match="cannot keep the stack's files there"):
-            _check_state_dir(where)
-    _check_state_dir(tmp_path / "new" / "state")  # made
-    assert (tmp_path / "new" / "state").is_dir() and not list((tmp_path / "new" / "state").iterdir())
+            _own_state_dir(where)
+    os.close(_own_state_dir(tmp_path / "new" / "state"))  # made
+    assert [p.name for p in (tmp_path / "new" / "state").iterdir()] == ["up.lock"]
 
 
 def test_a_second_tandem_up_on_one_state_folder_names_the_first(tmp_path):
@@ -197,17 +199,15 @@ def test_a_second_tandem_up_on_one_state_folder_names_the_first(tmp_path):
     over the winner's: the state folder is one `tandem up`'s at a time, and the lock goes with a killed process."""
     import os
 
-    from tandem import stack
+    from tandem.stack import _own_state_dir
 
-    stack._own_state_dir(tmp_path)
-    held = stack._STATE_LOCK.pop()
+    held = _own_state_dir(tmp_path)
     try:
         with pytest.raises(StackError, match=f"another `tandem up` \\(pid {os.getpid()}\\) runs with the state folder"):
-            stack._own_state_dir(tmp_path)
+            _own_state_dir(tmp_path)
     finally:
         os.close(held)  # as a process that exits (or is killed) lets go
-    stack._own_state_dir(tmp_path)
-    os.close(stack._STATE_LOCK.pop())
+    os.close(_own_state_dir(tmp_path))
 
 
 def test_what_the_gateway_says_of_a_policy_edit_is_shown_where_tandem_up_prints(tmp_path):
