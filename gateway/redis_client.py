@@ -65,6 +65,12 @@ class RedisWatch:
     def failed(self) -> None:
         self._down_until = time.monotonic() + self.retry_after_s
 
+    def why_not(self) -> str:
+        """Why Redis is not asked now, for a user that did not see the failure itself (its mode, metric and log line
+        followed only its own failures: the rate limits said `redis` while hints had found it stalled, and their
+        buckets were this process's)."""
+        return f"Redis failed moments ago; asked again in {max(0.0, self._down_until - time.monotonic()):.1f} s"
+
     async def ask(self, awaitable):
         """Redis's answer within ANSWER_BUDGET_S; a failure (TimeoutError past it) is raised, and no user asks Redis
         again for `retry_after_s`."""

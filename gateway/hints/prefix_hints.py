@@ -85,6 +85,8 @@ class PrefixHints:
                 for w, n in self.approximate.match(hashes, workers, max_age_s=self._pending_s).items():
                     by_worker[w] = max(n, by_worker.get(w, 0))
                 return by_worker
+        elif self._redis is not None and self._mode != "approximate":  # the rate limits found it failing
+            self._set_mode("approximate", reason=self._watch.why_not())
         return self.approximate.match(hashes, workers)
 
     def flow(self, hashes: list[bytes]) -> int:

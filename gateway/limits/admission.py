@@ -97,6 +97,8 @@ class AdmissionController:
                 return taken
             except Exception as exc:  # noqa: BLE001 - any Redis failure: keep serving on local buckets
                 self._set_mode("local", STALLED if isinstance(exc, TimeoutError) else f"Redis failed: {exc}")
+        elif self._redis is not None and self._mode != "local":  # the prefix hints found it failing
+            self._set_mode("local", self._watch.why_not())
         return await self._local.take(charge)
 
     async def admit(self, tenant: str, tokens: int = 0) -> Admission:

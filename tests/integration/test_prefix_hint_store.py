@@ -358,7 +358,10 @@ def test_a_stalled_redis_costs_a_request_one_budget_not_one_per_user(tmp_path):
             await (await controller.admit("acme")).release()
             await hints.match(hashes, [A, B])
 
-        return await waits_while_stopped(server, client, request)
+        waits = await waits_while_stopped(server, client, request)
+        return waits, (metrics.RATE_LIMIT_MODE.labels("local")._value.get(), mode_gauge("approximate"))
 
-    waits = asyncio.run(run())
+    waits, modes = asyncio.run(run())
     assert waits[0] < ANSWER_BUDGET_S + 0.03 and max(waits[1:]) < 0.01, waits
+    # Both say they went without Redis: the hints, which never asked it, said `redis` while routing on history.
+    assert modes == (1, 1)
