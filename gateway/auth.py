@@ -57,6 +57,12 @@ def is_ops(request: Request) -> bool:
     return bool(expected and token) and hmac.compare_digest(token.encode(errors="replace"), expected.encode())
 
 
+def shows_backend_addresses(request: Request) -> bool:
+    """May this caller see backends' addresses (X-Tandem-Backend, /v1/route/explain)? Where the settings open them
+    (TANDEM_SHOW_BACKEND_ADDRESSES), or as an operator may; else a backend is its label (`cloud/0`)."""
+    return request.app.state.gateway.settings.show_backend_addresses or is_ops(request)
+
+
 def _bearer(request: Request) -> str:
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""

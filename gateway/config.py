@@ -104,6 +104,11 @@ class Settings(BaseSettings):
     watch_policy: bool = Field(default=True, description="reload the policy file when it changes")
     edge_token: str | None = Field(default=None, description="token edge agents register with; unset: registration off")
     edge_agent_ttl_s: Seconds = Field(default=15.0, description="drop an edge agent not heard from for this long")
+    show_backend_addresses: bool = Field(
+        default=False,
+        description="show callers each backend's address (X-Tandem-Backend, /v1/route/explain); off: its pool and "
+        "place (`cloud/0`), the address only to operators (the ops token, or auth none)",
+    )
     trace_content: bool = Field(
         default=False, description="put prompt and completion text in spans (never for private requests)"
     )

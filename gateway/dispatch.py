@@ -20,7 +20,7 @@ import grpc
 from gateway import metrics, privacy
 from gateway.backends.circuit_breaker import CLOSED
 from gateway.backends.registry import BackendRegistry
-from gateway.backends.worker_backend import BackendError, WorkerBackend
+from gateway.backends.worker_backend import BackendError, WorkerBackend, hide_addresses
 from gateway.classify.features import RequestFeatures
 from gateway.gather import Gathered, PromptKey, gather_pools
 from gateway.hints.prefix_hints import PrefixHints
@@ -42,6 +42,7 @@ class RoutedStream:
     pool: str
     rule: str
     backend: WorkerBackend
+    label: str  # what callers are shown for the backend where its address is not theirs to see (backend_label)
     first: worker_pb2.GenerateChunk
     rest: AsyncIterator[worker_pb2.GenerateChunk]
     tenant: str
@@ -112,6 +113,7 @@ async def dispatch(
         hashes = gathered.hashes[pool.pool]
         for candidate in pool.ranked:
             backend = gathered.backends[pool.pool][candidate.endpoint]
+            label = gathered.labels[pool.pool][candidate.endpoint]
             remaining = deadline - loop.time()
             if remaining <= 0:
                 failures.append(f"gave up after {first_token_deadline_s:g} s without a first token")
@@ -139,19 +141,20 @@ async def dispatch(
                     busy = backend.inflight > 0  # it is answering others of ours: queued behind them, not failing
                     if not busy:  # (a hung one fails its health polls, and routing leaves it then)
                         backend.breaker.record_failure()
-                    failures.append(
-                        f"{backend.endpoint}: no first token within {wait_s:.1f} s"
-                        + (f" (busy answering {backend.inflight} other request(s))" if busy else "")
+                    said = f"no first token within {wait_s:.1f} s" + (
+                        f" (busy answering {backend.inflight} other request(s))" if busy else ""
                     )
+                    failures.append(f"{label}: {said}")
+                    log.warning("backend %s (%s): %s", backend.endpoint, label, said)
                     span.set_attribute("tandem.outcome", "timeout")
                     continue
                 except BackendError as exc:
                     await stream.aclose()
                     span.set_attribute("tandem.outcome", "error")
                     if not exc.is_retryable:
-                        raise BadRequest(exc.details) from exc
-                    log.warning("backend %s failed before its first token: %s", backend.endpoint, exc)
-                    failures.append(str(exc))
+                        raise BadRequest(hide_addresses(exc.details, exc.endpoint)) from exc
+                    log.warning("backend %s (%s) failed before its first token: %s", backend.endpoint, label, exc)
+                    failures.append(exc.told(label))
                     continue
                 span.set_attribute("tandem.outcome", "first_token")
             if attempts > 1:
@@ -160,7 +163,7 @@ async def dispatch(
             if hashes:
                 predicted = candidate.prefix_match_blocks * (candidate.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS)
                 metrics.PREFIX_TOKENS.labels(pool.pool, "predicted").inc(predicted)
-            return RoutedStream(pool.pool, decision.rule, backend, first, stream, request.tenant, predicted)
+            return RoutedStream(pool.pool, decision.rule, backend, label, first, stream, request.tenant, predicted)
         if pool.ranked:
             failures.append(f"pool {pool.pool!r}: no backend left to try")
         else:

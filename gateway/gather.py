@@ -60,6 +60,7 @@ class Gathered:
     candidates: dict[str, list[Candidate]]
     backends: dict[str, Mapping[str, WorkerBackend]]  # pool -> endpoint -> client
     hashes: dict[str, list[bytes]]
+    labels: dict[str, Mapping[str, str]]  # pool -> endpoint -> what callers are shown for it
 
 
 async def gather_pools(
@@ -70,10 +71,10 @@ async def gather_pools(
     hints: PrefixHints | None,
 ) -> Gathered:
     """Snapshot the named pools' backends (the I/O before a plan: at most one hint lookup per pool)."""
-    out = Gathered({}, {}, {})
+    out = Gathered({}, {}, {}, {})
     for name in pools:
         pool = registry.pool(policy, name)
-        out.backends[name] = pool.by_endpoint
+        out.backends[name], out.labels[name] = pool.by_endpoint, pool.labels
         out.candidates[name], out.hashes[name] = await gather_candidates(
             pool, policy.pools[name].profile, prompt, hints
         )

@@ -18,9 +18,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from serving.checkpoint import GenerationDefaults
 from serving.engine_api import Engine, GenerationRequest, RequestRejected, SamplingParams
-from serving.grammar import refused_param
-from serving.openai import tools
-from serving.openai.answer import answer_grammar, answer_logprobs, check_token_ids, tool_plan
+from serving.grammar import refused
+from serving.openai.answer import ToolPlan, answer_grammar, answer_logprobs, check_token_ids, tool_plan
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.errors import (
     UNDECODABLE_BODY,
@@ -43,10 +42,11 @@ def error_response(status: int, message: str, code: str | None = None, param: st
     return JSONResponse(_error_body(status, message, code, param), status)
 
 
-def _rejected(exc: RequestRejected) -> tuple[str, str, str | None]:
+def _rejected(exc: RequestRejected, plan: ToolPlan | None = None) -> tuple[str, str, str | None]:
     """A request the engine refused, as the gateway says it (message, code, param): a grammar that failed mid-answer
-    names `response_format` (a review: the local agent's said no param and no code)."""
-    return str(exc), "invalid_request", refused_param(str(exc))
+    names `response_format` or `tools` (a review: the local agent's said no param and no code)."""
+    message, param = refused(str(exc), bool(plan is not None and plan.grammar))
+    return message, "invalid_request", param
 
 
 def _request(
@@ -144,9 +144,8 @@ def add_openai_routes(
         if body.wanted_top_logprobs() is not None:
             logprobs = Logprobs(True, chat.token_text, chat.token_bytes, keep=not body.stream)
         stream = _as_worker_chunks(engine.generate(gen))
-        held = plan.streamed() if plan else None
         if body.stream:
-            events = _sse(shape, stream, logprobs, held, include_usage)
+            events = _sse(shape, stream, logprobs, plan, include_usage)
             return StreamingResponse(events, media_type="text/event-stream")
         text, last = "", None
         try:
@@ -156,7 +155,7 @@ def add_openai_routes(
                     logprobs.of(chunk)
                 last = chunk
         except RequestRejected as exc:
-            return error_response(400, *_rejected(exc))
+            return error_response(400, *_rejected(exc, plan))
         except Exception:  # noqa: BLE001 - never a bare stack trace to the client
             log.exception("the engine failed")
             return error_response(500, "the engine failed; see this process's log", "server_error")
@@ -178,10 +177,9 @@ async def _as_worker_chunks(stream):
         await stream.aclose()
 
 
-async def _sse(
-    shape: ResponseShape, stream, logprobs: Logprobs | None, held: tools.StreamedCalls | None, include_usage: bool
-):
+async def _sse(shape: ResponseShape, stream, logprobs: Logprobs | None, plan: ToolPlan | None, include_usage: bool):
     """The answer as server-sent events; a failure after the headers is an error event, then [DONE], never a cut."""
+    held = plan.streamed() if plan else None
     yield shape.opening(may_call=held is not None)
     try:
         async for chunk in stream:
@@ -196,7 +194,7 @@ async def _sse(
                 if include_usage:
                     yield shape.usage_chunk(chunk.usage)
     except RequestRejected as exc:
-        yield sse(_error_body(400, *_rejected(exc)))
+        yield sse(_error_body(400, *_rejected(exc, plan)))
     except Exception:  # noqa: BLE001 - headers are sent: the client hears of it
         log.exception("the engine's stream failed")
         yield sse(_error_body(500, "the engine failed mid-answer; see this process's log"))

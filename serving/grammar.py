@@ -259,10 +259,15 @@ def llg_tokenizer(tokenizer: Tokenizer, eos_token_ids) -> llguidance.LLTokenizer
 GRAMMAR_FAILED = "response_format: the grammar failed mid-answer"
 
 
-def refused_param(message: str) -> str | None:
-    """The request field an engine's refusal names (`response_format`, for a grammar that failed mid-answer), as the
-    gateway and the local agent both say it."""
-    return "response_format" if message.startswith("response_format:") else None
+def refused(message: str, forced_call: bool) -> tuple[str, str | None]:
+    """An engine's refusal as the gateway and the local agent both say it: (message, the request field it names).
+    A grammar that failed mid-answer names `response_format`, or `tools` where the grammar was a forced tool call's
+    (`forced_call`: the engines know only the grammar; it was said to be response_format's, a review)."""
+    if not message.startswith("response_format:"):
+        return message, None
+    if forced_call:
+        return f"tools: the forced tool call's arguments:{message.removeprefix('response_format:')}", "tools"
+    return message, "response_format"
 
 
 def constraint_for(params: SamplingParams, tokenizer: Tokenizer, eos_token_ids) -> Constraint | None:

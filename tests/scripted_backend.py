@@ -27,7 +27,10 @@ class ScriptedBackend(WorkerBackend):
         self.wire_log.append((self.endpoint, self.pool_kind, self.stats.kind, request.private))
         behaviour = self.behaviour.get(self.endpoint, OK)
         if behaviour == FAIL:
-            raise BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, "scripted failure")
+            where = self.endpoint.removeprefix("grpc://")  # as gRPC's own message names the address it dialled
+            raise BackendError(
+                self.endpoint, grpc.StatusCode.UNAVAILABLE, f"scripted failure; last error: ipv4:{where}: refused"
+            )
         if behaviour == REJECT:
             raise BackendError(self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, "scripted rejection")
         if behaviour == SLOW:

@@ -4,7 +4,7 @@ from fastapi import APIRouter, Request
 
 from gateway import privacy
 from gateway.api.prepare import prepare_chat
-from gateway.auth import is_ops
+from gateway.auth import is_ops, shows_backend_addresses
 from gateway.deps import CurrentPolicy, Registry, State
 from gateway.gather import PromptKey, gather_pools
 from gateway.policy.explain import explain
@@ -27,6 +27,9 @@ async def route_explain(
         status = state.policy_status.as_dict()
         if not is_ops(request):  # the file's path and a refused edit's error are the operators' (as in /readyz)
             status = {key: status[key] for key in ("sha256", "loaded_at")}
-        return explain(policy, prepared.features, gathered.candidates) | {"policy": status}
+        plan = explain(
+            policy, prepared.features, gathered.candidates, gathered.labels, shows_backend_addresses(request)
+        )
+        return plan | {"policy": status}
     finally:
         await admission.release(0)

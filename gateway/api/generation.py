@@ -22,14 +22,15 @@ from opentelemetry import context, trace
 
 from gateway import metrics, privacy
 from gateway.api.prepare import Prepared
-from gateway.backends.worker_backend import BackendError
+from gateway.auth import shows_backend_addresses
+from gateway.backends.worker_backend import BackendError, hide_addresses
 from gateway.dispatch import RoutedStream, dispatch
 from gateway.limits.admission import Admission
 from gateway.policy.schema import Policy
 from gateway.state import GatewayState
 from proto.gen import worker_pb2
 from serving import spans
-from serving.grammar import refused_param
+from serving.grammar import refused
 from serving.openai.answer import ToolPlan, answer_logprobs
 from serving.openai.errors import BackendFailed, BadRequest, GatewayError
 from serving.openai.format import SSE_DONE, Logprobs, ResponseShape, sse, usage_dict
@@ -196,7 +197,7 @@ async def _serve(
 
     headers = {
         "X-Tandem-Route": f"{routed.pool}; rule={routed.rule}",
-        "X-Tandem-Backend": routed.backend.endpoint,
+        "X-Tandem-Backend": routed.backend.endpoint if shows_backend_addresses(request) else routed.label,
         **admission.headers(),  # x-ratelimit-*, where the tenant has limits
     }
 
@@ -625,7 +626,7 @@ async def _collect(
                     await _scored(logprobs, chunk)
                 last = chunk
         except BackendError as exc:
-            failure = _mid_answer(exc)
+            failure = _mid_answer(exc, routed.label, tool_plan)
             _record(routed, "request_error" if exc.is_request_fault else "backend_error", None, started)
             raise failure from exc
         except asyncio.CancelledError:  # the client left: counted, as no one's failure
@@ -636,7 +637,10 @@ async def _collect(
             await admission.release(_used_tokens(last))
         if last is None or not last.finish_reason:
             _record(routed, "backend_error", None, started)
-            raise BackendFailed(f"{routed.backend.endpoint} ended the stream without a finish reason")
+            log.warning(
+                "backend %s (%s) ended the stream without a finish reason", routed.backend.endpoint, routed.label
+            )
+            raise BackendFailed(f"backend {routed.label} ended the stream without a finish reason")
         _end_of_stream(span, last)
     _record(routed, "ok", last.usage, started)
     if usages is not None:
@@ -691,7 +695,7 @@ async def _stream_events(
                 raise BackendError(routed.backend.endpoint, grpc.StatusCode.INTERNAL, "stream ended without a finish")
         except BackendError as exc:
             _record(routed, "request_error" if exc.is_request_fault else "backend_error", None, started)
-            yield _error_event(_mid_answer(exc))
+            yield _error_event(_mid_answer(exc, routed.label, tool_plan))
         except Exception as exc:  # noqa: BLE001 - headers are sent: a stream never ends without a word
             log.exception("stream from %s failed", routed.backend.endpoint)
             _record(routed, "gateway_error", None, started)
@@ -735,15 +739,16 @@ def _saying_where(headers: dict[str, str]) -> Iterator[None]:
         raise
 
 
-def _mid_answer(exc: BackendError) -> GatewayError:
+def _mid_answer(exc: BackendError, label: str, tool_plan: ToolPlan | None = None) -> GatewayError:
     """What a failure after the first token is: the request's own fault (a grammar that cannot go on: a 400, as it
-    is before the first token, not counted against the backend), or the backend's."""
+    is before the first token, not counted against the backend), or the backend's (the caller reads it under the
+    backend's label; the log has its address)."""
     if exc.is_request_fault:
-        return BadRequest(
-            f"the request could not be answered to the end: {exc.details[:MAX_DETAILS_CHARS]}",
-            param=refused_param(exc.details),
-        )
-    return BackendFailed(f"backend failed mid-answer: {exc}")
+        details, param = refused(exc.details, bool(tool_plan is not None and tool_plan.grammar))
+        details = hide_addresses(details[:MAX_DETAILS_CHARS], exc.endpoint)
+        return BadRequest(f"the request could not be answered to the end: {details}", param=param)
+    log.warning("backend %s (%s) failed mid-answer: %s", exc.endpoint, label, exc)
+    return BackendFailed(f"backend failed mid-answer: {exc.told(label)}")
 
 
 MAX_DETAILS_CHARS = 500  # a grammar engine's error can carry its whole parser state

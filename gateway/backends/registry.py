@@ -37,6 +37,9 @@ class PoolBackends:
     (listing 256 of them per request, with their endpoint map, was ~60 µs of a routing decision). Read-only."""
 
     backends: tuple[WorkerBackend, ...]
+    labels: Mapping[str, str] = field(
+        default_factory=dict
+    )  # endpoint -> what callers are shown for it (`backend_label`)
     by_endpoint: Mapping[str, WorkerBackend] = field(init=False)
     worker_ids: tuple[str, ...] = field(init=False)  # each backend's, in order: what a prefix-hint lookup asks about
     positions: Mapping[str, tuple[int, ...]] = field(init=False)  # worker id -> its backends' places in `backends`
@@ -48,6 +51,15 @@ class PoolBackends:
         object.__setattr__(self, "by_endpoint", MappingProxyType({b.endpoint: b for b in self.backends}))
         object.__setattr__(self, "worker_ids", tuple(b.worker_id for b in self.backends))
         object.__setattr__(self, "positions", MappingProxyType(positions))
+
+
+def backend_label(pool_name: str, entry: int, address: int | None = None) -> str:
+    """What callers are shown for a backend where its address is not theirs to see (X-Tandem-Backend, explain,
+    error messages): its pool and its place in the pool's `endpoints` (`cloud/0`), and for a `dns://` entry the
+    place of its address among those the name resolves to, in sorted order (`cloud/1.3`). The same on every
+    gateway replica that reads the same policy and DNS answer; it says how many workers a pool has, nothing of
+    where they are."""
+    return f"{pool_name}/{entry}" if address is None else f"{pool_name}/{entry}.{address}"
 
 
 async def resolve_addresses(host: str, port: int) -> list[str]:
@@ -123,9 +135,12 @@ class BackendRegistry:
         if kept is not None and kept[0] is policy:
             return kept[1]
         pool, model = policy.pools[pool_name], policy.model_of(pool_name, self._default_model)
-        keys = [(url, pool.kind, model, pool.tls) for url in self._expand(pool)]
+        labels: dict[str, str] = {}
+        for url, label in self._labelled(pool_name, pool):
+            labels.setdefault(url, label)  # once each: an address listed and also resolved by DNS
+        keys = [(url, pool.kind, model, pool.tls) for url in labels]
         found = (b for key in keys if (b := self._live.get(key) or self._retiring.get(key)) is not None)
-        built = PoolBackends(tuple(dict.fromkeys(found)))  # once each: an address listed and also resolved by DNS
+        built = PoolBackends(tuple(dict.fromkeys(found)), MappingProxyType(labels))
         self._pools[pool_name] = (policy, built)
         return built
 
@@ -160,11 +175,17 @@ class BackendRegistry:
         self._resolved_at = time.monotonic()
 
     def _expand(self, pool: Pool) -> list[str]:
-        return [
-            target
-            for url in pool.endpoints
-            for target in self._resolved.get(url, [] if url.startswith("dns://") else [url])
-        ]
+        return [url for url, _ in self._labelled("", pool)]
+
+    def _labelled(self, pool_name: str, pool: Pool) -> list[tuple[str, str]]:
+        """The pool's addresses, each with its label (`backend_label`), a `dns://` entry's in the order resolved."""
+        out = []
+        for i, url in enumerate(pool.endpoints):
+            if not url.startswith("dns://"):
+                out.append((url, backend_label(pool_name, i)))
+                continue
+            out.extend((target, backend_label(pool_name, i, j)) for j, target in enumerate(self._resolved.get(url, [])))
+        return out
 
     def _keys(self, policy: Policy) -> dict[Key, Pool]:
         return {

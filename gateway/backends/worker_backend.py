@@ -6,8 +6,10 @@ gRPC status codes as their one vocabulary.
 """
 
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
+from urllib.parse import urlparse
 
 import grpc
 
@@ -40,6 +42,10 @@ class BackendError(Exception):
         super().__init__(f"{endpoint}: {code.name}: {details}")
         self.endpoint, self.code, self.details = endpoint, code, details
 
+    def told(self, label: str) -> str:
+        """What a caller reads of it: the backend by its label (`registry.backend_label`), no address."""
+        return f"{label}: {self.code.name}: {hide_addresses(self.details, self.endpoint)}"
+
     @property
     def is_retryable(self) -> bool:
         """A failure of the backend, worth another backend; the request's own fault (a bad value, a message
@@ -50,6 +56,30 @@ class BackendError(Exception):
     def is_request_fault(self) -> bool:
         too_large = self.code == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in self.details
         return too_large or self.code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OUT_OF_RANGE)
+
+
+# An address as gRPC's and HTTP clients' messages write one: `ipv4:10.0.0.5:50051`, `ipv6:%5B::1%5D:50051`,
+# `http://10.0.0.5:8001/v1/models`, `[fd00::5]:50051`. IPv6: hex groups with `::` or six of them and more (so
+# `12:30:45` and `hyper::Error` stay).
+_V6 = r"(?=[0-9a-f:]*\d)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}"
+_SCHEME = r"(?:\b[a-z][a-z0-9+.-]*:/{0,3})?"  # `ipv4:`, `http://`, `dns:///`
+_PATH = r"(?:/[^\s,;:'\"()]*)?"
+_ADDRESS = re.compile(
+    _SCHEME + r"(?:(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])"
+    rf"|(?:\[|%5B){_V6}(?:\]|%5D)"
+    rf"|(?<![\w:])(?=[0-9a-f:]*::|(?:[0-9a-f]*:){{5}}){_V6}(?![\w:]))"
+    r"(?::\d+)?" + _PATH,
+    re.IGNORECASE,
+)
+
+
+def hide_addresses(text: str, endpoint: str) -> str:
+    """`text` (a backend's error, as its client library wrote it) without the backend's address or any other: for a
+    caller, who is not to learn where backends are (the gateway's log keeps the whole)."""
+    if host := urlparse(endpoint).hostname:  # a name (worker-0.workers.ns.svc); a one-word one (cloud) with its port
+        port = r"(?::\d+)?(?![\w-])" if "." in host or ":" in host else r":\d+"
+        text = re.sub(rf"{_SCHEME}(?<![\w.-]){re.escape(host)}{port}{_PATH}", "<address>", text, flags=re.IGNORECASE)
+    return _ADDRESS.sub("<address>", text)
 
 
 class WorkerBackend:

@@ -16,11 +16,25 @@ def features_dict(features: RequestFeatures) -> dict:
     return out
 
 
-def explain(policy: Policy, features: RequestFeatures, candidates: Mapping[str, Sequence[Candidate]]) -> dict:
-    return plan_as_dict(plan_route(policy, features, candidates))
+def explain(
+    policy: Policy,
+    features: RequestFeatures,
+    candidates: Mapping[str, Sequence[Candidate]],
+    labels: Mapping[str, Mapping[str, str]] | None = None,
+    addresses: bool = True,
+) -> dict:
+    """The plan as JSON; `labels` (pool -> endpoint -> label) adds each backend's `backend` label, and without
+    `addresses` its label is all that names it (a caller's explain: backend addresses are the operators')."""
+    return plan_as_dict(plan_route(policy, features, candidates), labels, addresses)
 
 
-def plan_as_dict(plan: RoutePlan) -> dict:
+def plan_as_dict(
+    plan: RoutePlan, labels: Mapping[str, Mapping[str, str]] | None = None, addresses: bool = True
+) -> dict:
+    def named(pool: str, endpoint: str) -> dict:
+        out = {"backend": labels[pool][endpoint]} if labels is not None else {}
+        return out | {"endpoint": endpoint} if addresses or labels is None else out
+
     out = {"features": features_dict(plan.features), "rules": [asdict(t) for t in plan.rules]}
     decision = plan.decision
     if decision is None:
@@ -37,7 +51,7 @@ def plan_as_dict(plan: RoutePlan) -> dict:
         for r in pool.reports:
             candidates.append({
                 "pool": pool.pool,
-                "endpoint": r.candidate.endpoint,
+                **named(pool.pool, r.candidate.endpoint),
                 "kind": r.candidate.kind,
                 "healthy": r.candidate.is_healthy,
                 "filtered_out_by": r.filtered_out_by,
@@ -48,7 +62,7 @@ def plan_as_dict(plan: RoutePlan) -> dict:
     pick = plan.pick
     out |= {
         "candidates": candidates,
-        "pick": {"pool": pick[0], "endpoint": pick[1].endpoint} if pick else None,
+        "pick": {"pool": pick[0], **named(pick[0], pick[1].endpoint)} if pick else None,
         "plugin_us": {p.pool: {k: round(v * 1e6, 1) for k, v in p.plugin_seconds.items()} for p in plan.pools},
     }
     if pick is None:

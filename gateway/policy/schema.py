@@ -250,7 +250,7 @@ class Pool(_Strict):
             if parsed.username is not None or parsed.password is not None:
                 raise ValueError(
                     f"endpoint {parsed.scheme}://…@{parsed.hostname}: credentials in an endpoint would be shown in "
-                    "every answer's X-Tandem-Backend, the logs and the metrics; remove them"
+                    "the logs and the metrics (and X-Tandem-Backend where addresses are shown); remove them"
                 )
         seen: dict[tuple[str, int | None], int] = {}
         for j, url in enumerate(value):  # once per server: twice would double its share of requests

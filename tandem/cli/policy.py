@@ -47,6 +47,7 @@ def explain(
     """Where a chat request would go under FILE, and why (offline: backends assumed healthy)."""
     import json
 
+    from gateway.backends.registry import backend_label
     from gateway.classify.classify import classify
     from gateway.policy.explain import explain
     from gateway.routing.candidate import Candidate
@@ -80,7 +81,11 @@ def explain(
         name: [Candidate(url, is_healthy=True, kind=pool.kind) for url in pool.endpoints]
         for name, pool in policy.pools.items()
     }
-    typer.echo(json.dumps(explain(policy, features, candidates), indent=2))
+    labels = {
+        name: {url: backend_label(name, i) for i, url in enumerate(pool.endpoints)}
+        for name, pool in policy.pools.items()
+    }
+    typer.echo(json.dumps(explain(policy, features, candidates, labels), indent=2))
 
 
 @app.command("replay")

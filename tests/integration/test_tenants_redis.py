@@ -32,7 +32,7 @@ def two_replicas(demo_checkpoint, tmp_path, redis_url):
     }
     stack = start_local_stack(demo_checkpoint, policy, tmp_path, free_port(), env)
     port = free_port()
-    second = start_gateway(demo_checkpoint, policy, port, env)
+    second = start_gateway(demo_checkpoint, policy, port, env | {"TANDEM_SHOW_BACKEND_ADDRESSES": "true"})
     yield stack.url, f"http://127.0.0.1:{port}"
     second.stop()
     stack.stop()
@@ -75,6 +75,23 @@ def test_keys_decide_the_tenant_and_a_limit_holds_across_replicas(two_replicas, 
     assert httpx.get(f"{a}/metrics").status_code == 401  # every tenant's traffic: for the ops token only
     metrics = httpx.get(f"{a}/metrics", headers={"Authorization": f"Bearer {OPS}"}).text
     assert 'tandem_gateway_rate_limit_mode{mode="redis"} 1.0' in metrics
+
+
+def test_a_caller_learns_no_backend_address_unless_the_settings_open_them(two_replicas):
+    """Every answer's X-Tandem-Backend and explain's candidates named the backends' addresses to any caller with a
+    key. Now a label (the pool and the backend's place in it); the second replica opens addresses in its settings."""
+    closed, opened = two_replicas
+    reply = post(closed, GLOBEX)
+    assert reply.status_code == 200 and reply.headers["x-tandem-backend"] == "cloud/0"
+    explained = httpx.post(f"{closed}/v1/route/explain", json=BODY, headers={"Authorization": f"Bearer {GLOBEX}"})
+    assert explained.json()["pick"] == {"pool": "cloud", "backend": "cloud/0"}
+    assert "127.0.0.1" not in explained.text and "grpc://" not in explained.text
+    assert [c["backend"] for c in explained.json()["candidates"]] == ["cloud/0", "edge/0"]  # (the fallback)
+
+    address = post(opened, GLOBEX).headers["x-tandem-backend"]
+    assert address.startswith("grpc://127.0.0.1:")
+    explained = httpx.post(f"{opened}/v1/route/explain", json=BODY, headers={"Authorization": f"Bearer {GLOBEX}"})
+    assert explained.json()["pick"] == {"pool": "cloud", "backend": "cloud/0", "endpoint": address}
 
 
 def test_without_redis_limits_hold_per_replica_and_requests_still_succeed(demo_checkpoint, tmp_path):

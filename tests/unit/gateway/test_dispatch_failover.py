@@ -39,6 +39,21 @@ def test_a_failure_before_the_first_token_moves_to_the_next_backend():
     assert set(asyncio.run(go())) == {B}
 
 
+def test_a_503_names_the_backends_tried_by_their_labels_never_their_addresses():
+    """A caller with a key read every backend's address in a 503 (`grpc://10.0.0.5:50051: UNAVAILABLE: … ipv4:
+    10.0.0.5:50051: Connection refused`), where the readiness details are the operators' alone."""
+    factory = scripted({A: FAIL, B: FAIL})
+
+    async def go():
+        with pytest.raises(NoBackend) as refused:
+            await send(registry_for(POLICY, factory))
+        return refused.value.message
+
+    message = asyncio.run(go())
+    assert "cloud/0: UNAVAILABLE: scripted failure; last error: <address>: refused" in message, message
+    assert "cloud/1: UNAVAILABLE" in message and "a:1" not in message and "b:1" not in message
+
+
 def test_consecutive_failures_open_the_breaker_and_a_probe_closes_it():
     behaviour = {A: FAIL}
     factory = scripted(behaviour, failure_threshold=2, open_for_s=0.3)
@@ -152,10 +167,29 @@ def test_a_request_fault_after_the_first_token_is_a_400_not_the_backends_failure
     from gateway.api.generation import _mid_answer
     from gateway.backends.worker_backend import BackendError
 
-    fault = _mid_answer(BackendError(A, grpc.StatusCode.INVALID_ARGUMENT, "Parser Error: " + "row " * 5000))
+    fault = _mid_answer(BackendError(A, grpc.StatusCode.INVALID_ARGUMENT, "Parser Error: " + "row " * 5000), "c/0")
     assert isinstance(fault, BadRequest) and fault.status_code == 400 and len(fault.message) < 600
-    failure = _mid_answer(BackendError(A, grpc.StatusCode.UNAVAILABLE, "gone"))
+    failure = _mid_answer(BackendError(A, grpc.StatusCode.UNAVAILABLE, f"ipv4:{A[7:]}: Socket closed"), "c/0")
     assert failure.status_code == 502 and "backend failed mid-answer" in failure.message
+    assert "c/0: UNAVAILABLE: <address>: Socket closed" in failure.message and A[7:] not in failure.message
+
+
+def test_a_forced_tool_calls_grammar_failing_mid_answer_names_tools_not_response_format():
+    """(a review) The engines know only the grammar; its failure was said to be response_format's where the request
+    had none, only a forced tool call."""
+    import grpc
+
+    from gateway.api.generation import _mid_answer
+    from gateway.backends.worker_backend import BackendError
+    from serving.grammar import GRAMMAR_FAILED
+    from serving.openai.answer import ToolPlan
+
+    failed = BackendError(A, grpc.StatusCode.INVALID_ARGUMENT, f"{GRAMMAR_FAILED}: number too large")
+    forced = ToolPlan("hermes", frozenset({"f"}), grammar='{"type": "object"}')
+    fault = _mid_answer(failed, "c/0", forced)
+    assert fault.param == "tools" and "forced tool call's arguments" in fault.message, fault.message
+    assert "response_format" not in fault.message and "number too large" in fault.message
+    assert _mid_answer(failed, "c/0").param == "response_format"
 
 
 def test_a_503_with_no_backend_to_try_says_why_and_when_to_retry():
@@ -178,3 +212,33 @@ def test_a_503_with_no_backend_to_try_says_why_and_when_to_retry():
     assert re.search(said, refused.message), refused.message
     assert "grpc://e:1" not in refused.message.split("no backend may serve now")[1]  # no address for the caller
     assert 29 <= int(refused.headers["Retry-After"]) <= 30
+
+
+@pytest.mark.parametrize(
+    ("said", "endpoint", "told"),
+    [
+        (  # gRPC's own words when a worker is down
+            "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.5:50051: Connection refused",
+            "grpc://10.0.0.5:50051",
+            "failed to connect to all addresses; last error: UNKNOWN: <address>: Connection refused",
+        ),
+        ("ipv6:%5B::1%5D:50051: Socket closed", "grpc://[::1]:50051", "<address>: Socket closed"),
+        ("GET http://10.0.0.5:8001/v1/models: timed out", "http://10.0.0.5:8001", "GET <address>: timed out"),
+        (  # a worker's DNS name, and another address it mentions
+            "DNS resolution failed for worker-0.workers.ns.svc:50051 (via [fd00::53]:53)",
+            "grpc://worker-0.workers.ns.svc:50051",
+            "DNS resolution failed for <address> (via <address>)",
+        ),
+        ("cloud:50051 is down, cloud says", "grpc://cloud:50051", "<address> is down, cloud says"),  # a one-word name
+        # what is not an address stays: times, versions, paths of code
+        (
+            "at 12:30:45, v1.2.3.4.5, hyper::Error, std::io",
+            "grpc://a:1",
+            "at 12:30:45, v1.2.3.4.5, hyper::Error, std::io",
+        ),
+    ],
+)
+def test_a_backends_error_reaches_the_caller_without_an_address(said, endpoint, told):
+    from gateway.backends.worker_backend import hide_addresses
+
+    assert hide_addresses(said, endpoint) == told

@@ -125,3 +125,18 @@ async def test_the_real_resolver_prefers_ipv4():
 def test_a_dns_endpoint_needs_a_port():
     with pytest.raises(PolicyError, match="needs a port"):
         parse_policy(POLICY.replace("workers.tandem.svc:50051", "workers.tandem.svc"), "test")
+
+
+async def test_callers_know_a_backend_by_its_pool_and_place_the_same_on_every_replica(monkeypatch):
+    """X-Tandem-Backend, explain and error messages name a backend by a label, not its address: its entry in the
+    pool's `endpoints`, and for a dns:// entry its address's place in the answer (which resolve_addresses sorts)."""
+    monkeypatch.setattr(registry_module, "DNS_REFRESH_S", 0.0)
+    replicas = [make(Dns("10.0.0.5", "10.0.0.7")) for _ in range(2)]
+    for registry, _ in replicas:
+        await registry.refresh_all()
+    for registry, policy in replicas:
+        assert dict(registry.pool(policy, "cloud").labels) == {
+            "grpc://10.0.0.5:50051": "cloud/0.0",
+            "grpc://10.0.0.7:50051": "cloud/0.1",
+        }
+        assert dict(registry.pool(policy, "edge").labels) == {"grpc://127.0.0.1:50061": "edge/0"}
