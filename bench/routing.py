@@ -351,7 +351,8 @@ def decision_times_us(redis_url: str, model: Path, iterations: int = 2000) -> tu
         backend = WorkerBackend(f"grpc://127.0.0.1:{7000 + i}", MODEL_ID, "cloud")
         backend.stats = worker_pb2.StatsReply(model_id=MODEL_ID, kind="cloud", queue_depth=i % 3, block_size_tokens=16)
         backends.append(backend)
-    pool = PoolBackends(tuple(backends))  # as the gateway's registry keeps them between requests
+    labels = {b.endpoint: f"cloud/{i}" for i, b in enumerate(backends)}
+    pool = PoolBackends(tuple(backends), labels)  # as the gateway's registry keeps them between requests
 
     async def measure():
         client = connect(redis_url)

@@ -58,9 +58,12 @@ def is_ops(request: Request) -> bool:
 
 
 def shows_backend_addresses(request: Request) -> bool:
-    """May this caller see backends' addresses (X-Tandem-Backend, /v1/route/explain)? Where the settings open them
-    (TANDEM_SHOW_BACKEND_ADDRESSES), or as an operator may; else a backend is its label (`cloud/0`)."""
-    return request.app.state.gateway.settings.show_backend_addresses or is_ops(request)
+    """May callers see backends' addresses (X-Tandem-Backend, /v1/route/explain)? Where the settings open them
+    (TANDEM_SHOW_BACKEND_ADDRESSES), or with no keys (auth none: anyone is an operator); else a backend is its label
+    (`cloud/0`), which the operators' /readyz maps to its address. (Not by the ops token: a generation's or an
+    explain's bearer is the tenant's key.)"""
+    settings = request.app.state.gateway.settings
+    return settings.show_backend_addresses or settings.auth == "none"
 
 
 def _bearer(request: Request) -> str:

@@ -107,7 +107,7 @@ class Settings(BaseSettings):
     show_backend_addresses: bool = Field(
         default=False,
         description="show callers each backend's address (X-Tandem-Backend, /v1/route/explain); off: its pool and "
-        "place (`cloud/0`), the address only to operators (the ops token, or auth none)",
+        "place (`cloud/0`), which /readyz with the ops token maps to its address (auth none shows addresses)",
     )
     trace_content: bool = Field(
         default=False, description="put prompt and completion text in spans (never for private requests)"

@@ -63,7 +63,7 @@ class RoutedStream:
                 return
             except TimeoutError as exc:
                 self.backend.breaker.record_failure()
-                raise BackendError(
+                raise BackendError.ours(
                     self.backend.endpoint, grpc.StatusCode.DEADLINE_EXCEEDED,
                     f"no token for {self.idle_timeout_s:g} s mid-answer",
                 ) from exc  # fmt: skip

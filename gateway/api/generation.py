@@ -692,7 +692,9 @@ async def _stream_events(
                         usages[shape.index] = chunk.usage
                     _record(routed, "ok", chunk.usage, started)
             if last is None or not last.finish_reason:
-                raise BackendError(routed.backend.endpoint, grpc.StatusCode.INTERNAL, "stream ended without a finish")
+                raise BackendError.ours(
+                    routed.backend.endpoint, grpc.StatusCode.INTERNAL, "stream ended without a finish reason"
+                )
         except BackendError as exc:
             _record(routed, "request_error" if exc.is_request_fault else "backend_error", None, started)
             yield _error_event(_mid_answer(exc, routed.label, tool_plan))
@@ -745,13 +747,10 @@ def _mid_answer(exc: BackendError, label: str, tool_plan: ToolPlan | None = None
     backend's label; the log has its address)."""
     if exc.is_request_fault:
         details, param = refused(exc.details, bool(tool_plan is not None and tool_plan.grammar))
-        details = hide_addresses(details[:MAX_DETAILS_CHARS], exc.endpoint)
+        details = hide_addresses(details, exc.endpoint)  # (a grammar engine's error can carry its parser state)
         return BadRequest(f"the request could not be answered to the end: {details}", param=param)
     log.warning("backend %s (%s) failed mid-answer: %s", exc.endpoint, label, exc)
     return BackendFailed(f"backend failed mid-answer: {exc.told(label)}")
-
-
-MAX_DETAILS_CHARS = 500  # a grammar engine's error can carry its whole parser state
 
 
 def _error_event(error: GatewayError) -> str:

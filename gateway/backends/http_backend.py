@@ -10,7 +10,9 @@ or inside its trust boundary there. Prefix hints for these backends come
 from the approximate index, not from worker events.
 """
 
+import contextlib
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 
 import grpc
@@ -21,6 +23,8 @@ from gateway import via
 from gateway.backends.circuit_breaker import CircuitBreaker
 from gateway.backends.worker_backend import BackendError, WorkerBackend
 from proto.gen import worker_pb2
+
+_ERROR_CODE = re.compile(r"[a-z][a-z0-9_]{0,39}")  # OpenAI's error codes (`routing_loop`, `server_error`)
 
 HEALTH_TIMEOUT_S = 1.0
 PRIVATE_HEADERS = {"X-Tandem-Privacy": "private"}  # a never-leave tag in every policy that keeps the default tags
@@ -50,7 +54,9 @@ class HttpWorkerBackend(WorkerBackend):
             response.raise_for_status()
             served = [m.get("id") for m in response.json().get("data", [])]
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
-            raise BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, f"GET /v1/models: {exc}") from exc
+            raise BackendError(
+                self.endpoint, grpc.StatusCode.UNAVAILABLE, f"GET /v1/models: {exc}", said="GET /v1/models failed"
+            ) from exc
         # Speak in the gateway's model id once the upstream is seen to serve the configured model.
         model = self.model_id if self._upstream_model in served else ",".join(map(str, served))
         return worker_pb2.StatsReply(model_id=model, kind=self.pool_kind, execution_provider="openai-http")
@@ -93,11 +99,11 @@ class HttpWorkerBackend(WorkerBackend):
         self, request: worker_pb2.GenerateRequest, timeout_s: float
     ) -> AsyncIterator[worker_pb2.GenerateChunk]:
         if request.sampling.HasField("top_logprobs") or request.sampling.HasField("prompt_logprobs"):  # named by text
-            raise BackendError(
+            raise BackendError.ours(
                 self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, "logprobs are not available from an HTTP pool"
             )
         if request.sampling.grammar:
-            raise BackendError(
+            raise BackendError.ours(
                 self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, "response_format is not available from an HTTP pool"
             )
         if request.sampling.max_tokens == 0:  # the prompt alone (the gateway echoes it): nothing to ask the upstream
@@ -117,7 +123,9 @@ class HttpWorkerBackend(WorkerBackend):
                     if "error" in event:  # OpenAI's {"error": {"message": ...}}, or a server's bare {"error": "..."}
                         error = event["error"]
                         message = error.get("message") if isinstance(error, dict) else error
-                        raise BackendError(self.endpoint, grpc.StatusCode.INTERNAL, str(message))
+                        raise BackendError(
+                            self.endpoint, grpc.StatusCode.INTERNAL, str(message)[:2000], said="an error event"
+                        )
                     if event.get("usage"):
                         usage = event["usage"]
                     for choice in event.get("choices", []):
@@ -128,20 +136,27 @@ class HttpWorkerBackend(WorkerBackend):
             self._set_problem(f"UNAVAILABLE: {exc}")
             raise BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, str(exc)) from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise BackendError(self.endpoint, grpc.StatusCode.INTERNAL, f"malformed stream: {exc}") from exc
+            raise BackendError(
+                self.endpoint, grpc.StatusCode.INTERNAL, f"malformed stream: {exc}", said="a malformed stream"
+            ) from exc
         if finish is None:
-            raise BackendError(self.endpoint, grpc.StatusCode.INTERNAL, "stream ended without a finish reason")
+            raise BackendError.ours(self.endpoint, grpc.StatusCode.INTERNAL, "stream ended without a finish reason")
         # The finish reason waits for the usage chunk, so the last chunk carries both, as from a Tandem worker.
         yield worker_pb2.GenerateChunk(finish_reason=finish, usage=_usage(usage, len(request.prompt_token_ids)))
 
     def _error(self, status: int, text: str) -> BackendError:
-        try:
-            message = json.loads(text)["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            message = text[:200]
+        """An upstream's refusal: a request's fault (4xx but 429) in its words, which the caller reads with addresses
+        hidden; a failure as its status and OpenAI's error `code` (`HTTP 508 (routing_loop)`), its words in the log
+        only (an error page can name its hosts, a review)."""
+        message, code = text, None
+        with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+            error = json.loads(text)["error"]
+            message, code = error["message"], error.get("code")
+        details = f"HTTP {status}: {str(message)[:2000]}"
         if status >= 500 or status == 429:
-            return BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, f"HTTP {status}: {message}")
-        return BackendError(self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, f"HTTP {status}: {message}")
+            named = f" ({code})" if isinstance(code, str) and _ERROR_CODE.fullmatch(code) else ""
+            return BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, details, said=f"HTTP {status}{named}")
+        return BackendError(self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, details)
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -37,9 +37,7 @@ class PoolBackends:
     (listing 256 of them per request, with their endpoint map, was ~60 µs of a routing decision). Read-only."""
 
     backends: tuple[WorkerBackend, ...]
-    labels: Mapping[str, str] = field(
-        default_factory=dict
-    )  # endpoint -> what callers are shown for it (`backend_label`)
+    labels: Mapping[str, str]  # endpoint -> what callers are shown for it (`backend_label`)
     by_endpoint: Mapping[str, WorkerBackend] = field(init=False)
     worker_ids: tuple[str, ...] = field(init=False)  # each backend's, in order: what a prefix-hint lookup asks about
     positions: Mapping[str, tuple[int, ...]] = field(init=False)  # worker id -> its backends' places in `backends`
@@ -146,6 +144,15 @@ class BackendRegistry:
 
     def all(self) -> list[WorkerBackend]:
         return list(self._live.values())
+
+    def labels(self) -> dict[str, list[str]]:
+        """Each live backend's labels (one per pool listing it) in the current policy: what /readyz tells operators,
+        so a caller's `cloud/1.3` can be found."""
+        out: dict[str, list[str]] = {}
+        for name in self._policy.pools:
+            for endpoint, label in self.pool(self._policy, name).labels.items():
+                out.setdefault(endpoint, []).append(label)
+        return out
 
     async def refresh_all(self) -> None:
         """Poll every backend's health; first re-resolve dns:// endpoints when they are due."""

@@ -38,13 +38,22 @@ RETRYABLE = {
 
 
 class BackendError(Exception):
-    def __init__(self, endpoint: str, code: grpc.StatusCode, details: str) -> None:
+    def __init__(self, endpoint: str, code: grpc.StatusCode, details: str, said: str | None = None) -> None:
+        """`details`: the whole, for the log; `said`: what a caller may read of it (None: the status alone). A
+        backend's own words (gRPC's `ipv4:10.0.0.5:50051: Connection refused`, an HTTP server's error page naming
+        its hosts) never reach a caller; the gateway's own (`ours`) do."""
         super().__init__(f"{endpoint}: {code.name}: {details}")
-        self.endpoint, self.code, self.details = endpoint, code, details
+        self.endpoint, self.code, self.details, self.said = endpoint, code, details, said
+
+    @classmethod
+    def ours(cls, endpoint: str, code: grpc.StatusCode, details: str) -> "BackendError":
+        """A failure in the gateway's own words (a breaker open, a silent stream), which a caller may read whole."""
+        return cls(endpoint, code, details, said=details)
 
     def told(self, label: str) -> str:
-        """What a caller reads of it: the backend by its label (`registry.backend_label`), no address."""
-        return f"{label}: {self.code.name}: {hide_addresses(self.details, self.endpoint)}"
+        """What a caller reads of a backend's failure: the backend by its label (`registry.backend_label`), its
+        status, and the gateway's own words where there are any; the log has the rest."""
+        return f"{label}: {self.code.name}" + (f": {self.said}" if self.said else "")
 
     @property
     def is_retryable(self) -> bool:
@@ -59,23 +68,35 @@ class BackendError(Exception):
 
 
 # An address as gRPC's and HTTP clients' messages write one: `ipv4:10.0.0.5:50051`, `ipv6:%5B::1%5D:50051`,
-# `http://10.0.0.5:8001/v1/models`, `[fd00::5]:50051`. IPv6: hex groups with `::` or six of them and more (so
-# `12:30:45` and `hyper::Error` stay).
-_V6 = r"(?=[0-9a-f:]*\d)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}"
-_SCHEME = r"(?:\b[a-z][a-z0-9+.-]*:/{0,3})?"  # `ipv4:`, `http://`, `dns:///`
-_PATH = r"(?:/[^\s,;:'\"()]*)?"
+# `http://10.0.0.5:8001/v1/models`, `[fd00::5]:50051`, `[fe80::1%25eth0]`, `::ffff:10.0.0.5`, any URL, a dotted name
+# with a port (`vllm-3.vllm.svc:8000`). IPv6: hex groups with `::` or six colons and more, a digit in it (so `12:30:45`
+# and `hyper::Error` stay). Every repeat is bounded and a scheme starts only where a word does: a long run of
+# `a-a-a-…` made the unbounded scheme's scan quadratic (seconds of the event loop at 32 KB, a review).
+_SCHEME = r"(?:(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,15}:/{0,3})?"  # `ipv4:`, `http://`, `dns:///`
+_IPV4 = r"\d{1,3}(?:\.\d{1,3}){3}"
+_V6 = rf"(?=[0-9a-f:]{{0,40}}\d)(?:[0-9a-f]{{0,4}}:){{2,7}}(?:{_IPV4}|[0-9a-f]{{0,4}})(?:%(?:25)?[a-z0-9_.-]{{1,32}})?"
+_PATH = r"(?:/[^\s,;:'\"()<>]{0,512})?"
 _ADDRESS = re.compile(
-    _SCHEME + r"(?:(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])"
-    rf"|(?:\[|%5B){_V6}(?:\]|%5D)"
-    rf"|(?<![\w:])(?=[0-9a-f:]*::|(?:[0-9a-f]*:){{5}}){_V6}(?![\w:]))"
-    r"(?::\d+)?" + _PATH,
+    r"(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{0,15}://[^\s'\"<>()]{1,512}"  # any URL
+    + "|"
+    + _SCHEME
+    + rf"(?:(?<![\d.]){_IPV4}(?![\d.])"
+    + rf"|(?:\[|%5B){_V6}(?:\]|%5D)"
+    + rf"|(?<![\w:])(?=[0-9a-f:]{{0,40}}::|(?:[0-9a-f]{{0,4}}:){{5}}){_V6}(?![\w:])"
+    + r"|(?<![\w.-])[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63}){1,8}(?=:\d))"  # a dotted name, where a port follows
+    + r"(?::\d{1,5})?"
+    + _PATH,
     re.IGNORECASE,
 )
+MAX_SAID_CHARS = 500
 
 
-def hide_addresses(text: str, endpoint: str) -> str:
-    """`text` (a backend's error, as its client library wrote it) without the backend's address or any other: for a
-    caller, who is not to learn where backends are (the gateway's log keeps the whole)."""
+def hide_addresses(text: str, endpoint: str, most: int = MAX_SAID_CHARS) -> str:
+    """`text` (a request's fault, in a backend's words: an HTTP server's 400, a worker's refusal) as a caller may read
+    it: cut to `most` characters at a blank (a cut through an address left `… 10.1.`, a review), then the backend's
+    address and any other written `<address>`. The gateway's log keeps the whole."""
+    if len(text) > most:
+        text = text[:most].rsplit(None, 1)[0] + " …"
     if host := urlparse(endpoint).hostname:  # a name (worker-0.workers.ns.svc); a one-word one (cloud) with its port
         port = r"(?::\d+)?(?![\w-])" if "." in host or ":" in host else r":\d+"
         text = re.sub(rf"{_SCHEME}(?<![\w.-]){re.escape(host)}{port}{_PATH}", "<address>", text, flags=re.IGNORECASE)
@@ -224,7 +245,7 @@ class WorkerBackend:
             request.private, self.pool_kind, self.stats.kind if self.stats else None, self.endpoint
         )
         if not self.breaker.try_acquire():
-            raise BackendError(
+            raise BackendError.ours(
                 self.endpoint, grpc.StatusCode.UNAVAILABLE, "circuit breaker open after repeated failures"
             )
         self.inflight += 1
@@ -243,7 +264,7 @@ class WorkerBackend:
                 except StopAsyncIteration:
                     break
                 if (left := left - (time.perf_counter() - waiting)) < 0:
-                    raise BackendError(
+                    raise BackendError.ours(
                         self.endpoint,
                         grpc.StatusCode.DEADLINE_EXCEEDED,
                         f"no answer within {timeout_s:g} s of its own time (TANDEM_BACKEND_TIMEOUT_S)",

@@ -8,6 +8,7 @@ so, any other name is an unknown field.
 """
 
 import functools
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -52,14 +53,19 @@ def _valid_unicode(value: str) -> str:
 Text = Annotated[str, AfterValidator(_valid_unicode)]
 
 
-def _valid_unicode_tree(value: dict) -> dict:
+def _valid_json_tree(value: dict) -> dict:
     """`_valid_unicode` for every key and string in a JSON object (tools, arguments objects, response_format,
-    metadata): a lone surrogate there reached the tokenizer, the grammar compiler or the span exporter as a 500."""
+    metadata): a lone surrogate there reached the tokenizer, the grammar compiler or the span exporter as a 500. And
+    every number finite: Python's JSON reads `NaN`, `Infinity` and `1e999` (which JSON allows) as no number JSON can
+    write, and a tool's `maximum: 1e999` was a 500 from /v1/responses' envelope, or a grammar compiler's riddle (a
+    review)."""
     stack: list = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
             _valid_unicode(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{item} is not a number JSON can carry (NaN, Infinity, or past a double's range)")
         elif isinstance(item, dict):
             for key, child in item.items():
                 if isinstance(key, str):
@@ -70,7 +76,7 @@ def _valid_unicode_tree(value: dict) -> dict:
     return value
 
 
-JsonObject = Annotated[dict[str, Any], AfterValidator(_valid_unicode_tree)]
+JsonObject = Annotated[dict[str, Any], AfterValidator(_valid_json_tree)]
 
 
 @functools.cache

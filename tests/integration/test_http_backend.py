@@ -169,7 +169,7 @@ def test_a_gateway_that_is_its_own_backend_refuses_the_loop_at_once(front, demo_
         with pytest.raises(openai.APIStatusError) as failed:
             ask(f"http://127.0.0.1:{port}")
         assert time.monotonic() - started < 3
-        assert "routing loop" in failed.value.message, failed.value.message
+        assert "HTTP 508 (routing_loop)" in failed.value.message, failed.value.message
         direct = httpx.post(
             f"http://127.0.0.1:{port}/v1/chat/completions",
             json={"model": "tandem-demo", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2},

@@ -120,6 +120,19 @@ def test_readyz_says_only_ready_without_the_ops_token(gateway):
     assert {"backends", "policy", "edge_agents"} <= set(gateway.get("/readyz", headers=bearer(OPS)).json())
 
 
+def test_an_operator_finds_the_backend_a_caller_names_by_its_label(gateway):
+    """Callers read a label (X-Tandem-Backend: cloud/0, in explain and errors); the operators' /readyz says which
+    address each label is (a review: nothing mapped one to the other but the log's failure lines)."""
+    backends = gateway.get("/readyz", headers=bearer(OPS)).json()["backends"]
+    assert {address: b["labels"] for address, b in backends.items()} == {
+        "grpc://127.0.0.1:50051": ["cloud/0"],
+        "grpc://127.0.0.1:50061": ["edge/0"],
+    }
+    explained = gateway.post("/v1/route/explain", json=ASK, headers=bearer(KEY)).json()
+    assert {c["backend"] for c in explained["candidates"]} <= {"cloud/0", "edge/0"}
+    assert "endpoint" not in explained["candidates"][0]
+
+
 def test_a_priority_above_the_tenants_allowance_is_clamped(gateway):
     reply = gateway.post("/v1/route/explain", json=ASK | {"priority": 2**31 - 1}, headers=bearer(KEY))
     assert reply.json()["features"]["priority"] == 0
@@ -232,6 +245,24 @@ def test_the_cache_salt_is_an_hmac_the_tenant_name_does_not_open():
         ('{"model": "tandem-demo", "messages": [{"role": "user", "content": "hi"}], "user": "\\udfff"}', {}, "user"),
         ('{"model": "tandem-demo", "messages": [{"role": "user", "content": "hi"}], "stop": ["\\ud800"]}', {}, "stop"),
         (ASK, {"X-Tandem-Device": '{"cores": 1e999}'}, None),
+        # (a review) numbers JSON cannot write back, in a schema: the grammar compiler's "expected value at column 70"
+        (
+            '{"model": "tandem-demo", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", '
+            '"function": {"name": "f", "parameters": {"type": "number", "maximum": 1e999}}}], "tool_choice": "required"}',
+            {},
+            "tools",
+        ),
+        (
+            '{"model": "tandem-demo", "messages": [{"role": "user", "content": "hi"}], "metadata": {"x": NaN}}',
+            {},
+            "metadata",
+        ),
+        (
+            '{"model": "tandem-demo", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": '
+            '"json_schema", "json_schema": {"name": "n", "schema": {"type": "number", "minimum": -Infinity}}}}',
+            {},
+            "response_format",
+        ),
         (ASK, {"X-Tandem-Device": "[" * 5000 + "]" * 5000}, None),
     ],
 )
@@ -246,6 +277,17 @@ def test_hostile_input_is_a_400_never_a_500(gateway, body, headers, param):
     assert reply.status_code == 400, reply.text
     if param:
         assert reply.json()["error"]["param"].startswith(param)
+
+
+def test_a_responses_tool_with_a_number_json_cannot_write_is_a_400_not_a_500_after_the_answer(gateway):
+    """(a review) /v1/responses echoes its tools in the envelope: `maximum: 1e999` (valid JSON, read as infinity)
+    answered, then failed to encode as a 500; streamed, its events carried `NaN`, which strict JSON parsers refuse."""
+    tools = (
+        '[{"type": "function", "name": "f", "parameters": {"type": "object", "properties": {"x": {"maximum": 1e999}}}}]'
+    )
+    body = '{"model": "tandem-demo", "input": "x", "max_output_tokens": 2, "tools": ' + tools + "}"
+    reply = gateway.post("/v1/responses", content=body, headers=bearer(KEY) | {"Content-Type": "application/json"})
+    assert reply.status_code == 400 and reply.json()["error"]["param"].startswith("tools"), reply.text
 
 
 def test_a_body_that_does_not_parse_gets_openais_error_shape(gateway):
