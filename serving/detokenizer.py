@@ -77,15 +77,18 @@ class IncrementalDetokenizer:
         return None
 
     def _stopped_at_stop_string(self) -> bool:
-        """Whether a stop string is in the text now; if so, the text ends where it begins."""
-        for stop in self._stop_strings:
-            # A stop can only newly appear in the unreleased tail plus what was held back.
-            at = self._text.find(stop, max(0, self._released - len(stop)))
-            if at != -1:
-                self.is_stopped = True
-                self._text = self._text[:at]
-                return True
-        return False
+        """Whether a stop string is in the text now; if so, the text ends where the first in the text begins (where
+        one step's tokens bring two, `stop: ["User:", "\n"]` and a token `\nUser:`: the list's first won, and the
+        `\n` was left in the answer, a review; OpenAI and vLLM cut at the earliest)."""
+        # A stop can only newly appear in the unreleased tail plus what was held back.
+        found = [
+            at for stop in self._stop_strings if (at := self._text.find(stop, max(0, self._released - len(stop)))) != -1
+        ]
+        if not found:
+            return False
+        self.is_stopped = True
+        self._text = self._text[: min(found)]
+        return True
 
     def _decode(self, ids: list[int]) -> str:
         return self._tokenizer.decode(ids, skip_special_tokens=True)

@@ -39,6 +39,27 @@ def test_stop_strings_end_the_text_before_the_stop(tokenizer, stops, expected):
     assert stopped == (expected != "The gateway routes each request.")
 
 
+@pytest.mark.parametrize("stops", [("User:", "\n"), ("\n", "User:")])
+def test_two_stops_one_token_brings_cut_at_the_first_in_the_text_whatever_the_lists_order(stops):
+    """(a review) `stop: ["User:", "\n"]` and a token `\nUser:`: the list's first won, and the answer kept the `\n`."""
+
+    class Words:  # a token a whole word, as a real tokenizer's `\nUser:` can be
+        words = ("Sure", "\nUser:", " hi")
+
+        def decode(self, ids, skip_special_tokens=True):
+            return "".join(self.words[i] for i in ids)
+
+    detok = IncrementalDetokenizer(Words(), stops)
+    out = ""
+    for token in (0, 1, 2):
+        out += detok.push(token)
+        if detok.is_stopped:
+            break
+    else:
+        out += detok.flush()
+    assert (out, detok.is_stopped) == ("Sure", True)
+
+
 def test_incomplete_utf8_is_held_until_complete(tokenizer):
     detok = IncrementalDetokenizer(tokenizer)
     pieces = [detok.push(t) for t in tokenizer.encode("東").ids]
