@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from serving.checkpoint import GenerationDefaults
 from serving.engine_api import Engine, GenerationRequest, RequestRejected, SamplingParams
 from serving.grammar import refused
-from serving.openai.answer import ToolPlan, answer_grammar, answer_logprobs, check_token_ids, tool_plan
+from serving.openai.answer import ToolPlan, answer_grammar, answer_logprobs, check_token_ids, stops_for, tool_plan
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.errors import (
     UNDECODABLE_BODY,
@@ -53,11 +53,13 @@ def _request(
     body: ChatCompletionRequest,
     prompt_ids: list[int],
     counter,
+    plan: ToolPlan | None,
     grammar: str,
     defaults: GenerationDefaults,
     private: bool,
 ) -> GenerationRequest:
     """The gateway's request model, so a field means the same on the device as in the cloud."""
+    stop_strings, stop_token_ids = stops_for(body, plan)
     return GenerationRequest(
         request_id=f"http-{next(counter)}",
         prompt_token_ids=tuple(prompt_ids),
@@ -65,8 +67,8 @@ def _request(
             **body.sampling(defaults),
             seed=body.seed,
             max_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS,
-            stop_strings=body.stop_strings(),
-            stop_token_ids=tuple(body.stop_token_ids or ()),
+            stop_strings=stop_strings,
+            stop_token_ids=stop_token_ids,
             ignore_eos=body.ignore_eos,
             presence_penalty=body.presence_penalty,
             frequency_penalty=body.frequency_penalty,
@@ -128,7 +130,7 @@ def add_openai_routes(
             grammar = await asyncio.to_thread(answer_grammar, body, plan, chat)
             messages = [m.for_template() for m in body.messages]
             prompt_ids = await asyncio.to_thread(chat.encode_chat, messages, body.tools or None)
-            gen = _request(body, prompt_ids, counter, grammar, chat.generation_defaults, private)
+            gen = _request(body, prompt_ids, counter, plan, grammar, chat.generation_defaults, private)
             context = engine.stats().max_context_tokens
             if len(prompt_ids) + gen.sampling.max_tokens > context:
                 raise PromptTooLong.of(context, len(prompt_ids), gen.sampling.max_tokens, "messages")

@@ -31,7 +31,7 @@ from gateway.state import GatewayState
 from proto.gen import worker_pb2
 from serving import spans
 from serving.grammar import refused
-from serving.openai.answer import ToolPlan, answer_logprobs
+from serving.openai.answer import ToolPlan, answer_logprobs, stops_for
 from serving.openai.errors import BackendFailed, BadRequest, GatewayError
 from serving.openai.format import SSE_DONE, Logprobs, ResponseShape, sse, usage_dict
 from serving.openai.schemas import _GenerationParams
@@ -87,6 +87,7 @@ def _generate_request(
     body: _GenerationParams, prepared: Prepared, response_id: str, cache_salt: str
 ) -> worker_pb2.GenerateRequest:
     features = prepared.features
+    stop_strings, stop_token_ids = stops_for(body, prepared.tools)
     return worker_pb2.GenerateRequest(
         request_id=response_id,
         tenant=features.tenant,
@@ -97,8 +98,8 @@ def _generate_request(
             **body.sampling(prepared.model.tokenizer.generation_defaults),
             seed=body.seed,
             max_tokens=features.max_tokens,
-            stop_strings=body.stop_strings(),
-            stop_token_ids=body.stop_token_ids or (),
+            stop_strings=stop_strings,
+            stop_token_ids=stop_token_ids,
             ignore_eos=body.ignore_eos,
             presence_penalty=body.presence_penalty,
             frequency_penalty=body.frequency_penalty,

@@ -33,6 +33,7 @@ class ToolPlan:
     single: bool = False  # parallel_tool_calls false: an answer's first call only
     strict: dict[str, SchemaCheck] | None = None  # name -> `strict: true` function's parameters (checked unforced)
     named: bool = False  # tool_choice names the function
+    stops: bool = False  # the request's stop strings or ids apply: an answer that ends `stop` may end mid-call
 
     @property
     def calls_finish(self) -> str:
@@ -45,11 +46,24 @@ class ToolPlan:
         return check is None or check.follows(arguments)
 
     def parse(self, text: str, reason: str | None = None) -> tuple[str | None, list]:
-        """The answer's text and calls; `reason` the worker's finish reason ("length": cut, maybe mid-call)."""
-        return tools.parse(text, self.format, set(self.allowed), self.single, self.follows, reason == "length")
+        """The answer's text and calls; `reason` the worker's finish reason (`length`, or `stop` where the request's
+        stop strings apply: cut, maybe mid-call)."""
+        cut = tools.was_cut(reason, self.stops)
+        return tools.parse(text, self.format, set(self.allowed), self.single, self.follows, cut)
 
     def streamed(self) -> "tools.StreamedCalls":
-        return tools.StreamedCalls(self.format, set(self.allowed), self.single, self.follows, self.calls_finish)
+        return tools.StreamedCalls(
+            self.format, set(self.allowed), self.single, self.follows, self.calls_finish, self.stops
+        )
+
+
+def stops_for(body: _GenerationParams, plan: ToolPlan | None) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The stop strings and token ids the engine applies: none to a forced call. `stop` ends the answer's text, and a
+    forced answer is a call, which its grammar ends: `stop: ["\n"]` cut the call's markup after `<tool_call>` and
+    returned that as the answer's text, with no call, where tool_choice required one (a review)."""
+    if plan is not None and plan.grammar:
+        return (), ()
+    return body.stop_strings(), tuple(body.stop_token_ids or ())
 
 
 def answer_logprobs(logprobs, plan: ToolPlan | None, text: str, calls: list) -> dict:
@@ -79,7 +93,8 @@ def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | No
     # A forced call follows its schema by grammar: nothing to check after
     strict = {} if forced else _strict_checks(body.tools, chat)
     named = isinstance(choice, dict)
-    return ToolPlan(fmt, names, grammar, body.parallel_tool_calls is False, strict, named)
+    stops = not forced and bool(body.stop_strings() or body.stop_token_ids)
+    return ToolPlan(fmt, names, grammar, body.parallel_tool_calls is False, strict, named, stops)
 
 
 STRICT_COMPILE_BUDGET_S = 2.0  # a request's strict schemas compiled for longer than this are refused

@@ -562,6 +562,21 @@ FORCED = {"type": "function", "function": {"name": "get_weather"}}
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_stop_string_never_cuts_a_forced_call(client, kind):
+    """(a review) `stop: ["\\n"]` cut the forced call's markup after `<tool_call>` and returned that as the answer's
+    text, with no call, where tool_choice required one. `stop` ends text; a forced answer is a call."""
+    asked = {"max_tokens": 80, "temperature": 0, "tools": [WEATHER_TOOL], "stop": ["\n", ":", "{"]}
+    for choice in ("required", FORCED):
+        answer = kind_chat(client, kind, tool_choice=choice, **asked).choices[0]
+        assert not answer.message.content and answer.message.tool_calls[0].function.name == "get_weather", answer
+        chunks = list(kind_stream(client, kind, tool_choice=choice, **asked))
+        assert [
+            d.function.name for c in chunks for x in c.choices for d in x.delta.tool_calls or [] if d.function.name
+        ] == ["get_weather"]
+        assert not "".join(x.delta.content or "" for c in chunks for x in c.choices)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
 def test_a_forced_tool_call_comes_back_as_tool_calls_whole_and_streamed(client, kind):
     answer = kind_chat(client, kind, max_tokens=80, temperature=0, tools=[WEATHER_TOOL], tool_choice=FORCED)
     choice = answer.choices[0]
