@@ -33,7 +33,7 @@ from stdnum import iban as stdnum_iban
 from stdnum import isbn, numdb
 from stdnum.cn import ric
 
-from tandem_sdk.normalize import lookalike_readings, normalize_utf8
+from tandem_sdk.normalize import lookalike_readings, normalize_utf8, subtitle_reading
 
 _DIGITS = b"0123456789"
 _LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -2067,11 +2067,14 @@ DETECTORS: dict[str, Callable[[Scan], bool]] = {
 def detect(text: str | Scan, names: list[str] | tuple[str, ...]) -> list[str]:
     """The names of the detectors that fire on text, in the order given. Where Latin, Greek or Cyrillic letters meet
     in a word, the text is also read with its lookalikes drawn as Latin letters (`ЅЅN: …`, `рhone: …`) and as the
-    word's own script (`Teлефон: …`), and what fires on any reading fires."""
+    word's own script (`Teлефон: …`); subtitles (SRT, WebVTT) are also read without their cues' numbers and times,
+    a voice tag as a speaker (`subtitle_reading`); and what fires on any reading fires."""
     scan = text if isinstance(text, Scan) else Scan(text)
     fired = [name for name in names if DETECTORS[name](scan)]
     if len(fired) < len(names):
-        for variant in lookalike_readings(scan.data):
+        for variant in (*lookalike_readings(scan.data), subtitle_reading(scan.data)):
+            if variant is None:
+                continue
             other = Scan.normalized(variant)
             fired = [name for name in names if name in fired or DETECTORS[name](other)]
             if len(fired) == len(names):

@@ -307,3 +307,33 @@ def _html_space(match: re.Match[bytes]) -> bytes:
 
 def normalize(text: str) -> str:
     return normalize_utf8(text).decode()
+
+
+# Subtitles (SRT, WebVTT): each cue's number and times, then its lines. They part a question from its answer in the
+# next cue (`What's the best phone number to reach you?`, `2`, `00:00:04,500 --> 00:00:07,000`, `4155550100`), and a
+# voice tag names the speaker (`<v Customer>4155550100`) where a transcript writes `Customer: 4155550100`.
+_CUE_TIME = rb"(?:[0-9]{1,2}:)?[0-9]{1,2}:[0-9]{2}[.,][0-9]{1,3}"
+_CUE = re.compile(
+    rb"^[ \t]*(?:[0-9]{1,9}[ \t]*\r?\n[ \t]*)?"
+    + _CUE_TIME
+    + rb"[ \t]+-->[ \t]+"
+    + _CUE_TIME
+    + rb"[^\r\n]{0,256}(?:\r?\n|\Z)",
+    re.MULTILINE,
+)
+_VOICE = re.compile(rb"<v(?:\.[a-z0-9_.-]{1,40})?[ \t]+([^<>\r\n]{1,64})>", re.IGNORECASE)
+_CUE_MARKUP = re.compile(
+    rb"</?(?:v|c|i|b|u|lang|ruby|rt)(?:\.[a-z0-9_.-]{1,40})?(?:[ \t][^<>\r\n]{0,64})?>|<" + _CUE_TIME + rb">",
+    re.IGNORECASE,
+)
+
+
+def subtitle_reading(data: bytes) -> bytes | None:
+    """A second reading of the normalized text where it holds subtitles' cues: their numbers and times dropped, a
+    voice tag written as a transcript's speaker (`<v Customer>` as `Customer: `), other cue markup (`<i>`, `<c.x>`,
+    `<00:00:05.000>`) dropped; so a question and the answer in the next cue meet as in a transcript. None where the
+    text has no cue times (one scan for `-->`, in C)."""
+    if b"-->" not in data:
+        return None
+    read = _CUE.sub(b"", data)
+    return _CUE_MARKUP.sub(b"", _VOICE.sub(rb"\1: ", read)) if read != data else None

@@ -346,6 +346,13 @@ FIRES = {
         "What's the best phone number to reach you?\nCustomer: 4155550100",
         "Your SSN and phone?\nCustomer: 123456789, 4155550100",
         "   customer_id       phone\n0         1001  4155550100\n",
+        # a call's subtitles: the question and its answer in two cues, their numbers and times between (SRT, WebVTT)
+        "1\n00:00:01,000 --> 00:00:04,000\nAgent: What's the best phone number to reach you?\n\n"
+        "2\n00:00:04,500 --> 00:00:07,000\nCustomer: 4155550100\n",
+        "1\r\n00:00:01,000 --> 00:00:04,000\r\nWhat's the best phone number to reach you?\r\n\r\n"
+        "2\r\n00:00:04,500 --> 00:00:07,000\r\n4155550100\r\n",
+        "WEBVTT\n\n00:00:01.000 --> 00:00:04.000\n<v Agent>What's the best phone number to reach you?</v>\n\n"
+        "00:00:04.500 --> 00:00:07.000\n<v Customer>4155550100</v>\n",
         "मेरा मोबाइल नंबर 9876543210",
     ],
     "credit-card": [
@@ -406,6 +413,9 @@ FIRES = {
         "DE89370400440532013000¹",
     ],
     "ssn": [
+        # (a review) WebVTT: cue settings, a voice tag's class and a speaker's full name
+        "WEBVTT\n\nintro\n00:01.000 --> 00:04.000 align:start position:10%\n<v.loud Agent>What is your SSN?\n\n"
+        "00:04.500 --> 00:07.000 line:0\n<v Customer Ann>123456789\n",
         # `social` said as the number, as people do
         "My social is 631817082.",
         "her social: 631817082",
@@ -631,6 +641,10 @@ QUIET = {
               "Available now AT Amazon.com", "Shop now AT Target.com", "Learn more AT example.org",
               "section 5(a)example.com", "Rule 10b-5(a)sec.gov", "§ 2(a)law.us"],
     "phone": ["Phone model: 12345678abc", "iPhone build 12345678Release",  # a code's letters glued on, no field's
+        # a film's subtitles: cue numbers, times, a year and a room number, no number asked for
+        "1\n00:00:01,000 --> 00:00:04,000\nIn 1969 we landed on the moon.\n\n2\n00:00:04,500 --> 00:00:07,000\n"
+        "Room 1234567 is yours, call me at 2024.\n\n3\n00:00:07,500 --> 00:00:09,000\n<i>What's the code?</i>\n\n"
+        "4\n00:00:09,500 --> 00:00:11,000\n12345678\n",
               # (a second review) a comment's question over a key: no transcript's role answers it
               "# Which mobile builds should get the new flag?\nmin_build: 24051201\n",
               "-- which mobile users churned last month?\nuser_count: 1482736",
@@ -808,6 +822,8 @@ ADVERSARIAL = {  # repeated to 0.25 and 1 MB; a quadratic detector takes seconds
     "aligned-rows": "x  12345678\n",  # each of the first 200 numbers looks up 50 lines for an aligned header
     "aligned-header-words": "phone  phone  phone\n",
     "aligned-number-grid": "1234567  " * 10 + "\n",  # (a third review) one numeric run: its numbers are counted
+    "subtitle-cues": "1\n00:00:01,000 --> 00:00:02,000\n<v A>hi 12\n\n",  # each cue read again without its times
+    "arrows": "-->",
     "scripts-meeting": "a\u0430",  # Latin and a Cyrillic lookalike: one word, folded once
     "scripts-meeting-apart": "x\u0455 \u00e9\u0455 ",  # many short words where scripts meet, a tail before one
     "scripts-meeting-natively": "Te\u043b ",  # each word read a third way, as its own script's
