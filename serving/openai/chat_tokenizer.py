@@ -38,12 +38,35 @@ class ChatTokenizer:
         # and decoding each was most of their cost on the event loop (bounded by the vocabulary).
         self._texts: dict[int, str] = {}
         self._bytes: dict[int, bytes] = {}
+        self._unnamed_roles: frozenset[str] | None = None  # the roles whose `name` the template never writes
+
+    @property
+    def unnamed_roles(self) -> frozenset[str]:
+        """The roles whose message `name` this template drops (most do: Llama 3's, Qwen's, Mistral's), found by
+        rendering a message with a name and without: where both read alike, the name is written into the content
+        instead (`Alice: …`), so OpenAI's `name` (participants of one role told apart) is honoured, not dropped."""
+        if self._unnamed_roles is None:
+            probes = {
+                "system": [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}],
+                "user": [{"role": "user", "content": "x"}],
+                "assistant": [{"role": "user", "content": "y"}, {"role": "assistant", "content": "x"}],
+            }
+            unnamed = set()
+            for role, messages in probes.items():
+                named = [m | {"name": "Q7zName"} if m["role"] == role else m for m in messages]
+                try:
+                    if "Q7zName" not in self.template.render(named, None, add_generation_prompt=True):
+                        unnamed.add(role)
+                except Exception:  # noqa: BLE001 - a template that refuses the probe: its names are as it says
+                    pass
+            self._unnamed_roles = frozenset(unnamed)
+        return self._unnamed_roles
 
     def encode_chat(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
         """The prompt's ids; `tools` as apply_chat_template passes them, or, for a template that never reads them,
         described in a system message of their own (first, before the caller's)."""
         source = self.template.source(tools)
-        messages = tool_calls.template_messages(messages)
+        messages = tool_calls.template_messages(self._named(messages))
         if self.tool_format == "mistral":
             messages = tool_calls.mistral_ids(messages)
         if source is not None and "tools" not in source:
@@ -52,6 +75,20 @@ class ChatTokenizer:
                 system = {"role": "system", "content": tool_calls.system_prompt(tools, self.tool_format)}
                 messages = [system, *messages]
         return self.encode(self.render(messages, tools))
+
+    def _named(self, messages: list[dict]) -> list[dict]:
+        """Each message whose role's `name` the template drops, with the name before its content instead."""
+        if not any("name" in m for m in messages) or not (unnamed := self.unnamed_roles):
+            return messages
+        out = []
+        for m in messages:
+            role = "system" if m["role"] == "developer" else m["role"]  # (as template_messages reads it)
+            if m.get("name") is not None and role in unnamed:
+                name, m = m["name"], {k: v for k, v in m.items() if k != "name"}
+                if m.get("content"):  # (a turn of calls alone keeps none: its calls are the assistant's)
+                    m["content"] = f"{name}: {m['content']}"
+            out.append(m)
+        return out
 
     def render(self, messages: list[dict], tools: list[dict] | None = None) -> str:
         """The prompt's text, as apply_chat_template(messages, tools=tools, add_generation_prompt=True,
