@@ -33,7 +33,6 @@ class ToolPlan:
     single: bool = False  # parallel_tool_calls false: an answer's first call only
     strict: dict[str, SchemaCheck] | None = None  # name -> `strict: true` function's parameters (checked unforced)
     named: bool = False  # tool_choice names the function
-    stops: bool = False  # the request's stop strings or ids apply: an answer that ends `stop` may end mid-call
 
     @property
     def calls_finish(self) -> str:
@@ -46,15 +45,11 @@ class ToolPlan:
         return check is None or check.follows(arguments)
 
     def parse(self, text: str, reason: str | None = None) -> tuple[str | None, list]:
-        """The answer's text and calls; `reason` the worker's finish reason (`length`, or `stop` where the request's
-        stop strings apply: cut, maybe mid-call)."""
-        cut = tools.was_cut(reason, self.stops)
-        return tools.parse(text, self.format, set(self.allowed), self.single, self.follows, cut)
+        """The answer's text and calls; `reason` the worker's finish reason ("length": cut, maybe mid-call)."""
+        return tools.parse(text, self.format, set(self.allowed), self.single, self.follows, reason == "length")
 
     def streamed(self) -> "tools.StreamedCalls":
-        return tools.StreamedCalls(
-            self.format, set(self.allowed), self.single, self.follows, self.calls_finish, self.stops
-        )
+        return tools.StreamedCalls(self.format, set(self.allowed), self.single, self.follows, self.calls_finish)
 
 
 def stops_for(body: _GenerationParams, plan: ToolPlan | None) -> tuple[tuple[str, ...], tuple[int, ...]]:
@@ -93,8 +88,7 @@ def tool_plan(body: ChatCompletionRequest, chat: ChatTokenizer) -> ToolPlan | No
     # A forced call follows its schema by grammar: nothing to check after
     strict = {} if forced else _strict_checks(body.tools, chat)
     named = isinstance(choice, dict)
-    stops = not forced and bool(body.stop_strings() or body.stop_token_ids)
-    return ToolPlan(fmt, names, grammar, body.parallel_tool_calls is False, strict, named, stops)
+    return ToolPlan(fmt, names, grammar, body.parallel_tool_calls is False, strict, named)
 
 
 STRICT_COMPILE_BUDGET_S = 2.0  # a request's strict schemas compiled for longer than this are refused

@@ -83,7 +83,7 @@ class ChatTokenizer:
         out = []
         for m in messages:
             role = "system" if m["role"] == "developer" else m["role"]  # (as template_messages reads it)
-            if m.get("name") is not None and role in unnamed:
+            if m.get("name") and role in unnamed:
                 name, m = m["name"], {k: v for k, v in m.items() if k != "name"}
                 if m.get("content"):  # (a turn of calls alone keeps none: its calls are the assistant's)
                     m["content"] = f"{name}: {m['content']}"

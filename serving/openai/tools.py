@@ -486,11 +486,9 @@ class StreamedCalls:
         single: bool = False,
         follows: Callable[[str, str], bool] | None = None,
         calls_finish: str = "tool_calls",
-        stops: bool = False,
     ) -> None:
         self.fmt, self.allowed, self.single, self.follows = fmt, allowed, single, follows
         self.calls_finish = calls_finish  # the finish reason of an answer its calls ended (ToolPlan.calls_finish)
-        self.stops = stops  # the request's stop strings apply (ToolPlan.stops)
         self._held = ""
         self._holding = False
         self._sent_any = False
@@ -537,19 +535,12 @@ class StreamedCalls:
         return pending[: len(pending) - keep]
 
     def finish(self, reason: str | None = None) -> tuple[str, list[ToolCall]]:
-        """The held-back rest as (text, calls); `reason` the worker's finish reason (`was_cut`: maybe mid-call)."""
-        cut = was_cut(reason, self.stops)
+        """The held-back rest as (text, calls); `reason` the worker's finish reason ("length": cut mid-call)."""
         if not self._holding:  # what is held is the start of a marker, or (llama3_json) too short to tell
-            cut_in_marker = cut and self.fmt != "llama3_json" and len(self._held) >= 2
+            cut_in_marker = reason == "length" and self.fmt != "llama3_json" and len(self._held) >= 2
             return ("" if cut_in_marker else self._held), []
-        content, calls = parse(self._held, self.fmt, self.allowed, self.single, self.follows, cut)
+        content, calls = parse(self._held, self.fmt, self.allowed, self.single, self.follows, reason == "length")
         return (content or "", calls) if calls or content != self._held else (self._held, [])
-
-
-def was_cut(reason: str | None, stops: bool) -> bool:
-    """Whether an answer that ended for `reason` may have been cut mid-call: by max_tokens, or by a stop string or
-    token where the request has any (`stops`): a stop inside a call left the model's markup as the answer's text."""
-    return reason == "length" or (reason == "stop" and stops)
 
 
 def _partial_suffix(text: str, marker: str) -> int:

@@ -411,21 +411,3 @@ def test_strict_schemas_are_remembered_across_requests_and_their_compiling_is_bo
     monkeypatch.setattr(answer, "STRICT_COMPILE_BUDGET_S", -1.0)
     with pytest.raises(BadRequest, match=r"tools\[1\]: the strict functions' schemas took over"):
         answer.tool_plan(ChatCompletionRequest(**ask), chat)
-
-
-@pytest.mark.parametrize("cut", ["<tool_call>", '<tool_call>\n{"name"', "<tool_"])
-def test_a_stop_string_that_cuts_a_call_leaves_no_call_syntax_in_the_text(cut):
-    """(a review) With tools the model may call and `stop: ["\\n"]` (or `:`), a stop inside the call's markup ended the
-    answer `stop`, and the markup came back as its text; as for a cut by max_tokens, the syntax is no text. Without
-    stop strings an answer ending `stop` is read as it is."""
-    from serving.openai.answer import ToolPlan
-
-    plan = ToolPlan("hermes", frozenset(ALLOWED), "", stops=True)
-    content, calls = plan.parse("Let me look. " + cut, "stop")
-    assert (content, calls) == ("Let me look.", [])
-    held = plan.streamed()
-    sent = held.push("Let me look. ") + held.push(cut)
-    rest, calls = held.finish("stop")
-    assert "<tool" not in sent + rest and calls == []
-    unstopped = ToolPlan("hermes", frozenset(ALLOWED), "")
-    assert unstopped.parse("Use the <tool_call> tag", "stop") == ("Use the <tool_call> tag", [])
