@@ -312,28 +312,39 @@ def normalize(text: str) -> str:
 # Subtitles (SRT, WebVTT): each cue's number and times, then its lines. They part a question from its answer in the
 # next cue (`What's the best phone number to reach you?`, `2`, `00:00:04,500 --> 00:00:07,000`, `4155550100`), and a
 # voice tag names the speaker (`<v Customer>4155550100`) where a transcript writes `Customer: 4155550100`.
-_CUE_TIME = rb"(?:[0-9]{1,2}:)?[0-9]{1,2}:[0-9]{2}[.,][0-9]{1,3}"
+_CUE_TIME = rb"(?:[0-9]{1,3}:)?[0-9]{1,2}:[0-9]{2}[.,][0-9]{1,3}"
+# A cue's header: its identifier where one stands alone after a blank line (SRT's number, WebVTT's any text: `q1`),
+# then its times (`-->` with or without blanks, WebVTT's settings after).
 _CUE = re.compile(
-    rb"^[ \t]*(?:[0-9]{1,9}[ \t]*\r?\n[ \t]*)?"
+    rb"^[ \t]*(?:(?:(?<=\n\n)|(?<=\n\r\n)|\A)[^\r\n]{1,64}\r?\n[ \t]*)?"
     + _CUE_TIME
-    + rb"[ \t]+-->[ \t]+"
+    + rb"[ \t]*-->[ \t]*"
     + _CUE_TIME
-    + rb"[^\r\n]{0,256}(?:\r?\n|\Z)",
+    + rb"[^\r\n]{0,256}(?:\r?\n|\Z)"
+    # WebVTT's NOTE and STYLE blocks, up to the blank line that ends them
+    + rb"|^(?:NOTE|STYLE|REGION)(?:[ \t][^\r\n]*)?(?:\r?\n[^\r\n]+)*(?:\r?\n|\Z)",
     re.MULTILINE,
 )
+_BLANK_LINES = re.compile(rb"\n(?:[ \t]*\r?\n){2,}")
 _VOICE = re.compile(rb"<v(?:\.[a-z0-9_.-]{1,40})?[ \t]+([^<>\r\n]{1,64})>", re.IGNORECASE)
 _CUE_MARKUP = re.compile(
-    rb"</?(?:v|c|i|b|u|lang|ruby|rt)(?:\.[a-z0-9_.-]{1,40})?(?:[ \t][^<>\r\n]{0,64})?>|<" + _CUE_TIME + rb">",
+    rb"</?(?:v|c|i|b|u|lang|ruby|rt|font)(?:\.[a-z0-9_.-]{1,40})?(?:[ \t][^<>\r\n]{0,64})?>|<"
+    + _CUE_TIME
+    + rb">|\{\\an?[0-9]{1,2}\}",  # SRT's position tags (`{\an8}`)
     re.IGNORECASE,
 )
 
 
 def subtitle_reading(data: bytes) -> bytes | None:
-    """A second reading of the normalized text where it holds subtitles' cues: their numbers and times dropped, a
-    voice tag written as a transcript's speaker (`<v Customer>` as `Customer: `), other cue markup (`<i>`, `<c.x>`,
-    `<00:00:05.000>`) dropped; so a question and the answer in the next cue meet as in a transcript. None where the
-    text has no cue times (one scan for `-->`, in C)."""
+    """A second reading of the normalized text where it holds subtitles' cues: their headers (identifier, times)
+    and WebVTT's NOTE blocks dropped, a voice tag written as a transcript's speaker (`<v Customer>` as
+    `Customer: `), other cue markup (`<i>`, `<font …>`, `{\an8}`, `<00:00:05.000>`) dropped, one blank line at most
+    between cues; so a question and the answer in the next cue meet as in a transcript. None where the text has no
+    cue times (one scan for `-->`, in C). Cues stay apart by their blank line: joined, a count in one and a number
+    in the next read as one phone number (a review)."""
     if b"-->" not in data:
         return None
     read = _CUE.sub(b"", data)
-    return _CUE_MARKUP.sub(b"", _VOICE.sub(rb"\1: ", read)) if read != data else None
+    if read == data:
+        return None
+    return _BLANK_LINES.sub(b"\n\n", _CUE_MARKUP.sub(b"", _VOICE.sub(rb"\1: ", read)))

@@ -125,6 +125,9 @@ def _message_text(message) -> tuple[str, str]:
     refusal = message.get("refusal")
     if isinstance(refusal, str) and refusal:  # the model reads it after the content, as the turn's text
         read = f"{read}\n{refusal}" if read else refusal
+    name = message.get("name")
+    if isinstance(name, str) and name:  # the model reads it before the content (`SSN: 123456789`, a review), where
+        read = f"{name}: {read}"  # the template drops names (serving/openai/chat_tokenizer.py) or beside it
     for key, value in message.items():
         if key != "content" or not isinstance(value, str | list | tuple | Mapping):
             rest += _strings({key: value})  # role and type skipped only as plain words

@@ -353,6 +353,13 @@ FIRES = {
         "2\r\n00:00:04,500 --> 00:00:07,000\r\n4155550100\r\n",
         "WEBVTT\n\n00:00:01.000 --> 00:00:04.000\n<v Agent>What's the best phone number to reach you?</v>\n\n"
         "00:00:04.500 --> 00:00:07.000\n<v Customer>4155550100</v>\n",
+        # (a review) `-->` without blanks, WebVTT's text cue ids and NOTE blocks, SRT's position and font tags
+        "1\n00:00:01,000-->00:00:04,000\nWhat's the best phone number to reach you?\n\n"
+        "2\n00:00:04,500-->00:00:07,000\n4155550100\n",
+        "WEBVTT\n\nq1\n00:01.000 --> 00:04.000\nWhat's the best phone number to reach you?\n\nNOTE by hand\n\n"
+        "a1\n00:04.500 --> 00:07.000\n4155550100\n",
+        '1\n00:00:01,000 --> 00:00:04,000\n{\\an8}<font color="#ffffff">What\'s the best phone number to reach '
+        "you?</font>\n\n2\n00:00:04,500 --> 00:00:07,000\n4155550100\n",
         "मेरा मोबाइल नंबर 9876543210",
     ],
     "credit-card": [
@@ -824,6 +831,8 @@ ADVERSARIAL = {  # repeated to 0.25 and 1 MB; a quadratic detector takes seconds
     "aligned-number-grid": "1234567  " * 10 + "\n",  # (a third review) one numeric run: its numbers are counted
     "subtitle-cues": "1\n00:00:01,000 --> 00:00:02,000\n<v A>hi 12\n\n",  # each cue read again without its times
     "arrows": "-->",
+    "cue-ids": "\n\nq1\n00:01.000 x",  # an identifier's line after a blank line, and no times after it
+    "note-lines": "NOTE\nx\n",
     "scripts-meeting": "a\u0430",  # Latin and a Cyrillic lookalike: one word, folded once
     "scripts-meeting-apart": "x\u0455 \u00e9\u0455 ",  # many short words where scripts meet, a tail before one
     "scripts-meeting-natively": "Te\u043b ",  # each word read a third way, as its own script's

@@ -197,6 +197,10 @@ CARD_A, CARD_B = "4111 1111", "1111 1111"
         ({"messages": [{"role": "user", "content": "write to ann@exam"}, {"role": "assistant", "content": ""},
                        {"role": "user", "content": "ple.com"}]}, "email"),
         ({"prompt": [MINIFIED[i : i + 32] for i in range(0, len(MINIFIED), 32)]}, "email"),
+        # (a review) a message's name, which the model reads before its content (`SSN: 123456789`)
+        ({"messages": [{"role": "user", "name": "SSN", "content": "123456789"}]}, "ssn"),
+        ({"messages": [{"role": "user", "name": "phone", "content": [{"type": "text", "text": "4155550100"}]}]},
+         "phone"),
     ],
 )  # fmt: skip
 def test_everything_that_leaves_is_scanned(body, fires):
