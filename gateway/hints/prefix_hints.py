@@ -72,6 +72,8 @@ class PrefixHints:
     async def match_workers(self, hashes: list[bytes], workers: Sequence[str]) -> dict[str, int]:
         """Per worker id holding the first block, how many leading blocks it holds; one left out holds none (at
         256 candidates, a dict of every one was a measurable part of a decision: bench/scaling.py)."""
+        if not hashes or not workers:  # nothing to ask, and no word on Redis (a short prompt flapped the mode)
+            return {}
         if self._redis is not None and self._watch.usable():
             try:
                 by_worker = await self._watch.ask(self._redis.match(hashes, workers))

@@ -91,6 +91,8 @@ class AdmissionController:
         process's until the watch asks Redis again (a Redis that stalls cost every limited request the client's
         0.5 s socket timeout)."""
         if self._redis is not None and self._watch.usable():
+            if not charge.buckets():  # a tenant without limits: no round trip, so no word on Redis (it said `redis`
+                return Taken(0.0)  # while Redis was down, and the mode flapped every retry, a review)
             try:
                 taken = await self._watch.ask(self._redis.take(charge))
                 self._set_mode("redis")

@@ -121,3 +121,36 @@ def test_admission_concurrency_and_oversized_requests(tmp_path):
         assert err.value.body()["error"]["type"] == "tokens" and err.value.code == "rate_limit_exceeded"
 
     asyncio.run(go())
+
+
+def test_a_tenant_without_limits_says_nothing_of_redis(tmp_path, caplog):
+    """(a review) A tenant without limits takes from no bucket, so its request never reaches Redis; it set the mode
+    to `redis` all the same, at each retry while Redis was down, and back to `local` at the next failure: two log
+    lines and a flip of tandem_gateway_rate_limit_mode every 5 s for as long as Redis was down."""
+    import logging
+
+    from gateway import metrics
+    from gateway.redis_client import RedisWatch
+
+    class DownRedis:
+        def register_script(self, _source):
+            async def call(**_):
+                raise ConnectionError("Redis is down")
+
+            return call
+
+    path = tmp_path / "tenants.yaml"
+    path.write_text("tenants:\n  acme: {requests_per_minute: 100}\n")
+    watch = RedisWatch(retry_after_s=0.01)
+    controller = AdmissionController(Tenants.load(path, []), DownRedis(), watch=watch)
+
+    async def go():
+        await (await controller.admit("acme")).release()  # limited: asks Redis, which fails
+        for _ in range(5):
+            await asyncio.sleep(0.02)  # past each retry window
+            await (await controller.admit("default")).release()  # no limits: asks no one
+        return metrics.RATE_LIMIT_MODE.labels("local")._value.get()
+
+    with caplog.at_level(logging.INFO, logger="gateway.limits.admission"):
+        assert asyncio.run(go()) == 1
+    assert not [r for r in caplog.records if "shared through Redis" in r.getMessage()]
