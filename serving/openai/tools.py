@@ -267,7 +267,26 @@ def parse(
     OpenAI's); the calls: only the first with `single`, as
     parallel_tool_calls false asks). Text that is not a well-formed call to one of the tools, or (with `follows`,
     for strict functions) whose arguments do not follow its schema, stays text; but in an answer `cut` by
-    max_tokens inside a call, the calls made so far are calls, as OpenAI returns them (cut_calls)."""
+    max_tokens inside a call, the calls made so far are calls, as OpenAI returns them (cut_calls). Read as a stream
+    is (StreamedCalls), so a whole answer's text is the streamed one's: the text before the first call as the model
+    wrote it (`Sure!\n`), the rest as `_parse_held` reads it (the whole was stripped at its ends, a stream cannot
+    take back what it sent: `Sure!` against `Sure!\n`, a review)."""
+    held = StreamedCalls(fmt, allowed, single, follows)
+    sent = held.push(text)
+    rest, calls = held.finish_cut(cut)
+    content = sent + rest
+    return (content or None) if calls or (cut and content != text) else text, calls
+
+
+def _parse_held(
+    text: str,
+    fmt: str,
+    allowed: set[str],
+    single: bool = False,
+    follows: Callable[[str, str], bool] | None = None,
+    cut: bool = False,
+) -> tuple[str | None, list[ToolCall]]:
+    """`parse` of what a stream holds back: the answer from its first call's marker on."""
     content, calls = _parse(text, fmt, allowed, follows)
     if not calls and cut and (made := cut_calls(text, fmt, allowed, follows)) is not None:
         content, calls = made
@@ -492,6 +511,7 @@ class StreamedCalls:
         self._held = ""
         self._holding = False
         self._sent_any = False
+        self._last_sent = ""  # the last character sent (text after calls is parted from it: `Sure.` `\nand then`)
         self._entries: list[dict] = []  # chat log-probability entries of the held text
 
     def logprobs(self, these: dict | None) -> dict | None:
@@ -510,6 +530,12 @@ class StreamedCalls:
         return {"content": entries, "refusal": None} if entries and not calls else None
 
     def push(self, text: str) -> str:
+        sent = self._push(text)
+        if sent:
+            self._last_sent = sent[-1]
+        return sent
+
+    def _push(self, text: str) -> str:
         if self._holding:
             self._held += text
             return ""
@@ -536,10 +562,15 @@ class StreamedCalls:
 
     def finish(self, reason: str | None = None) -> tuple[str, list[ToolCall]]:
         """The held-back rest as (text, calls); `reason` the worker's finish reason ("length": cut mid-call)."""
+        return self.finish_cut(reason == "length")
+
+    def finish_cut(self, cut: bool) -> tuple[str, list[ToolCall]]:
         if not self._holding:  # what is held is the start of a marker, or (llama3_json) too short to tell
-            cut_in_marker = reason == "length" and self.fmt != "llama3_json" and len(self._held) >= 2
+            cut_in_marker = cut and self.fmt != "llama3_json" and len(self._held) >= 2
             return ("" if cut_in_marker else self._held), []
-        content, calls = parse(self._held, self.fmt, self.allowed, self.single, self.follows, reason == "length")
+        content, calls = _parse_held(self._held, self.fmt, self.allowed, self.single, self.follows, cut)
+        if calls and content and not content[0].isspace() and self._last_sent and not self._last_sent.isspace():
+            content = "\n" + content  # (the calls between parted them; read on its own, the rest was stripped)
         return (content or "", calls) if calls or content != self._held else (self._held, [])
 
 

@@ -33,6 +33,8 @@ ANSWERS = {
     "llama3_json": '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Paris", "unit": "c"}}; '
     '{"name": "get_time", "parameters": {}}',
 }
+# The text before the calls, as the model wrote it (a stream sends it before it can know a call follows)
+BEFORE_CALLS = {"hermes": "Let me look.\n", "mistral": "Let me look.", "llama3_json": None}
 
 
 @pytest.mark.parametrize("fmt", tools.FORMATS)
@@ -42,7 +44,7 @@ def test_each_format_gives_the_calls_and_the_text_around_them(fmt):
         ("get_weather", {"city": "Paris", "unit": "c"}),
         ("get_time", {}),
     ]
-    assert content == (None if fmt == "llama3_json" else "Let me look.")
+    assert content == BEFORE_CALLS[fmt]
     assert len({c.id for c in calls}) == 2
     assert calls[0].arguments == '{"city":"Paris","unit":"c"}'  # compact, as OpenAI's, whatever the model spaced
 
@@ -54,7 +56,7 @@ def test_streamed_answers_hold_back_only_what_may_be_a_call(fmt, piece):
     held = tools.StreamedCalls(fmt, ALLOWED)
     sent = "".join(held.push(answer[i : i + piece]) for i in range(0, len(answer), piece))
     rest, calls = held.finish()
-    assert (sent + rest).strip() == (tools.parse(answer, fmt, ALLOWED)[0] or "")
+    assert sent + rest == (tools.parse(answer, fmt, ALLOWED)[0] or "")  # (a review: the whole was stripped)
     assert [c.name for c in calls] == ["get_weather", "get_time"]
     plain = tools.StreamedCalls(fmt, ALLOWED)
     text = "No call here, just text <tool and [TOOL and {braces}."
@@ -98,7 +100,7 @@ def test_an_answer_cut_inside_its_calls_gives_the_calls_made_so_far_and_no_call_
     whole_first = ("get_weather", '{"city":"Paris","unit":"c"}')
     content, calls = tools.parse(cut, fmt, ALLOWED, cut=True)
     assert [(c.name, c.arguments) for c in calls] == [whole_first, ("get_time", "{")]
-    assert content == (None if fmt == "llama3_json" else "Let me look.")
+    assert content == BEFORE_CALLS[fmt]
     held = tools.StreamedCalls(fmt, ALLOWED)
     sent = "".join(held.push(cut[i : i + piece]) for i in range(0, len(cut), piece))
     rest, streamed = held.finish("length")
@@ -106,12 +108,12 @@ def test_an_answer_cut_inside_its_calls_gives_the_calls_made_so_far_and_no_call_
     assert not any(marker in sent + rest for marker in ("<tool_call>", "[TOOL_CALLS]", '"name"'))
     # cut before the name is whole, or inside the marker: no call, and no syntax either
     early = answer[: answer.index('"get_weather"') + 4]
-    assert tools.parse(early, fmt, ALLOWED, cut=True) == ((None if fmt == "llama3_json" else "Let me look."), [])
+    assert tools.parse(early, fmt, ALLOWED, cut=True) == (BEFORE_CALLS[fmt], [])
     if fmt != "llama3_json":
         in_marker = answer[: answer.index(tools.markers(fmt)[0]) + 4]
-        assert tools.parse(in_marker, fmt, ALLOWED, cut=True) == ("Let me look.", [])
+        assert tools.parse(in_marker, fmt, ALLOWED, cut=True) == (BEFORE_CALLS[fmt], [])
         held = tools.StreamedCalls(fmt, ALLOWED)
-        assert held.push(in_marker).strip() == "Let me look." and held.finish("length") == ("", [])
+        assert held.push(in_marker) == BEFORE_CALLS[fmt] and held.finish("length") == ("", [])
     # an answer that stopped by itself with a broken call keeps its text, as before
     assert tools.parse(cut, fmt, ALLOWED) == (cut, [])
 
@@ -159,7 +161,7 @@ def test_what_a_cut_answer_is_whole_and_streamed(fmt, answer, content, calls):
     held = tools.StreamedCalls(fmt, ALLOWED)
     sent = "".join(held.push(answer[i : i + 3]) for i in range(0, len(answer), 3))
     rest, streamed = held.finish("length")
-    assert ((sent + rest).strip() or None, [(c.name, c.arguments) for c in streamed]) == (expected, calls)
+    assert ((sent + rest) or None, [(c.name, c.arguments) for c in streamed]) == (expected, calls)
 
 
 @pytest.mark.parametrize("fmt", tools.FORMATS)
@@ -411,3 +413,26 @@ def test_strict_schemas_are_remembered_across_requests_and_their_compiling_is_bo
     monkeypatch.setattr(answer, "STRICT_COMPILE_BUDGET_S", -1.0)
     with pytest.raises(BadRequest, match=r"tools\[1\]: the strict functions' schemas took over"):
         answer.tool_plan(ChatCompletionRequest(**ask), chat)
+
+
+CALL = '<tool_call>{"name": "get_time", "arguments": {}}</tool_call>'
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason", "text"),
+    [
+        (f"Sure!\n{CALL}", "stop", "Sure!\n"),
+        (f"a {CALL} b {CALL} c", "stop", "a b  c"),
+        (f"Sure.{CALL} and then {CALL}", "stop", "Sure.\nand then"),
+        ("text <tool_c", "length", "text "),
+    ],
+)
+@pytest.mark.parametrize("piece", [1, 4, 1000])
+def test_a_whole_answer_has_the_text_its_stream_has(answer, reason, text, piece):
+    """(a review) The whole answer was stripped at its ends, the stream could not take back what it had sent:
+    `Sure!` against `Sure!\\n`, `a  b  c` against `a b  c`."""
+    whole, _ = tools.parse(answer, "hermes", ALLOWED, cut=reason == "length")
+    held = tools.StreamedCalls("hermes", ALLOWED)
+    sent = "".join(held.push(answer[i : i + piece]) for i in range(0, len(answer), piece))
+    rest, _ = held.finish(reason)
+    assert whole == sent + rest == text
