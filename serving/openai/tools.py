@@ -269,31 +269,12 @@ def parse(
     for strict functions) whose arguments do not follow its schema, stays text; but in an answer `cut` by
     max_tokens inside a call, the calls made so far are calls, as OpenAI returns them (cut_calls). Read as a stream
     is (StreamedCalls), so a whole answer's text is the streamed one's: the text before the first call as the model
-    wrote it (`Sure!\n`), the rest as `_parse_held` reads it (the whole was stripped at its ends, a stream cannot
-    take back what it sent: `Sure!` against `Sure!\n`, a review)."""
+    wrote it (`Sure!\n`), the rest as `StreamedCalls._read_held` reads it (the whole was stripped at its ends, a stream
+    cannot take back what it sent: `Sure!` against `Sure!\n`, a review)."""
     held = StreamedCalls(fmt, allowed, single, follows)
     sent = held.push(text)
     rest, calls = held.finish_cut(cut)
     content = sent + rest
-    return (content or None) if calls or (cut and content != text) else text, calls
-
-
-def _parse_held(
-    text: str,
-    fmt: str,
-    allowed: set[str],
-    single: bool = False,
-    follows: Callable[[str, str], bool] | None = None,
-    cut: bool = False,
-) -> tuple[str | None, list[ToolCall]]:
-    """`parse` of what a stream holds back: the answer from its first call's marker on."""
-    content, calls = _parse(text, fmt, allowed, follows)
-    if not calls and cut and (made := cut_calls(text, fmt, allowed, follows)) is not None:
-        content, calls = made
-    elif calls and cut and content and fmt == "hermes":  # whole calls, then a marker cut halfway ("</tool_")
-        kept = max(_partial_suffix(content, marker) for marker in (_HERMES_CLOSE, _HERMES_OPEN))
-        content = content[: len(content) - kept].strip() if kept >= 2 else content
-    calls = calls[:1] if single else calls
     return (content or None) if calls or (cut and content != text) else text, calls
 
 
@@ -564,11 +545,23 @@ class StreamedCalls:
         """The held-back rest as (text, calls); `reason` the worker's finish reason ("length": cut mid-call)."""
         return self.finish_cut(reason == "length")
 
+    def _read_held(self, cut: bool) -> tuple[str | None, list[ToolCall]]:
+        """`parse` of what is held back: the answer from its first call's marker on."""
+        text, fmt, allowed, follows = self._held, self.fmt, self.allowed, self.follows
+        content, calls = _parse(text, fmt, allowed, follows)
+        if not calls and cut and (made := cut_calls(text, fmt, allowed, follows)) is not None:
+            content, calls = made
+        elif calls and cut and content and fmt == "hermes":  # whole calls, then a marker cut halfway ("</tool_")
+            kept = max(_partial_suffix(content, marker) for marker in (_HERMES_CLOSE, _HERMES_OPEN))
+            content = content[: len(content) - kept].strip() if kept >= 2 else content
+        calls = calls[:1] if self.single else calls
+        return (content or None) if calls or (cut and content != text) else text, calls
+
     def finish_cut(self, cut: bool) -> tuple[str, list[ToolCall]]:
         if not self._holding:  # what is held is the start of a marker, or (llama3_json) too short to tell
             cut_in_marker = cut and self.fmt != "llama3_json" and len(self._held) >= 2
             return ("" if cut_in_marker else self._held), []
-        content, calls = _parse_held(self._held, self.fmt, self.allowed, self.single, self.follows, cut)
+        content, calls = self._read_held(cut)
         if calls and content and not content[0].isspace() and self._last_sent and not self._last_sent.isspace():
             content = "\n" + content  # (the calls between parted them; read on its own, the rest was stripped)
         return (content or "", calls) if calls or content != self._held else (self._held, [])
