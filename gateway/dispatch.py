@@ -201,8 +201,14 @@ def _why_none(pool: PoolPlan, gathered: Gathered) -> str:
         log.warning("pool %r: backend %s left out: %s", pool.pool, candidate.endpoint, why)
     if not counted:
         return "it has no backends"
-    parts = [f"{n} {said}" for said, n in counted.most_common()]
+    parts = [f"{n} {_THEIR.get(said, said) if n > 1 else said}" for said, n in counted.most_common()]
     return ", ".join(parts) + (f", probed again in {soonest:.1f} s" if soonest < math.inf else "")
+
+
+_THEIR = {  # `2 failing their health checks`
+    "failing its health checks": "failing their health checks",
+    "with its circuit breaker open": "with their circuit breakers open",
+}
 
 
 def _retry_after(plan: RoutePlan, gathered: Gathered) -> dict[str, str] | None:

@@ -59,6 +59,10 @@ def _keyed_tenants(s: Settings, salt_secret: bytes | None) -> Tenants:
             "no API keys: set TANDEM_API_KEYS ([tenant:]key,...) or TANDEM_TENANTS_FILE, "
             "or TANDEM_AUTH=none to run without keys (every caller then picks its tenant; local use only)"
         )
+    if s.ops_token and (tenant := tenants.authenticate(s.ops_token.get_secret_value())) is not None:
+        raise ConfigError(  # (a review: a tenant's key then read every backend's address and every tenant's metrics)
+            f"TANDEM_OPS_TOKEN is also tenant {tenant!r}'s API key: an operator's token must be a secret of its own"
+        )
     return tenants
 
 

@@ -284,8 +284,10 @@ def local_env(env: dict[str, str]) -> dict[str, str]:
         env.setdefault("TANDEM_AUTH", "none")
         if env["TANDEM_AUTH"] == "none":
             env.pop("TANDEM_OPS_TOKEN", None)  # an open stack shows /metrics to anyone: a token would guard nothing
-    elif not env.get("TANDEM_OPS_TOKEN"):
-        env["TANDEM_OPS_TOKEN"] = secrets.token_urlsafe(24)  # so the launcher can read /readyz's details
+    elif not env.get("TANDEM_OPS_TOKEN") and env.get("TANDEM_AUTH") != "none":
+        # so the launcher can read /readyz's details (not beside auth none, which the gateway refuses with keys: its
+        # message named this token, which the user never set, a review)
+        env["TANDEM_OPS_TOKEN"] = secrets.token_urlsafe(24)
     return env
 
 
@@ -515,6 +517,11 @@ def _print_banner(url: str, log_dir: Path, policy_path: Path, more_models: list[
             "[yellow]auth: api-key[/yellow] (every request needs one of the keys the stack was started with; "
             "the requests below read it from $TANDEM_KEY: export TANDEM_KEY=<your key> first)"
         )
+        if not os.environ.get("TANDEM_OPS_TOKEN"):  # local_env made one for the launcher alone (a new user's trial)
+            console.print(
+                "/metrics and /readyz's details need an ops token: this run made its own, not shown; start with "
+                "TANDEM_OPS_TOKEN=<a token of yours> to read them"
+            )
     console.print()
     console.print("A private request (answered on the edge):", style="bold")
     console.print(f"{curl} -d '{json.dumps(private)}'\n", markup=False, highlight=False, soft_wrap=True)

@@ -338,6 +338,20 @@ def test_auth_none_beside_keys_or_an_ops_token_is_refused(demo_checkpoint, tmp_p
         settings(demo_checkpoint, tmp_path, auth="none", **overrides)
 
 
+def test_an_ops_token_that_is_also_a_tenants_key_is_refused(demo_checkpoint, tmp_path):
+    """(a review) TANDEM_OPS_TOKEN equal to a tenant's key started: that tenant's key then read /metrics (every
+    tenant's traffic) and /readyz's backend addresses, which callers with a key are never to learn."""
+    from gateway.lifespan import preflight
+
+    with pytest.raises(ConfigError, match="TANDEM_OPS_TOKEN is also tenant 'acme'"):
+        preflight(settings(demo_checkpoint, tmp_path, ops_token=KEY))
+    app = create_app()
+    app.dependency_overrides[get_settings] = lambda: settings(demo_checkpoint, tmp_path, ops_token=KEY)
+    with pytest.raises(ConfigError, match="an operator's token must be a secret of its own"):
+        with TestClient(app):
+            pass
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [("host", ""), ("port", 99999), ("port", 0), ("health_interval_s", 0), ("health_interval_s", float("nan")),
