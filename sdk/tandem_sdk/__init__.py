@@ -2,7 +2,14 @@
 
 from tandem_sdk.client import DEFAULT_LOCAL_AGENT, AsyncClient, AsyncStream, Client, Stream
 from tandem_sdk.device import DeviceCapability, detect_device
-from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError, StreamInterrupted, TandemError
+from tandem_sdk.errors import (
+    APIError,
+    GatewayUnavailable,
+    PrivateAPIError,
+    PrivateRequestError,
+    StreamInterrupted,
+    TandemError,
+)
 from tandem_sdk.tags import TagError
 
 __all__ = [
@@ -13,6 +20,7 @@ __all__ = [
     "Client",
     "DeviceCapability",
     "GatewayUnavailable",
+    "PrivateAPIError",
     "PrivateRequestError",
     "Stream",
     "StreamInterrupted",

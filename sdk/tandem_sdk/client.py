@@ -24,7 +24,7 @@ import httpx
 
 from tandem_sdk.detectors import DETECTORS
 from tandem_sdk.device import DeviceCapability, detect_device
-from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateRequestError, StreamInterrupted
+from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateAPIError, PrivateRequestError, StreamInterrupted
 from tandem_sdk.local_token import CHALLENGE_HEADER, new_challenge, proves, read_token, token_file
 from tandem_sdk.privacy import DEFAULT_DETECTORS, NEVER_LEAVE_DEVICE, check_loopback, private_reason
 from tandem_sdk.sse import StreamEndedEarly, aevents, events
@@ -186,14 +186,21 @@ def _is_event_stream(response: httpx.Response) -> bool:
     return response.is_success and media_type == "text/event-stream"
 
 
-def _not_a_stream(response: httpx.Response, head: bytes) -> APIError:
+def _api_error(status: int, message: str, code: str | None, private: bool, said: str | None = None) -> APIError:
+    """The error an answer carries; a private request's hides the agent's words from its text (PrivateAPIError;
+    `said`: what it may say instead)."""
+    return PrivateAPIError(status, message, code, said) if private else APIError(status, message, code)
+
+
+def _not_a_stream(response: httpx.Response, head: bytes, private: bool = False) -> APIError:
     """A streamed request answered with no event stream: a captive portal's login page, a JSON body, a redirect.
     Read as a stream it would be an empty answer; the error says what came, so the proxy can be found."""
     kind = response.headers.get("content-type", "no content type")
     if response.is_redirect:
         kind += f", a redirect to {response.headers.get('location', 'nowhere')}"
     text = head[:SHOWN_BYTES].decode(errors="replace")
-    return APIError(response.status_code, f"the answer is not an event stream ({kind}): {text!r}")
+    said = f"the answer is not an event stream ({kind})"
+    return _api_error(response.status_code, f"{said}: {text!r}", None, private, said)
 
 
 def _head(response: httpx.Response) -> bytes:
@@ -216,7 +223,7 @@ async def _ahead(response: httpx.Response) -> bytes:
     return head
 
 
-def _raise_for(response: httpx.Response) -> None:
+def _raise_for(response: httpx.Response, private: bool = False) -> None:
     if response.status_code < 400:
         return
     try:
@@ -227,7 +234,7 @@ def _raise_for(response: httpx.Response) -> None:
         message, code = error.get("message") or response.text, error.get("code")
     except ValueError:
         message, code = response.text, None
-    raise APIError(response.status_code, message, code)
+    raise _api_error(response.status_code, message, code, private)
 
 
 def _annotate(data: dict, target: Target, response: httpx.Response, private_reason_: str | None) -> dict:
@@ -244,7 +251,7 @@ def _annotate(data: dict, target: Target, response: httpx.Response, private_reas
 # -- sync ----------------------------------------------------------------------------------------
 
 
-def _chunk(payload: dict, response: httpx.Response) -> dict:
+def _chunk(payload: dict, response: httpx.Response, private: bool = False) -> dict:
     """A stream's event, or the APIError it carries: a server that fails mid-answer sends {"error": {...}} as an
     event (the gateway does, as OpenAI does), which is no chunk to hand the app."""
     error = payload.get("error") if isinstance(payload, dict) else None
@@ -252,7 +259,8 @@ def _chunk(payload: dict, response: httpx.Response) -> dict:
         return payload
     if not isinstance(error, dict):
         error = {"message": json.dumps(payload) if error is None else str(error)}
-    raise APIError(response.status_code, f"mid-answer: {error.get('message') or error}", error.get("code"))
+    message = f"mid-answer: {error.get('message') or error}"
+    raise _api_error(response.status_code, message, error.get("code"), private)
 
 
 def _interrupted(target: Target, reason: str | None, exc: Exception) -> Exception:
@@ -284,7 +292,7 @@ class Stream:
     def __iter__(self) -> Iterator[dict]:
         try:
             for payload in events(self.response.iter_lines(), require_done=True):
-                yield _chunk(payload, self.response)
+                yield _chunk(payload, self.response, self._reason is not None)
         except (httpx.HTTPError, json.JSONDecodeError, StreamEndedEarly) as exc:
             raise _interrupted(self._target, self._reason, exc) from exc
         finally:
@@ -461,13 +469,13 @@ class Client(_ClientBase):
             if response.status_code >= 400:
                 response.read()
                 context.__exit__(None, None, None)
-                _raise_for(response)
+                _raise_for(response, reason is not None)
             if stream and not _is_event_stream(response):
                 try:
                     head = _head(response)
                 finally:
                     context.__exit__(None, None, None)
-                raise _not_a_stream(response, head)
+                raise _not_a_stream(response, head, reason is not None)
             if stream:
                 return Stream(response, target, context, reason)
             try:
@@ -502,7 +510,7 @@ class AsyncStream:
     async def __aiter__(self) -> AsyncIterator[dict]:
         try:
             async for payload in aevents(self.response.aiter_lines(), require_done=True):
-                yield _chunk(payload, self.response)
+                yield _chunk(payload, self.response, self._reason is not None)
         except (httpx.HTTPError, json.JSONDecodeError, StreamEndedEarly) as exc:
             raise _interrupted(self._target, self._reason, exc) from exc
         finally:
@@ -575,13 +583,13 @@ class AsyncClient(_ClientBase):
             if response.status_code >= 400:
                 await response.aread()
                 await context.__aexit__(None, None, None)
-                _raise_for(response)
+                _raise_for(response, reason is not None)
             if stream and not _is_event_stream(response):
                 try:
                     head = await _ahead(response)
                 finally:
                     await context.__aexit__(None, None, None)
-                raise _not_a_stream(response, head)
+                raise _not_a_stream(response, head, reason is not None)
             if stream:
                 return AsyncStream(response, target, context, reason)
             try:

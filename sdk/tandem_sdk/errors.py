@@ -25,3 +25,18 @@ class APIError(TandemError):
     def __init__(self, status: int, message: str, code: str | None = None) -> None:
         super().__init__(f"{status}: {message}")
         self.status, self.message, self.code = status, message, code
+
+
+class PrivateAPIError(APIError, PrivateRequestError):
+    """The local agent answered a private request with an error. Its words are `.message`, left out of the
+    exception's text: they may quote the request (a tool's name, a schema, the prompt), and an app that logs the
+    exception, or its crash reporter, would carry that text off the device (a review). Nothing was sent anywhere
+    else."""
+
+    def __init__(self, status: int, message: str, code: str | None = None, said: str | None = None) -> None:
+        super().__init__(status, message, code)
+        said = said or f"the local agent refused this private request{f' ({code})' if code else ''}"
+        self.args = (
+            f"{status}: {said}; its words are in .message, not here, since they may quote the request; it was not "
+            "sent anywhere else",
+        )

@@ -16,7 +16,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 
 from tandem_sdk.errors import TandemError
-from tandem_sdk.normalize import normalize
+from tandem_sdk.normalize import _DRAWN_AS, _LOOKALIKES, normalize
 
 TAG_SEPARATORS = re.compile("[,\uff0c\u3001]")  # a comma, a full-width comma, an ideographic comma
 MAX_TAGS = 32
@@ -36,12 +36,16 @@ def privacy_tags(*values: object) -> frozenset[str]:
             continue
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list | tuple | set | frozenset) or not all(isinstance(v, str) for v in items):
-            raise TagError(f'privacy tags must be a string or a list of strings, e.g. "pii"; got {_short(value)}')
+            raise TagError(  # its type, not its value: a dict of the app's may hold what is private (a review)
+                f'privacy tags must be a string or a list of strings, e.g. "pii"; got a {type(value).__name__}'
+            )
         if len(items) > MAX_TAGS or sum(map(len, items)) > MAX_TAGS * (MAX_TAG_CHARS + 1):
             raise TagError(f"at most {MAX_TAGS} privacy tags of at most {MAX_TAG_CHARS} characters each")
         for part in (part for item in items for part in TAG_SEPARATORS.split(item)):
-            if len(part) > MAX_TAG_CHARS:
-                raise TagError(f"privacy tag {_short(part)} is over {MAX_TAG_CHARS} characters")
+            if len(part) > MAX_TAG_CHARS:  # (not repeated: a sentence passed as a tag may be the private text)
+                raise TagError(f"a privacy tag of {len(part)} characters is over {MAX_TAG_CHARS} characters")
+            if any(c in part for c in "\r\n\x00"):  # (it goes in a header: the error was the gateway's, unreached)
+                raise TagError("a privacy tag holds a line break or NUL; nothing was sent anywhere")
             tags.add(normalize_tag(part))
     tags.discard("")
     if len(tags) > MAX_TAGS:
@@ -52,21 +56,43 @@ def privacy_tags(*values: object) -> frozenset[str]:
 def normalize_tag(tag: str) -> str:
     """One tag in the form policies and never-leave sets compare: composed (NFC: an accent typed as a separate
     mark, as macOS file names and some keyboards give it, reads as the accented letter), then tandem_sdk.normalize,
-    lower-cased, stripped."""
-    return normalize(unicodedata.normalize("NFC", tag) if not tag.isascii() else tag).lower().strip()
+    lower-cased, stripped; and again until it reads the same, so the tag the SDK sends reads as the SDK read it:
+    `Pİİ` (a Turkish locale's upper-cased `pii`) lower-cases to `pi̇i̇`, which the gateway, reading it once more,
+    took for `pii`, a never-leave tag the SDK had not seen (a review; marks beside variation selectors did as much)."""
+    for _ in range(8):
+        read = normalize(unicodedata.normalize("NFC", tag) if not tag.isascii() else tag).lower().strip()
+        if read == tag:
+            break
+        tag = read
+    return tag
+
+
+# Letters a tag may be typed in that read as Latin ones: Cyrillic and Greek lookalikes (tandem_sdk.normalize's),
+# the dotless ı, small capitals (`ᴘɪɪ`).
+_SMALL_CAPITALS = "ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢ"
+_AS_LATIN = str.maketrans(_LOOKALIKES + "ı" + _SMALL_CAPITALS, _DRAWN_AS + "i" + "abcdefghijklmnoprstuvwyz")
+
+
+def _skeleton(tag: str) -> str:
+    """A tag's letters and digits alone, lookalikes read as Latin: `p.i.i.`, `P I I`, `PІІ` (Cyrillic) read `pii`."""
+    return re.sub(r"[^a-z0-9]", "", tag.translate(_AS_LATIN).lower())
 
 
 def resembles(tag: str, tags: Iterable[str]) -> str | None:
     """The tag of `tags` that `tag` reads like a typo or a variant of, or None: one edit away from a tag of up to
-    four letters, two from a longer one (`privat`, `pil`, `phi`, `confidental`); its start (`priv`, `conf`); or
-    the tag as a word in it (`private-ok`, `#pii`, `pii2`)."""
+    four letters, two from a longer one (`privat`, `pil`, `phi`, `confidental`); its start (`priv`, `conf`); the
+    tag as a word in it (`private-ok`, `#pii`, `pii2`), or a longer tag as its start (`confidentiality`); or the
+    same letters parted or in lookalikes (`p.i.i.`, `P I I`, `PІІ`, `ᴘɪɪ`: a review found them sent on)."""
+    skeleton = _skeleton(tag)
     for known in sorted(tags):
         if tag == known:
             continue
         if (
             _edits(tag, known) <= (1 if len(known) <= 4 else 2)
             or (len(tag) >= 4 and known.startswith(tag))
+            or (len(known) >= 5 and tag.startswith(known))
             or re.search(rf"(?<![a-z]){re.escape(known)}(?![a-z])", tag)
+            or (skeleton and _edits(skeleton, known) <= (1 if len(known) <= 4 else 2))
         ):
             return known
     return None
@@ -141,8 +167,3 @@ def _edits(a: str, b: str) -> int:
             current.append(cost)
         before, row = row, current
     return row[-1]
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:60]}… ({len(text)} characters)"

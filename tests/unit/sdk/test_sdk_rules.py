@@ -7,7 +7,7 @@ import threading
 import pytest
 from tandem_sdk import Client, PrivateRequestError, TagError, detect_device
 from tandem_sdk.privacy import NEVER_LEAVE_DEVICE, check_loopback, private_reason
-from tandem_sdk.tags import check_spelling, misplaced_privacy_key, privacy_tags
+from tandem_sdk.tags import check_spelling, misplaced_privacy_key, normalize_tag, privacy_tags
 
 from tests.local_agent_stand_in import health_answer
 
@@ -68,7 +68,10 @@ def test_malformed_tags_are_refused_before_the_network(bad):
      ("ｐｒｉｖａｔ", "private"), ("pil", "pii"), ("p1i", "pii"), ("pîi", "pii"), ("phi", "pii"), ("prviate", "private"),
      ("priv", "private"), ("conf", "confidential"), ("privacy", "private"),
      # variants that may mean the tag or its opposite: refused either way, the app says which in known_tags
-     ("private-ok", "private"), ("not-private", "private"), ("#pii", "pii"), ("pii2", "pii"), ("unprivate", "private")],
+     ("private-ok", "private"), ("not-private", "private"), ("#pii", "pii"), ("pii2", "pii"), ("unprivate", "private"),
+     # (a review) the same letters parted, in lookalikes or small capitals, or a longer word: sent on before
+     ("p.i.i.", "pii"), ("P I I", "pii"), ("p-i-i", "pii"), ("P\u0406\u0406", "pii"), ("p\u0131\u0131", "pii"),
+     ("\u1d18\u0280\u026a\u1d20\u1d00\u1d1b\u1d07", "private"), ("confidentiality", "confidential")],
 )  # fmt: skip
 def test_a_misspelled_never_leave_tag_is_refused_before_the_network(tag, meant):
     """Sent on, "privat" would leave the device as an untagged request would."""
@@ -85,6 +88,43 @@ def test_a_misspelled_never_leave_tag_is_refused_before_the_network(tag, meant):
 )  # fmt: skip
 def test_other_tags_pass_the_spelling_check(tag):
     check_spelling(privacy_tags(tag), NEVER_LEAVE_DEVICE)
+
+
+@pytest.mark.parametrize("tag", ["P\u0130\u0130", "P\u0130I", "PR\u0130VATE", "CONF\u0130DENT\u0130AL"])
+def test_a_tag_upper_cased_in_a_turkish_locale_is_the_never_leave_tag(tag):
+    """(a review) `"pii".toUpperCase()` in a Turkish locale is `Pİİ`; lower-cased, `İ` is `i` and a combining dot,
+    which the SDK read as no tag of its own and sent on, and the gateway, reading the tag once more, took for `pii`:
+    a private request had left the device. A tag is read until it reads the same."""
+    tags = privacy_tags(tag)
+    assert tags & NEVER_LEAVE_DEVICE and {normalize_tag(t) for t in tags} == tags
+    _, _, reason = Client("http://gw:8000")._plan("m", ASK, False, tag, {})
+    assert reason is not None and "tagged" in reason
+
+
+@pytest.mark.parametrize("tag", ["ann.lee@example.com", "4111 1111 1111 1111"])
+def test_private_text_passed_as_a_tag_keeps_the_request_on_the_device(tag):
+    """(a review) A tag leaves in X-Tandem-Privacy, and only the body was scanned: an address passed as a tag (or in
+    extra_headers) went to the gateway, which repeated it in its 400."""
+    client = Client("http://gw:8000")
+    assert client._plan("m", ASK, False, tag, {})[2] is not None
+    assert client._plan("m", ASK, False, None, {"extra_headers": {"X-Tandem-Privacy": tag}})[2] is not None
+
+
+@pytest.mark.parametrize(
+    "value", ["Please mail ann.lee@example.com my card 4111 1111 1111 1111 tomorrow morning", {"to": "ann@x.com"}]
+)
+def test_a_refused_tag_is_not_repeated_in_the_error(value):
+    """(a review) An app that logs the TagError logged the private text passed as a tag."""
+    with pytest.raises(TagError) as caught:
+        privacy_tags(value)
+    assert "ann" not in str(caught.value)
+
+
+@pytest.mark.parametrize("tag", ["inter\r\nnal", "a\nb", "x\x00"])
+def test_a_tag_that_cannot_be_a_header_is_a_tag_error_before_the_network(tag):
+    """(a review) It was GatewayUnavailable "failed after it had the request", where nothing had been sent."""
+    with pytest.raises(TagError, match="nothing was sent"):
+        Client("http://gw:8000").chat.completions.create(model="m", messages=ASK, privacy=tag)
 
 
 def test_an_apps_own_tag_that_looks_like_a_private_one_is_named_in_known_tags():

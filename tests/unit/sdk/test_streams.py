@@ -4,6 +4,7 @@ short answer that looks complete. A real loopback server answers; the real clien
 
 import asyncio
 import http.server
+import re
 import threading
 
 import pytest
@@ -113,8 +114,24 @@ def test_an_answer_that_is_not_an_event_stream_is_an_api_error(server, answer, m
     assert got == [] and isinstance(error, APIError), error
     assert error.status in (200, 302)
     assert len(error.message) < 300  # the first 200 characters of the page, not all of it
-    with pytest.raises(APIError, match=message):
+    assert re.match(message, f"{error.status}: {error.message}"), error.message
+    # (a review) a private request's: the page left out of the exception's text, which may reach a crash reporter
+    shown = message.split(r"\): ")[0]
+    with pytest.raises(PrivateRequestError if private else APIError, match=message if not private else shown):
         raise error
+    assert (answer.split(b"\r\n\r\n", 1)[1][:12].decode() in str(error)) != private
+
+
+@BOTH
+def test_an_error_answer_to_a_private_request_keeps_the_agents_words_out_of_its_text(server, private, is_async):
+    """(a review) The local agent's 400s quote the request (a tool's name, a schema, the prompt); raised as an
+    APIError, its text reached an app's log or crash reporter: off the device. The words stay in `.message`."""
+    refusal = b'{"error": {"message": "tool_choice names ann.lee@example.com, no tool", "code": "invalid_request"}}'
+    server.answer = _answer("400 Bad Request", "application/json", refusal)
+    got, error = _stream(server.url, private, is_async)
+    assert got == [] and isinstance(error, APIError) and "ann.lee@example.com" in error.message
+    assert isinstance(error, PrivateRequestError) == private
+    assert ("ann.lee@example.com" in str(error)) != private and ("invalid_request" in str(error) or not private)
 
 
 @BOTH
