@@ -15,11 +15,14 @@ host. Planning is shared; the two classes only differ in doing I/O.
 """
 
 import json
+import os
+import ssl
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import certifi
 import httpx
 
 from tandem_sdk.detectors import DETECTORS
@@ -184,6 +187,19 @@ def _is_event_stream(response: httpx.Response) -> bool:
     """The answer a stream asked for. httpx follows no redirect, so a 3xx lands here as what it is: not a stream."""
     media_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
     return response.is_success and media_type == "text/event-stream"
+
+
+def _verify(trust_env: bool) -> bool | ssl.SSLContext:
+    """How the client checks a server's certificate: the system's, and SSL_CERT_FILE / SSL_CERT_DIR where set, as
+    httpx reads them with trust_env. The client without proxies (trust_env False: tagged requests, the local agent)
+    read neither, so a gateway whose certificate the app trusts through them failed only for tagged requests (a
+    review; with allow_local_fallback they ran locally instead)."""
+    cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+    if trust_env or not (cafile or capath):
+        return True
+    context = ssl.create_default_context(cafile=certifi.where())  # httpx's own store, then what the variables add
+    context.load_verify_locations(cafile=cafile or None, capath=capath or None)
+    return context
 
 
 def _api_error(status: int, message: str, code: str | None, private: bool, said: str | None = None) -> APIError:
@@ -415,7 +431,7 @@ class _ClientBase:
 class Client(_ClientBase):
     @staticmethod
     def _new_http(timeout_s: float, trust_env: bool) -> httpx.Client:
-        return httpx.Client(timeout=timeout_s, trust_env=trust_env)
+        return httpx.Client(timeout=timeout_s, trust_env=trust_env, verify=_verify(trust_env))
 
     def close(self) -> None:
         self._http.close()
@@ -529,7 +545,7 @@ class AsyncStream:
 class AsyncClient(_ClientBase):
     @staticmethod
     def _new_http(timeout_s: float, trust_env: bool) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=timeout_s, trust_env=trust_env)
+        return httpx.AsyncClient(timeout=timeout_s, trust_env=trust_env, verify=_verify(trust_env))
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -504,3 +504,46 @@ def test_a_program_on_the_agents_port_gets_neither_the_token_nor_the_prompt(is_a
         server.shutdown()
     assert seen and all(token not in s for s in seen), seen  # the probe came, without the token
     assert not any(ASK[0]["content"] in s for s in seen)  # and nothing of the prompt
+
+
+def test_a_tagged_request_trusts_the_certificates_the_app_named_in_ssl_cert_file(tmp_path, monkeypatch):
+    """(a review) Tagged requests go without proxies (trust_env off), and httpx then reads no SSL_CERT_FILE either:
+    a gateway whose certificate the app trusts through it answered untagged requests and failed tagged ones."""
+    import http.server
+    import json
+    import ssl
+    import threading
+
+    from tests.certs import Authority
+
+    ca = Authority(tmp_path / "ca")
+    issued = ca.issue("gateway", ips=("127.0.0.1",))
+    answer = {"id": "c", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant",
+              "content": "hi"}, "finish_reason": "stop"}]}  # fmt: skip
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(issued.cert, issued.key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca.ca))
+    try:
+        client = Client(f"https://127.0.0.1:{server.server_address[1]}", local_agent_url=None)
+        for privacy in (None, "internal"):
+            reply = client.chat.completions.create(model="m", messages=ASK, privacy=privacy)
+            assert reply["choices"][0]["message"]["content"] == "hi" and reply["tandem"]["served_by"] == "gateway"
+    finally:
+        server.shutdown()
