@@ -126,6 +126,9 @@ def normalize_utf8(text: str) -> bytes:
 _LOOKALIKES = "аеорсухѕіјһԁԛԝӏүӀ" "АВЕКМНОРСТХЅІЈҮԚԜ" "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧονρϲϹ"  # fmt: skip
 _DRAWN_AS = "aeopcyxsijhdqwlyl" "ABEKMHOPCTXSIJYQW" "ABEZHIKMNOPTYXovpcC"  # fmt: skip
 _LOOKALIKE_TABLE = str.maketrans(_LOOKALIKES, _DRAWN_AS)
+LATIN_LOOKALIKES = dict(
+    zip(_LOOKALIKES, _DRAWN_AS, strict=True)
+)  # each Cyrillic or Greek lookalike -> its Latin letter
 
 
 def _script_of(letter: str) -> str:

@@ -16,7 +16,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 
 from tandem_sdk.errors import TandemError
-from tandem_sdk.normalize import _DRAWN_AS, _LOOKALIKES, normalize
+from tandem_sdk.normalize import LATIN_LOOKALIKES, normalize
 
 TAG_SEPARATORS = re.compile("[,\uff0c\u3001]")  # a comma, a full-width comma, an ideographic comma
 MAX_TAGS = 32
@@ -70,7 +70,9 @@ def normalize_tag(tag: str) -> str:
 # Letters a tag may be typed in that read as Latin ones: Cyrillic and Greek lookalikes (tandem_sdk.normalize's),
 # the dotless ı, small capitals (`ᴘɪɪ`).
 _SMALL_CAPITALS = "ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢ"
-_AS_LATIN = str.maketrans(_LOOKALIKES + "ı" + _SMALL_CAPITALS, _DRAWN_AS + "i" + "abcdefghijklmnoprstuvwyz")
+_AS_LATIN = str.maketrans(
+    LATIN_LOOKALIKES | {"ı": "i"} | dict(zip(_SMALL_CAPITALS, "abcdefghijklmnoprstuvwyz", strict=True))
+)
 
 
 def _skeleton(tag: str) -> str:
