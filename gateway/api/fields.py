@@ -23,7 +23,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         CHAT,
         HONOURED,
         "text content or `text` parts; `name` (to the chat template; where the template drops a role's names, as "
-        "Llama 3's, Qwen's and Mistral's do, written before the content instead: `Alice: I say yes.`, an assistant's "
+        "the demo's does, written before the content instead: `Alice: I say yes.`, an assistant's "
         "turns too, after which a model may begin its answer with a name; scanned for PII with the content; a turn "
         "of calls alone keeps none), `tool_calls`, `tool_call_id`, `refusal` and `refusal` parts (read "
         "as the turn's text); `developer` is the system role unless the chat template names it; what "

@@ -42,7 +42,7 @@ class ChatTokenizer:
 
     @property
     def unnamed_roles(self) -> frozenset[str]:
-        """The roles whose message `name` this template drops (most do: Llama 3's, Qwen's, Mistral's), found by
+        """The roles whose message `name` this template drops (many do: the demo's), found by
         rendering a message with a name and without: where both read alike, the name is written into the content
         instead (`Alice: …`), so OpenAI's `name` (participants of one role told apart) is honoured, not dropped."""
         if self._unnamed_roles is None:

@@ -36,8 +36,8 @@ def test_encode_is_the_tokenizers_own_encode_on_any_text(demo_checkpoint):
 
 
 def test_a_name_the_template_drops_is_written_into_the_content(demo_checkpoint, tmp_path):
-    """(a review) OpenAI's message `name` tells participants of one role apart; the demo's template (as Llama 3's,
-    Qwen's and Mistral's) never writes it, and it was dropped: the same prompt with or without it. It is written
+    """(a review) OpenAI's message `name` tells participants of one role apart; the demo's template (as many do)
+    never writes it, and it was dropped: the same prompt with or without it. It is written
     before the content where the template drops it, and left to a template that writes it."""
     import shutil
 
