@@ -106,6 +106,22 @@ def _openai_extras(params: dict) -> tuple[dict, list]:
     return params | extra_body, list(extra_headers.values())
 
 
+def _call_options(params: dict):
+    """The openai client's per-call options that are no body field: `timeout` (seconds, or an httpx.Timeout) is this
+    call's; `extra_query` is refused, as Tandem's chat completions read no query. Both were sent in the body, where
+    the local agent and the gateway refuse an unknown field (a review). Popped from `params`."""
+    timeout = params.pop("timeout", None)
+    if params.pop("extra_query", None):
+        raise TypeError("extra_query: Tandem's chat completions take no query parameters; nothing was sent")
+    if timeout is None:
+        return httpx.USE_CLIENT_DEFAULT
+    if isinstance(timeout, httpx.Timeout):
+        return timeout
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < float("inf"):
+        raise TypeError("timeout must be seconds (a positive number) or an httpx.Timeout; nothing was sent")
+    return float(timeout)
+
+
 def _body(model: str, messages: list[dict], stream: bool, params: dict) -> dict:
     body = {"model": model, "messages": messages, "stream": stream} | {k: v for k, v in params.items() if v is not None}
     if stream:
@@ -456,26 +472,37 @@ class Client(_ClientBase):
         return self._agent_health(reply, challenge)
 
     def create(self, *, model: str, messages: list[dict], stream: bool = False, privacy=None, **params):
+        timeout = _call_options(params)
         body, tags, reason = self._plan(model, messages, stream, privacy, params)
         if reason is not None:
             if self.local_agent() is None:
                 raise self._no_local_agent(reason)
             try:
-                return self._send(_local_target(self._s, tags), body, stream, reason, retries=0)
+                return self._send(_local_target(self._s, tags), body, stream, reason, retries=0, timeout=timeout)
             except httpx.HTTPError as exc:
                 raise self._local_failed(reason, exc) from exc
         if not self._s.gateway_url:
             raise GatewayUnavailable("no gateway_url configured for non-private requests")
         try:
-            return self._send(_gateway_target(self._s, tags), body, stream, None, self._s.max_retries)
+            return self._send(_gateway_target(self._s, tags), body, stream, None, self._s.max_retries, timeout=timeout)
         except httpx.TransportError as exc:
             if _unreached(exc) and self._s.allow_local_fallback and self.local_agent() is not None:
-                return self._send(_local_target(self._s, tags), body, stream, None, retries=0)
+                return self._send(_local_target(self._s, tags), body, stream, None, retries=0, timeout=timeout)
             raise _gateway_unavailable(self._s, exc) from exc
 
-    def _send(self, target: Target, body: dict, stream: bool, reason: str | None, retries: int):
+    def _send(
+        self,
+        target: Target,
+        body: dict,
+        stream: bool,
+        reason: str | None,
+        retries: int,
+        timeout=httpx.USE_CLIENT_DEFAULT,
+    ):
         for attempt in range(retries + 1):
-            context = self._client_for(target).stream("POST", target.url, json=body, headers=target.headers)
+            context = self._client_for(target).stream(
+                "POST", target.url, json=body, headers=target.headers, timeout=timeout
+            )
             response = context.__enter__()
             if response.status_code in RETRY_STATUSES and attempt < retries:
                 response.read()
@@ -568,28 +595,41 @@ class AsyncClient(_ClientBase):
         return self._agent_health(reply, challenge)
 
     async def create(self, *, model: str, messages: list[dict], stream: bool = False, privacy=None, **params):
+        timeout = _call_options(params)
         body, tags, reason = self._plan(model, messages, stream, privacy, params)
         if reason is not None:
             if await self.local_agent() is None:
                 raise self._no_local_agent(reason)
             try:
-                return await self._send(_local_target(self._s, tags), body, stream, reason, retries=0)
+                return await self._send(_local_target(self._s, tags), body, stream, reason, retries=0, timeout=timeout)
             except httpx.HTTPError as exc:
                 raise self._local_failed(reason, exc) from exc
         if not self._s.gateway_url:
             raise GatewayUnavailable("no gateway_url configured for non-private requests")
         try:
-            return await self._send(_gateway_target(self._s, tags), body, stream, None, self._s.max_retries)
+            return await self._send(
+                _gateway_target(self._s, tags), body, stream, None, self._s.max_retries, timeout=timeout
+            )
         except httpx.TransportError as exc:
             if _unreached(exc) and self._s.allow_local_fallback and await self.local_agent() is not None:
-                return await self._send(_local_target(self._s, tags), body, stream, None, retries=0)
+                return await self._send(_local_target(self._s, tags), body, stream, None, retries=0, timeout=timeout)
             raise _gateway_unavailable(self._s, exc) from exc
 
-    async def _send(self, target: Target, body: dict, stream: bool, reason: str | None, retries: int):
+    async def _send(
+        self,
+        target: Target,
+        body: dict,
+        stream: bool,
+        reason: str | None,
+        retries: int,
+        timeout=httpx.USE_CLIENT_DEFAULT,
+    ):
         import asyncio
 
         for attempt in range(retries + 1):
-            context = self._client_for(target).stream("POST", target.url, json=body, headers=target.headers)
+            context = self._client_for(target).stream(
+                "POST", target.url, json=body, headers=target.headers, timeout=timeout
+            )
             response = await context.__aenter__()
             if response.status_code in RETRY_STATUSES and attempt < retries:
                 await response.aread()

@@ -547,3 +547,51 @@ def test_a_tagged_request_trusts_the_certificates_the_app_named_in_ssl_cert_file
             assert reply["choices"][0]["message"]["content"] == "hi" and reply["tandem"]["served_by"] == "gateway"
     finally:
         server.shutdown()
+
+
+def test_the_openai_clients_per_call_options_are_options_not_body_fields():
+    """(a review) `timeout=` and `extra_query=` went into the body, where the local agent and the gateway refuse an
+    unknown field: `timeout` is the call's own now, and `extra_query` is refused before anything is sent."""
+    import http.server
+    import json
+    import threading
+    import time
+
+    bodies = []
+    answer = {"id": "c", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant",
+              "content": "hi"}, "finish_reason": "stop"}]}  # fmt: skip
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            bodies.append(body)
+            time.sleep(1.0 if body["messages"][0]["content"] == "slow" else 0)
+            raw = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = Client(f"http://127.0.0.1:{server.server_address[1]}", local_agent_url=None, max_retries=0)
+        assert client.chat.completions.create(model="m", messages=ASK, timeout=5)["choices"][0]["message"]["content"]
+        assert "timeout" not in bodies[-1]
+        slow = [{"role": "user", "content": "slow"}]
+        started = time.monotonic()
+        with pytest.raises(Exception, match="(?i)timeout|timed out"):
+            client.chat.completions.create(model="m", messages=slow, timeout=0.2)
+        assert time.monotonic() - started < 0.9
+        sent = len(bodies)
+        with pytest.raises(TypeError, match="extra_query"):
+            client.chat.completions.create(model="m", messages=ASK, extra_query={"a": "1"})
+        with pytest.raises(TypeError, match="timeout"):
+            client.chat.completions.create(model="m", messages=ASK, timeout="5s")
+        assert len(bodies) == sent
+    finally:
+        server.shutdown()
