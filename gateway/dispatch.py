@@ -198,7 +198,9 @@ def _why_none(pool: PoolPlan, gathered: Gathered) -> str:
         else:
             said = why = f"left out by {reason}"
         counted[said] += 1
-        log.warning("pool %r: backend %s left out: %s", pool.pool, candidate.endpoint, why)
+        log.warning(
+            "pool %r: backend %s left out: %s", pool.pool, backend.named if backend else candidate.endpoint, why
+        )
     if not counted:
         return "it has no backends"
     parts = [f"{n} {_THEIR.get(said, said) if n > 1 else said}" for said, n in counted.most_common()]

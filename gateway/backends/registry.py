@@ -88,6 +88,16 @@ class BackendRegistry:
         self._pools: dict[str, tuple[Policy, PoolBackends]] = {}  # pool name -> (its policy, its clients)
         self._applying = asyncio.Lock()
         self._live = {key: self._new(key, pool) for key, pool in self._keys(policy).items()}
+        self._name(policy)
+
+    def _name(self, policy: Policy) -> None:
+        """Each live client's labels in this policy (one per pool listing it), for its log lines."""
+        named: dict[str, list[str]] = {}
+        for name, pool in policy.pools.items():
+            for url, label in self._labelled(name, pool):
+                named.setdefault(url, []).append(label)
+        for key, backend in self._live.items():
+            backend.labels = tuple(named.get(key[0], ()))
 
     def _new(self, key: Key, pool: Pool) -> WorkerBackend:
         return self._backend_factory(key[0], key[2], pool)
@@ -108,6 +118,7 @@ class BackendRegistry:
         dropped = {key: b for key, b in self._live.items() if key not in wanted}
         self._live = {key: self._live.get(key) or fresh[key] for key in wanted}
         self._pools.clear()
+        self._name(policy)
         for key, backend in dropped.items():
             self._retiring[key] = backend
             asyncio.get_running_loop().create_task(self._close_when_idle(key, backend))

@@ -107,6 +107,7 @@ class WorkerBackend:
     def __init__(self, endpoint: str, model_id: str, pool_kind: str, breaker: CircuitBreaker | None = None) -> None:
         self.endpoint, self.model_id, self.pool_kind = endpoint, model_id, pool_kind
         self.worker_id = worker_id_for(endpoint)  # what its prefix hints are published under (host:port)
+        self.labels: tuple[str, ...] = ()  # what callers are told of it (registry.backend_label), for the log
         self.breaker = breaker or CircuitBreaker()
         # Routing's view of it, kept between requests until something in it changes (see `candidate`).
         self._snapshot: Candidate | None = None
@@ -118,6 +119,12 @@ class WorkerBackend:
         metrics.BACKEND_INFLIGHT.labels(endpoint).set_function(lambda: self.inflight)
         self._sent = SlidingCount(RECENT_WINDOW_S)  # requests this gateway sent it lately
         self._late_polls = 0  # Stats polls in a row that ran past their deadline
+
+    @property
+    def named(self) -> str:
+        """Its address and labels, as the log names it (`grpc://10.0.0.5:50051 (cloud/0)`): a caller reports the label,
+        an operator finds it here (a new user's trial: the health lines named the address alone)."""
+        return f"{self.endpoint} ({', '.join(self.labels)})" if self.labels else self.endpoint
 
     @property
     def problem(self) -> str | None:
@@ -148,7 +155,7 @@ class WorkerBackend:
     def stats(self, reply: worker_pb2.StatsReply | None) -> None:
         if reply is not None and (self._stats is None or self._stats.kind != reply.kind):
             if refusal := self._privacy_refusal(reply.kind):
-                log.warning("backend %s: %s", self.endpoint, refusal)
+                log.warning("backend %s: %s", self.named, refusal)
         self._stats = reply
         # Candidate's Stats fields, read off the message once per poll rather than once per request: a protobuf
         # field read is ~0.1 µs, six of them per candidate were a sixth of a 256-worker snapshot.
@@ -231,9 +238,9 @@ class WorkerBackend:
     def _set_problem(self, problem: str | None) -> None:
         if problem != self.problem:
             if problem is None:
-                log.info("backend %s is healthy", self.endpoint)
+                log.info("backend %s is healthy", self.named)
             else:
-                log.warning("backend %s unhealthy: %s", self.endpoint, problem)
+                log.warning("backend %s unhealthy: %s", self.named, problem)
         self.problem = problem
 
     async def generate(

@@ -1,8 +1,11 @@
 """The SDK's decisions before the network: privacy, loopback, device header."""
 
+import contextlib
 import http.server
 import json
+import ssl
 import threading
+import time
 
 import pytest
 from tandem_sdk import Client, PrivateRequestError, TagError, detect_device
@@ -506,67 +509,21 @@ def test_a_program_on_the_agents_port_gets_neither_the_token_nor_the_prompt(is_a
     assert not any(ASK[0]["content"] in s for s in seen)  # and nothing of the prompt
 
 
-def test_a_tagged_request_trusts_the_certificates_the_app_named_in_ssl_cert_file(tmp_path, monkeypatch):
-    """(a review) Tagged requests go without proxies (trust_env off), and httpx then reads no SSL_CERT_FILE either:
-    a gateway whose certificate the app trusts through it answered untagged requests and failed tagged ones."""
-    import http.server
-    import json
-    import ssl
-    import threading
-
-    from tests.certs import Authority
-
-    ca = Authority(tmp_path / "ca")
-    issued = ca.issue("gateway", ips=("127.0.0.1",))
-    answer = {"id": "c", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant",
-              "content": "hi"}, "finish_reason": "stop"}]}  # fmt: skip
-
-    class Gateway(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            self.rfile.read(int(self.headers["Content-Length"]))
-            body = json.dumps(answer).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(issued.cert, issued.key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv("SSL_CERT_FILE", str(ca.ca))
-    try:
-        client = Client(f"https://127.0.0.1:{server.server_address[1]}", local_agent_url=None)
-        for privacy in (None, "internal"):
-            reply = client.chat.completions.create(model="m", messages=ASK, privacy=privacy)
-            assert reply["choices"][0]["message"]["content"] == "hi" and reply["tandem"]["served_by"] == "gateway"
-    finally:
-        server.shutdown()
+_ANSWER = {"id": "c", "object": "chat.completion",
+           "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}  # fmt: skip
 
 
-def test_the_openai_clients_per_call_options_are_options_not_body_fields():
-    """(a review) `timeout=` and `extra_query=` went into the body, where the local agent and the gateway refuse an
-    unknown field: `timeout` is the call's own now, and `extra_query` is refused before anything is sent."""
-    import http.server
-    import json
-    import threading
-    import time
-
-    bodies = []
-    answer = {"id": "c", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant",
-              "content": "hi"}, "finish_reason": "stop"}]}  # fmt: skip
+@contextlib.contextmanager
+def _gateway(bodies: list, context: ssl.SSLContext | None = None, slow_s: float = 0.0):
+    """A gateway that answers every chat completion "hi" (over TLS with `context`), recording each body; a prompt
+    `slow` waits `slow_s` first. Yields its port."""
 
     class Gateway(http.server.BaseHTTPRequestHandler):
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             bodies.append(body)
-            time.sleep(1.0 if body["messages"][0]["content"] == "slow" else 0)
-            raw = json.dumps(answer).encode()
+            time.sleep(slow_s if body["messages"][0]["content"] == "slow" else 0)
+            raw = json.dumps(_ANSWER).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(raw)))
@@ -576,10 +533,43 @@ def test_the_openai_clients_per_call_options_are_options_not_body_fields():
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    class Quiet(http.server.ThreadingHTTPServer):
+        def handle_error(self, request, client_address):  # a client that timed out and left: expected here
+            pass
+
+    server = Quiet(("127.0.0.1", 0), Gateway)
+    if context is not None:
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        client = Client(f"http://127.0.0.1:{server.server_address[1]}", local_agent_url=None, max_retries=0)
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+
+
+def test_a_tagged_request_trusts_the_certificates_the_app_named_in_ssl_cert_file(tmp_path, monkeypatch):
+    """(a review) Tagged requests go without proxies (trust_env off), and httpx then reads no SSL_CERT_FILE either:
+    a gateway whose certificate the app trusts through it answered untagged requests and failed tagged ones."""
+    from tests.certs import Authority
+
+    ca = Authority(tmp_path / "ca")
+    issued = ca.issue("gateway", ips=("127.0.0.1",))
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(issued.cert, issued.key)
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca.ca))
+    with _gateway([], context) as port:
+        client = Client(f"https://127.0.0.1:{port}", local_agent_url=None)
+        for privacy in (None, "internal"):
+            reply = client.chat.completions.create(model="m", messages=ASK, privacy=privacy)
+            assert reply["choices"][0]["message"]["content"] == "hi" and reply["tandem"]["served_by"] == "gateway"
+
+
+def test_the_openai_clients_per_call_options_are_options_not_body_fields():
+    """(a review) `timeout=` and `extra_query=` went into the body, where the local agent and the gateway refuse an
+    unknown field: `timeout` is the call's own now, and `extra_query` is refused before anything is sent."""
+    bodies: list = []
+    with _gateway(bodies, slow_s=1.0) as port:
+        client = Client(f"http://127.0.0.1:{port}", local_agent_url=None, max_retries=0)
         assert client.chat.completions.create(model="m", messages=ASK, timeout=5)["choices"][0]["message"]["content"]
         assert "timeout" not in bodies[-1]
         slow = [{"role": "user", "content": "slow"}]
@@ -593,5 +583,3 @@ def test_the_openai_clients_per_call_options_are_options_not_body_fields():
         with pytest.raises(TypeError, match="timeout"):
             client.chat.completions.create(model="m", messages=ASK, timeout="5s")
         assert len(bodies) == sent
-    finally:
-        server.shutdown()

@@ -140,3 +140,8 @@ async def test_callers_know_a_backend_by_its_pool_and_place_the_same_on_every_re
             "grpc://10.0.0.7:50051": "cloud/0.1",
         }
         assert dict(registry.pool(policy, "edge").labels) == {"grpc://127.0.0.1:50061": "edge/0"}
+        # and the log names each client by both (its health lines named the address alone, a new user's trial)
+        assert [b.named for b in registry.backends(policy, "cloud")] == [
+            "grpc://10.0.0.5:50051 (cloud/0.0)",
+            "grpc://10.0.0.7:50051 (cloud/0.1)",
+        ]
