@@ -21,10 +21,9 @@ async def healthz() -> dict:
     responses={503: {"description": "no backend is healthy; with the ops token, the body says which is which"}},
 )
 async def readyz(state: State, registry: Registry, request: Request) -> JSONResponse:
-    labels = registry.labels()
     backends = {
         b.endpoint: {
-            "labels": labels.get(b.endpoint, []),  # what callers are told of it (X-Tandem-Backend: cloud/0)
+            "labels": list(b.labels),  # what callers are told of it (X-Tandem-Backend: cloud/0)
             "healthy": b.is_reporting,
             "problem": b.problem,
             "circuit": b.breaker.current_state(),

@@ -91,7 +91,7 @@ class BackendRegistry:
         self._name(policy)
 
     def _name(self, policy: Policy) -> None:
-        """Each live client's labels in this policy (one per pool listing it), for its log lines."""
+        """Each live client's labels in this policy (one per pool listing it): its log lines and /readyz name it so."""
         named: dict[str, list[str]] = {}
         for name, pool in policy.pools.items():
             for url, label in self._labelled(name, pool):
@@ -155,15 +155,6 @@ class BackendRegistry:
 
     def all(self) -> list[WorkerBackend]:
         return list(self._live.values())
-
-    def labels(self) -> dict[str, list[str]]:
-        """Each live backend's labels (one per pool listing it) in the current policy: what /readyz tells operators,
-        so a caller's `cloud/1.3` can be found."""
-        out: dict[str, list[str]] = {}
-        for name in self._policy.pools:
-            for endpoint, label in self.pool(self._policy, name).labels.items():
-                out.setdefault(endpoint, []).append(label)
-        return out
 
     async def refresh_all(self) -> None:
         """Poll every backend's health; first re-resolve dns:// endpoints when they are due."""

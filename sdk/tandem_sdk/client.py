@@ -490,15 +490,7 @@ class Client(_ClientBase):
                 return self._send(_local_target(self._s, tags), body, stream, None, retries=0, timeout=timeout)
             raise _gateway_unavailable(self._s, exc) from exc
 
-    def _send(
-        self,
-        target: Target,
-        body: dict,
-        stream: bool,
-        reason: str | None,
-        retries: int,
-        timeout=httpx.USE_CLIENT_DEFAULT,
-    ):
+    def _send(self, target: Target, body: dict, stream: bool, reason: str | None, retries: int, timeout):
         for attempt in range(retries + 1):
             context = self._client_for(target).stream(
                 "POST", target.url, json=body, headers=target.headers, timeout=timeout
@@ -615,15 +607,7 @@ class AsyncClient(_ClientBase):
                 return await self._send(_local_target(self._s, tags), body, stream, None, retries=0, timeout=timeout)
             raise _gateway_unavailable(self._s, exc) from exc
 
-    async def _send(
-        self,
-        target: Target,
-        body: dict,
-        stream: bool,
-        reason: str | None,
-        retries: int,
-        timeout=httpx.USE_CLIENT_DEFAULT,
-    ):
+    async def _send(self, target: Target, body: dict, stream: bool, reason: str | None, retries: int, timeout):
         import asyncio
 
         for attempt in range(retries + 1):
