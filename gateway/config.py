@@ -109,6 +109,17 @@ class Settings(BaseSettings):
         description="show callers each backend's address (X-Tandem-Backend, /v1/route/explain); off: its pool and "
         "place (`cloud/0`), which /readyz with the ops token maps to its address (auth none shows addresses)",
     )
+    trust_trace_context: bool = Field(
+        default=False,
+        description="a caller's W3C traceparent (with its tracestate and baggage) is the parent of the request's "
+        "trace, as between services of one operator; off: each request is a trace of the gateway's own, linked to "
+        "the caller's span, so a caller neither picks the trace id nor turns its sampling off",
+    )
+    forwarded_allow_ips: str = Field(
+        default="",
+        description="comma-separated addresses (or `*`) of proxies whose X-Forwarded-For / X-Forwarded-Proto are "
+        "read as the client's; empty: none is, the connection's peer is the client",
+    )
     trace_content: bool = Field(
         default=False, description="put prompt and completion text in spans (never for private requests)"
     )

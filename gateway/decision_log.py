@@ -56,7 +56,9 @@ class DecisionLog:
                 "completion_tokens": usage.completion_tokens,
                 "cached_tokens": usage.cached_prompt_tokens,
             }
-        self._logger.info(json.dumps(entry, separators=(",", ":"), ensure_ascii=False))
+        # In ASCII: a `user` holding U+2028 or U+0085 was a line break where a reader splits lines as Python's
+        # splitlines() does (a review)
+        self._logger.info(json.dumps(entry, separators=(",", ":")))
 
     def close(self) -> None:
         for handler in list(self._logger.handlers):

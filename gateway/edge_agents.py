@@ -8,29 +8,36 @@ capability. An agent not heard from for `ttl_s` is dropped.
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.classify.features import DeviceCapability
 
+# What a registration's words may be: they are written to the log, the spans and /v1/edge/agents as sent, and an
+# agent_id with a line break wrote a forged line into the gateway's log (every device holds the edge token: a review)
+ProviderName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]{0,63}$")]  # onnxruntime's CPUExecutionProvider
+Address = Annotated[str, Field(pattern=r"^[\x21-\x7e]{1,256}$")]  # printable ASCII without blanks
+Name = Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]{1,256}$")]  # a line of any script
+
 
 class AgentDevice(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    execution_providers: list[str] = []
+    execution_providers: list[ProviderName] = Field(default=[], max_length=32)
     npu: bool = False
     cores: int | None = None
     ram_gb: float | None = None
     battery: float | None = Field(default=None, ge=0, le=1)
     charging: bool | None = None
-    network: str | None = None
+    network: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,32}$")
 
 
 class Registration(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    agent_id: str = Field(min_length=1, max_length=128)
-    endpoint: str
-    model: str
-    execution_provider: str
+    agent_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+    endpoint: Address
+    model: Name
+    execution_provider: ProviderName
     max_context_tokens: int = Field(ge=1)
     device: AgentDevice
 

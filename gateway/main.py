@@ -56,7 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=lambda: _settings(app).max_body_bytes)
     app.add_middleware(CloseWhileDraining)
     # The last added runs first: every response, a 413 included, carries the ids, and is inside the request's span.
-    app.add_middleware(RequestSpan)
+    app.add_middleware(RequestSpan, trusts=lambda: _settings(app).trust_trace_context)
     app.add_middleware(CorsForConfiguredOrigins, origins=lambda: _settings(app).cors_origins)  # preflights first
     app.include_router(health_routes.router)
     app.include_router(openai_routes.router)  # its routes check the API key themselves

@@ -2,8 +2,10 @@
 `BaseHTTPMiddleware` would buffer streamed answers), the outermost of the gateway's own middleware.
 
 The span: `METHOD /route` (the matched route's template, e.g. `POST /v1/chat/completions`; the method alone when
-no route matched, or the request was refused before routing: a 413, a bad `X-Request-Id`), kind SERVER, the child of the caller's W3C `traceparent` when one is sent, with the HTTP
-semantic-convention attributes (`http.request.method`, `url.path`, `url.scheme`, `http.route`,
+no route matched, or the request was refused before routing: a 413, a bad `X-Request-Id`), kind SERVER, the root of
+the gateway's own trace with a link to the caller's span where a W3C `traceparent` is sent (its child, and its
+`tracestate` and `baggage` read, where TANDEM_TRUST_TRACE_CONTEXT says the callers are trusted), with the HTTP
+semantic-convention attributes (`http.request.method`, `url.path` as sent, `url.scheme`, `http.route`,
 `http.response.status_code`, `client.address`) and status ERROR for a 5xx or an exception. /healthz, /readyz and
 /metrics are not traced: they are polled, and say nothing a trace needs. Made here rather than by
 opentelemetry-instrumentation-fastapi, which matched every route again on each request to name the span and added
@@ -19,8 +21,10 @@ request's whole trace from any response.
 import json
 import re
 import secrets
+from collections.abc import Callable
 
 from opentelemetry import context, propagate, trace
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from serving import spans
 
@@ -30,9 +34,17 @@ _VALID = re.compile(r"[\x21-\x7e]{1,128}")
 tracer = spans.get_tracer(__name__)  # the SDK's spans at a fraction of their cost (serving/spans.py)
 
 
+# A caller's trace context, where the gateway does not trust its callers' (the default): read for its traceparent
+# alone, which the server span links to. Its baggage is never read (the propagator logged a malformed header's
+# text, keys and cards included, before any key was checked), nor its tracestate kept (8 KB on every span).
+_CALLERS = TraceContextTextMapPropagator()
+_ROOT = context.Context()  # no parent: the gateway's own trace
+
+
 class RequestSpan:
-    def __init__(self, app) -> None:
-        self.app = app
+    def __init__(self, app, trusts: Callable[[], bool] = lambda: False) -> None:
+        """`trusts`: whether a caller's trace context is the request's parent (TANDEM_TRUST_TRACE_CONTEXT)."""
+        self.app, self.trusts = app, trusts
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -41,17 +53,23 @@ class RequestSpan:
         sent = [value for name, value in scope["headers"] if name == HEADER]
         request_id = sent[0].decode("latin-1") if sent else f"req-{secrets.token_hex(16)}"
         valid = not sent or (len(sent) == 1 and _VALID.fullmatch(request_id))
+        parent = None
         if scope["path"] in UNTRACED_PATHS:
             span = trace.INVALID_SPAN
         else:
             carrier = _carrier(scope["headers"])
+            if self.trusts():
+                parent, links = propagate.extract(carrier), None
+            else:
+                parent, links = _ROOT, _caller_link(carrier)
             span = tracer.start_span(
                 scope["method"],
-                context=propagate.extract(carrier),
+                context=parent,
                 kind=trace.SpanKind.SERVER,
                 attributes=_request_attributes(scope, request_id if valid else None),
+                links=links,
             )
-        token = context.attach(trace.set_span_in_context(span))
+        token = context.attach(trace.set_span_in_context(span, parent))
         started = False
         try:
             if not valid:
@@ -104,8 +122,35 @@ def _carrier(headers) -> dict[str, str]:
     return carrier
 
 
+def _caller_link(carrier: dict[str, str]) -> list[trace.Link] | None:
+    """A link to the caller's span where it sent a valid traceparent: its trace is found from the gateway's, and a
+    caller chooses neither the gateway's trace id (another tenant's, whose X-Trace-Id it then shared) nor whether it
+    is sampled (`-00` took every span of a request out of the traces, the workers' too: a review)."""
+    if "traceparent" not in carrier:
+        return None
+    caller = trace.get_current_span(_CALLERS.extract({"traceparent": carrier["traceparent"]})).get_span_context()
+    return [trace.Link(caller)] if caller.is_valid else None
+
+
+_NOT_PRINTABLE = re.compile(rb"[^\x21-\x7e]")
+MAX_PATH_CHARS = 1024
+
+
+def url_path(scope) -> str:
+    """The path as sent (percent-encoded; a byte that is not printable ASCII as %XX), cut at MAX_PATH_CHARS: the
+    decoded path put a caller's `%0d%0a` and ESC in the span as line breaks and an escape (a review)."""
+    raw = scope.get("raw_path")
+    if raw is None:
+        raw = scope["path"].encode("utf-8", "surrogateescape")
+    raw = raw.partition(b"?")[0][: MAX_PATH_CHARS + 1]
+    if _NOT_PRINTABLE.search(raw):
+        raw = _NOT_PRINTABLE.sub(lambda m: b"%%%02X" % m[0][0], raw)
+    path = raw.decode("ascii")
+    return path if len(path) <= MAX_PATH_CHARS else path[:MAX_PATH_CHARS] + "…"
+
+
 def _request_attributes(scope, request_id: str | None) -> dict:
-    attributes = {"http.request.method": scope["method"], "url.path": scope["path"], "url.scheme": scope["scheme"]}
+    attributes = {"http.request.method": scope["method"], "url.path": url_path(scope), "url.scheme": scope["scheme"]}
     if request_id is not None:
         attributes["tandem.request_id"] = request_id
     if client := scope.get("client"):

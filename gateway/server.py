@@ -23,7 +23,15 @@ def run(settings: Settings, log_level: str = "info") -> None:
     runs it before this, and the lifespan reads them once more)."""
     setup_tracing("tandem-gateway", encode_on_loop=True)  # its spans end on the event loop: encoded there
     app = create_app(settings)
-    config = uvicorn.Config(
+    config = uvicorn_config(app, settings, log_level)
+    try:
+        _DrainingServer(config, settings.drain_delay_s).run()
+    finally:
+        shutdown_tracing()
+
+
+def uvicorn_config(app, settings: Settings, log_level: str = "info") -> uvicorn.Config:
+    return uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -31,11 +39,10 @@ def run(settings: Settings, log_level: str = "info") -> None:
         access_log=settings.access_log,  # 60-80 µs of the event loop's ~1.3 ms a request, as much as tokenizing
         timeout_graceful_shutdown=settings.shutdown_grace_s,
         http=timed_requests(settings.request_read_timeout_s),
+        # uvicorn read X-Forwarded-For from 127.0.0.1 unless told: any local process named the client (a review)
+        proxy_headers=bool(settings.forwarded_allow_ips.strip()),
+        forwarded_allow_ips=settings.forwarded_allow_ips.strip() or None,
     )
-    try:
-        _DrainingServer(config, settings.drain_delay_s).run()
-    finally:
-        shutdown_tracing()
 
 
 MIN_BODY_BYTES_PER_S = 500

@@ -1,7 +1,7 @@
 """What the gateway holds for its lifetime, opened in gateway/lifespan.py and handed to handlers through the typed
 dependencies of gateway/deps.py."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.autoscale import TtftWindow
 from gateway.backends.registry import BackendRegistry
@@ -12,6 +12,7 @@ from gateway.hints.prefix_hints import PrefixHints
 from gateway.limits.admission import AdmissionController
 from gateway.policy.reloader import PolicyStatus
 from gateway.policy.schema import Policy
+from gateway.redis_client import RedisWatch
 from gateway.tenants import Tenants
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.errors import ModelNotFound
@@ -39,6 +40,8 @@ class GatewayState:
     decisions: DecisionLog | None = None
     ttft: TtftWindow | None = None  # recent TTFT per pool, for the autoscaling signal
     draining: bool = False  # SIGTERM received: /readyz is 503 while in-flight requests finish
+    named_tenants: set[str] = field(default_factory=set)  # auth none: the X-Tandem-Tenant names served so far
+    redis: RedisWatch | None = None  # whether Redis answers (REDIS_URL set), for /readyz
 
     @property
     def default_model(self) -> str:

@@ -226,8 +226,8 @@ class Span(trace.Span):
 
     def set_attribute(self, key: str, value) -> None:
         limits = self._sdk._span_limits
-        kind = type(value)
-        if type(key) is str and key and (kind is not str or limits.max_span_attribute_length is None):
+        kind, most = type(value), limits.max_span_attribute_length
+        if type(key) is str and key and (kind is not str or most is None or len(value) <= most):
             if kind in _PRIMITIVE:
                 self._keep(key, value, limits.max_span_attributes)
                 return
@@ -236,10 +236,11 @@ class Span(trace.Span):
                 return
             if (kind is list or kind is tuple) and (first := type(value[0])) in _PRIMITIVE:
                 # A list of one primitive type (routing's pools and candidates): kept as a tuple, as the SDK does.
-                if first is not str or limits.max_span_attribute_length is None:
-                    if all(type(v) is first for v in value):
-                        self._keep(key, tuple(value), limits.max_span_attributes)
-                        return
+                if all(type(v) is first for v in value) and (
+                    first is not str or most is None or all(len(v) <= most for v in value)
+                ):
+                    self._keep(key, tuple(value), limits.max_span_attributes)
+                    return
         if not key or not isinstance(key, str):  # the SDK's set_attribute: dropped, counted, said
             log.warning("invalid key `%s`. must be non-empty string. Dropping key from attributes.", key)
             with self._lock:
@@ -416,5 +417,9 @@ class Stages:
 
     @classmethod
     def stage(cls, stage_tracer, name: str):
-        """`with Stages.stage(tracer, "gateway.tokenize") as span:` the span the stage's attributes go on."""
-        return stage_tracer.start_as_current_span(name) if cls.spans else _Stage(name)
+        """`with Stages.stage(tracer, "gateway.tokenize") as span:` the span the stage's attributes go on. A stage's
+        exception is not recorded on its span: a request's own fault (a 400) put the header or body text its message
+        quotes, and a stack trace, in the trace (a review); a fault of the gateway's reaches the server span."""
+        if not cls.spans:
+            return _Stage(name)
+        return stage_tracer.start_as_current_span(name, record_exception=False, set_status_on_exception=False)

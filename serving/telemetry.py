@@ -16,7 +16,7 @@ import time
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
 from serving.otlp_encode import assemble, encoded_span
@@ -226,11 +226,26 @@ EXPORT_BATCH_SPANS = 256  # a gRPC export costs ~0.7 ms of CPU whatever it carri
 ENCODE_CHUNK_SPANS = 64  # ~0.6 ms of encoding: the longest the export thread holds the GIL from the event loop
 
 
+# An attribute's value is cut at this many characters unless OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT or
+# OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT says otherwise (the SDK's default: no limit). A caller's 64 KB URL path on each of
+# 70 requests without a key made one export over a collector's 4 MiB message limit, which dropped the whole batch:
+# every other request's spans with it (a review).
+ATTRIBUTE_VALUE_CHARS = 8192
+
+
+def span_limits() -> SpanLimits:
+    """The SDK's limits from the OTEL_* variables, the length of an attribute's value ATTRIBUTE_VALUE_CHARS unless
+    they set one."""
+    if "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT" in os.environ or "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT" in os.environ:
+        return SpanLimits()
+    return SpanLimits(max_attribute_length=ATTRIBUTE_VALUE_CHARS, max_span_attribute_length=ATTRIBUTE_VALUE_CHARS)
+
+
 def setup_tracing(service_name: str, encode_on_loop: bool = False) -> TracerProvider:
     """Install this process's tracer provider; call once, at start-up. `encode_on_loop`: OTLP spans encoded on the
     event loop that ends them (LoopEncodingSpanProcessor), for a process whose spans end on one loop (the gateway)."""
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
-    provider = TracerProvider(resource=resource)
+    provider = TracerProvider(resource=resource, span_limits=span_limits())
     names = _exporter_names()
     # Batches of 256 spans unless OTEL_BSP_MAX_EXPORT_BATCH_SIZE says otherwise, encoded 64 at a time: encoding the
     # SDK's default 512 in one go held the GIL for about 10 ms, which every request arriving meanwhile waited out

@@ -1,6 +1,7 @@
 """The features policy rules match on, gathered once per request."""
 
 import json
+import re
 from dataclasses import dataclass
 
 from serving.openai.errors import BadRequest
@@ -36,11 +37,23 @@ class RequestFeatures:
 
 
 HEADER = "X-Tandem-Device"
+MAX_HEADER_CHARS = 4096
+# onnxruntime's names (CPUExecutionProvider, QNNExecutionProvider), at most 32: a 1 MB header went whole into the
+# decision log, which says it holds no text (a review)
+_PROVIDER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+_NETWORK = re.compile(r"[A-Za-z0-9_-]{1,32}")
+MAX_PROVIDERS = 32
+
+
+def _shown(name: str) -> str:
+    return repr(name if len(name) <= 40 else name[:40] + "…")
 
 
 def parse_device_header(value: str | None) -> DeviceCapability | None:
     if not value:
         return None
+    if len(value) > MAX_HEADER_CHARS:
+        raise BadRequest(f"X-Tandem-Device is {len(value):,} characters; at most {MAX_HEADER_CHARS:,}", param=HEADER)
     try:
         raw = json.loads(value, object_pairs_hook=_once)
     except json.JSONDecodeError as exc:
@@ -55,17 +68,19 @@ def parse_device_header(value: str | None) -> DeviceCapability | None:
         raise BadRequest('X-Tandem-Device must be a JSON object, e.g. {"npu": true, "ram_gb": 8}', param=HEADER)
     unknown = set(raw) - DEVICE_FIELDS
     if unknown:
+        named = ", ".join(_shown(name) for name in sorted(unknown)[:5]) + (", …" if len(unknown) > 5 else "")
         raise BadRequest(
-            f"X-Tandem-Device: unknown field(s) {sorted(unknown)}; known: {', '.join(sorted(DEVICE_FIELDS))}",
-            param=HEADER,
+            f"X-Tandem-Device: unknown field(s) {named}; known: {', '.join(sorted(DEVICE_FIELDS))}", param=HEADER
         )
     try:
         providers = raw.get("providers") or []
-        if not isinstance(providers, list) or not all(isinstance(p, str) for p in providers):
-            raise ValueError("providers must be a list of strings")
+        if not isinstance(providers, list) or len(providers) > MAX_PROVIDERS:
+            raise ValueError(f"providers must be a list of at most {MAX_PROVIDERS} names")
+        if not all(isinstance(p, str) and _PROVIDER.fullmatch(p) for p in providers):
+            raise ValueError('providers are execution providers\' names, such as "QNNExecutionProvider"')
         network = raw.get("network")
-        if network is not None and not (isinstance(network, str) and 0 < len(network) <= 32):
-            raise ValueError(f'network must be a short name such as "wifi" or "metered", got {network!r:.40}')
+        if network is not None and not (isinstance(network, str) and _NETWORK.fullmatch(network)):
+            raise ValueError('network must be a short name such as "wifi" or "metered"')
         return DeviceCapability(
             npu=_as_bool("npu", raw.get("npu", False)),
             ram_gb=_number("ram_gb", raw.get("ram_gb"), 0, 1e6),
@@ -86,7 +101,9 @@ def _once(pairs: list[tuple[str, object]]) -> dict:
     if len(found) < len(pairs):
         seen: set[str] = set()
         twice = next(key for key, _ in pairs if key in seen or seen.add(key))
-        raise BadRequest(f"X-Tandem-Device names {twice!r} twice; JSON would keep the last: send it once", param=HEADER)
+        raise BadRequest(
+            f"X-Tandem-Device names {_shown(twice)} twice; JSON would keep the last: send it once", param=HEADER
+        )
     return found
 
 
@@ -103,5 +120,5 @@ def _number(name: str, value, least: float, most: float, whole: bool = False) ->
 
 def _as_bool(name: str, value) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
+        raise ValueError(f"{name} must be true or false, got {value!r:.40}")
     return value

@@ -87,6 +87,22 @@ def test_auth_none_written_out_is_open(demo_checkpoint, tmp_path):
         assert client.get("/docs").status_code == 200
 
 
+def test_auth_none_keeps_a_bounded_number_of_tenants_apart(demo_checkpoint, tmp_path, monkeypatch):
+    """Each X-Tandem-Tenant name labels the tenant metrics: 5,000 names in 3 s made 5,000 more series, and memory
+    grew without end (a review). Past the bound a new name is a 400; names already served go on."""
+    from gateway import auth
+
+    monkeypatch.setattr(auth, "MAX_NAMED_TENANTS", 3)
+    open_settings = settings(demo_checkpoint, tmp_path, api_keys=[], tenants_file=None, ops_token=None, auth="none")
+    with TestClient(create_app(open_settings)) as client:
+        for name in ("t1", "t2", "t3"):
+            assert client.post("/v1/route/explain", json=ASK, headers={"X-Tandem-Tenant": name}).status_code == 200
+        refused = client.post("/v1/route/explain", json=ASK, headers={"X-Tandem-Tenant": "t4"})
+        assert refused.status_code == 400 and refused.json()["error"]["param"] == "X-Tandem-Tenant"
+        assert "keys" in refused.json()["error"]["message"]
+        assert client.post("/v1/route/explain", json=ASK, headers={"X-Tandem-Tenant": "t2"}).status_code == 200
+
+
 @pytest.mark.parametrize("path", ["/openapi.json", "/docs", "/redoc"])
 def test_the_api_description_needs_a_key_like_the_api(gateway, path):
     refused = gateway.get(path)
@@ -496,3 +512,61 @@ def test_a_url_not_served_is_a_404_that_says_what_is(gateway, method, path, says
     assert response.status_code == 404
     error = response.json()["error"]
     assert says in error["message"] and error["code"] == "unknown_url", error
+
+
+REGISTRATION = {
+    "agent_id": "laptop-50062",
+    "endpoint": "grpc://127.0.0.1:50062",
+    "model": "tandem-demo",
+    "execution_provider": "CPUExecutionProvider",
+    "max_context_tokens": 2048,
+    "device": {"execution_providers": ["CPUExecutionProvider"], "cores": 8, "network": "wifi"},
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("agent_id", "x\n2026-12-05 11:00:00,000 CRITICAL gateway.lifespan: privacy rules DISABLED"),
+        ("agent_id", "a\x1b[31m"),
+        ("agent_id", "a" * 129),
+        ("endpoint", "grpc://h:1\r\nforged"),
+        ("endpoint", "e" * 20_000),
+        ("model", "m\u2028forged"),
+        ("execution_provider", "CPU\nExecutionProvider"),
+        ("device", {"execution_providers": ["CPU\x1b[0m"]}),
+        ("device", {"network": "wifi\nforged"}),
+    ],
+)
+def test_a_registration_no_log_line_carries_whole_is_refused(demo_checkpoint, tmp_path, caplog, field, value):
+    """Every device holds the edge token: an agent_id with a line break wrote a forged line into the gateway's log,
+    and ANSI escapes and a 20 KB line went there and into the spans (a review)."""
+    with TestClient(create_app(settings(demo_checkpoint, tmp_path, edge_token="s3cret"))) as client:
+        auth = {"Authorization": "Bearer s3cret"}
+        response = client.post("/v1/edge/register", json={**REGISTRATION, field: value}, headers=auth)
+        assert response.status_code == 400, response.text
+        assert field in response.json()["error"]["param"]
+        assert client.get("/v1/edge/agents", headers=auth).json() == {"agents": []}
+        assert client.post("/v1/edge/register", json=REGISTRATION, headers=auth).status_code == 200
+    assert "forged" not in caplog.text and "\x1b" not in caplog.text
+
+
+@pytest.mark.parametrize(("allowed", "client"), [("", "127.0.0.1"), ("127.0.0.1", "203.0.113.9")])
+async def test_x_forwarded_for_names_the_client_only_from_proxies_the_settings_name(
+    demo_checkpoint, tmp_path, allowed, client
+):
+    """uvicorn alone read X-Forwarded-For from 127.0.0.1: any local process named the client, 8,000 characters of
+    it in the span's client.address and the access log (a review)."""
+    from gateway.server import uvicorn_config
+
+    seen = {}
+
+    async def app(scope, receive, send):
+        seen["client"] = scope["client"][0]
+
+    config = uvicorn_config(app, settings(demo_checkpoint, tmp_path, forwarded_allow_ips=allowed))
+    config.load()
+    scope = {"type": "http", "scheme": "http", "client": ("127.0.0.1", 5000), "headers": [
+        (b"x-forwarded-for", b"203.0.113.9")]}  # fmt: skip
+    await config.loaded_app(scope, None, None)
+    assert seen["client"] == client

@@ -278,3 +278,46 @@ def test_with_spans_each_a_stage_is_a_span_of_its_own():
         "grpc://a:1",
         "grpc://b:1",
     ]
+
+
+def test_a_stage_span_keeps_no_exception_text():
+    """A 400 raised in a stage (its message quoting the X-Tandem-Device header or the body) put that text, and a stack
+    trace, in the stage's span (a review); the stage's span ends, the exception goes on to the server's handlers."""
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = spans.get_tracer("gateway", provider)
+    spans.Stages.spans = True
+    try:
+        with pytest.raises(ValueError), spans.Stages.stage(tracer, "gateway.classify"):
+            raise ValueError("X-Tandem-Device: npu must be true or false, got 'card 4111111111111111'")
+    finally:
+        spans.Stages.spans = False
+    (stage,) = exporter.get_finished_spans()
+    assert stage.name == "gateway.classify" and not stage.events
+    assert "4111" not in str(stage.status.description) and stage.status.status_code == trace.StatusCode.UNSET
+
+
+def test_long_values_are_cut_at_the_limit_and_short_ones_kept_as_they_are():
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attribute_length=8))
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with spans.get_tracer("t", provider).start_as_current_span("s") as span:
+        span.set_attribute("short", "12345678")
+        span.set_attribute("long", "123456789")
+        span.set_attribute("names", ["ab", "cd"])
+        span.set_attribute("long_names", ["ab", "123456789"])
+    (finished,) = exporter.get_finished_spans()
+    assert finished.attributes["short"] == "12345678" and finished.attributes["long"] == "12345678"
+    assert finished.attributes["names"] == ("ab", "cd") and finished.attributes["long_names"] == ("ab", "12345678")
+
+
+def test_tracing_cuts_attribute_values_unless_the_variables_say(monkeypatch):
+    from serving import telemetry
+
+    monkeypatch.delenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", raising=False)
+    monkeypatch.delenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", raising=False)
+    limits = telemetry.span_limits()
+    assert limits.max_span_attribute_length == limits.max_attribute_length == telemetry.ATTRIBUTE_VALUE_CHARS
+    monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "100000")
+    assert telemetry.span_limits().max_span_attribute_length == 100000

@@ -108,8 +108,23 @@ def test_device_header():
         ('{"network": ""}', "network must be a short name"),
         ('{"network": 5}', "network must be a short name"),
         ('{"npu": true, "npu": false}', "names 'npu' twice"),
+        # text the decision log would have carried whole (a review: a 1 MB header, a card number in a provider)
+        ('{"providers": ["CPUExecutionProvider", "card 4111111111111111"]}', "execution providers' names"),
+        ('{"providers": ["CPU\\u001b[31m"]}', "execution providers' names"),
+        ('{"providers": [' + ",".join(['"P"'] * 33) + "]}", "at most 32"),
+        ('{"network": "wifi\\nforged"}', "network must be a short name"),
+        ('{"providers": ["' + "P" * 5000 + '"]}', "at most 4,096"),
     ],
 )
 def test_bad_device_header_is_a_400(header, message):
     with pytest.raises(BadRequest, match=message):
         parse_device_header(header)
+
+
+def test_a_refused_device_header_is_not_repeated_whole():
+    with pytest.raises(BadRequest) as refused:
+        parse_device_header('{"' + "k" * 3000 + '": 1, "npu": "' + "v" * 1000 + '"}')
+    assert len(refused.value.message) < 300
+    with pytest.raises(BadRequest) as refused:
+        parse_device_header('{"npu": "' + "v" * 3000 + '"}')
+    assert len(refused.value.message) < 300
