@@ -77,6 +77,7 @@ def build_engine(
         eos_token_ids=model.config.eos_token_ids,
         model_id=model_id_for(model_dir, model_id),
         max_context_tokens=model.config.max_position_embeddings,
+        vocab_size=model.config.vocab_size,
         execution_provider=f"torch-{config.device}" + (f" tp={config.tensor_parallel_size}" if peers else ""),
         on_block_events=on_block_events,
     ).start()

@@ -70,14 +70,16 @@ def build_sim_engine(
     max_batched_tokens: int = 2048,
     on_block_events=None,
 ) -> PagedEngine:
+    tokenizer = load_tokenizer(model_dir)
     return PagedEngine(
         SimulatedRunner(prefill_us_per_token, decode_us_per_token),
         BlockManager(num_kv_blocks, block_size_tokens),
         EngineConfig(max_num_batched_tokens=max_batched_tokens),
-        load_tokenizer(model_dir),
+        tokenizer,
         eos_token_ids=(),
         model_id=model_id,
         max_context_tokens=1 << 20,
+        vocab_size=tokenizer.get_vocab_size(),
         execution_provider="simulated",
         on_block_events=on_block_events,
     ).start()

@@ -34,7 +34,7 @@ import torch
 from rich.progress import Progress
 from torch import nn
 
-from edge_agent.quantize import FP32, Quantization, linear_weight_bytes, quantize
+from edge_agent.quantize import FP32, Quantization, external_data_file, linear_weight_bytes, quantize
 from modeling.llama import LlamaForCausalLM
 from modeling.loader import load_model, weight_files
 from serving.atomic_dir import ForeignFolder, building, check_replaceable
@@ -152,8 +152,13 @@ def _export(module: nn.Module, args: tuple, path: Path, names_in: list[str], nam
 
 
 def checkpoint_hash(checkpoint_dir: Path) -> str:
+    """The content an export is made of: the weights, and every file it copies or reads (the tokenizer, its chat
+    template, generation_config.json's end-of-turn ids). Weights alone kept an export made before the checkpoint's
+    generation_config.json gained an end-of-turn id, which then decoded past it (a review)."""
     digest = hashlib.sha256()
-    for path in [Path(checkpoint_dir) / "config.json", *weight_files(checkpoint_dir)]:
+    here = [Path(checkpoint_dir) / name for name in TOKENIZER_FILES if (Path(checkpoint_dir) / name).is_file()]
+    for path in [*here, *weight_files(checkpoint_dir)]:
+        digest.update(f"{path.name}\0{path.stat().st_size}\0".encode())  # a file moved between names is a change
         with open(path, "rb") as f:
             while block := f.read(1 << 20):
                 digest.update(block)
@@ -228,11 +233,17 @@ def export_onnx(
             progress.advance(task)
             quantize(fp32_path, tmp_dir / MODEL_NAME, quantization)
             sizes = {
-                "model_bytes": (tmp_dir / MODEL_NAME).stat().st_size,
+                "model_bytes": sum(
+                    p.stat().st_size
+                    for p in (tmp_dir / MODEL_NAME, tmp_dir / external_data_file(MODEL_NAME))
+                    if p.exists()
+                ),
                 "linear_weight_bytes": linear_weight_bytes(tmp_dir / MODEL_NAME),
                 "fp32_linear_weight_bytes": linear_weight_bytes(fp32_path),
             }
-            fp32_path.unlink()
+            for made in tmp_dir.iterdir():  # the fp32 graph, and the weights torch wrote one file each past 2 GB
+                if made.name not in (MODEL_NAME, external_data_file(MODEL_NAME)):
+                    made.unlink()
             progress.advance(task)
             for name in TOKENIZER_FILES:
                 if (checkpoint_dir / name).is_file():
@@ -286,7 +297,7 @@ def verify_export(export_dir: Path) -> dict:
     except (ValueError, KeyError, TypeError) as exc:
         raise ExportError(f"{manifest_path}: not a Tandem export manifest ({exc})") from exc
     if version != FORMAT_VERSION:
-        raise ExportError(f"{manifest_path}: format version {version}; this agent reads version {FORMAT_VERSION}")
+        raise ExportError(f"{manifest_path}: format version {version!r}; this agent reads version {FORMAT_VERSION!r}")
     if not isinstance(files, dict):
         raise ExportError(f"{manifest_path}: not a Tandem export manifest (files is not a name-to-checksum map)")
     paths = {name: _file_in(export_dir, name, manifest_path) for name in files}  # every name, before any is read

@@ -5,8 +5,14 @@ have, so the choice is checked against what the session really got
 (`get_providers()`), and every provider passed over is logged with its reason.
 """
 
+import json
 import logging
+import os
+import shutil
+import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import onnxruntime as ort
 
@@ -20,6 +26,7 @@ NPU_PROVIDERS = (
     "DmlExecutionProvider",  # DirectML
 )
 DEFAULT_PRIORITY = (*NPU_PROVIDERS, "CUDAExecutionProvider", "CPUExecutionProvider")
+_PLACEMENT = "tandem-placement-"  # the temporary folder of a profile create_session turned on
 
 
 class ProviderError(RuntimeError):
@@ -56,10 +63,11 @@ def create_session(
     priority: tuple[str, ...] = DEFAULT_PRIORITY,
     require_npu: bool = False,
     options: ort.SessionOptions | None = None,
+    placement: bool = False,
 ):
-    """An InferenceSession on the best provider there is, and the provider that really runs it. `options`: the
+    """An InferenceSession on the best provider there is, and the provider registered first. `options`: the
     session's own (bench/edge_decode.py --profile turns on onnxruntime's profiler); onnxruntime's defaults when
-    None."""
+    None. `placement`: the first run is profiled, for `ran_on` to read which provider ran the model."""
     choice = choose_providers(priority, ort.get_available_providers())
     chosen_first = priority != DEFAULT_PRIORITY  # an operator's own list: passing over its first is news
     for provider, reason in choice.skipped.items():
@@ -68,6 +76,9 @@ def create_session(
         else:
             log.info("execution provider %s skipped: %s", provider, reason)
     options = options or ort.SessionOptions()
+    if placement and not options.enable_profiling:  # the caller's own profile (bench --profile) is its to read
+        options.enable_profiling = True  # the first run's placement: `ran_on`, which turns it off
+        options.profile_file_prefix = os.path.join(tempfile.mkdtemp(prefix=_PLACEMENT), "run")
     if require_npu:
         choice = ProviderChoice(tuple(p for p in choice.requested if p in NPU_PROVIDERS), choice.skipped)
         if not choice.requested:
@@ -76,10 +87,59 @@ def create_session(
                 f"(has {ort.get_available_providers()}); install the vendor's onnxruntime package"
             )
         options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    session = ort.InferenceSession(model_path, sess_options=options, providers=list(choice.requested))
+    try:
+        session = ort.InferenceSession(model_path, sess_options=options, providers=list(choice.requested))
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own errors are plain (Fail, RuntimeException)
+        if not require_npu:
+            raise
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        raise ProviderError(
+            f"--require-npu: {', '.join(choice.requested)} cannot run this model without the CPU ({first})"
+        ) from None
     actual = session.get_providers()[0]
     if actual != choice.requested[0]:
         log.warning("execution provider %s requested but session runs on %s", choice.requested[0], actual)
         if require_npu and actual not in NPU_PROVIDERS:
             raise ProviderError(f"--require-npu: session fell back to {actual}")
     return session, actual
+
+
+# The ops that are a decoder step's work: where they run is where the model runs.
+_WORK_OPS = frozenset({"MatMulNBits", "MatMul", "Gemm", "GroupQueryAttention", "MultiHeadAttention", "Attention"})
+
+
+def ran_on(session, registered: str, require_npu: bool = False) -> str:
+    """After the session's first run (profiled by create_session): the provider that ran most of the model's work
+    (its matrix products and attention), which the agent reports. A session's first provider is only the first
+    registered: on this onnxruntime `AzureExecutionProvider,CPUExecutionProvider` reported Azure everywhere while the
+    CPU ran every node (a review), as an NPU provider that takes no node of the graph would. Where the caller
+    profiles the session itself, its first provider."""
+    options = session.get_session_options()
+    if not (options.enable_profiling and _PLACEMENT in options.profile_file_prefix):
+        return registered
+    path = Path(session.end_profiling())
+    try:
+        events = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        log.warning("could not read which provider ran each node (%s); reporting %s", exc, registered)
+        return registered
+    finally:
+        shutil.rmtree(path.parent, ignore_errors=True)
+    nodes, work = Counter(), Counter()
+    for event in events:
+        args = event.get("args") or {}
+        if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time") and "provider" in args:
+            nodes[args["provider"]] += 1
+            work[args["provider"]] += args.get("op_name") in _WORK_OPS
+    if not nodes:
+        return registered
+    actual = max(work or nodes, key=lambda provider: (work[provider], nodes[provider]))
+    placed = ", ".join(f"{provider} {count}" for provider, count in nodes.most_common())
+    if actual != registered:
+        log.warning("execution provider %s was registered first, but %s runs the model (nodes: %s)",
+                    registered, actual, placed)  # fmt: skip
+    else:
+        log.info("nodes by execution provider: %s", placed)
+    if require_npu and actual not in NPU_PROVIDERS:
+        raise ProviderError(f"--require-npu: {actual} runs the model (nodes: {placed})")
+    return actual

@@ -13,7 +13,6 @@ under the 0.98 the INT4 export is held to.
 """
 
 import logging
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -67,17 +66,44 @@ class Quantization:
         }
 
 
-def quantize(fp32_model: Path, out_model: Path, q: Quantization) -> None:
-    if q.bits == 32:
-        shutil.copy(fp32_model, out_model)
+# Past this many bytes of weights, a model's weights go to one file beside its graph (`model.onnx.data`): one
+# protobuf holds at most 2 GB, and an INT4 export of a model with a large vocabulary (its embedding table fp32)
+# failed to save at all (`EncodeError: Failed to serialize proto`: a review).
+EXTERNAL_DATA_BYTES = 1 << 30
+
+
+def external_data_file(out_model: Path) -> str:
+    return Path(out_model).name + ".data"
+
+
+def _weighs_more_than(model, most: int) -> bool:
+    return sum(tensor.ByteSize() for tensor in model.graph.initializer) > most
+
+
+def save_model(model, out_model: Path) -> None:
+    """The model in one file, or (past EXTERNAL_DATA_BYTES of weights) its graph and one file of its weights."""
+    import onnx
+
+    if not _weighs_more_than(model, EXTERNAL_DATA_BYTES):
+        onnx.save_model(model, str(out_model))
         return
+    onnx.save_model(model, str(out_model), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=external_data_file(out_model), size_threshold=1024)  # fmt: skip
+
+
+def quantize(fp32_model: Path, out_model: Path, q: Quantization) -> None:
+    """`out_model` (with `out_model.data` beside it where the weights are large) from the fp32 export, whose weights
+    torch may have written one file each beside it: read here, they are the caller's to remove."""
     import onnx  # here, not at the top: the CLI reads INT4's defaults without paying for onnx (about 1 s)
 
     model = onnx.load(str(fp32_model))
+    if q.bits == 32:
+        save_model(model, out_model)
+        return
     if q.bits == 16:
         from onnxruntime.transformers.float16 import convert_float_to_float16
 
-        onnx.save(convert_float_to_float16(model, keep_io_types=True), str(out_model))
+        save_model(convert_float_to_float16(model, keep_io_types=True), out_model)
         return
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
@@ -100,7 +126,8 @@ def quantize(fp32_model: Path, out_model: Path, q: Quantization) -> None:
         quantizer.process()
     finally:
         quiet.setLevel(level)
-    quantizer.model.save_model_to_file(str(out_model), use_external_data_format=False)
+    big = _weighs_more_than(quantizer.model.model, EXTERNAL_DATA_BYTES)
+    quantizer.model.save_model_to_file(str(out_model), use_external_data_format=big)  # its weights in MODEL.data
 
 
 def linear_weight_bytes(model_path: Path) -> int:

@@ -12,6 +12,7 @@ import httpx
 from opentelemetry import propagate, trace
 
 from edge_agent.device import probe
+from edge_agent.providers import NPU_PROVIDERS
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer(__name__)
@@ -40,7 +41,8 @@ async def keep_registered(
     async with httpx.AsyncClient(timeout=5.0) as client:
         while True:
             try:
-                response = await _post(client, gateway_url, body | {"device": probe().as_dict()}, headers, registered)
+                response = await _post(client, gateway_url, body | {"device": device(execution_provider)}, headers,
+                                       registered)  # fmt: skip
                 interval = max(MIN_INTERVAL_S, float(response.json()["heartbeat_interval_s"]))
                 if not registered:
                     log.info("registered with %s as %s; heartbeat every %.1f s", gateway_url, agent_id, interval)
@@ -52,6 +54,12 @@ async def keep_registered(
                 registered = False
                 await asyncio.sleep(backoff)
                 backoff = min(MAX_BACKOFF_S, backoff * 2)
+
+
+def device(execution_provider: str) -> dict:
+    """The device's report, its `npu` whether an NPU runs this agent's model: an NPU provider installed beside the
+    one that runs it told the gateway's `device.npu` rules the model ran there (a review)."""
+    return probe().as_dict() | {"npu": execution_provider in NPU_PROVIDERS}
 
 
 async def _post(client: httpx.AsyncClient, gateway_url: str, body: dict, headers: dict, heartbeat: bool):

@@ -21,7 +21,7 @@ import onnxruntime as ort
 import torch
 
 from edge_agent.export import MODEL_NAME, verify_export
-from edge_agent.providers import DEFAULT_PRIORITY, create_session
+from edge_agent.providers import DEFAULT_PRIORITY, create_session, ran_on
 
 DEFAULT_CAPACITY = 4096  # KV positions preallocated per layer, unless the model's context is shorter
 _sequences = count(1)
@@ -51,8 +51,9 @@ class OnnxStepModel:
         self.eos_token_ids: tuple[int, ...] = tuple(manifest["eos_token_ids"])
         self.quantization: str = _variant(manifest)
         self.session, self.execution_provider = create_session(
-            str(Path(export_dir) / MODEL_NAME), priority, require_npu, options
+            str(Path(export_dir) / MODEL_NAME), priority, require_npu, options, placement=True
         )
+        self.vocab_size: int = next(o.shape[-1] for o in self.session.get_outputs() if o.name == "logits")
         inputs = {i.name: i for i in self.session.get_inputs()}
         self._past_names = [name for name in inputs if name.startswith("past_key_values.")]
         self._present_names = [o.name for o in self.session.get_outputs() if o.name.startswith("present.")]
@@ -68,6 +69,8 @@ class OnnxStepModel:
         for past, present, buffer in zip(self._past_names, self._present_names, self._buffers, strict=True):
             self._binding.bind_ortvalue_input(past, buffer)
             self._binding.bind_ortvalue_output(present, buffer)
+        self._run([0], 0, keep=1)  # where each node runs is known once one has run
+        self.execution_provider = ran_on(self.session, self.execution_provider, require_npu)
 
     def prefill(self, prompt_token_ids: list[int]) -> tuple[torch.Tensor, State]:
         self._sequence = next(_sequences)

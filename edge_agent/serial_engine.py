@@ -37,6 +37,7 @@ TOKEN_RATE_WINDOW_S = 10.0
 
 class StepModel(Protocol):
     max_context_tokens: int
+    vocab_size: int  # the logits' width: a token id is below it
 
     def prefill(self, prompt_token_ids: list[int]) -> tuple[torch.Tensor, Any]:
         """Logits [vocab] for the token after the prompt, and the model's state."""
@@ -89,7 +90,7 @@ class SerialEngine:
         self._thread.start()
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
-        check_fits_context(request, self._model.max_context_tokens)
+        check_fits_context(request, self._model.max_context_tokens, self._model.vocab_size)
         if request.sampling.prompt_logprobs is not None and not hasattr(self._model, "prefill_all"):
             raise RequestRejected("prompt log-probabilities (echo with logprobs) are not available on this engine")
         job = _Job(request, ChunkChannel())

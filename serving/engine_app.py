@@ -17,16 +17,24 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from serving.checkpoint import GenerationDefaults
+from serving.client_leaves import client_gone, unless_the_client_leaves
 from serving.engine_api import Engine, GenerationRequest, RequestRejected, SamplingParams
 from serving.grammar import refused
-from serving.openai.answer import ToolPlan, answer_grammar, answer_logprobs, check_token_ids, stops_for, tool_plan
+from serving.openai.answer import (
+    ToolPlan,
+    answer_grammar,
+    answer_logprobs,
+    check_token_ids,
+    max_tokens_within,
+    stops_for,
+    tool_plan,
+)
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.errors import (
     UNDECODABLE_BODY,
     BadRequest,
     GatewayError,
     ModelNotFound,
-    PromptTooLong,
     framework_refusal,
     refusal,
 )
@@ -52,6 +60,7 @@ def _rejected(exc: RequestRejected, plan: ToolPlan | None = None) -> tuple[str, 
 def _request(
     body: ChatCompletionRequest,
     prompt_ids: list[int],
+    most: int,
     counter,
     plan: ToolPlan | None,
     grammar: str,
@@ -66,7 +75,7 @@ def _request(
         sampling=SamplingParams(
             **body.sampling(defaults),
             seed=body.seed,
-            max_tokens=body.max_completion_tokens or body.max_tokens or DEFAULT_MAX_TOKENS,
+            max_tokens=most,
             stop_strings=stop_strings,
             stop_token_ids=stop_token_ids,
             ignore_eos=body.ignore_eos,
@@ -130,10 +139,10 @@ def add_openai_routes(
             grammar = await asyncio.to_thread(answer_grammar, body, plan, chat)
             messages = [m.for_template() for m in body.messages]
             prompt_ids = await asyncio.to_thread(chat.encode_chat, messages, body.tools or None)
-            gen = _request(body, prompt_ids, counter, plan, grammar, chat.generation_defaults, private)
             context = engine.stats().max_context_tokens
-            if len(prompt_ids) + gen.sampling.max_tokens > context:
-                raise PromptTooLong.of(context, len(prompt_ids), gen.sampling.max_tokens, "messages")
+            asked = body.max_completion_tokens or body.max_tokens
+            most = max_tokens_within(asked, len(prompt_ids), context, DEFAULT_MAX_TOKENS, "messages")
+            gen = _request(body, prompt_ids, most, counter, plan, grammar, chat.generation_defaults, private)
         except GatewayError as exc:  # BadRequest, PromptTooLong: the gateway's own answer
             return JSONResponse(exc.body(), exc.status_code)
         except RequestRejected as exc:
@@ -149,18 +158,29 @@ def add_openai_routes(
         if body.stream:
             events = _sse(shape, stream, logprobs, plan, include_usage)
             return StreamingResponse(events, media_type="text/event-stream")
-        text, last = "", None
+
+        async def whole() -> tuple[str, object]:
+            text, last = "", None
+            try:
+                async for chunk in stream:
+                    text += chunk.text
+                    if logprobs is not None:
+                        logprobs.of(chunk)
+                    last = chunk
+            finally:
+                await stream.aclose()  # cancelled as the client left: the engine frees the request
+            return text, last
+
         try:
-            async for chunk in stream:
-                text += chunk.text
-                if logprobs is not None:
-                    logprobs.of(chunk)
-                last = chunk
+            done = await unless_the_client_leaves(request, whole())
         except RequestRejected as exc:
             return error_response(400, *_rejected(exc, plan))
         except Exception:  # noqa: BLE001 - never a bare stack trace to the client
             log.exception("the engine failed")
             return error_response(500, "the engine failed; see this process's log", "server_error")
+        if done is None:
+            return client_gone()
+        text, last = done
         raw, calls = text, []
         if plan is not None:
             text, calls = plan.parse(raw, last.finish_reason)

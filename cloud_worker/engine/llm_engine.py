@@ -70,6 +70,7 @@ class PagedEngine:
         eos_token_ids: tuple[int, ...],
         model_id: str,
         max_context_tokens: int,
+        vocab_size: int,
         execution_provider: str,
         on_block_events: Callable[[list[BlockEvent]], None] | None = None,
     ) -> None:
@@ -79,6 +80,7 @@ class PagedEngine:
         self.scheduler = Scheduler(config, block_manager)
         self.runner, self._tokenizer, self._eos_token_ids = runner, tokenizer, frozenset(eos_token_ids)
         self._max_context_tokens = min(max_context_tokens, block_manager.num_blocks * block_manager.block_size_tokens)
+        self._vocab_size = vocab_size  # the embedding's rows: a token id is below it
         self._on_block_events = on_block_events
         self._inbox: queue.SimpleQueue[_Job | int | None] = queue.SimpleQueue()  # job, cancelled job's key, or stop
         self._jobs: dict[int, _Job] = {}  # by Sequence.arrival (request ids come from callers, may repeat)
@@ -125,7 +127,7 @@ class PagedEngine:
     def _check(self, request: GenerationRequest) -> None:
         if self._closed:
             raise RequestRejected("the engine is shutting down")
-        check_fits_context(request, self._max_context_tokens)
+        check_fits_context(request, self._max_context_tokens, self._vocab_size)
 
     def stats(self) -> EngineStats:
         bm = self.block_manager

@@ -10,14 +10,14 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
 import anyio
 import grpc
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from opentelemetry import context, trace
 
 from gateway import metrics, privacy
@@ -30,6 +30,7 @@ from gateway.policy.schema import Policy
 from gateway.state import GatewayState
 from proto.gen import worker_pb2
 from serving import spans
+from serving.client_leaves import client_gone, unless_the_client_leaves
 from serving.grammar import refused
 from serving.openai.answer import ToolPlan, answer_logprobs, stops_for
 from serving.openai.errors import BackendFailed, BadRequest, GatewayError
@@ -176,7 +177,7 @@ async def _serve(
         if routed_all is None:  # the client left while its choices were being started
             await admission.release(0)
             unrouted("client_closed")  # its decision all the same (replay counts what came)
-            return _client_gone()
+            return client_gone()
     except BaseException as exc:
         await admission.release(0)
         if isinstance(exc, GatewayError):
@@ -231,8 +232,8 @@ async def _serve(
             return ClosingStreamingResponse(events, media_type="text/event-stream", headers=headers)
         work = _collect(routed, shape, started, admission, traced(one), logprobs(one), tools, prefix(one))
         with _saying_where(headers):
-            answer = await _unless_the_client_leaves(request, work)
-        return await _json_response(answer, headers, logprobs_wanted) if answer is not None else _client_gone()
+            answer = await unless_the_client_leaves(request, work)
+        return await _json_response(answer, headers, logprobs_wanted) if answer is not None else client_gone()
     shared = _SharedAdmission(admission, len(choices))
     shapes = [dataclasses.replace(shape, index=choice.index) for choice in choices]
     firsts = {choice.index for choice in choices if choice.index % body.n == 0}  # each prompt's tokens counted once
@@ -286,7 +287,7 @@ async def _serve(
         )
         return ClosingStreamingResponse(events, media_type="text/event-stream", headers=headers)
     with _saying_where(headers):
-        answers = await _unless_the_client_leaves(
+        answers = await unless_the_client_leaves(
             request,
             _first_failure_ends_all(
                 [
@@ -306,7 +307,7 @@ async def _serve(
             ),
         )
     if answers is None:
-        return _client_gone()
+        return client_gone()
     merged = answers[0] | {"choices": [a["choices"][0] for a in answers], "usage": usage_dict(_summed(usages, firsts))}
     return await _json_response(merged, headers, logprobs_wanted)
 
@@ -330,7 +331,7 @@ async def _dispatch_all(
 
     routed_all = None
     try:
-        routed_all = await _unless_the_client_leaves(request, in_turn())
+        routed_all = await unless_the_client_leaves(request, in_turn())
         return routed_all
     finally:
         if routed_all is None:  # a failure, the client gone, or the request cancelled: nothing is left open
@@ -381,41 +382,12 @@ def _summed(usages: dict[int, worker_pb2.Usage], firsts: set[int]) -> worker_pb2
     )
 
 
-async def _unless_the_client_leaves(request: Request, work: Awaitable[T]) -> T | None:
-    """The work's result; None once the client has disconnected, the work cancelled, and with it the workers'
-    generation (each answer's `aclose` cancels its call; a streamed answer is cancelled by its response already).
-    A non-streamed request whose client left ran to its last token, holding KV blocks and the tenant's slot."""
-    answer = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait((answer, gone), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not answer.done():
-            answer.cancel()
-        gone.cancel()
-    if not answer.cancelled() and answer.done():
-        return answer.result()
-    with suppress(asyncio.CancelledError):
-        await answer
-    return None
-
-
-async def _disconnected(request: Request) -> None:
-    """Returns when the client has gone: the server's next message after the body is `http.disconnect`."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
 async def _json_response(answer: dict, headers: dict[str, str], large: bool) -> JSONResponse:
     """The answer as JSON; encoded off the event loop when it is `large` (log-probabilities: n=8 answers of 2,000
     tokens with 20 alternatives each are 22 MB, over a second of encoding every other request would wait out)."""
     if large:
         return await asyncio.to_thread(JSONResponse, answer, headers=headers)
     return JSONResponse(answer, headers=headers)
-
-
-def _client_gone() -> Response:
-    return Response(status_code=499)  # nginx's "client closed request": no one reads it; the span records it
 
 
 def _x_request_id(request: Request) -> str | None:

@@ -27,9 +27,9 @@ from gateway.policy.schema import Policy
 from gateway.state import GatewayState, ServedModel
 from serving import spans
 from serving.grammar import CACHE_SCOPE, REMEMBERED_ONLY, NotRemembered
-from serving.openai.answer import ToolPlan, answer_grammar, check_token_ids, shaped, tool_plan
+from serving.openai.answer import ToolPlan, answer_grammar, check_token_ids, max_tokens_within, shaped, tool_plan
 from serving.openai.chat_tokenizer import ChatTokenizer
-from serving.openai.errors import BadRequest, PromptTooLong
+from serving.openai.errors import BadRequest
 from serving.openai.schemas import ChatCompletionRequest, CompletionRequest, _GenerationParams
 
 tracer = spans.get_tracer(__name__)  # the SDK's spans at a fraction of their cost (serving/spans.py)
@@ -208,14 +208,7 @@ def _max_tokens(
     requested: int | None, num_prompt: int, model: ServedModel, state: GatewayState, prompt_field: str
 ) -> int:
     context = model.tokenizer.max_context_tokens
-    room = context - num_prompt
-    if requested is None:
-        if room < 1:
-            raise PromptTooLong.of(context, num_prompt, None, prompt_field)
-        return min(state.settings.default_max_tokens, room)
-    if requested > room:  # 0 (completions' echo alone) fits a prompt that fills the context
-        raise PromptTooLong.of(context, num_prompt, requested, prompt_field)
-    return requested
+    return max_tokens_within(requested, num_prompt, context, state.settings.default_max_tokens, prompt_field)
 
 
 TANDEM_REQUEST_HEADERS = (b"x-tandem-privacy", b"x-tandem-device", b"x-tandem-agent", b"x-tandem-tenant")

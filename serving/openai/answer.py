@@ -21,7 +21,7 @@ from serving.grammar import (
 )
 from serving.openai import tools
 from serving.openai.chat_tokenizer import ChatTokenizer
-from serving.openai.errors import BadRequest
+from serving.openai.errors import BadRequest, PromptTooLong
 from serving.openai.schemas import ChatCompletionRequest, _GenerationParams
 
 
@@ -123,6 +123,20 @@ def check_token_ids(body: _GenerationParams, vocab: int) -> None:
     for param, ids in (("logit_bias", body.token_biases()), ("stop_token_ids", body.stop_token_ids or ())):
         if bad := [t for t in ids if t >= vocab]:
             raise BadRequest(f"{param}: token ids out of range [0, {vocab}): {bad[:5]}", param=param)
+
+
+def max_tokens_within(requested: int | None, num_prompt: int, context: int, default: int, prompt_field: str) -> int:
+    """The request's max_tokens, or (where it sets none) `default` within the room the prompt leaves: the gateway's
+    and the local agent's alike (a private request of 1,971 tokens without max_tokens was a 400 on the device where
+    the gateway answered it, not private: a review). PromptTooLong where the answer cannot fit."""
+    room = context - num_prompt
+    if requested is None:
+        if room < 1:
+            raise PromptTooLong.of(context, num_prompt, None, prompt_field)
+        return min(default, room)
+    if requested > room:  # 0 (completions' echo alone) fits a prompt that fills the context
+        raise PromptTooLong.of(context, num_prompt, requested, prompt_field)
+    return requested
 
 
 def shaped(body: _GenerationParams, plan: ToolPlan | None) -> bool:

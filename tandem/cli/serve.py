@@ -1,6 +1,7 @@
 """The processes: `tandem up` (the whole local stack), `gateway`, `cloud-worker`, `sim-worker`, `edge-agent`.
 Engine options take their defaults from `EngineConfig`, so the CLI never repeats them."""
 
+import errno
 from pathlib import Path
 from typing import Annotated
 
@@ -195,6 +196,9 @@ def sim_worker(
     )
 
 
+_DISK_ERRORS = frozenset({errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT, errno.EPERM})
+
+
 def edge_agent(
     model: ModelDir,
     host: str = "127.0.0.1",
@@ -231,6 +235,7 @@ def edge_agent(
     from edge_agent.export import ExportError
     from edge_agent.providers import DEFAULT_PRIORITY, ProviderError
     from edge_agent.server import RegisterWith, run
+    from modeling.model_config import CheckpointError, UnsupportedModelError
 
     setup_logging(log_level)
     priority = tuple(p.strip() for p in providers.split(",") if p.strip()) if providers else DEFAULT_PRIORITY
@@ -254,5 +259,8 @@ def edge_agent(
             local_http_port,
             metrics_port,
         )
-    except (ProviderError, ExportError) as exc:
+    except (ProviderError, ExportError, CheckpointError, UnsupportedModelError) as exc:
         fail(exc, 1, exc)
+    except OSError as exc:  # the export cache full or read-only (a review: 120 lines of traceback), a port in use
+        where = exc.filename or (cache_dir if exc.errno in _DISK_ERRORS else None)
+        fail(f"{where}: {exc.strerror or exc}" if where else (exc.strerror or str(exc)), 1, exc)

@@ -58,10 +58,10 @@ async def flood(url: str, n: int) -> dict[int, int]:
     return statuses
 
 
-def direct(endpoint: str, sampling: worker_pb2.SamplingParams) -> grpc.StatusCode:
+def direct(endpoint: str, sampling: worker_pb2.SamplingParams, prompt=(1, 2, 3)) -> grpc.StatusCode:
     channel = grpc.insecure_channel(endpoint.removeprefix("grpc://"))
     try:
-        request = worker_pb2.GenerateRequest(request_id="bad", prompt_token_ids=[1, 2, 3], sampling=sampling)
+        request = worker_pb2.GenerateRequest(request_id="bad", prompt_token_ids=prompt, sampling=sampling)
         list(worker_pb2_grpc.WorkerStub(channel).Generate(request, timeout=10))
     except grpc.RpcError as exc:
         return exc.code()
@@ -420,3 +420,33 @@ def test_metadata_past_openais_limits_is_a_400_naming_it(stack, metadata):
     """170,000 metadata keys, each checked for a misspelt `privacy`, held the event loop for seconds."""
     reply = httpx.post(f"{stack.url}/v1/chat/completions", json=ASK | {"metadata": metadata}, timeout=30)
     assert reply.status_code == 400 and reply.json()["error"]["param"] == "metadata", reply.text
+
+
+@pytest.mark.parametrize("pool", ["cloud", "edge"])
+def test_a_direct_clients_bad_ids_and_long_lists_are_its_own_fault_not_its_neighbours(stack, pool):
+    """A token id the model has not, sent straight to a worker, raised IndexError on the engine thread, which failed
+    every request in its batch (the others' streams ended `backend failed mid-answer`); 40,000 stop strings or
+    300,000 biases slowed every other request 9-70x, read at each step (a review)."""
+    endpoint = endpoint_of(stack, pool).removeprefix("grpc://")
+    channel = grpc.insecure_channel(endpoint)
+    try:
+        neighbour = worker_pb2.GenerateRequest(request_id="neighbour", prompt_token_ids=[1, 309, 201],
+            sampling=worker_pb2.SamplingParams(max_tokens=48, ignore_eos=True))  # fmt: skip
+        stream = worker_pb2_grpc.WorkerStub(channel).Generate(neighbour, timeout=60)
+        first = next(stream)  # the neighbour runs
+        ok = worker_pb2.SamplingParams(max_tokens=2)
+        for prompt in ([1, 2, 10**6], [1, -5, 3], [2**31 - 1]):
+            assert direct(endpoint, ok, prompt) == grpc.StatusCode.INVALID_ARGUMENT, prompt
+        for sampling in (
+            worker_pb2.SamplingParams(max_tokens=2, stop_strings=["x"] * 40_000),
+            worker_pb2.SamplingParams(max_tokens=2, stop_strings=["x" * 5000]),
+            worker_pb2.SamplingParams(max_tokens=2, logit_bias={t: 1.0 for t in range(2000)}),
+            worker_pb2.SamplingParams(max_tokens=2, logit_bias={10**6: 1.0}),
+            worker_pb2.SamplingParams(max_tokens=2, stop_token_ids=[10**6]),
+        ):
+            assert direct(endpoint, sampling) == grpc.StatusCode.INVALID_ARGUMENT
+        rest = list(stream)
+        assert rest[-1].finish_reason == "length"
+        assert len(first.token_ids) + sum(len(c.token_ids) for c in rest) == 48
+    finally:
+        channel.close()

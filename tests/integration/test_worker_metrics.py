@@ -72,13 +72,57 @@ def check_openai_http(kind: str, metrics_port: int) -> None:
         client.chat.completions.create(model="other-model", max_tokens=3, messages=hi)
 
 
+def check_no_max_tokens_near_the_context_is_answered(metrics_port: int, model_dir) -> None:
+    """Without max_tokens, the answer fills the room the prompt leaves, as the gateway's does: the engine's own
+    route (and the device's local agent) refused a prompt that left less than its default of 128 (a review)."""
+    from serving.openai.chat_tokenizer import ChatTokenizer
+
+    chat, words = ChatTokenizer(model_dir), 600
+    while len(chat.encode_chat([{"role": "user", "content": "tell " * words}])) < 2048 - 40:
+        words += 2
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{metrics_port}/v1", api_key="unused", max_retries=0)
+    answer = client.chat.completions.create(model="tandem-demo", messages=[{"role": "user", "content": "tell " * words}],
+                                            extra_body={"ignore_eos": True})  # fmt: skip
+    assert answer.choices[0].finish_reason == "length"
+    assert answer.usage.prompt_tokens + answer.usage.completion_tokens == 2048 and answer.usage.completion_tokens < 128
+
+
+def check_a_client_that_leaves_frees_the_engine(port: int, metrics_port: int) -> None:
+    """Not streamed, the engine's own OpenAI route (--serve-openai, and the device's local agent) ran to max_tokens
+    after its client left: retries after a proxy's timeouts piled up (a review). Now it stops as the client goes."""
+    body = (b'{"model": "tandem-demo", "max_tokens": 2000, "ignore_eos": true, '
+            b'"messages": [{"role": "user", "content": "tell me a long story"}]}')  # fmt: skip
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{metrics_port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")  # fmt: skip
+
+    def stats() -> worker_pb2.StatsReply:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            return worker_pb2_grpc.WorkerStub(channel).Stats(worker_pb2.StatsRequest(), timeout=5)
+
+    async def leave() -> None:
+        _, writer = await asyncio.open_connection("127.0.0.1", metrics_port)
+        writer.write(head.encode() + body)
+        await writer.drain()
+        deadline = time.monotonic() + 30
+        while stats().running == 0:
+            assert time.monotonic() < deadline, "the request never reached the engine"
+            await asyncio.sleep(0.05)
+        writer.transport.abort()
+
+    asyncio.run(leave())
+    left = time.monotonic()
+    while (now := stats()).running or now.kv_blocks_used:
+        assert time.monotonic() - left < 1, now  # 2,000 tokens take 3 s and more here
+        time.sleep(0.1)
+
+
 @pytest.mark.parametrize("kind", ["cloud", "edge"])
 def test_the_worker_exports_its_stats_as_prometheus_metrics(kind, demo_checkpoint, redis_url, tmp_path):
     port, metrics_port = free_port(), free_port()
     args = ["--model", str(demo_checkpoint), "--port", str(port), "--metrics-port", str(metrics_port)]
     if kind == "cloud":
         # One sequence at a time: a second request waits, so the waiting gauges have something to show.
-        args += ["--num-kv-blocks", "64", "--max-num-seqs", "1", "--serve-openai"]
+        args += ["--num-kv-blocks", "160", "--max-num-seqs", "1", "--serve-openai"]
         worker = start_worker_process(["cloud-worker", *args], {"REDIS_URL": redis_url})
     else:  # the serial engine runs one request at a time anyway
         worker = start_worker_process(["edge-agent", *args, "--cache-dir", str(tmp_path)])
@@ -88,6 +132,9 @@ def test_the_worker_exports_its_stats_as_prometheus_metrics(kind, demo_checkpoin
         samples, _ = scrape(metrics_port)
         busy, types = asyncio.run(scrape_while_busy(port, metrics_port))
         check_openai_http(kind, metrics_port)
+        if kind == "cloud":
+            check_a_client_that_leaves_frees_the_engine(port, metrics_port)
+            check_no_max_tokens_near_the_context_is_answered(metrics_port, demo_checkpoint)
     finally:
         worker.terminate()
         worker.wait(timeout=15)
@@ -97,7 +144,7 @@ def test_the_worker_exports_its_stats_as_prometheus_metrics(kind, demo_checkpoin
     assert labels["execution_provider"] == ("torch-cpu" if kind == "cloud" else "CPUExecutionProvider")
     assert samples["tandem_worker_memory_watermark_bytes"][1] >= samples["tandem_worker_memory_bytes"][1] > 0
     if kind == "cloud":
-        assert samples["tandem_worker_kv_blocks_total"][1] == 64
+        assert samples["tandem_worker_kv_blocks_total"][1] == 160
         assert samples["tandem_worker_prefix_hit_tokens_total"][1] == 32  # the second request's two cached blocks
     assert_the_endpoint_picker_sees_what_tandem_reports(kind, busy, types)
 

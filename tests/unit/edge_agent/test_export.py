@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -61,6 +62,24 @@ def test_export_is_cached_by_checkpoint_content(demo_checkpoint, export_dir):
     assert again == export_dir and (export_dir / "model.onnx").stat().st_mtime_ns == before
     manifest = json.loads((export_dir / MANIFEST_NAME).read_text())
     assert manifest["quantization"]["bits"] == 32 and "model.onnx" in manifest["files"]
+
+
+@pytest.mark.parametrize(("name", "change"), [("generation_config.json", "eos"), ("tokenizer.json", "whitespace")])
+def test_an_export_is_made_again_when_a_file_it_copies_changes(demo_checkpoint, tmp_path, name, change):
+    """The cache was keyed by config.json and the weights: a generation_config.json that gained an end-of-turn id
+    (as Llama-3-Instruct's fix did) kept the old export, which decoded past it (a review)."""
+    from edge_agent.export import checkpoint_hash
+
+    checkpoint = tmp_path / "tandem-demo"
+    shutil.copytree(demo_checkpoint, checkpoint)
+    before = checkpoint_hash(checkpoint)
+    path = checkpoint / name
+    if change == "eos":
+        config = json.loads(path.read_text()) if path.is_file() else {}
+        path.write_text(json.dumps(config | {"eos_token_id": [2, 16]}))
+    else:
+        path.write_text(path.read_text() + "\n")
+    assert checkpoint_hash(checkpoint) != before
 
 
 def test_edge_engine_reports_provider_and_matches_cloud_greedy_and_seeded(demo_checkpoint, export_dir):

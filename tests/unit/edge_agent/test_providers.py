@@ -1,5 +1,7 @@
 """Execution-provider choice: priority order, honest reporting, strict NPU mode."""
 
+import tempfile
+
 import onnxruntime as ort
 import pytest
 
@@ -77,3 +79,31 @@ def test_an_operators_first_choice_passed_over_is_a_warning(demo_checkpoint, tmp
     with caplog.at_level("INFO", logger="edge_agent.providers"):
         create_session(str(path))  # the default list: NPUs first wherever there are none is no news
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+@pytest.mark.skipif("AzureExecutionProvider" not in ort.get_available_providers(), reason="no Azure EP in this build")
+def test_the_provider_reported_is_the_one_that_runs_the_model_not_the_first_registered(
+    demo_checkpoint, tmp_path, caplog, monkeypatch
+):
+    """onnxruntime's wheel has AzureExecutionProvider, which takes no node of this graph: registered first, it was
+    what the log, Stats, /readyz, the metrics and the registration said, while the CPU ran every node (a review)."""
+    from edge_agent.export import export_onnx
+    from edge_agent.registration import device
+    from edge_agent.runner import OnnxStepModel
+
+    export = export_onnx(demo_checkpoint, tmp_path / "onnx", show_progress=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the first run's profile goes
+    with caplog.at_level("INFO", logger="edge_agent.providers"):
+        model = OnnxStepModel(export, ("AzureExecutionProvider", "CPUExecutionProvider"))
+    assert model.session.get_providers()[0] == "AzureExecutionProvider"
+    assert model.execution_provider == "CPUExecutionProvider"
+    assert any("CPUExecutionProvider runs the model" in r.getMessage() for r in caplog.records)
+    assert not list(tmp_path.glob("tandem-placement-*"))  # the profile is read and removed
+    assert device(model.execution_provider)["npu"] is False
+
+
+def test_an_agent_reports_an_npu_only_where_one_runs_its_model():
+    from edge_agent.registration import device
+
+    assert device("QNNExecutionProvider")["npu"] is True
+    assert device("CPUExecutionProvider")["npu"] is False

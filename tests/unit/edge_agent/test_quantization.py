@@ -132,3 +132,24 @@ def test_int4_against_fp32_on_real_text(exports, demo_checkpoint):
     cosine = (reference * quantized).sum(-1) / np.linalg.norm(reference, axis=-1) / np.linalg.norm(quantized, axis=-1)
     assert cosine.mean() >= 0.98
     assert (reference.argmax(-1) == quantized.argmax(-1)).mean() >= 0.90
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int4", "fp16"])
+def test_large_weights_go_to_one_file_beside_the_graph_and_an_export_replaces_its_own(
+    exports, demo_checkpoint, tmp_path, monkeypatch, variant
+):
+    """One protobuf holds at most 2 GB: an INT4 or fp16 export of a model with a large vocabulary failed to save,
+    and an fp32 one left a file per tensor, which the next export into its folder took for someone else's (a
+    review). Past EXTERNAL_DATA_BYTES (here 0, as a model of billions of weights), the weights are one file."""
+    from edge_agent import quantize as quantize_module
+
+    monkeypatch.setattr(quantize_module, "EXTERNAL_DATA_BYTES", 0)
+    q = {"fp32": Quantization(bits=32), "int4": Quantization(bits=4, block_size=32), "fp16": Quantization(bits=16)}
+    out = export_onnx(demo_checkpoint, tmp_path / variant, q[variant], show_progress=False)
+    listed = manifest(out)["files"]
+    assert "model.onnx.data" in listed and set(listed) == {p.name for p in out.iterdir()} - {MANIFEST_NAME}
+    assert not [name for name in listed if name.startswith(("onnx__", "fp32"))]
+    big, small = OnnxStepModel(out), OnnxStepModel(exports[variant])
+    np.testing.assert_allclose(big.prefill(PROMPT)[0].numpy(), small.prefill(PROMPT)[0].numpy(), rtol=0, atol=1e-5)
+    assert manifest(out)["sizes"]["model_bytes"] >= (out / "model.onnx.data").stat().st_size
+    assert export_onnx(demo_checkpoint, out, q[variant], show_progress=False) == out  # its own folder, replaced

@@ -17,6 +17,7 @@ class CountingStepModel:
     def __init__(self, model) -> None:
         self._model = model
         self.max_context_tokens = model.config.max_position_embeddings
+        self.vocab_size = model.config.vocab_size
         self.num_decode_steps = 0
 
     def prefill(self, prompt_token_ids):

@@ -96,3 +96,17 @@ def test_a_damaged_demo_is_built_again_not_kept(demo_checkpoint, tmp_path):
     assert done.returncode == 0, done.stderr
     assert demo_is_whole(demo)
     assert (demo / "model.safetensors").read_bytes() == (demo_checkpoint / "model.safetensors").read_bytes()
+
+
+def test_the_edge_agent_says_what_it_cannot_read_or_write_in_one_line(demo_checkpoint, tmp_path):
+    """A damaged checkpoint, or an export cache it cannot write (full, read-only, under a file), ended the agent
+    with a traceback of 120 lines that did not name the folder (a review)."""
+    broken = damaged(demo_checkpoint, tmp_path / "m", "config.json", b"{")
+    (tmp_path / "a-file").write_text("")
+    for model, cache in ((broken, tmp_path / "cache"), (demo_checkpoint, tmp_path / "a-file" / "cache")):
+        done = subprocess.run([sys.executable, "-m", "tandem.cli", "edge-agent", "--model", str(model), "--cache-dir",
+                               str(cache), "--port", "1", "--log-level", "warning"],
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("error: ") and ("config.json" in last or "a-file" in last), done.stderr
