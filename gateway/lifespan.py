@@ -28,7 +28,14 @@ from gateway.limits.admission import AdmissionController
 from gateway.policy.loader import parse_policy, read_policy_text
 from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
 from gateway.policy.schema import Pool
-from gateway.redis_client import RedisWatch, connect, unreachable
+from gateway.redis_client import (
+    START_PROBE_S,
+    RedisMisconfigured,
+    RedisWatch,
+    connect,
+    misconfigured,
+    unreachable,
+)
 from gateway.state import GatewayState, ServedModel, check_models
 from gateway.tenants import Tenants, TenantsError
 from modeling.model_config import CheckpointError
@@ -83,6 +90,7 @@ def preflight(s: Settings) -> None:
             raise ValueError(f"{s.policy_file}: {exc}") from None
         if s.redis_url:
             redis.asyncio.connection.parse_url(s.redis_url)  # what connect() would refuse
+            _redis_as_written(s.redis_url)
         tool_format_for(None, os.environ.get("TANDEM_TOOL_FORMAT"))
         if s.decision_log is not None:
             try:
@@ -92,6 +100,21 @@ def preflight(s: Settings) -> None:
                 raise ValueError(f"TANDEM_DECISION_LOG={s.decision_log}: cannot append to it: {exc.strerror}") from None
     except (TenantsError, CheckpointError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
+
+
+def _redis_as_written(url: str) -> None:
+    """ValueError where REDIS_URL's password or database cannot work (the one PING that says so, in the words of
+    redis_client.misconfigured); an outage is no verdict: the gateway starts without Redis and probes it."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=START_PROBE_S, socket_connect_timeout=START_PROBE_S)
+    try:
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - only a wrong URL stops the start
+        if problem := misconfigured(client, exc):
+            raise ValueError(f"REDIS_URL: {problem}") from None
+    finally:
+        client.close()
 
 
 def app_settings(app: FastAPI) -> Settings:
@@ -118,8 +141,12 @@ async def lifespan(app: FastAPI):
     except ValueError as exc:
         raise ConfigError(f"{s.policy_file}: {exc}") from None
     redis_client = _redis(s.redis_url)
-    silent = await unreachable(redis_client) if redis_client is not None else None  # said once, by each user
-    watch = RedisWatch()  # one verdict on Redis for its every user
+    try:
+        silent = await unreachable(redis_client) if redis_client is not None else None  # said once, by each user
+    except RedisMisconfigured as exc:
+        await redis_client.aclose()
+        raise ConfigError(f"REDIS_URL: {exc}") from None
+    watch = RedisWatch(client=redis_client)  # one verdict on Redis for its every user
     try:
         chats = {name: ChatTokenizer(path) for name, path in checkpoints.items()}
     except CheckpointError as exc:
@@ -144,6 +171,7 @@ async def lifespan(app: FastAPI):
         edge_agents=EdgeAgents(s.edge_agent_ttl_s),
         decisions=decisions,
         ttft=TtftWindow(s.autoscale_window_s),
+        redis=watch if redis_client is not None else None,
     )
     app.state.gateway = state
     autoscale = AutoscaleCollector(s, registry, lambda: state.policy, state.ttft)
@@ -159,6 +187,7 @@ async def lifespan(app: FastAPI):
     await asyncio.gather(*tasks, return_exceptions=True)
     REGISTRY.unregister(autoscale)
     await registry.close()
+    await watch.close()
     if redis_client is not None:
         await redis_client.aclose()
     if decisions:

@@ -7,6 +7,7 @@ command leaves. Its sync connections use hiredis's C packer; `connect` gives the
 """
 
 import asyncio
+import contextlib
 import time
 
 import hiredis
@@ -44,53 +45,135 @@ def connect(url: str, **kwargs):
 
 # The longest a request waits on Redis (a round trip takes 0.2-2 ms here, bench/scaling.py). A Redis that stalls
 # (SIGSTOP, a fork for a snapshot, a network hiccup) cost every request the client's 0.5 s socket timeout; now it
-# costs one request this, and the requests after it go on without Redis until RETRY_AFTER_S has passed.
+# costs one request this, and the requests after it go on without Redis until a probe finds it answering again.
 ANSWER_BUDGET_S = 0.05
+# A command that must open its connection first: a TCP and a HELLO round trip before the command's. Within the 50 ms
+# of a command alone, a Redis 20 ms away never answered a new connection in time, and a timeout drops the one it
+# had: one blip and that gateway never used Redis again (a review).
+CONNECT_BUDGET_S = 0.5
 RETRY_AFTER_S = 5.0
-START_PROBE_S = 2.0  # how long the gateway's start waits for Redis's first answer
+START_PROBE_S = 2.0  # how long the gateway's start (and a probe after a failure) waits for Redis's PING
 STALLED = f"Redis answered not within {ANSWER_BUDGET_S * 1000:g} ms"
+
+
+def where(client) -> str:
+    """Redis's address as the client reaches it, never its password."""
+    kwargs = client.connection_pool.connection_kwargs
+    return kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+
+
+def misconfigured(client, exc: BaseException) -> str | None:
+    """Why REDIS_URL cannot work as written, where that is the failure (a password missing or refused, a database
+    Redis has not): an operator's mistake no retry mends, which read as an outage (two WARNING lines, limits per
+    replica for good, a ready gateway: a review). None for anything else."""
+    import redis.exceptions
+
+    at = where(client)
+    if isinstance(exc, redis.exceptions.AuthenticationError):
+        if "must be called with the client already authenticated" in str(exc) or "NOAUTH" in str(exc):
+            return f"Redis at {at} needs a password: write it in REDIS_URL (redis://:PASSWORD@{at})"
+        return f"Redis at {at} refused REDIS_URL's user or password: {exc}"
+    if isinstance(exc, redis.exceptions.ResponseError) and "DB index is out of range" in str(exc):
+        db = client.connection_pool.connection_kwargs.get("db", 0)
+        return f"Redis at {at} has no database {db}: the /N at the end of REDIS_URL must be one it has"
+    return None
 
 
 class RedisWatch:
     """Whether to ask Redis now, one verdict for all its users (prefix hints, rate limits): after a failure of any,
-    none asks for RETRY_AFTER_S. Each kept its own, so a request paid both budgets when Redis stalled (a review)."""
+    none asks until Redis answers a probe (every RETRY_AFTER_S, with START_PROBE_S to answer, in the background: a
+    request never pays for a new connection to a Redis that failed). Each user kept its own verdict, so a request paid
+    both budgets when Redis stalled (a review). Without a client (tests), it asks again after `retry_after_s`."""
 
-    def __init__(self, retry_after_s: float = RETRY_AFTER_S) -> None:
-        self.retry_after_s = retry_after_s
+    def __init__(self, retry_after_s: float = RETRY_AFTER_S, client=None) -> None:
+        self.retry_after_s, self._client = retry_after_s, client
         self._down_until = 0.0
+        self._asking = 0  # commands waiting on Redis now: each may need a connection of its own
+        self._probe: asyncio.Task | None = None
+        self.answered = True  # Redis's last word was an answer (not a failure)
+        self.last_error: str | None = None
 
     def usable(self) -> bool:
+        if self._probe is not None:
+            return False
         return time.monotonic() >= self._down_until
 
-    def failed(self) -> None:
+    def failed(self, why: str | None = None) -> None:
+        self.answered = False
+        if why:
+            self.last_error = why
         self._down_until = time.monotonic() + self.retry_after_s
+        if self._client is not None and self._probe is None:
+            try:
+                self._probe = asyncio.get_running_loop().create_task(self._probe_until_it_answers())
+            except RuntimeError:  # no event loop (a test's construction): asked again after retry_after_s
+                pass
+
+    async def _probe_until_it_answers(self) -> None:
+        try:
+            while True:
+                await asyncio.sleep(self.retry_after_s)
+                try:
+                    async with asyncio.timeout(START_PROBE_S):
+                        await self._client.ping()  # and the connection it opens stays in the pool, warm
+                except Exception as exc:  # noqa: BLE001 - any failure: probe again later
+                    self.last_error = misconfigured(self._client, exc) or f"{type(exc).__name__}: {exc}"[:300]
+                    continue
+                self.answered, self._down_until = True, 0.0
+                return
+        finally:
+            self._probe = None
 
     def why_not(self) -> str:
         """Why Redis is not asked now, for a user that did not see the failure itself (its mode, metric and log line
         followed only its own failures: the rate limits said `redis` while hints had found it stalled, and their
         buckets were this process's)."""
+        if self._probe is not None:
+            return f"Redis failed moments ago; probed every {self.retry_after_s:g} s until it answers"
         return f"Redis failed moments ago; asked again in {max(0.0, self._down_until - time.monotonic()):.1f} s"
 
+    def _idle_connections(self) -> int:
+        if self._client is None:
+            return 1 << 30
+        return len(getattr(self._client.connection_pool, "_available_connections", ()))
+
     async def ask(self, awaitable):
-        """Redis's answer within ANSWER_BUDGET_S; a failure (TimeoutError past it) is raised, and no user asks Redis
-        again for `retry_after_s`."""
+        """Redis's answer within ANSWER_BUDGET_S (CONNECT_BUDGET_S where no idle connection is left for it); a failure
+        (TimeoutError past it) is raised, and no user asks Redis again until it answers a probe."""
+        budget = ANSWER_BUDGET_S if self._idle_connections() > self._asking else CONNECT_BUDGET_S
+        self._asking += 1
         try:
-            async with asyncio.timeout(ANSWER_BUDGET_S):
-                return await awaitable
-        except Exception:
-            self.failed()
+            async with asyncio.timeout(budget):
+                answer = await awaitable
+        except Exception as exc:
+            self.failed(STALLED if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"[:300])
             raise
+        finally:
+            self._asking -= 1
+        self.answered = True
+        return answer
+
+    async def close(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probe
 
 
 async def unreachable(client) -> str | None:
-    """Why Redis does not answer a PING at start, in words (its address, never its password); None when it does."""
-    kwargs = client.connection_pool.connection_kwargs
-    where = kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+    """Why Redis does not answer a PING at start, in words (its address, never its password); None when it does.
+    RedisMisconfigured where REDIS_URL cannot work as written (misconfigured)."""
     try:
         async with asyncio.timeout(START_PROBE_S):
             await client.ping()
     except TimeoutError:
-        return f"Redis at {where} did not answer within {START_PROBE_S:g} s"
-    except Exception as exc:  # noqa: BLE001 - any failure is reported, none stops the gateway
-        return f"Redis at {where} did not answer: {exc}"
+        return f"Redis at {where(client)} did not answer within {START_PROBE_S:g} s"
+    except Exception as exc:  # noqa: BLE001 - any failure is reported, none stops the gateway but a wrong URL
+        if problem := misconfigured(client, exc):
+            raise RedisMisconfigured(problem) from None
+        return f"Redis at {where(client)} did not answer: {exc}"
     return None
+
+
+class RedisMisconfigured(ValueError):
+    """REDIS_URL cannot work as written; the message says why."""

@@ -40,6 +40,11 @@ async def readyz(state: State, registry: Registry, request: Request) -> JSONResp
         return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
     edge_agents = [r.agent_id for r in state.edge_agents.live()]
     body = {"ready": ready, "backends": backends, "policy": state.policy_status.as_dict(), "edge_agents": edge_agents}
+    if state.redis is not None:  # limits and hints go on without it: said here, not in `ready`
+        body["redis"] = {
+            "answering": state.redis.usable() and state.redis.answered,
+            "last_error": state.redis.last_error,
+        }
     return JSONResponse(body, status_code=200 if ready else 503)
 
 

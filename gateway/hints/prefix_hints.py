@@ -49,8 +49,8 @@ class PrefixHints:
         self._mode: str | None = None
         if self._redis is None:
             self._set_mode("approximate", reason="REDIS_URL not set")
-        elif unreachable:  # the gateway's start found Redis silent: history first, Redis again after retry_after_s
-            self._watch.failed()
+        elif unreachable:  # the gateway's start found Redis silent: history first, Redis again once it answers
+            self._watch.failed(unreachable)
             self._set_mode("approximate", reason=unreachable)
         else:
             self._set_mode("redis")

@@ -71,7 +71,7 @@ class AdmissionController:
         if self._redis is None:
             self._set_mode("local", "REDIS_URL not set")
         elif unreachable:
-            self._watch.failed()
+            self._watch.failed(unreachable)
             self._set_mode("local", unreachable)
         else:
             self._set_mode("redis")
@@ -91,8 +91,10 @@ class AdmissionController:
         process's until the watch asks Redis again (a Redis that stalls cost every limited request the client's
         0.5 s socket timeout)."""
         if self._redis is not None and self._watch.usable():
-            if not charge.buckets():  # a tenant without limits: no round trip, so no word on Redis (it said `redis`
-                return Taken(0.0)  # while Redis was down, and the mode flapped every retry, a review)
+            if not charge.buckets():  # a tenant without limits: no round trip, so no word on Redis of its own (it
+                if self._watch.answered:  # said `redis` while Redis was down, and the mode flapped every retry; and
+                    self._set_mode("redis")  # stayed `local` after the hints found Redis back: reviews)
+                return Taken(0.0)
             try:
                 taken = await self._watch.ask(self._redis.take(charge))
                 self._set_mode("redis")
@@ -112,18 +114,26 @@ class AdmissionController:
                 f"tenant {tenant!r} already has {limits.max_concurrent} requests in flight (its limit)", retry_after_s=1
             )
         self._check_fits(tenant, limits.tokens_per_minute, tokens)
-        charge = Charge(tenant, limits.requests_per_minute, limits.tokens_per_minute, tokens)
-        taken = await self._take(charge)
-        left = _left(charge, taken)
-        if taken.wait > 0:
-            metrics.RATE_LIMITED.labels(tenant, "rate").inc()
-            limit = "requests" if limits.requests_per_minute else "tokens"  # which one, where only one is set
-            raise RateLimited(
-                f"tenant {tenant!r} is over its rate limit", retry_after_s=math.ceil(taken.wait), limit=limit,
-                headers=rate_headers(left),
-            )  # fmt: skip
+        # The slot is taken before the rate's bucket is asked, and given back where the rate refuses: counted after
+        # the await of Redis's round trip, every request of a burst passed the check before any was counted (12
+        # admitted at once to a tenant with max_concurrent 2: a review).
         self._inflight[tenant] += 1
         metrics.INFLIGHT.labels(tenant).inc()
+        try:
+            charge = Charge(tenant, limits.requests_per_minute, limits.tokens_per_minute, tokens)
+            taken = await self._take(charge)
+            left = _left(charge, taken)
+            if taken.wait > 0:
+                metrics.RATE_LIMITED.labels(tenant, "rate").inc()
+                limit = "requests" if limits.requests_per_minute else "tokens"  # which one, where only one is set
+                raise RateLimited(
+                    f"tenant {tenant!r} is over its rate limit", retry_after_s=math.ceil(taken.wait), limit=limit,
+                    headers=rate_headers(left),
+                )  # fmt: skip
+        except BaseException:
+            self._inflight[tenant] -= 1
+            metrics.INFLIGHT.labels(tenant).dec()
+            raise
         return Admission(self, tenant, tokens if limits.tokens_per_minute else 0, left=left)
 
     async def _charge(self, admission: Admission, tokens: int) -> None:

@@ -75,6 +75,8 @@ def test_keys_decide_the_tenant_and_a_limit_holds_across_replicas(two_replicas, 
     assert httpx.get(f"{a}/metrics").status_code == 401  # every tenant's traffic: for the ops token only
     metrics = httpx.get(f"{a}/metrics", headers={"Authorization": f"Bearer {OPS}"}).text
     assert 'tandem_gateway_rate_limit_mode{mode="redis"} 1.0' in metrics
+    ready = httpx.get(f"{a}/readyz", headers={"Authorization": f"Bearer {OPS}"}).json()
+    assert ready["redis"] == {"answering": True, "last_error": None}
 
 
 def test_a_caller_learns_no_backend_address_unless_the_settings_open_them(two_replicas):

@@ -1,0 +1,154 @@
+"""Redis as it misbehaves, against the gateway's users of it (rate limits, the watch on Redis): a Redis some
+milliseconds away, a blip, a URL that cannot work, a burst of one tenant's requests."""
+
+import asyncio
+import shutil
+import subprocess
+import time
+
+import pytest
+import redis
+
+from gateway.lifespan import ConfigError, preflight
+from gateway.limits.admission import Admission, AdmissionController
+from gateway.redis_client import RedisMisconfigured, RedisWatch, connect, unreachable
+from gateway.tenants import Tenants
+from serving.openai.errors import RateLimited
+from tests.conftest import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_tenants_concurrency_limit_holds_when_its_rate_goes_through_redis(redis_url, tmp_path):
+    """The slot was counted after Redis's round trip for the rate: a burst of 12 all passed the check before any
+    was counted, for a tenant with max_concurrent 2 (a review). Without Redis the local bucket never yielded."""
+    path = tmp_path / "tenants.yaml"
+    tenant = f"gamma-{time.monotonic_ns()}"
+    path.write_text(f"tenants:\n  {tenant}: {{requests_per_minute: 6000, max_concurrent: 2}}\n")
+
+    async def burst():
+        client = connect(redis_url)
+        watch = RedisWatch(client=client)
+        controller = AdmissionController(Tenants.load(path, []), client, watch=watch)
+        try:
+            results = await asyncio.gather(*(controller.admit(tenant) for _ in range(12)), return_exceptions=True)
+            admitted = [r for r in results if isinstance(r, Admission)]
+            for admission in admitted:
+                await admission.release()
+            again = await controller.admit(tenant)  # the slots given back, refused ones included
+            await again.release()
+            return admitted, [r for r in results if not isinstance(r, Admission)]
+        finally:
+            await watch.close()
+            await client.aclose()
+
+    admitted, refused = asyncio.run(burst())
+    assert len(admitted) == 2 and len(refused) == 10
+    assert all(isinstance(r, RateLimited) and "in flight" in str(r.message) for r in refused)
+
+
+async def _delaying_proxy(target_port: int, delay_s: float) -> tuple[asyncio.Server, int]:
+    """A TCP proxy to 127.0.0.1:target_port that holds every chunk `delay_s`, each way: a Redis that far away."""
+
+    async def pipe(reader, writer):
+        try:
+            while data := await reader.read(65536):
+                await asyncio.sleep(delay_s)
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def serve(client_reader, client_writer):
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", target_port)
+        await asyncio.gather(pipe(client_reader, upstream_writer), pipe(upstream_reader, client_writer))
+
+    port = free_port()
+    return await asyncio.start_server(serve, "127.0.0.1", port), port
+
+
+def test_a_redis_some_milliseconds_away_is_used_again_after_a_blip(redis_url):
+    """A new connection to a Redis 20 ms away takes more than the 50 ms a command may take, and a timeout drops the
+    connection it had: after one blip that gateway never used Redis again (a review). Now a command that must open
+    its connection has longer, and after a failure a probe in the background brings Redis back."""
+    target = int(redis_url.rsplit(":", 1)[1].split("/")[0])
+    direct = redis.Redis.from_url(redis_url)
+
+    async def run():
+        proxy, port = await _delaying_proxy(target, 0.008)
+        client = connect(f"redis://127.0.0.1:{port}/0")
+        watch = RedisWatch(retry_after_s=0.2, client=client)
+        try:
+            assert await asyncio.gather(*(watch.ask(client.ping()) for _ in range(4)))  # four new connections
+            await asyncio.to_thread(direct.execute_command, "CLIENT", "PAUSE", "300", "ALL")  # a blip
+            with pytest.raises(TimeoutError):
+                await watch.ask(client.ping())
+            assert not watch.usable() and watch.last_error
+            deadline = time.monotonic() + 5
+            while not watch.usable():
+                assert time.monotonic() < deadline, watch.last_error
+                await asyncio.sleep(0.05)
+            for _ in range(20):  # Redis again, each within the budget of a command
+                assert await watch.ask(client.ping())
+            return watch.answered
+        finally:
+            await watch.close()
+            await client.aclose()
+            proxy.close()
+
+    assert asyncio.run(run()) is True
+
+
+@pytest.fixture(scope="module")
+def redis_with_password(tmp_path_factory):
+    port = free_port()
+    process = subprocess.Popen(
+        [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--requirepass", "s3cret", "--dir", str(tmp_path_factory.mktemp("redis-pw"))],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            redis.Redis(port=port, password="s3cret").ping()
+            break
+        except redis.ConnectionError:
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+    yield port
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("redis://127.0.0.1:{port}/0", "needs a password: write it in REDIS_URL"),
+        ("redis://:wrong@127.0.0.1:{port}/0", "refused REDIS_URL's user or password"),
+        ("redis://:s3cret@127.0.0.1:{port}/99", "has no database 99"),
+    ],
+)
+def test_a_redis_url_that_cannot_work_stops_the_start(redis_with_password, demo_checkpoint, url, said):
+    """A password missing or refused, or a database Redis has not, read as an outage: the gateway started, said
+    ready, and kept its limits per replica for good after two WARNING lines (a review)."""
+    url = url.format(port=redis_with_password)
+
+    async def probe():
+        client = connect(url)
+        try:
+            return await unreachable(client)
+        finally:
+            await client.aclose()
+
+    with pytest.raises(RedisMisconfigured, match=said):
+        asyncio.run(probe())
+    from gateway.config import Settings
+
+    settings = Settings(model_dir=demo_checkpoint, redis_url=url, api_keys=["k"], watch_policy=False)
+    with pytest.raises(ConfigError, match=f"REDIS_URL: .*{said}") as refused:
+        preflight(settings)
+    assert "s3cret" not in str(refused.value) and "wrong" not in str(refused.value)
+    right = f"redis://:s3cret@127.0.0.1:{redis_with_password}/0"
+    preflight(Settings(model_dir=demo_checkpoint, redis_url=right, api_keys=["k"], watch_policy=False))
