@@ -4,6 +4,7 @@ The gRPC server (`server.py`), the tensor-parallel ranks (which are handed `prep
 imports nothing above it), the benches and the tests all build here.
 """
 
+import logging
 from pathlib import Path
 
 import torch
@@ -21,6 +22,8 @@ from modeling.llama import LlamaForCausalLM
 from modeling.loader import load_model, read_config
 from serving.checkpoint import load_tokenizer, model_id_for
 from tandem_kernels import cpu_extension
+
+log = logging.getLogger(__name__)
 
 
 def default_device() -> str:
@@ -56,6 +59,12 @@ def build_engine(
     if config.tensor_parallel_size > 1:
         check_divisible_config(model_config, config.tensor_parallel_size)
     num_blocks = config.num_blocks_for(model_config, model_dtype(config.device).itemsize)
+    if (held := num_blocks * config.block_size_tokens) < model_config.max_position_embeddings:
+        log.warning(
+            "the KV pool holds %d tokens, under the model's context of %d: this worker serves prompt + max_tokens up "
+            "to %d (its Stats say so, and gateways size requests by it); --kv-cache-mb or --num-kv-blocks raise it",
+            held, model_config.max_position_embeddings, held,
+        )  # fmt: skip
     peers = (
         TensorParallelPeers(model_dir, config, num_blocks, prepare_model) if config.tensor_parallel_size > 1 else None
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 from cloud_worker.build import build_engine
 from cloud_worker.engine.config import EngineConfig
 from cloud_worker.hint_publisher import HintPublisher
-from proto.prefix_hints import DEFAULT_HINT_TTL_S
+from proto.prefix_hints import DEFAULT_HINT_TTL_S, default_worker_id
 from serving.checkpoint import model_id_for
 from serving.embedded_http import serve_http
 from serving.telemetry import setup_tracing, shutdown_tracing
@@ -33,7 +33,7 @@ def run(
     model_id = model_id_for(model_dir, model_id)
     publisher = None
     if redis_url:
-        worker_id = worker_id or f"{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+        worker_id = worker_id or default_worker_id(host, port)
         publisher = HintPublisher(redis_url, model_id, worker_id, hint_ttl_s)
         log.info("publishing prefix hints to Redis as worker %s (ttl %.0f s)", worker_id, hint_ttl_s)
     else:
@@ -50,7 +50,7 @@ def run(
                 add_openai_routes(app, engine, ChatTokenizer(model_dir), model_id, private=False, require_model=True)
                 log.info("serving OpenAI chat completions on :%d (--serve-openai, no API key)", metrics_port)
             background = lambda: serve_http(app, host, metrics_port)  # noqa: E731
-        asyncio.run(serve(engine, host, port, background))
+        asyncio.run(serve(engine, host, port, background, hint_worker_id=worker_id if publisher else ""))
     finally:
         if publisher:
             publisher.close()

@@ -169,6 +169,14 @@ def block_key(model_id: str, block_hash: bytes) -> str:
 
 @functools.lru_cache(maxsize=65536)  # per candidate per lookup: parsing the URL each time was 3 ms at 256 workers
 def worker_id_for(endpoint: str) -> str:
-    """A worker's id is the host:port the gateway dials (grpc://host:port or host:port)."""
+    """A worker's id is the host:port the gateway dials (grpc://host:port or host:port), `localhost` read as
+    127.0.0.1 (a policy naming grpc://localhost:50051 found no hint of the worker publishing 127.0.0.1:50051)."""
     parsed = urlparse(endpoint if "://" in endpoint else f"grpc://{endpoint}")
-    return f"{parsed.hostname}:{parsed.port}"
+    host = "127.0.0.1" if parsed.hostname == "localhost" else parsed.hostname
+    return f"{host}:{parsed.port}"
+
+
+def default_worker_id(host: str, port: int) -> str:
+    """The id a worker listening on host:port publishes its hints under, unless told (--worker-id): the address a
+    gateway on this host dials (a wildcard listen address is 127.0.0.1 here)."""
+    return worker_id_for(f"{'127.0.0.1' if host in ('0.0.0.0', '::', '') else host}:{port}")

@@ -120,9 +120,12 @@ def status_details(message: str) -> str:
 
 
 class WorkerServicer(worker_pb2_grpc.WorkerServicer):
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, hint_worker_id: str = "") -> None:
+        """`hint_worker_id`: the id its prefix hints are published under ("" where none are), in Stats, so a gateway
+        that dials it by another name says its hints never match."""
         self._engine = engine
         self._model = engine.stats().model_id  # fixed for the process's life
+        self._hint_worker_id = hint_worker_id
 
     async def Generate(self, request, context: grpc.aio.ServicerContext):
         if request.private and self._engine.kind == "cloud":
@@ -177,6 +180,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServicer):
             memory_watermark_bytes=s.memory_watermark_bytes,
             max_context_tokens=s.max_context_tokens,
             requests_total=s.requests_total,
+            hint_worker_id=self._hint_worker_id,
         )
 
 
@@ -224,10 +228,17 @@ def server_tls(env) -> grpc.ServerCredentials | None:
     )
 
 
-async def serve(engine: Engine, host: str, port: int, background: Callable[[], Awaitable[None]] | None = None) -> None:
+async def serve(
+    engine: Engine,
+    host: str,
+    port: int,
+    background: Callable[[], Awaitable[None]] | None = None,
+    hint_worker_id: str = "",
+) -> None:
     """Serve until SIGTERM or SIGINT, then drain in-flight RPCs for a few seconds.
 
-    `background` (e.g. an edge agent's registration loop) runs once serving has started.
+    `background` (e.g. an edge agent's registration loop) runs once serving has started; `hint_worker_id`: the id
+    its prefix hints are published under, said in Stats.
     """
     logging.getLogger("opentelemetry.context").addFilter(_CancelledStreamDetach())
     # Health polls are not requests: tracing them would bury real traces.
@@ -237,7 +248,7 @@ async def serve(engine: Engine, host: str, port: int, background: Callable[[], A
     server = grpc.aio.server(
         interceptors=[aio_server_interceptor(filter_=filters.negate(untraced))], options=[("grpc.so_reuseport", 0)]
     )
-    worker_pb2_grpc.add_WorkerServicer_to_server(WorkerServicer(engine), server)
+    worker_pb2_grpc.add_WorkerServicer_to_server(WorkerServicer(engine, hint_worker_id), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     address = f"{host}:{port}"

@@ -23,7 +23,7 @@ _STARTED = int(time.time())
 
 def _model_card(state: GatewayState, model: str) -> dict:
     spec = state.policy.models.get(model)
-    context = state.models[model].tokenizer.max_context_tokens
+    context = state.registry.context_of(model, state.models[model].tokenizer.max_context_tokens)
     return {
         "id": model,
         "object": "model",

@@ -207,7 +207,7 @@ def _check(body: _GenerationParams, state: GatewayState, policy: Policy) -> Serv
 def _max_tokens(
     requested: int | None, num_prompt: int, model: ServedModel, state: GatewayState, prompt_field: str
 ) -> int:
-    context = model.tokenizer.max_context_tokens
+    context = state.registry.context_of(model.id, model.tokenizer.max_context_tokens)
     return max_tokens_within(requested, num_prompt, context, state.settings.default_max_tokens, prompt_field)
 
 

@@ -86,6 +86,7 @@ class BackendRegistry:
         self._live: dict[Key, WorkerBackend] = {}
         self._retiring: dict[Key, WorkerBackend] = {}
         self._pools: dict[str, tuple[Policy, PoolBackends]] = {}  # pool name -> (its policy, its clients)
+        self.contexts: dict[str, int] = {}  # model -> the longest context its backends reported (context_of)
         self._applying = asyncio.Lock()
         self._live = {key: self._new(key, pool) for key, pool in self._keys(policy).items()}
         self._name(policy)
@@ -161,6 +162,24 @@ class BackendRegistry:
         if self._has_dns(self._policy) and time.monotonic() - self._resolved_at >= DNS_REFRESH_S:
             await self.apply()
         await asyncio.gather(*(b.refresh() for b in self.all()))
+        self.contexts = self._contexts()
+
+    def _contexts(self) -> dict[str, int]:
+        """Per model, the longest context any of its backends reported (a worker's is its model's, or its KV pool's
+        where that holds fewer tokens); a model none reported is absent."""
+        longest: dict[str, int] = {}
+        for backend in self.all():
+            stats = backend.stats
+            if stats is not None and stats.max_context_tokens > 0 and stats.model_id == backend.model_id:
+                longest[backend.model_id] = max(longest.get(backend.model_id, 0), stats.max_context_tokens)
+        return longest
+
+    def context_of(self, model_id: str, configured: int) -> int:
+        """A model's context as this gateway serves it: its checkpoint's, or less where no backend of it can hold
+        that many tokens. A worker whose KV pool held 160 tokens refused a 60-token prompt with the default
+        max_tokens of 128, which the gateway had sized by the checkpoint's 2,048 (and /v1/models said so: a
+        review)."""
+        return min(configured, self.contexts.get(model_id, configured))
 
     @staticmethod
     def _has_dns(policy: Policy) -> bool:

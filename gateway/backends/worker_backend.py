@@ -119,6 +119,7 @@ class WorkerBackend:
         metrics.BACKEND_INFLIGHT.labels(endpoint).set_function(lambda: self.inflight)
         self._sent = SlidingCount(RECENT_WINDOW_S)  # requests this gateway sent it lately
         self._late_polls = 0  # Stats polls in a row that ran past their deadline
+        self._told_hint_id = ""  # a hint id this backend publishes that is not the one dialled, once said
 
     @property
     def named(self) -> str:
@@ -229,6 +230,14 @@ class WorkerBackend:
             self._set_problem(f"{exc.code.name}: {exc.details}")
             return
         self._late_polls = 0
+        published = self.stats.hint_worker_id
+        if published and published != worker_id_for(self.endpoint) and published != self._told_hint_id:
+            # Hints are keyed by the address the gateway dials: under another name they never match (a review:
+            # a policy naming grpc://localhost:50401, workers publishing 127.0.0.1:50401, said nothing)
+            self._told_hint_id = published
+            log.warning("backend %s publishes its prefix hints as %r, not as %r that this gateway dials: they never "
+                        "match here; start it with --worker-id %s", self.named, published,
+                        worker_id_for(self.endpoint), worker_id_for(self.endpoint))  # fmt: skip
         if self.stats.model_id != self.model_id:
             # Its tokenizer may differ from ours: the token ids we send would mean other text.
             self._set_problem(f"serves model {self.stats.model_id!r}, this gateway serves {self.model_id!r}")

@@ -112,7 +112,7 @@ class StatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatsReply(_message.Message):
-    __slots__ = ("model_id", "kind", "execution_provider", "queue_depth", "running", "kv_blocks_total", "kv_blocks_used", "block_size_tokens", "prefix_hit_tokens", "prefix_query_tokens", "tokens_per_s", "memory_bytes", "memory_watermark_bytes", "max_context_tokens", "requests_total")
+    __slots__ = ("model_id", "kind", "execution_provider", "queue_depth", "running", "kv_blocks_total", "kv_blocks_used", "block_size_tokens", "prefix_hit_tokens", "prefix_query_tokens", "tokens_per_s", "memory_bytes", "memory_watermark_bytes", "max_context_tokens", "requests_total", "hint_worker_id")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_PROVIDER_FIELD_NUMBER: _ClassVar[int]
@@ -128,6 +128,7 @@ class StatsReply(_message.Message):
     MEMORY_WATERMARK_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_CONTEXT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    HINT_WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     kind: str
     execution_provider: str
@@ -143,4 +144,5 @@ class StatsReply(_message.Message):
     memory_watermark_bytes: int
     max_context_tokens: int
     requests_total: int
-    def __init__(self, model_id: _Optional[str] = ..., kind: _Optional[str] = ..., execution_provider: _Optional[str] = ..., queue_depth: _Optional[int] = ..., running: _Optional[int] = ..., kv_blocks_total: _Optional[int] = ..., kv_blocks_used: _Optional[int] = ..., block_size_tokens: _Optional[int] = ..., prefix_hit_tokens: _Optional[int] = ..., prefix_query_tokens: _Optional[int] = ..., tokens_per_s: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., memory_watermark_bytes: _Optional[int] = ..., max_context_tokens: _Optional[int] = ..., requests_total: _Optional[int] = ...) -> None: ...
+    hint_worker_id: str
+    def __init__(self, model_id: _Optional[str] = ..., kind: _Optional[str] = ..., execution_provider: _Optional[str] = ..., queue_depth: _Optional[int] = ..., running: _Optional[int] = ..., kv_blocks_total: _Optional[int] = ..., kv_blocks_used: _Optional[int] = ..., block_size_tokens: _Optional[int] = ..., prefix_hit_tokens: _Optional[int] = ..., prefix_query_tokens: _Optional[int] = ..., tokens_per_s: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., memory_watermark_bytes: _Optional[int] = ..., max_context_tokens: _Optional[int] = ..., requests_total: _Optional[int] = ..., hint_worker_id: _Optional[str] = ...) -> None: ...

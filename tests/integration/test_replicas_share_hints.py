@@ -13,34 +13,25 @@ import pytest
 import yaml
 
 from tests.conftest import free_port
-from tests.stack import start_gateway, start_worker_process
+from tests.stack import start_gateway, start_worker_process, write_policy
 
 pytestmark = pytest.mark.integration
 PREFIXES = [f"System prompt number {i}: answer briefly, cite the manual, never guess. " * 6 for i in range(6)]
 
 
+def sim_worker(checkpoint, port: int, redis_url: str, *args: str):
+    """A simulated worker publishing its prefix hints to Redis (fast steps: 50 µs a prompt token, 100 a decode)."""
+    return start_worker_process(
+        ["sim-worker", "--model", str(checkpoint), "--port", str(port), "--prefill-us-per-token", "50",
+         "--decode-us-per-token", "100", *args],
+        {"REDIS_URL": redis_url},
+    )  # fmt: skip
+
+
 @pytest.fixture
 def replicas(demo_checkpoint, tmp_path, redis_url):
     ports = [free_port() for _ in range(4)]
-    workers = [
-        start_worker_process(
-            [
-                "sim-worker",
-                "--model",
-                str(demo_checkpoint),
-                "--port",
-                str(p),
-                "--num-kv-blocks",
-                "512",
-                "--prefill-us-per-token",
-                "50",
-                "--decode-us-per-token",
-                "100",
-            ],  # fmt: skip
-            {"REDIS_URL": redis_url},
-        )
-        for p in ports
-    ]
+    workers = [sim_worker(demo_checkpoint, p, redis_url, "--num-kv-blocks", "512") for p in ports]
     policy = {
         "version": 1,
         "pools": {
@@ -93,3 +84,28 @@ def test_a_prefix_routed_by_one_replica_is_found_by_the_other(replicas):
         assert backend == placed[i]
         assert cached >= 64  # the worker's own block manager served the shared prefix
     assert len(set(placed.values())) > 1  # distinct prefixes still spread over the pool
+
+
+def test_a_worker_publishing_its_hints_under_another_name_is_said(demo_checkpoint, tmp_path, redis_url):
+    """Hints are keyed by the address a gateway dials: a worker publishing under another name (a policy writing
+    `localhost`, a container's service name) matched none, with nothing said (a review). `localhost` is now read as
+    127.0.0.1 on both sides; any other name is a warning naming the --worker-id to give."""
+    from proto.prefix_hints import worker_id_for
+
+    assert worker_id_for("grpc://localhost:50401") == worker_id_for("127.0.0.1:50401") == "127.0.0.1:50401"
+    ports = [free_port(), free_port()]
+    workers = [
+        sim_worker(demo_checkpoint, p, redis_url, "--worker-id", f"worker-{i}.svc:{p}") for i, p in enumerate(ports)
+    ]
+    try:
+        policy = write_policy(tmp_path / "policy.yaml", *ports)
+        gateway = start_gateway(demo_checkpoint, policy, free_port(), {"REDIS_URL": redis_url}, tmp_path / "logs")
+        gateway.stop()
+        log = gateway.children[0].log_path.read_text()
+        assert f"publishes its prefix hints as 'worker-0.svc:{ports[0]}'" in log
+        assert f"start it with --worker-id 127.0.0.1:{ports[0]}" in log
+        assert log.count("publishes its prefix hints as") == 2  # once each, not at every poll
+    finally:
+        for w in workers:
+            w.terminate()
+            w.wait(timeout=10)

@@ -450,3 +450,40 @@ def test_a_direct_clients_bad_ids_and_long_lists_are_its_own_fault_not_its_neigh
         assert len(first.token_ids) + sum(len(c.token_ids) for c in rest) == 48
     finally:
         channel.close()
+
+
+def test_a_model_served_by_workers_with_a_short_kv_pool_is_sized_by_it(demo_checkpoint, tmp_path):
+    """The gateway sized a request by the checkpoint's context (2,048) while its one worker's KV pool held 160
+    tokens: a 60-token prompt without max_tokens got the worker's 400 about a max_tokens of 128 it never sent, and
+    /v1/models said 2,048 (a review). Now the longest context a model's backends report bounds it."""
+    from tests.conftest import free_port
+    from tests.stack import start_gateway, start_worker_process, write_policy
+
+    ports = [free_port(), free_port()]  # a cloud worker, and one more standing in the edge pool (never sent to here)
+    workers = [
+        start_worker_process(
+            ["cloud-worker", "--model", str(demo_checkpoint), "--port", str(port), "--num-kv-blocks", "10"]
+        )  # fmt: skip  (16-token blocks: 160 tokens)
+        for port in ports
+    ]
+    gateway_port = free_port()
+    try:
+        gateway = start_gateway(demo_checkpoint, write_policy(tmp_path / "p.yaml", *ports), gateway_port)
+        url = f"http://127.0.0.1:{gateway_port}"
+        try:
+            assert httpx.get(f"{url}/v1/models").json()["data"][0]["context_length"] == 160
+            ask = {"model": "tandem-demo", "messages": [{"role": "user", "content": "tell " * 15}], "ignore_eos": True}
+            answer = httpx.post(f"{url}/v1/chat/completions", json=ask, timeout=60)
+            assert answer.status_code == 200, answer.text
+            usage = answer.json()["usage"]
+            assert usage["prompt_tokens"] + usage["completion_tokens"] == 160 and usage["completion_tokens"] < 128
+            long = httpx.post(f"{url}/v1/chat/completions", timeout=60,
+                              json=ask | {"messages": [{"role": "user", "content": "tell " * 60}]})  # fmt: skip
+            assert long.status_code == 400 and long.json()["error"]["code"] == "context_length_exceeded"
+            assert "160 tokens" in long.json()["error"]["message"]
+        finally:
+            gateway.stop()
+    finally:
+        for worker in workers:
+            worker.terminate()
+            worker.wait(timeout=15)

@@ -1,15 +1,16 @@
 """A prompt too long for the model: OpenAI's `context_length_exceeded`, with sizes that add up."""
 
 import re
-from types import SimpleNamespace
 
 import pytest
 
-from gateway.api.prepare import _max_tokens
+from serving.openai.answer import max_tokens_within
 from serving.openai.errors import PromptTooLong
 
-MODEL = SimpleNamespace(tokenizer=SimpleNamespace(max_context_tokens=2048))
-STATE = SimpleNamespace(settings=SimpleNamespace(default_max_tokens=128))
+
+def _max_tokens(requested, num_prompt):
+    """The gateway's and the local agent's sizing, for a context of 2,048 and a default of 128."""
+    return max_tokens_within(requested, num_prompt, 2048, 128, "messages")
 
 
 @pytest.mark.parametrize(
@@ -23,11 +24,11 @@ STATE = SimpleNamespace(settings=SimpleNamespace(default_max_tokens=128))
 )
 def test_the_message_names_what_was_asked_and_no_negative_size(requested, num_prompt, says):
     with pytest.raises(PromptTooLong) as err:
-        _max_tokens(requested, num_prompt, MODEL, STATE, "messages")
+        _max_tokens(requested, num_prompt)
     assert says in err.value.message and err.value.param == "messages"
     assert not re.search(r"-\d", err.value.message)
 
 
 def test_without_max_tokens_the_answer_gets_the_room_left_up_to_the_default():
-    assert _max_tokens(None, 2000, MODEL, STATE, "messages") == 48
-    assert _max_tokens(None, 10, MODEL, STATE, "messages") == 128
+    assert _max_tokens(None, 2000) == 48
+    assert _max_tokens(None, 10) == 128
