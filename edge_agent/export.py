@@ -48,6 +48,9 @@ MODEL_NAME = "model.onnx"
 FORMAT_VERSION = 3  # 2: shared past/present KV buffers (GroupQueryAttention); 3: the logits_to_keep input
 GRAPH_VERSION = 6  # bump when the exported graph changes, so cached exports are remade (6: opset 21)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json")
+# What the agent reads of an export beside the graph: its key. Not tokenizer_config.json (the chat template, which
+# the agent reads from the checkpoint): a template edited re-exported an identical model (a review).
+EXPORT_READS = ("tokenizer.json", "config.json", "generation_config.json")
 OPSET = 21  # INT4 initializers (the quantized embedding's GatherBlockQuantized) need opset 21
 
 
@@ -152,12 +155,12 @@ def _export(module: nn.Module, args: tuple, path: Path, names_in: list[str], nam
 
 
 def checkpoint_hash(checkpoint_dir: Path) -> str:
-    """The content an export is made of: the weights, and every file it copies or reads (the tokenizer, its chat
-    template, generation_config.json's end-of-turn ids). Weights alone kept an export made before the checkpoint's
+    """The content an export is made of: the weights, and the files the agent reads of it (the tokenizer,
+    generation_config.json's end-of-turn ids). Weights alone kept an export made before the checkpoint's
     generation_config.json gained an end-of-turn id, which then decoded past it (a review)."""
     digest = hashlib.sha256()
-    here = [Path(checkpoint_dir) / name for name in TOKENIZER_FILES if (Path(checkpoint_dir) / name).is_file()]
-    for path in [*here, *weight_files(checkpoint_dir)]:
+    read = [Path(checkpoint_dir) / name for name in EXPORT_READS if (Path(checkpoint_dir) / name).is_file()]
+    for path in [*read, *weight_files(checkpoint_dir)]:
         digest.update(f"{path.name}\0{path.stat().st_size}\0".encode())  # a file moved between names is a change
         with open(path, "rb") as f:
             while block := f.read(1 << 20):
@@ -166,7 +169,12 @@ def checkpoint_hash(checkpoint_dir: Path) -> str:
 
 
 def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """In 1 MB reads: a model's external weights may be gigabytes, which read whole sat in memory at every start."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class ExportError(ValueError):

@@ -7,6 +7,8 @@ depends on the gateway being reachable.
 
 import asyncio
 import logging
+import re
+import unicodedata
 
 import httpx
 from opentelemetry import propagate, trace
@@ -54,6 +56,15 @@ async def keep_registered(
                 registered = False
                 await asyncio.sleep(backoff)
                 backoff = min(MAX_BACKOFF_S, backoff * 2)
+
+
+def default_agent_id(hostname: str, port: int) -> str:
+    """`hostname-port` in the characters an agent id may hold (the gateway refuses others: they reach its log):
+    accents dropped, anything else a `-`. A Windows PC named `Büro-PC` registered as nothing, retrying for ever
+    (a review); it is `Buro-PC-50061`."""
+    plain = unicodedata.normalize("NFKD", hostname).encode("ascii", "ignore").decode()
+    plain = re.sub(r"[^A-Za-z0-9._:@-]+", "-", plain).strip("-._:@") or "edge-agent"
+    return f"{plain[:100]}-{port}"
 
 
 def device(execution_provider: str) -> dict:

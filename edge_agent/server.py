@@ -10,7 +10,7 @@ from edge_agent.export import cached_export
 from edge_agent.local_api import local_app
 from edge_agent.providers import DEFAULT_PRIORITY
 from edge_agent.quantize import FP32, Quantization
-from edge_agent.registration import keep_registered
+from edge_agent.registration import default_agent_id, keep_registered
 from edge_agent.runner import OnnxStepModel
 from edge_agent.serial_engine import SerialEngine
 from serving.checkpoint import load_tokenizer, model_id_for
@@ -79,7 +79,7 @@ def run(
         if register is not None:
             stats = engine.stats()
             endpoint = register.advertise or f"grpc://{host}:{port}"
-            agent_id = register.agent_id or f"{socket.gethostname()}-{port}"
+            agent_id = register.agent_id or default_agent_id(socket.gethostname(), port)
 
             tasks.append(lambda: keep_registered(register.gateway_url, register.token, agent_id, endpoint,
                                                  stats.model_id, stats.execution_provider,

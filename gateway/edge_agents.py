@@ -29,7 +29,7 @@ class AgentDevice(BaseModel):
     ram_gb: float | None = None
     battery: float | None = Field(default=None, ge=0, le=1)
     charging: bool | None = None
-    network: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,32}$")
+    network: str | None = Field(default=None, pattern=r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]{1,32}$")
 
 
 class Registration(BaseModel):

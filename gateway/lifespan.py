@@ -106,10 +106,13 @@ def _redis_as_written(url: str) -> None:
     """ValueError where REDIS_URL's password or database cannot work (the one PING that says so, in the words of
     redis_client.misconfigured); an outage is no verdict: the gateway starts without Redis and probes it."""
     import redis
+    import redis.exceptions
 
     client = redis.Redis.from_url(url, socket_timeout=START_PROBE_S, socket_connect_timeout=START_PROBE_S)
     try:
         client.ping()
+    except redis.exceptions.NoPermissionError:  # answered: an ACL user without `ping`
+        pass
     except Exception as exc:  # noqa: BLE001 - only a wrong URL stops the start
         if problem := misconfigured(client, exc):
             raise ValueError(f"REDIS_URL: {problem}") from None

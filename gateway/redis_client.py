@@ -88,7 +88,6 @@ class RedisWatch:
     def __init__(self, retry_after_s: float = RETRY_AFTER_S, client=None) -> None:
         self.retry_after_s, self._client = retry_after_s, client
         self._down_until = 0.0
-        self._asking = 0  # commands waiting on Redis now: each may need a connection of its own
         self._probe: asyncio.Task | None = None
         self.answered = True  # Redis's last word was an answer (not a failure)
         self.last_error: str | None = None
@@ -115,7 +114,7 @@ class RedisWatch:
                 await asyncio.sleep(self.retry_after_s)
                 try:
                     async with asyncio.timeout(START_PROBE_S):
-                        await self._client.ping()  # and the connection it opens stays in the pool, warm
+                        await _ping(self._client)  # and the connection it opens stays in the pool, warm
                 except Exception as exc:  # noqa: BLE001 - any failure: probe again later
                     self.last_error = misconfigured(self._client, exc) or f"{type(exc).__name__}: {exc}"[:300]
                     continue
@@ -132,24 +131,24 @@ class RedisWatch:
             return f"Redis failed moments ago; probed every {self.retry_after_s:g} s until it answers"
         return f"Redis failed moments ago; asked again in {max(0.0, self._down_until - time.monotonic()):.1f} s"
 
-    def _idle_connections(self) -> int:
+    def _has_idle_connection(self) -> bool:
+        """Whether the next command finds a connection open: a command takes its connection from the pool as it
+        starts, before its first wait, so the ones in flight are off the idle list already (counting them again
+        gave half of a burst the longer budget: a review)."""
         if self._client is None:
-            return 1 << 30
-        return len(getattr(self._client.connection_pool, "_available_connections", ()))
+            return True
+        return bool(getattr(self._client.connection_pool, "_available_connections", ()))
 
     async def ask(self, awaitable):
         """Redis's answer within ANSWER_BUDGET_S (CONNECT_BUDGET_S where no idle connection is left for it); a failure
         (TimeoutError past it) is raised, and no user asks Redis again until it answers a probe."""
-        budget = ANSWER_BUDGET_S if self._idle_connections() > self._asking else CONNECT_BUDGET_S
-        self._asking += 1
+        budget = ANSWER_BUDGET_S if self._has_idle_connection() else CONNECT_BUDGET_S
         try:
             async with asyncio.timeout(budget):
                 answer = await awaitable
         except Exception as exc:
             self.failed(STALLED if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"[:300])
             raise
-        finally:
-            self._asking -= 1
         self.answered = True
         return answer
 
@@ -165,7 +164,7 @@ async def unreachable(client) -> str | None:
     RedisMisconfigured where REDIS_URL cannot work as written (misconfigured)."""
     try:
         async with asyncio.timeout(START_PROBE_S):
-            await client.ping()
+            await _ping(client)
     except TimeoutError:
         return f"Redis at {where(client)} did not answer within {START_PROBE_S:g} s"
     except Exception as exc:  # noqa: BLE001 - any failure is reported, none stops the gateway but a wrong URL
@@ -173,6 +172,17 @@ async def unreachable(client) -> str | None:
             raise RedisMisconfigured(problem) from None
         return f"Redis at {where(client)} did not answer: {exc}"
     return None
+
+
+async def _ping(client) -> None:
+    """A PING, answered: a refusal of the command itself (an ACL user without `ping`, NOPERM) is an answer too: a
+    least-privilege user's gateway never had Redis back after a failure (a review)."""
+    import redis.exceptions
+
+    try:
+        await client.ping()
+    except redis.exceptions.NoPermissionError:
+        pass
 
 
 class RedisMisconfigured(ValueError):

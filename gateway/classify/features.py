@@ -41,7 +41,7 @@ MAX_HEADER_CHARS = 4096
 # onnxruntime's names (CPUExecutionProvider, QNNExecutionProvider), at most 32: a 1 MB header went whole into the
 # decision log, which says it holds no text (a review)
 _PROVIDER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
-_NETWORK = re.compile(r"[A-Za-z0-9_-]{1,32}")
+_NETWORK = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]{1,32}")  # the app's own words: `cellular (5G)`, one line
 MAX_PROVIDERS = 32
 
 
@@ -80,7 +80,7 @@ def parse_device_header(value: str | None) -> DeviceCapability | None:
             raise ValueError('providers are execution providers\' names, such as "QNNExecutionProvider"')
         network = raw.get("network")
         if network is not None and not (isinstance(network, str) and _NETWORK.fullmatch(network)):
-            raise ValueError('network must be a short name such as "wifi" or "metered"')
+            raise ValueError('network must be a short name such as "wifi" or "metered" (1-32 characters, one line)')
         return DeviceCapability(
             npu=_as_bool("npu", raw.get("npu", False)),
             ram_gb=_number("ram_gb", raw.get("ram_gb"), 0, 1e6),

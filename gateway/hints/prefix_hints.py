@@ -43,7 +43,7 @@ class PrefixHints:
         self.approximate = ApproximateIndex()
         self._redis = RedisHintIndex(redis_client, model_id) if redis_client is not None else None
         self._pending_s = pending_s
-        self._watch = watch or RedisWatch(retry_after_s)  # shared with the rate limits where the gateway has one
+        self._watch = watch or RedisWatch(retry_after_s, redis_client)  # shared with the rate limits in the gateway
         self._pending_writes: set[asyncio.Task] = set()
         self._flow: OrderedDict[bytes, SlidingCount] = OrderedDict()  # first block hash -> requests lately
         self._mode: str | None = None

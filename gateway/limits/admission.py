@@ -67,7 +67,7 @@ class AdmissionController:
         self._redis = RedisBuckets(redis_client) if redis_client is not None else None
         self._inflight: Counter[str] = Counter()
         self._mode: str | None = None
-        self._watch = watch or RedisWatch()
+        self._watch = watch or RedisWatch(client=redis_client)
         if self._redis is None:
             self._set_mode("local", "REDIS_URL not set")
         elif unreachable:

@@ -17,6 +17,7 @@ from tests.stack import endpoint_of, start_stack
 
 pytestmark = pytest.mark.integration
 MODEL = "tandem-demo"
+LONG_ANSWER_TOKENS = 2000  # within the demo's context of 2,048 with a short prompt
 ANSWER_TOKENS = 1500  # about 1.5 s of decoding on the demo model here: three times the attempt timeout below
 
 
@@ -118,7 +119,9 @@ def test_a_client_that_leaves_while_queued_on_a_busy_edge_never_gets_its_turn(st
 def impatient(demo_checkpoint, tmp_path_factory):
     """A first-token deadline shorter than an answer: a choice queued behind another on the edge misses it."""
     folder = tmp_path_factory.mktemp("impatient")
-    env = {"TANDEM_FIRST_TOKEN_DEADLINE_S": "1", "TANDEM_DECISION_LOG": str(folder / "decisions.jsonl")}
+    # 0.4 s: an answer of LONG_ANSWER_TOKENS takes 1 s and more even on a fast, idle machine (1,500 tokens took
+    # 0.8 s on one, and the next prompt started within a deadline of 1 s)
+    env = {"TANDEM_FIRST_TOKEN_DEADLINE_S": "0.4", "TANDEM_DECISION_LOG": str(folder / "decisions.jsonl")}
     s = start_stack(demo_checkpoint, folder, env=env)
     yield s, folder / "decisions.jsonl"
     s.stop()
@@ -129,7 +132,7 @@ def test_a_streamed_batch_whose_later_prompt_cannot_start_says_so_and_logs_each_
     an error event, prompt 0 goes on to its end, prompt 2 never starts, and the decision log still has one decision
     per prompt (it had an error record without a prompt, and none for prompt 2; a review)."""
     stack, log = impatient
-    body = {"model": MODEL, "prompt": ["Hello there", "Goodbye now", "Once more"], "max_tokens": ANSWER_TOKENS,
+    body = {"model": MODEL, "prompt": ["Hello there", "Goodbye now", "Once more"], "max_tokens": LONG_ANSWER_TOKENS,
             "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
     events = []
     with httpx.stream("POST", f"{stack.url}/v1/completions", json=body, headers={"X-Tandem-Privacy": "pii"},
@@ -142,7 +145,7 @@ def test_a_streamed_batch_whose_later_prompt_cannot_start_says_so_and_logs_each_
     assert [e["code"] for e in errors] == ["no_backend"], errors
     finished = [c for e in parsed for c in e.get("choices", ()) if c.get("finish_reason")]
     assert [(c["index"], c["finish_reason"]) for c in finished] == [(0, "length")]
-    assert parsed[-1]["usage"]["completion_tokens"] == ANSWER_TOKENS  # prompt 0's alone
+    assert parsed[-1]["usage"]["completion_tokens"] == LONG_ANSWER_TOKENS  # prompt 0's alone
     response_id = next(e["id"] for e in parsed if "id" in e)
     records = [json.loads(line) for line in log.read_text().splitlines() if response_id in line]
     decisions = [r for r in records if r.get("kind") != "usage"]  # (prompt 0's usage record is the other)

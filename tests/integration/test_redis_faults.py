@@ -152,3 +152,59 @@ def test_a_redis_url_that_cannot_work_stops_the_start(redis_with_password, demo_
     assert "s3cret" not in str(refused.value) and "wrong" not in str(refused.value)
     right = f"redis://:s3cret@127.0.0.1:{redis_with_password}/0"
     preflight(Settings(model_dir=demo_checkpoint, redis_url=right, api_keys=["k"], watch_policy=False))
+
+
+def test_a_stalled_redis_costs_a_burst_the_commands_budget_not_the_connections(redis_url):
+    """Commands in flight were counted twice against the idle connections: half of a burst of 8 over 8 open
+    connections waited 0.5 s on a stalled Redis instead of 50 ms (a review)."""
+    direct = redis.Redis.from_url(redis_url)
+
+    async def run():
+        client = connect(redis_url)
+        watch = RedisWatch(client=client)
+        try:
+            await asyncio.gather(*(watch.ask(client.ping()) for _ in range(8)))  # eight connections open, idle
+            await asyncio.to_thread(direct.execute_command, "CLIENT", "PAUSE", "600", "ALL")
+
+            async def timed():
+                started = time.monotonic()
+                with pytest.raises(TimeoutError):
+                    await watch.ask(client.ping())
+                return time.monotonic() - started
+
+            return await asyncio.gather(*(timed() for _ in range(8)))
+        finally:
+            await watch.close()
+            await client.aclose()
+
+    waits = asyncio.run(run())
+    direct.execute_command("CLIENT", "UNPAUSE")
+    assert max(waits) < 0.3, waits
+
+
+def test_an_acl_user_without_ping_has_redis_back_after_a_failure(redis_url):
+    """A least-privilege user (`-ping`) is answered NOPERM: the probe took that for no answer, and the gateway kept
+    its limits per replica for good after one failure (a review)."""
+    direct = redis.Redis.from_url(redis_url)
+    direct.execute_command("ACL", "SETUSER", "noping", "on", ">pw", "~*", "&*", "+@all", "-ping")
+    url = redis_url.replace("redis://", "redis://noping:pw@", 1)
+
+    async def run():
+        client = connect(url)
+        watch = RedisWatch(retry_after_s=0.1, client=client)
+        try:
+            assert await unreachable(client) is None  # answered
+            watch.failed("a blip")
+            deadline = time.monotonic() + 5
+            while not watch.usable():
+                assert time.monotonic() < deadline, watch.last_error
+                await asyncio.sleep(0.05)
+            return watch.answered
+        finally:
+            await watch.close()
+            await client.aclose()
+
+    try:
+        assert asyncio.run(run()) is True
+    finally:
+        direct.execute_command("ACL", "DELUSER", "noping")

@@ -43,3 +43,13 @@ def test_probe_reports_what_this_machine_has():
     assert report.npu == any(p in report.execution_providers for p in ("QNNExecutionProvider", "OpenVINOExecutionProvider",
                                                                        "VitisAIExecutionProvider", "CoreMLExecutionProvider",
                                                                        "DmlExecutionProvider"))  # fmt: skip
+
+
+def test_the_default_agent_id_is_one_the_gateway_takes_whatever_the_hostname():
+    """A hostname outside ASCII (`Büro-PC`) made a default id the gateway refused: the agent retried for ever."""
+    from edge_agent.registration import default_agent_id
+
+    for hostname, expected in (("Büro-PC", "Buro-PC-50061"), ("laptop.local", "laptop.local-50061"),
+                               ("我的电脑", "edge-agent-50061"), ("a b\nc", "a-b-c-50061")):  # fmt: skip
+        assert default_agent_id(hostname, 50061) == expected
+        assert registration(agent_id=expected).agent_id == expected  # the gateway's own model takes it

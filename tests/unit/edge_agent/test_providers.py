@@ -107,3 +107,32 @@ def test_an_agent_reports_an_npu_only_where_one_runs_its_model():
 
     assert device("QNNExecutionProvider")["npu"] is True
     assert device("CPUExecutionProvider")["npu"] is False
+
+
+def test_the_provider_with_the_most_kernel_time_is_the_one_reported(tmp_path):
+    """A compiling NPU provider profiles each partition it takes as one fused node of its own name: counted by
+    op, it had no work and four shape ops left on the CPU won (a review). onnxruntime's profile format."""
+    import json
+
+    from edge_agent import providers
+
+    folder = tmp_path / f"{providers._PLACEMENT}x"
+    folder.mkdir()
+    events = [{"cat": "Session", "name": "model_run", "dur": 5000, "args": {}}]
+    events.append({"cat": "Node", "name": "QNNExecutionProvider_QNN_0_0_kernel_time", "dur": 4000,
+                   "args": {"op_name": "QNNExecutionProvider_QNN_0", "provider": "QNNExecutionProvider"}})  # fmt: skip
+    events += [{"cat": "Node", "name": f"/Shape_{i}_kernel_time", "dur": 3,
+                "args": {"op_name": "Shape", "provider": "CPUExecutionProvider"}} for i in range(4)]  # fmt: skip
+    (folder / "run.json").write_text(json.dumps(events))
+
+    class ProfiledSession:  # what ran_on reads of an InferenceSession
+        def get_session_options(self):
+            options = ort.SessionOptions()
+            options.enable_profiling, options.profile_file_prefix = True, str(folder / "run")
+            return options
+
+        def end_profiling(self):
+            return str(folder / "run.json")
+
+    assert providers.ran_on(ProfiledSession(), "QNNExecutionProvider", require_npu=True) == "QNNExecutionProvider"
+    assert not folder.exists()

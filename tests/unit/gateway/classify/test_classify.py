@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from gateway.classify.features import DeviceCapability, parse_device_header
@@ -119,6 +121,12 @@ def test_device_header():
 def test_bad_device_header_is_a_400(header, message):
     with pytest.raises(BadRequest, match=message):
         parse_device_header(header)
+
+
+def test_an_apps_own_network_words_are_read():
+    """The SDK documents `network` as the app's own words: `cellular (5G)` was refused for a moment (a review)."""
+    for words in ("cellular (5G)", "wi-fi/metered", "802.11ac", "4G LTE"):
+        assert parse_device_header(json.dumps({"network": words})).network == words
 
 
 def test_a_refused_device_header_is_not_repeated_whole():
