@@ -7,7 +7,7 @@ from pathlib import Path
 from cloud_worker.build import build_engine
 from cloud_worker.engine.config import EngineConfig
 from cloud_worker.hint_publisher import HintPublisher
-from proto.prefix_hints import DEFAULT_HINT_TTL_S, default_worker_id
+from proto.prefix_hints import DEFAULT_HINT_TTL_S, default_worker_id, worker_id_for
 from serving.checkpoint import model_id_for
 from serving.embedded_http import serve_http
 from serving.telemetry import setup_tracing, shutdown_tracing
@@ -33,7 +33,7 @@ def run(
     model_id = model_id_for(model_dir, model_id)
     publisher = None
     if redis_url:
-        worker_id = worker_id or default_worker_id(host, port)
+        worker_id = worker_id_for(worker_id) if worker_id else default_worker_id(host, port)  # as gateways read it
         publisher = HintPublisher(redis_url, model_id, worker_id, hint_ttl_s)
         log.info("publishing prefix hints to Redis as worker %s (ttl %.0f s)", worker_id, hint_ttl_s)
     else:

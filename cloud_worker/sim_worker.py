@@ -28,7 +28,7 @@ from cloud_worker.engine.config import EngineConfig
 from cloud_worker.engine.llm_engine import PagedEngine
 from cloud_worker.engine.scheduler import ScheduledSeq
 from cloud_worker.hint_publisher import HintPublisher
-from proto.prefix_hints import DEFAULT_HINT_TTL_S, default_worker_id
+from proto.prefix_hints import DEFAULT_HINT_TTL_S, default_worker_id, worker_id_for
 from serving.checkpoint import load_tokenizer
 from serving.embedded_http import serve_http
 from serving.engine_api import GenerationRequest, RequestRejected, SamplingParams
@@ -170,7 +170,7 @@ def run(
 ) -> None:
     setup_tracing("tandem-sim-worker")
     publisher = None
-    worker_id = worker_id or default_worker_id(host, port)
+    worker_id = worker_id_for(worker_id) if worker_id else default_worker_id(host, port)  # as gateways read it
     if redis_url:
         publisher = HintPublisher(redis_url, model_id, worker_id, hint_ttl_s)
     engine = build_sim_engine(

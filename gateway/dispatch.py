@@ -98,77 +98,118 @@ async def dispatch(
     started = time.perf_counter()
     ids = request.prompt_token_ids if prompt_ids is None else prompt_ids
     prompt = PromptKey(request.cache_salt or request.tenant, ids)
-    gathered = await gather_pools(
-        registry, policy, decision.pools, prompt, privacy.hints_for(decision.is_private, hints)
-    )
-    hinted = [pool for pool, hashes in gathered.hashes.items() if hashes]
-    plan = plan_route(policy, features, gathered.candidates, next(_turns), decision, hinted)
-    metrics.ROUTING_DECISION.observe(time.perf_counter() - started)
-    metrics.observe_plugins(plan)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + first_token_deadline_s
     failures: list[str] = []
     attempts = 0
-    for pool in plan.pools:
-        hashes = gathered.hashes[pool.pool]
-        for candidate in pool.ranked:
-            backend = gathered.backends[pool.pool][candidate.endpoint]
-            label = gathered.labels[pool.pool][candidate.endpoint]
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                failures.append(f"gave up after {first_token_deadline_s:g} s without a first token")
-                raise NoBackend(_no_backend_message(decision, failures))
-            attempts += 1
-            if hashes:
-                # Now, so the next request sharing the prefix follows, through any replica.
-                hints.record(backend.endpoint, hashes, candidate.prefix_match_blocks)
-            # Queued behind others of ours at the last backend the plan has (an edge agent answers one at a time:
-            # a batch's prompts, n choices, other callers): giving up early would leave nothing to try, so it waits
-            # its turn up to the deadline.
-            queued_at_last = backend.inflight > 0 and pool is plan.pools[-1] and candidate is pool.ranked[-1]
-            wait_s = remaining if queued_at_last else min(attempt_timeout_s, remaining)
-            # One span per attempt, up to its first token; the gRPC client span is its child.
-            with tracer.start_as_current_span("gateway.backend_call") as span:
-                span.set_attribute("tandem.pool", pool.pool)
-                span.set_attribute("tandem.backend", backend.endpoint)
-                span.set_attribute("tandem.attempt", attempts)
-                stream = backend.generate(request, timeout_s)
-                try:
-                    async with asyncio.timeout(wait_s):  # a timer on this task: wait_for would start another task
-                        first = await anext(stream)
-                except TimeoutError:
-                    await stream.aclose()
-                    busy = backend.inflight > 0  # it is answering others of ours: queued behind them, not failing
-                    if not busy:  # (a hung one fails its health polls, and routing leaves it then)
-                        backend.breaker.record_failure()
-                    said = f"no first token within {wait_s:.1f} s" + (
-                        f" (busy answering {backend.inflight} other request(s))" if busy else ""
+    while True:  # once, unless every backend is left out while one is being probed (below)
+        gathered = await gather_pools(
+            registry, policy, decision.pools, prompt, privacy.hints_for(decision.is_private, hints)
+        )
+        hinted = [pool for pool, hashes in gathered.hashes.items() if hashes]
+        plan = plan_route(policy, features, gathered.candidates, next(_turns), decision, hinted)
+        metrics.ROUTING_DECISION.observe(time.perf_counter() - started)
+        metrics.observe_plugins(plan)
+        for pool in plan.pools:
+            hashes = gathered.hashes[pool.pool]
+            for candidate in pool.ranked:
+                backend = gathered.backends[pool.pool][candidate.endpoint]
+                label = gathered.labels[pool.pool][candidate.endpoint]
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    failures.append(f"gave up after {first_token_deadline_s:g} s without a first token")
+                    raise NoBackend(_no_backend_message(decision, failures))
+                attempts += 1
+                if hashes:
+                    # Now, so the next request sharing the prefix follows, through any replica.
+                    hints.record(backend.endpoint, hashes, candidate.prefix_match_blocks)
+                # Queued behind others of ours at the last backend the plan has (an edge agent answers one at a time:
+                # a batch's prompts, n choices, other callers): giving up early would leave nothing to try, so it waits
+                # its turn up to the deadline.
+                queued_at_last = backend.inflight > 0 and pool is plan.pools[-1] and candidate is pool.ranked[-1]
+                wait_s = remaining if queued_at_last else min(attempt_timeout_s, remaining)
+                # One span per attempt, up to its first token; the gRPC client span is its child.
+                with tracer.start_as_current_span("gateway.backend_call") as span:
+                    span.set_attribute("tandem.pool", pool.pool)
+                    span.set_attribute("tandem.backend", backend.endpoint)
+                    span.set_attribute("tandem.attempt", attempts)
+                    stream = backend.generate(request, timeout_s)
+                    try:
+                        async with asyncio.timeout(wait_s):  # a timer on this task: wait_for would start another task
+                            first = await anext(stream)
+                    except TimeoutError:
+                        await stream.aclose()
+                        busy = backend.inflight > 0  # it is answering others of ours: queued behind them, not failing
+                        if not busy:  # (a hung one fails its health polls, and routing leaves it then)
+                            backend.breaker.record_failure()
+                        said = f"no first token within {wait_s:.1f} s" + (
+                            f" (busy answering {backend.inflight} other request(s))" if busy else ""
+                        )
+                        failures.append(f"{label}: {said}")
+                        log.warning("backend %s (%s): %s", backend.endpoint, label, said)
+                        span.set_attribute("tandem.outcome", "timeout")
+                        continue
+                    except BackendError as exc:
+                        await stream.aclose()
+                        span.set_attribute("tandem.outcome", "error")
+                        if not exc.is_retryable:
+                            raise BadRequest(hide_addresses(exc.details, exc.endpoint)) from exc
+                        log.warning("backend %s (%s) failed before its first token: %s", backend.endpoint, label, exc)
+                        failures.append(exc.told(label))
+                        continue
+                    span.set_attribute("tandem.outcome", "first_token")
+                if attempts > 1:
+                    metrics.FALLBACKS.labels(decision.rule).inc()
+                predicted = 0
+                if hashes:
+                    predicted = candidate.prefix_match_blocks * (
+                        candidate.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS
                     )
-                    failures.append(f"{label}: {said}")
-                    log.warning("backend %s (%s): %s", backend.endpoint, label, said)
-                    span.set_attribute("tandem.outcome", "timeout")
-                    continue
-                except BackendError as exc:
-                    await stream.aclose()
-                    span.set_attribute("tandem.outcome", "error")
-                    if not exc.is_retryable:
-                        raise BadRequest(hide_addresses(exc.details, exc.endpoint)) from exc
-                    log.warning("backend %s (%s) failed before its first token: %s", backend.endpoint, label, exc)
-                    failures.append(exc.told(label))
-                    continue
-                span.set_attribute("tandem.outcome", "first_token")
-            if attempts > 1:
-                metrics.FALLBACKS.labels(decision.rule).inc()
-            predicted = 0
-            if hashes:
-                predicted = candidate.prefix_match_blocks * (candidate.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS)
-                metrics.PREFIX_TOKENS.labels(pool.pool, "predicted").inc(predicted)
-            return RoutedStream(pool.pool, decision.rule, backend, label, first, stream, request.tenant, predicted)
-        if pool.ranked:
-            failures.append(f"pool {pool.pool!r}: no backend left to try")
-        else:
-            failures.append(f"pool {pool.pool!r}: no backend may serve now ({_why_none(pool, gathered)})")
-    raise NoBackend(_no_backend_message(decision, failures), headers=_retry_after(plan, gathered))
+                    metrics.PREFIX_TOKENS.labels(pool.pool, "predicted").inc(predicted)
+                return RoutedStream(pool.pool, decision.rule, backend, label, first, stream, request.tenant, predicted)
+            if pool.ranked:
+                failures.append(f"pool {pool.pool!r}: no backend left to try")
+            else:
+                failures.append(f"pool {pool.pool!r}: no backend may serve now ({_why_none(pool, gathered)})")
+        probing = _left_out_for_a_probe(plan, gathered) if not attempts else []
+        if probing and (left := deadline - loop.time()) > 0:
+            # Every backend left out, one of them because another request is probing it (half-open after failures in
+            # a row): its verdict is a first token away. A request beside the probe after a worker's restart was a 503
+            # at once, the worker back (a review); now it waits for the verdict and plans again.
+            await _a_probe_settles(probing, left)
+            started, failures = time.perf_counter(), []
+            continue
+        raise NoBackend(_no_backend_message(decision, failures), headers=_retry_after(plan, gathered))
+
+
+def _left_out_for_a_probe(plan: RoutePlan, gathered: Gathered) -> list:
+    """The backends left out only because another request is probing them: by the `healthy` filter, with no
+    problem of their own, their breaker's one slot taken. Not one left out for privacy or a failing health check: a
+    private request waited out another request's probe of a backend it could never use, then had the wrong reason
+    (a review)."""
+    found = []
+    for pool in plan.pools:
+        backends = gathered.backends[pool.pool]
+        for candidate in pool.ranking.candidates:
+            backend = backends.get(candidate.endpoint)
+            if (
+                backend is not None
+                and backend.problem is None
+                and pool.ranking.dropped.get(id(candidate)) == "healthy"
+                and backend.breaker.probing()
+            ):
+                found.append(backend)
+    return found
+
+
+async def _a_probe_settles(backends: list, timeout_s: float) -> None:
+    """Returns when the probe of one of `backends` has its verdict, or after `timeout_s`."""
+    waits = [asyncio.ensure_future(backend.breaker.probe_settled()) for backend in backends]
+    try:
+        await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
 
 
 def _why_none(pool: PoolPlan, gathered: Gathered) -> str:

@@ -178,5 +178,6 @@ def worker_id_for(endpoint: str) -> str:
 
 def default_worker_id(host: str, port: int) -> str:
     """The id a worker listening on host:port publishes its hints under, unless told (--worker-id): the address a
-    gateway on this host dials (a wildcard listen address is 127.0.0.1 here)."""
-    return worker_id_for(f"{'127.0.0.1' if host in ('0.0.0.0', '::', '') else host}:{port}")
+    gateway on this host dials (a wildcard listen address, `::` or `[::]` too, is 127.0.0.1 here)."""
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "[::]", "") else host
+    return worker_id_for(f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}")

@@ -8,11 +8,11 @@ from gateway.backends.registry import BackendRegistry
 from gateway.backends.worker_backend import BackendError, WorkerBackend
 from proto.gen import worker_pb2
 
-OK, FAIL, SLOW, REJECT, STALL = "ok", "fail", "slow", "reject", "stall"
+OK, FAIL, SLOW, REJECT, STALL, SLOW_START = "ok", "fail", "slow", "reject", "stall", "slow_start"
 
 
 class ScriptedBackend(WorkerBackend):
-    behaviour: dict[str, str]  # endpoint -> OK | FAIL | SLOW | REJECT | STALL
+    behaviour: dict[str, str]  # endpoint -> OK | FAIL | SLOW | REJECT | STALL | SLOW_START
     reported_kind: dict[str, str]
     wire_log: list[tuple[str, str, str, bool]]
 
@@ -35,6 +35,8 @@ class ScriptedBackend(WorkerBackend):
             raise BackendError(self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, "scripted rejection")
         if behaviour == SLOW:
             await asyncio.sleep(10)
+        if behaviour == SLOW_START:  # answers, after a fifth of a second
+            await asyncio.sleep(0.2)
         if behaviour == STALL:  # a first token, then silence: hung mid-answer, not dead
             yield worker_pb2.GenerateChunk(token_ids=[1], text="x")
             await asyncio.sleep(10)

@@ -2,9 +2,11 @@
 
 closed: requests flow; `failure_threshold` consecutive failures open it.
 open: nothing is sent for `open_for_s`; then it is half-open.
-half-open: one request at a time probes; success closes it, failure opens it again.
+half-open: one request at a time probes; success closes it, failure opens it again. A request that finds the
+probe slot taken may wait for its verdict (`probe_settled`) instead of giving up.
 """
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ class CircuitBreaker:
     consecutive_failures: int = field(default=0, init=False)
     _opened_at: float = field(default=0.0, init=False)
     _probe_in_flight: bool = field(default=False, init=False)
+    _settled: asyncio.Event | None = field(default=None, init=False)  # set when the probe in flight has its verdict
 
     def __post_init__(self) -> None:
         assert self.failure_threshold >= 1 and self.open_for_s > 0
@@ -49,15 +52,34 @@ class CircuitBreaker:
             self._probe_in_flight = True
         return True
 
+    def probing(self) -> bool:
+        """Whether a request is probing the backend now (half-open, its one slot taken)."""
+        return self.current_state() == HALF_OPEN and self._probe_in_flight
+
+    async def probe_settled(self) -> None:
+        """Returns once the probe in flight has ended (a verdict, or its caller left); at once where none is."""
+        if not self.probing():
+            return
+        if self._settled is None:
+            self._settled = asyncio.Event()
+        await self._settled.wait()
+
+    def _settle(self) -> None:
+        self._probe_in_flight = False
+        if self._settled is not None:
+            self._settled.set()
+            self._settled = None
+
     def release(self) -> None:
         """A request ended with no verdict on the backend (the caller left first): free the probe slot."""
-        self._probe_in_flight = False
+        self._settle()
 
     def record_success(self) -> None:
-        self.state, self.consecutive_failures, self._probe_in_flight = CLOSED, 0, False
+        self.state, self.consecutive_failures = CLOSED, 0
+        self._settle()
 
     def record_failure(self) -> None:
         self.consecutive_failures += 1
-        self._probe_in_flight = False
         if self.state == HALF_OPEN or self.consecutive_failures >= self.failure_threshold:
             self.state, self._opened_at = OPEN, self.clock()
+        self._settle()

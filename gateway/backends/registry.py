@@ -165,14 +165,21 @@ class BackendRegistry:
         self.contexts = self._contexts()
 
     def _contexts(self) -> dict[str, int]:
-        """Per model, the longest context any of its backends reported (a worker's is its model's, or its KV pool's
-        where that holds fewer tokens); a model none reported is absent."""
+        """Per model, the longest context its healthy backends report (a worker's is its model's, or its KV pool's
+        where that holds fewer tokens). A model with a healthy backend that reports none (an OpenAI-compatible HTTP
+        server), or with no healthy backend, is absent: its checkpoint's context stands. A dead worker's last Stats
+        do not count, nor does a server that says nothing bound the others (a review found both)."""
         longest: dict[str, int] = {}
+        unbounded: set[str] = set()
         for backend in self.all():
             stats = backend.stats
-            if stats is not None and stats.max_context_tokens > 0 and stats.model_id == backend.model_id:
+            if stats is None or backend.problem is not None or stats.model_id != backend.model_id:
+                continue
+            if stats.max_context_tokens <= 0:
+                unbounded.add(backend.model_id)
+            else:
                 longest[backend.model_id] = max(longest.get(backend.model_id, 0), stats.max_context_tokens)
-        return longest
+        return {model: tokens for model, tokens in longest.items() if model not in unbounded}
 
     def context_of(self, model_id: str, configured: int) -> int:
         """A model's context as this gateway serves it: its checkpoint's, or less where no backend of it can hold

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 import grpc
 
 from gateway import metrics, privacy
-from gateway.backends.circuit_breaker import CLOSED, CircuitBreaker
+from gateway.backends.circuit_breaker import CLOSED, HALF_OPEN, CircuitBreaker
 from gateway.routing.candidate import RECENT_WINDOW_S, Candidate
 from proto.gen import worker_pb2
 from proto.prefix_hints import worker_id_for
@@ -264,6 +264,7 @@ class WorkerBackend:
             raise BackendError.ours(
                 self.endpoint, grpc.StatusCode.UNAVAILABLE, "circuit breaker open after repeated failures"
             )
+        probe = self.breaker.state == HALF_OPEN  # this request holds the breaker's one probe slot
         self.inflight += 1
         self._sent.add()  # (the line above has already marked the snapshot stale)
         answered = failed = False
@@ -297,7 +298,7 @@ class WorkerBackend:
         finally:
             await chunks.aclose()
             self.inflight -= 1
-            if not answered and not failed:
+            if not answered and not failed and probe:  # (another's probe keeps its slot: a review)
                 self.breaker.release()  # left before any answer (client gone, or our deadline): no verdict
 
     async def _fetch_stats(self) -> worker_pb2.StatsReply:

@@ -1,6 +1,7 @@
 """Failover inside dispatch: retries before the first token, breaker, deadline, client errors."""
 
 import asyncio
+import contextlib
 import re
 
 import pytest
@@ -11,7 +12,7 @@ from gateway.dispatch import dispatch
 from gateway.policy.schema import Policy
 from proto.gen import worker_pb2
 from serving.openai.errors import BadRequest, NoBackend
-from tests.scripted_backend import FAIL, REJECT, SLOW, registry_for, scripted
+from tests.scripted_backend import FAIL, REJECT, SLOW, SLOW_START, registry_for, scripted
 
 A, B = "grpc://a:1", "grpc://b:1"
 POLICY = Policy.model_validate({
@@ -73,6 +74,38 @@ def test_consecutive_failures_open_the_breaker_and_a_probe_closes_it():
     tried, served = asyncio.run(go())
     assert tried == 2  # opened after two failures: later requests never touched A's wire
     assert A in served  # the probe went through and closed the breaker
+
+
+ALONE = Policy.model_validate(
+    POLICY.model_dump() | {"pools": {**POLICY.model_dump()["pools"], "cloud": {"kind": "cloud", "endpoints": [A]}}}
+)  # fmt: skip  (one cloud backend)
+
+
+async def half_open_after_a_failure(behaviour: dict[str, str], then: str):
+    """A registry for ALONE whose one cloud backend failed once (its breaker open) and is back (`then`), half-open."""
+    registry = registry_for(ALONE, scripted(behaviour, failure_threshold=1, open_for_s=0.2))
+    with pytest.raises(NoBackend):
+        await dispatch(ALONE, registry, PUBLIC, worker_pb2.GenerateRequest(request_id="r"), 5.0, 5.0, 5.0)
+    behaviour[A] = then
+    await asyncio.sleep(0.25)
+    return registry
+
+
+def test_a_request_beside_a_backends_probe_waits_for_its_verdict():
+    """After failures in a row a backend's breaker lets one request probe it; a request beside that probe was a 503
+    at once, the worker back (a review of a restarted worker). Now it waits for the probe's verdict and is served."""
+
+    async def go():
+        registry = await half_open_after_a_failure({A: FAIL}, SLOW_START)  # back, 0.2 s to its first token
+
+        async def one():
+            routed = await dispatch(ALONE, registry, PUBLIC, worker_pb2.GenerateRequest(request_id="r"), 5.0, 5.0, 5.0)
+            await routed.aclose()
+            return routed.backend.endpoint
+
+        return await asyncio.gather(one(), one(), one())
+
+    assert asyncio.run(go()) == [A, A, A]
 
 
 def test_a_stalled_backend_is_skipped_after_its_attempt_timeout():
@@ -284,3 +317,25 @@ def test_an_http_upstreams_error_page_reaches_the_caller_as_its_status_alone():
     refused = http._error(400, json.dumps({"error": {"message": "max_tokens too large for vllm-3.svc:8000"}}))
     assert refused.is_request_fault
     assert hide_addresses(refused.details, refused.endpoint) == "HTTP 400: max_tokens too large for <address>"
+
+
+def test_a_request_waits_on_no_probe_of_a_backend_it_could_not_use():
+    """Only a backend left out for its taken probe slot is waited on: beside a probe of a backend failing its
+    health checks, a request waited out the probe, then had the same 503 (a review)."""
+
+    async def go():
+        registry = await half_open_after_a_failure({A: FAIL}, SLOW)
+        request = worker_pb2.GenerateRequest(request_id="r")
+        probe = asyncio.ensure_future(dispatch(ALONE, registry, PUBLIC, request, 5.0, 5.0, 5.0))
+        await asyncio.sleep(0.05)
+        registry.all()[0]._set_problem("UNAVAILABLE: its health poll failed")
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(NoBackend, match="failing its health checks"):
+            await dispatch(ALONE, registry, PUBLIC, request, 5.0, 3.0, 3.0)
+        waited = asyncio.get_running_loop().time() - started
+        probe.cancel()
+        with contextlib.suppress(asyncio.CancelledError, NoBackend):
+            await probe
+        return waited
+
+    assert asyncio.run(go()) < 0.5
