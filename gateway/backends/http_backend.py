@@ -27,6 +27,12 @@ from proto.gen import worker_pb2
 _ERROR_CODE = re.compile(r"[a-z][a-z0-9_]{0,39}")  # OpenAI's error codes (`routing_loop`, `server_error`)
 
 HEALTH_TIMEOUT_S = 1.0
+MAX_ERROR_BYTES = 64 * 1024  # of an upstream's error body, read (its words go to the log, cut at 2,000)
+MAX_LINE_CHARS = 1 << 20  # of one SSE line: an event carries a few tokens
+MAX_TEXT_PER_TOKEN = 256  # characters an answer may carry per token asked (a token is a few)
+# An upstream's refusal that says the upstream is wrong, not the request: a redirect, its key, its path, its timeout,
+# its load. A wrong key was a 400 to every caller, no failover, the breaker closed, its words shown (a review).
+_THE_SERVERS = frozenset({301, 302, 303, 307, 308, 401, 403, 404, 405, 407, 408, 421, 429})
 PRIVATE_HEADERS = {"X-Tandem-Privacy": "private"}  # a never-leave tag in every policy that keeps the default tags
 
 
@@ -118,8 +124,12 @@ class HttpWorkerBackend(WorkerBackend):
                 "POST", f"{self._base}/v1/completions", json=self._body(request), headers=headers, timeout=timeout_s
             ) as response:
                 if response.status_code != 200:
-                    raise self._error(response.status_code, (await response.aread()).decode(errors="replace"))
-                async for event in aevents(response.aiter_lines()):  # the SDK's decoder (tandem_sdk/sse.py)
+                    raise self._error(response.status_code, await _head_of(response, MAX_ERROR_BYTES))
+                most = MAX_TEXT_PER_TOKEN * max(request.sampling.max_tokens, 1)
+                sent = 0
+                async for event in aevents(_bounded_lines(response, MAX_LINE_CHARS)):  # the SDK's SSE decoder
+                    if not isinstance(event, dict):
+                        raise ValueError(f"an event that is no JSON object ({type(event).__name__})")
                     if "error" in event:  # OpenAI's {"error": {"message": ...}}, or a server's bare {"error": "..."}
                         error = event["error"]
                         message = error.get("message") if isinstance(error, dict) else error
@@ -128,10 +138,14 @@ class HttpWorkerBackend(WorkerBackend):
                         )
                     if event.get("usage"):
                         usage = event["usage"]
-                    for choice in event.get("choices", []):
-                        if choice.get("text"):
-                            yield worker_pb2.GenerateChunk(text=choice["text"])
-                        finish = choice.get("finish_reason") or finish
+                    for text, finished in _choices(event):
+                        if text:
+                            sent += len(text)
+                            if sent > most:
+                                raise ValueError(f"over {most:,} characters for {request.sampling.max_tokens} tokens")
+                            yield worker_pb2.GenerateChunk(text=text)
+                        finish = finished or finish
+                ending = _usage(usage, len(request.prompt_token_ids))
         except httpx.TransportError as exc:
             self._set_problem(f"UNAVAILABLE: {exc}")
             raise BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, str(exc)) from exc
@@ -139,10 +153,19 @@ class HttpWorkerBackend(WorkerBackend):
             raise BackendError(
                 self.endpoint, grpc.StatusCode.INTERNAL, f"malformed stream: {exc}", said="a malformed stream"
             ) from exc
+        except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+            # An answer of another shape (`data: 5`, choices null, a usage of words or 2**40): the backend's fault,
+            # counted and tried elsewhere; it was a 500, the backend never blamed (a review)
+            raise BackendError(
+                self.endpoint,
+                grpc.StatusCode.INTERNAL,
+                f"a malformed answer: {str(exc)[:300]}",
+                said="a malformed answer",
+            ) from exc
         if finish is None:
             raise BackendError.ours(self.endpoint, grpc.StatusCode.INTERNAL, "stream ended without a finish reason")
         # The finish reason waits for the usage chunk, so the last chunk carries both, as from a Tandem worker.
-        yield worker_pb2.GenerateChunk(finish_reason=finish, usage=_usage(usage, len(request.prompt_token_ids)))
+        yield worker_pb2.GenerateChunk(finish_reason=finish, usage=ending)
 
     def _error(self, status: int, text: str) -> BackendError:
         """An upstream's refusal: a request's fault (4xx but 429) in its words, which the caller reads with addresses
@@ -153,7 +176,7 @@ class HttpWorkerBackend(WorkerBackend):
             error = json.loads(text)["error"]
             message, code = error["message"], error.get("code")
         details = f"HTTP {status}: {str(message)[:2000]}"
-        if status >= 500 or status == 429:
+        if status >= 500 or status in _THE_SERVERS:
             named = f" ({code})" if isinstance(code, str) and _ERROR_CODE.fullmatch(code) else ""
             return BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, details, said=f"HTTP {status}{named}")
         return BackendError(self.endpoint, grpc.StatusCode.INVALID_ARGUMENT, details)
@@ -163,10 +186,56 @@ class HttpWorkerBackend(WorkerBackend):
 
 
 def _usage(usage: dict | None, num_prompt: int) -> worker_pb2.Usage:
+    """The upstream's usage; ValueError (a malformed answer) for one that is no object of whole numbers from 0."""
     usage = usage or {}
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-    return worker_pb2.Usage(
-        prompt_tokens=usage.get("prompt_tokens", num_prompt),
-        completion_tokens=usage.get("completion_tokens", 0),
-        cached_prompt_tokens=cached,
+    if not isinstance(usage, dict):
+        raise ValueError(f"a usage that is no object ({type(usage).__name__})")
+    details = usage.get("prompt_tokens_details") or {}
+    counts = (
+        usage.get("prompt_tokens", num_prompt),
+        usage.get("completion_tokens", 0),
+        (details.get("cached_tokens") if isinstance(details, dict) else None) or 0,
     )
+    if not all(type(n) is int and 0 <= n < 1 << 31 for n in counts):
+        raise ValueError(f"usage counts that are no whole numbers from 0: {str(counts)[:100]}")
+    return worker_pb2.Usage(prompt_tokens=counts[0], completion_tokens=counts[1], cached_prompt_tokens=counts[2])
+
+
+def _choices(event: dict):
+    """Each choice's (text, finish_reason) of an event; ValueError for a shape no completion has."""
+    choices = event.get("choices") or []
+    if not isinstance(choices, list):
+        raise ValueError(f"choices that are no list ({type(choices).__name__})")
+    for choice in choices:
+        if not isinstance(choice, dict):
+            raise ValueError(f"a choice that is no object ({type(choice).__name__})")
+        text, finish = choice.get("text") or "", choice.get("finish_reason")
+        if not isinstance(text, str) or not (finish is None or isinstance(finish, str)):
+            raise ValueError("a choice whose text or finish_reason is no string")
+        yield text, finish
+
+
+async def _head_of(response: httpx.Response, most: int) -> str:
+    """The first `most` bytes of an error's body: a 200 MB error page was read whole (+250 MB of the gateway's
+    memory, kept: a review)."""
+    head = b""
+    async for part in response.aiter_bytes():
+        head += part
+        if len(head) >= most:
+            break
+    return head[:most].decode(errors="replace")
+
+
+async def _bounded_lines(response: httpx.Response, most: int):
+    """The body's lines, ValueError for one longer than `most` characters: one 60 MB SSE line was held whole
+    (+420 MB) and sent on to the caller for max_tokens 4 (a review)."""
+    pending = ""
+    async for text in response.aiter_text():
+        pending += text
+        *lines, pending = pending.split("\n")
+        for line in lines:
+            yield line.removesuffix("\r")
+        if len(pending) > most:
+            raise ValueError(f"a line over {most:,} characters")
+    if pending:
+        yield pending.removesuffix("\r")

@@ -6,6 +6,7 @@ gRPC status codes as their one vocabulary.
 """
 
 import logging
+import math
 import re
 import time
 from collections.abc import AsyncIterator
@@ -286,10 +287,16 @@ class WorkerBackend:
                         grpc.StatusCode.DEADLINE_EXCEEDED,
                         f"no answer within {timeout_s:g} s of its own time (TANDEM_BACKEND_TIMEOUT_S)",
                     )
+                if problem := malformed(chunk):
+                    raise BackendError.ours(
+                        self.endpoint, grpc.StatusCode.INTERNAL, f"a malformed answer: {problem}"
+                    )  # the backend's fault, counted and tried elsewhere: it was a 500, never blamed (a review)
                 if not answered:
                     answered = True
                     self.breaker.record_success()
                 yield chunk
+                if chunk.finish_reason:  # the answer's end: a chunk after it made a second finish (a review)
+                    break
         except BackendError as exc:
             if exc.is_retryable and exc.code != grpc.StatusCode.CANCELLED:
                 failed = True
@@ -309,3 +316,26 @@ class WorkerBackend:
 
     async def close(self) -> None:
         """Release connections."""
+
+
+def malformed(chunk: worker_pb2.GenerateChunk) -> str | None:
+    """What is wrong with a backend's chunk that no answer can carry, or None: a usage count below 0 (a Prometheus
+    counter refused it: a 500 on every request the backend served), log-probabilities that are not one a token or
+    not finite (JSON has no NaN), a token id below 0."""
+    if chunk.HasField("usage"):
+        u = chunk.usage
+        if min(u.prompt_tokens, u.completion_tokens, u.cached_prompt_tokens) < 0:
+            return "a usage count below 0"
+    count = len(chunk.token_ids)
+    if count and min(chunk.token_ids) < 0:
+        return "a token id below 0"
+    if chunk.logprobs and len(chunk.logprobs) != count:
+        return f"{len(chunk.logprobs)} log-probabilities for {count} tokens"
+    if chunk.top_logprobs and len(chunk.top_logprobs) != count:
+        return f"{len(chunk.top_logprobs)} lists of alternatives for {count} tokens"
+    for values in (chunk.logprobs, chunk.prompt_logprobs, *(t.logprobs for t in chunk.top_logprobs)):
+        if values and not all(math.isfinite(v) for v in values):
+            return "a log-probability that is no finite number"
+    if any(len(t.token_ids) != len(t.logprobs) for t in chunk.top_logprobs):
+        return "alternatives whose ids and log-probabilities differ in number"
+    return None
