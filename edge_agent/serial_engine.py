@@ -24,7 +24,7 @@ from serving.engine_api import (
     GenerationRequest,
     RequestRejected,
     Usage,
-    check_fits_context,
+    check_request,
 )
 from serving.grammar import constraint_for
 from serving.logits_processors import apply_penalties, mask_logits, score
@@ -90,7 +90,7 @@ class SerialEngine:
         self._thread.start()
 
     async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
-        check_fits_context(request, self._model.max_context_tokens, self._model.vocab_size)
+        check_request(request, self._model.max_context_tokens, self._model.vocab_size)
         if request.sampling.prompt_logprobs is not None and not hasattr(self._model, "prefill_all"):
             raise RequestRejected("prompt log-probabilities (echo with logprobs) are not available on this engine")
         job = _Job(request, ChunkChannel())

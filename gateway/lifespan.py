@@ -28,14 +28,7 @@ from gateway.limits.admission import AdmissionController
 from gateway.policy.loader import parse_policy, read_policy_text
 from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
 from gateway.policy.schema import Pool
-from gateway.redis_client import (
-    START_PROBE_S,
-    RedisMisconfigured,
-    RedisWatch,
-    connect,
-    misconfigured,
-    unreachable,
-)
+from gateway.redis_client import RedisMisconfigured, RedisWatch, connect, misconfigured_url, unreachable
 from gateway.state import GatewayState, ServedModel, check_models
 from gateway.tenants import Tenants, TenantsError
 from modeling.model_config import CheckpointError
@@ -90,7 +83,8 @@ def preflight(s: Settings) -> None:
             raise ValueError(f"{s.policy_file}: {exc}") from None
         if s.redis_url:
             redis.asyncio.connection.parse_url(s.redis_url)  # what connect() would refuse
-            _redis_as_written(s.redis_url)
+            if problem := misconfigured_url(s.redis_url):
+                raise ValueError(f"REDIS_URL: {problem}")
         tool_format_for(None, os.environ.get("TANDEM_TOOL_FORMAT"))
         if s.decision_log is not None:
             try:
@@ -100,24 +94,6 @@ def preflight(s: Settings) -> None:
                 raise ValueError(f"TANDEM_DECISION_LOG={s.decision_log}: cannot append to it: {exc.strerror}") from None
     except (TenantsError, CheckpointError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
-
-
-def _redis_as_written(url: str) -> None:
-    """ValueError where REDIS_URL's password or database cannot work (the one PING that says so, in the words of
-    redis_client.misconfigured); an outage is no verdict: the gateway starts without Redis and probes it."""
-    import redis
-    import redis.exceptions
-
-    client = redis.Redis.from_url(url, socket_timeout=START_PROBE_S, socket_connect_timeout=START_PROBE_S)
-    try:
-        client.ping()
-    except redis.exceptions.NoPermissionError:  # answered: an ACL user without `ping`
-        pass
-    except Exception as exc:  # noqa: BLE001 - only a wrong URL stops the start
-        if problem := misconfigured(client, exc):
-            raise ValueError(f"REDIS_URL: {problem}") from None
-    finally:
-        client.close()
 
 
 def app_settings(app: FastAPI) -> Settings:

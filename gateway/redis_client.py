@@ -185,5 +185,24 @@ async def _ping(client) -> None:
         pass
 
 
+def misconfigured_url(url: str) -> str | None:
+    """`misconfigured`'s words for REDIS_URL, from one PING without an event loop (`tandem gateway` checks it before
+    its port is bound); None where Redis answers or is merely not there (an outage is no verdict: the gateway starts
+    without Redis and probes it)."""
+    import redis
+    import redis.exceptions
+
+    client = redis.Redis.from_url(url, socket_timeout=START_PROBE_S, socket_connect_timeout=START_PROBE_S)
+    try:
+        client.ping()
+    except redis.exceptions.NoPermissionError:  # answered: an ACL user without `ping` (as `_ping`)
+        pass
+    except Exception as exc:  # noqa: BLE001 - only a URL that cannot work is a verdict
+        return misconfigured(client, exc)
+    finally:
+        client.close()
+    return None
+
+
 class RedisMisconfigured(ValueError):
     """REDIS_URL cannot work as written; the message says why."""

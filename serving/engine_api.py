@@ -109,21 +109,14 @@ class GenerationRequest:
 MAX_STOP_STRINGS, MAX_STOP_STRING_CHARS, MAX_LOGIT_BIASES, MAX_STOP_TOKEN_IDS = 16, 1024, 1024, 256
 
 
-def check_fits_context(request: GenerationRequest, max_context_tokens: int, vocab_size: int) -> None:
-    """Reject, before queueing, a request that could never run to max_tokens, or names a token the model has not
-    (the gateway checks its callers' ids; a direct gRPC client's `-5` or `10**6` raised IndexError on the engine
-    thread, which failed every request in the batch: a review), or asks more than an engine reads at each step."""
+def check_request(request: GenerationRequest, max_context_tokens: int, vocab_size: int) -> None:
+    """Reject, before queueing, a request that could never run to max_tokens, asks more than an engine reads at each
+    step, or names a token the model has not (the gateway checks its callers' ids; a direct gRPC client's `-5` or
+    `10**6` raised IndexError on the engine thread, which failed every request in the batch: a review)."""
     num_prompt = len(request.prompt_token_ids)
     if num_prompt == 0:
         raise RequestRejected("prompt has no tokens")
     s = request.sampling
-    if min(request.prompt_token_ids) < 0 or max(request.prompt_token_ids) >= vocab_size:
-        bad = [t for t in request.prompt_token_ids if not 0 <= t < vocab_size][:5]
-        raise RequestRejected(f"prompt_token_ids: ids out of range [0, {vocab_size}): {bad}")
-    if bad := [t for t in s.stop_token_ids if not 0 <= t < vocab_size][:5]:
-        raise RequestRejected(f"stop_token_ids: ids out of range [0, {vocab_size}): {bad}")
-    if bad := [t for t, _ in s.logit_bias if not 0 <= t < vocab_size][:5]:
-        raise RequestRejected(f"logit_bias: token ids out of range [0, {vocab_size}): {bad}")
     if len(s.stop_strings) > MAX_STOP_STRINGS or any(len(stop) > MAX_STOP_STRING_CHARS for stop in s.stop_strings):
         raise RequestRejected(
             f"stop_strings: at most {MAX_STOP_STRINGS} of at most {MAX_STOP_STRING_CHARS} characters each"
@@ -132,6 +125,13 @@ def check_fits_context(request: GenerationRequest, max_context_tokens: int, voca
         raise RequestRejected(f"logit_bias: at most {MAX_LOGIT_BIASES} tokens, got {len(s.logit_bias)}")
     if len(s.stop_token_ids) > MAX_STOP_TOKEN_IDS:
         raise RequestRejected(f"stop_token_ids: at most {MAX_STOP_TOKEN_IDS}, got {len(s.stop_token_ids)}")
+    if min(request.prompt_token_ids) < 0 or max(request.prompt_token_ids) >= vocab_size:
+        bad = [t for t in request.prompt_token_ids if not 0 <= t < vocab_size][:5]
+        raise RequestRejected(f"prompt_token_ids: ids out of range [0, {vocab_size}): {bad}")
+    if bad := [t for t in s.stop_token_ids if not 0 <= t < vocab_size][:5]:
+        raise RequestRejected(f"stop_token_ids: ids out of range [0, {vocab_size}): {bad}")
+    if bad := [t for t, _ in s.logit_bias if not 0 <= t < vocab_size][:5]:
+        raise RequestRejected(f"logit_bias: token ids out of range [0, {vocab_size}): {bad}")
     if num_prompt + request.sampling.max_tokens > max_context_tokens:
         raise RequestRejected(
             f"prompt ({num_prompt} tokens) + max_tokens ({request.sampling.max_tokens}) "

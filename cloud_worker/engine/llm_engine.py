@@ -32,7 +32,7 @@ from serving.engine_api import (
     GenerationRequest,
     RequestRejected,
     Usage,
-    check_fits_context,
+    check_request,
 )
 from serving.grammar import constraint_for
 from serving.process_memory import memory_bytes, memory_watermark_bytes
@@ -127,7 +127,7 @@ class PagedEngine:
     def _check(self, request: GenerationRequest) -> None:
         if self._closed:
             raise RequestRejected("the engine is shutting down")
-        check_fits_context(request, self._max_context_tokens, self._vocab_size)
+        check_request(request, self._max_context_tokens, self._vocab_size)
 
     def stats(self) -> EngineStats:
         bm = self.block_manager

@@ -232,9 +232,10 @@ async def _bounded_lines(response: httpx.Response, most: int):
     pending = ""
     async for text in response.aiter_text():
         pending += text
-        *lines, pending = pending.split("\n")
-        for line in lines:
-            yield line.removesuffix("\r")
+        if "\n" in text:  # (a long line's parts are not split again and again)
+            *lines, pending = pending.split("\n")
+            for line in lines:
+                yield line.removesuffix("\r")
         if len(pending) > most:
             raise ValueError(f"a line over {most:,} characters")
     if pending:

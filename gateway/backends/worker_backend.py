@@ -329,6 +329,8 @@ def malformed(chunk: worker_pb2.GenerateChunk) -> str | None:
     count = len(chunk.token_ids)
     if count and min(chunk.token_ids) < 0:
         return "a token id below 0"
+    if not (chunk.logprobs or chunk.top_logprobs or chunk.prompt_logprobs):  # a chunk without them: done (per token)
+        return None
     if chunk.logprobs and len(chunk.logprobs) != count:
         return f"{len(chunk.logprobs)} log-probabilities for {count} tokens"
     if chunk.top_logprobs and len(chunk.top_logprobs) != count:
