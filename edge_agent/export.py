@@ -23,10 +23,14 @@ both and every file's checksum, and the agent refuses a folder that does not
 match it.
 """
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
+import re
 import shutil
+import time
 import warnings
 from pathlib import Path
 
@@ -319,12 +323,79 @@ def verify_export(export_dir: Path) -> dict:
 
 
 def cached_export(checkpoint_dir: Path, cache_dir: Path, quantization: Quantization = FP32) -> Path:
-    """The export for this checkpoint's content and quantization, made on first use (and remade if damaged)."""
+    """The export for this checkpoint's content and quantization, made on first use (and remade if damaged). The
+    exports no start needs any more are removed (`collect_stale`)."""
     out_dir = Path(cache_dir) / checkpoint_hash(checkpoint_dir)[:16] / f"{quantization.name}-g{GRAPH_VERSION}"
+    ready = None
     if (out_dir / MANIFEST_NAME).is_file():
         try:
             verify_export(out_dir)
-            return out_dir
+            ready = out_dir
         except ExportError as exc:
             log.warning("cached export unusable, exporting again: %s", exc)
-    return export_onnx(checkpoint_dir, out_dir, quantization)
+    ready = ready or export_onnx(checkpoint_dir, out_dir, quantization)
+    _note_use(ready, checkpoint_dir)
+    collect_stale(Path(cache_dir), keep=ready.parent)
+    return ready
+
+
+# An export no agent started from for this long is removed at the next start from the same cache; one of a
+# checkpoint folder whose content changed since, at once. Before, every edit of a checkpoint (a fine-tune saved over
+# the last) left a whole export behind for good: gigabytes a model, on a laptop's disk (a review).
+STALE_AFTER_S = 30 * 86400.0
+SOURCE_NAME = "source.txt"  # beside a checkpoint's exports: the folder they were made from
+_CHECKPOINT_KEY = re.compile(r"[0-9a-f]{16}")
+_EXPORT_NAME = re.compile(r"[A-Za-z0-9_-]+-g\d+")  # int4-b32-a4-g6
+
+
+def _note_use(export_dir: Path, checkpoint_dir: Path) -> None:
+    """Marks `export_dir` used now, and which checkpoint folder its content came from (written whole)."""
+    with contextlib.suppress(OSError):  # a read-only cache: nothing is collected, nothing fails
+        os.utime(export_dir)
+        source = export_dir.parent / SOURCE_NAME
+        tmp = source.with_name(f"{SOURCE_NAME}.{os.getpid()}")
+        tmp.write_text(str(Path(checkpoint_dir).resolve()) + "\n", encoding="utf-8")
+        tmp.replace(source)
+
+
+def collect_stale(cache_dir: Path, keep: Path, now: float | None = None) -> list[Path]:
+    """Removes from `cache_dir` (returning them) the exports of a checkpoint folder whose content is now `keep`'s
+    (made from the same folder before it changed) and those unused for STALE_AFTER_S. Only folders named as the
+    cache names them (`<16 hex digits>/<quantization>-g<N>`) are looked at, never `keep`'s own content's."""
+    now = time.time() if now is None else now
+    ours = _read_source(keep)
+    removed = []
+    try:
+        keys = [p for p in cache_dir.iterdir() if _CHECKPOINT_KEY.fullmatch(p.name) and p.is_dir()]
+    except OSError:
+        return removed
+    for key in keys:
+        if key.is_symlink():
+            continue
+        exports = [p for p in key.iterdir() if _EXPORT_NAME.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
+        replaced = key != keep and ours is not None and _read_source(key) == ours
+        before = len(removed)
+        for export in exports:
+            if key == keep and export.name.endswith(f"-g{GRAPH_VERSION}"):
+                continue  # this checkpoint's content, another quantization's: other agents' (or this one's next)
+            unused_s = now - export.stat().st_mtime
+            if replaced or unused_s > STALE_AFTER_S:
+                shutil.rmtree(export, ignore_errors=True)
+                removed.append(export)
+                log.info(
+                    "removed the export %s: %s", export,
+                    "its checkpoint folder holds another model now" if replaced else
+                    f"unused for {unused_s / 86400:.0f} days",
+                )  # fmt: skip
+        if len(removed) > before and not any(p.is_dir() for p in key.iterdir()):  # (partial folders are folders)
+            with contextlib.suppress(OSError):
+                (key / SOURCE_NAME).unlink(missing_ok=True)
+                key.rmdir()
+    return removed
+
+
+def _read_source(key: Path) -> str | None:
+    try:
+        return (key / SOURCE_NAME).read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None

@@ -254,10 +254,15 @@ _THEIR = {  # `2 failing their health checks`
 }
 
 
+PROBE_IN_FLIGHT_RETRY_S = 1
+
+
 def _retry_after(plan: RoutePlan, gathered: Gathered) -> dict[str, str] | None:
-    """Retry-After for a 503 where every backend left out waits on its breaker: when the first is probed again."""
+    """Retry-After for a 503 where every backend left out waits on its breaker: when the first is probed again, or
+    1 s where another request's probe is in flight (its verdict outlived this request's wait; that 503 said nothing
+    of when to come back)."""
     waits = [
-        backend.breaker.seconds_to_probe()
+        PROBE_IN_FLIGHT_RETRY_S if backend.breaker.probing() else backend.breaker.seconds_to_probe()
         for pool in plan.pools
         if not pool.ranked
         for backend in gathered.backends[pool.pool].values()

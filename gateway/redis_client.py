@@ -198,10 +198,58 @@ def misconfigured_url(url: str) -> str | None:
     except redis.exceptions.NoPermissionError:  # answered: an ACL user without `ping` (as `_ping`)
         pass
     except Exception as exc:  # noqa: BLE001 - only a URL that cannot work is a verdict
-        return misconfigured(client, exc)
+        return misconfigured(client, exc) or wrong_scheme(url)
     finally:
         client.close()
     return None
+
+
+SCHEME_PROBE_S = 0.5
+
+
+def wrong_scheme(url: str) -> str | None:
+    """Where Redis does not answer REDIS_URL: whether it speaks the other protocol at that address. rediss:// to a
+    plain Redis stalls (Redis waits for a line the TLS hello never ends) and redis:// to a TLS one is dropped: each
+    read as an outage, the gateway ready without Redis for good (a review). A TLS handshake alone (no certificate
+    checked, nothing sent over it) or a plain PING tells; None where neither answers."""
+    import socket
+    import ssl
+
+    import redis
+    import redis.exceptions
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    kwargs = redis.asyncio.connection.parse_url(url)
+    if "path" in kwargs:  # a Unix socket: no TLS to mistake
+        return None
+    at = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+    if url.startswith("rediss://"):
+        plain = redis.Redis(
+            host=kwargs.get("host", "localhost"),
+            port=kwargs.get("port", 6379),
+            socket_timeout=SCHEME_PROBE_S,
+            socket_connect_timeout=SCHEME_PROBE_S,
+            retry=Retry(NoBackoff(), 0),  # (redis-py's default retries a refused connection for 4 s)
+        )
+        try:
+            plain.ping()
+        except (redis.exceptions.ResponseError, redis.exceptions.AuthenticationError):
+            pass  # it answered in plain RESP: a refusal is an answer
+        except Exception:  # noqa: BLE001 - not a plain Redis either
+            return None
+        finally:
+            plain.close()
+        return f"Redis at {at} speaks plain TCP, not TLS: REDIS_URL must start redis://, not rediss://"
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # which protocol, not whom: nothing is sent
+    try:
+        with socket.create_connection((kwargs.get("host", "localhost"), kwargs.get("port", 6379)), SCHEME_PROBE_S) as s:
+            with context.wrap_socket(s, server_hostname=kwargs.get("host")):
+                pass
+    except (OSError, ValueError):
+        return None
+    return f"Redis at {at} speaks TLS: REDIS_URL must start rediss://, not redis://"
 
 
 class RedisMisconfigured(ValueError):

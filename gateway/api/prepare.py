@@ -22,7 +22,7 @@ from tandem_sdk.scan import request_text
 
 from gateway import privacy, via
 from gateway.classify.classify import classify
-from gateway.classify.features import RequestFeatures
+from gateway.classify.features import DeviceCapability, RequestFeatures
 from gateway.policy.schema import Policy
 from gateway.state import GatewayState, ServedModel
 from serving import spans
@@ -247,6 +247,22 @@ def tandem_header(request: Request, name: str, repeatable: bool = False) -> str 
         raise BadRequest(f"{name} is not valid UTF-8", param=name) from None
 
 
+def _agents_device(request: Request, state: GatewayState) -> DeviceCapability | None:
+    """The device capability an edge agent named in X-Tandem-Agent reported. An agent this gateway has not heard
+    from was no device at all, silently: rules on `device` judged the request as if no header was sent."""
+    agent_id = tandem_header(request, "X-Tandem-Agent")
+    if agent_id is None:
+        return None
+    if (device := state.edge_agents.device(agent_id)) is None:
+        raise BadRequest(
+            f"X-Tandem-Agent: no edge agent {agent_id[:128]!r} is registered with this gateway (an agent registers as"
+            f" it starts and is dropped {state.edge_agents.ttl_s:g} s after its last heartbeat); send X-Tandem-Device"
+            " with the device's capability instead",
+            param="X-Tandem-Agent",
+        )
+    return device
+
+
 async def _classify(
     body: _GenerationParams,
     model: ServedModel,
@@ -285,7 +301,7 @@ async def _classify(
             metadata_privacy=privacy.metadata_privacy(policy, body),
             privacy_header=tandem_header(request, "X-Tandem-Privacy", repeatable=True),
             device_header=tandem_header(request, "X-Tandem-Device"),
-            reported_device=state.edge_agents.device(tandem_header(request, "X-Tandem-Agent")),
+            reported_device=_agents_device(request, state),
             tenant=request.state.tenant,  # set by the auth dependency
             priority=state.tenants.allowed_priority(request.state.tenant, body.priority),
             model=model.id,

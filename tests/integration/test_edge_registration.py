@@ -51,7 +51,11 @@ def test_registration_heartbeat_use_in_classification_and_expiry(demo_checkpoint
         while live_agents(url):
             assert time.monotonic() < deadline, "a dead agent was kept"
             time.sleep(0.2)
-        gone = httpx.post(f"{url}/v1/route/explain", json=BODY, headers={"X-Tandem-Agent": agent["agent_id"]}).json()
-        assert gone["features"]["device"] is None
+        # an agent the gateway no longer knows was no device at all, silently; now the caller hears of it
+        gone = httpx.post(f"{url}/v1/route/explain", json=BODY, headers={"X-Tandem-Agent": agent["agent_id"]})
+        assert gone.status_code == 400, gone.text
+        error = gone.json()["error"]
+        assert error["param"] == "X-Tandem-Agent" and "is registered with this gateway" in error["message"]
+        assert "X-Tandem-Device" in error["message"]
     finally:
         stack.stop()

@@ -3,6 +3,7 @@ milliseconds away, a blip, a URL that cannot work, a burst of one tenant's reque
 
 import asyncio
 import shutil
+import socket
 import subprocess
 import time
 
@@ -208,3 +209,43 @@ def test_an_acl_user_without_ping_has_redis_back_after_a_failure(redis_url):
         assert asyncio.run(run()) is True
     finally:
         direct.execute_command("ACL", "DELUSER", "noping")
+
+
+def test_a_redis_url_of_the_wrong_scheme_stops_the_start_saying_which(demo_checkpoint, tmp_path):
+    """rediss:// to a plain Redis stalled and redis:// to a TLS one was dropped: each read as an outage, the gateway
+    ready without Redis for good, its limits per replica (a review). The start now says which scheme Redis speaks,
+    and starts with the right one."""
+    from gateway.config import Settings
+    from tests.certs import Authority
+    from tests.conftest import start_redis_server
+
+    issued = Authority(tmp_path / "ca").issue("redis", ips=("127.0.0.1",))
+    tls_port = free_port()
+    tls = subprocess.Popen(
+        [shutil.which("redis-server") or "redis-server", "--port", "0", "--tls-port", str(tls_port),
+         "--bind", "127.0.0.1", "--save", "", "--tls-cert-file", str(issued.cert), "--tls-key-file", str(issued.key),
+         "--tls-auth-clients", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    plain_url, plain = start_redis_server(tmp_path)
+    try:
+        deadline = time.monotonic() + 10
+        while socket.socket().connect_ex(("127.0.0.1", tls_port)) != 0:
+            assert tls.poll() is None, "redis-server did not start with TLS (built without it?)"
+            assert time.monotonic() < deadline, "redis-server with TLS did not start"
+            time.sleep(0.05)
+        cases = [
+            (f"redis://127.0.0.1:{tls_port}/0", "speaks TLS: REDIS_URL must start rediss://"),
+            (plain_url.replace("redis://", "rediss://"), "speaks plain TCP, not TLS: REDIS_URL must start redis://"),
+        ]
+        for url, said in cases:
+            settings = Settings(model_dir=demo_checkpoint, redis_url=url, api_keys=["k"], watch_policy=False)
+            with pytest.raises(ConfigError, match=f"REDIS_URL: .*{said}"):
+                preflight(settings)
+        right = f"rediss://127.0.0.1:{tls_port}/0?ssl_ca_certs={issued.cert.parent / 'tandem-test-CA.pem'}"
+        preflight(Settings(model_dir=demo_checkpoint, redis_url=right, api_keys=["k"], watch_policy=False))
+        preflight(Settings(model_dir=demo_checkpoint, redis_url=plain_url, api_keys=["k"], watch_policy=False))
+    finally:
+        for process in (tls, plain):
+            process.terminate()
+            process.wait(timeout=10)

@@ -153,3 +153,48 @@ def test_large_weights_go_to_one_file_beside_the_graph_and_an_export_replaces_it
     np.testing.assert_allclose(big.prefill(PROMPT)[0].numpy(), small.prefill(PROMPT)[0].numpy(), rtol=0, atol=1e-5)
     assert manifest(out)["sizes"]["model_bytes"] >= (out / "model.onnx.data").stat().st_size
     assert export_onnx(demo_checkpoint, out, q[variant], show_progress=False) == out  # its own folder, replaced
+
+
+def test_an_export_of_a_checkpoint_saved_over_is_removed_at_the_next_start(demo_checkpoint, tmp_path):
+    """Every edit of a checkpoint folder (a fine-tune saved over the last) left its whole export in the cache for
+    good, gigabytes a model on a laptop's disk; the next start from that folder removes it, and keeps the exports of
+    other folders (another agent's model) until they go unused for 30 days."""
+    checkpoint = tmp_path / "ckpt"
+    shutil.copytree(demo_checkpoint, checkpoint)
+    other = tmp_path / "other"
+    shutil.copytree(demo_checkpoint, other)
+    (other / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 5]}))
+    cache = tmp_path / "cache"
+    of_other = cached_export(other, cache, Quantization(bits=8))
+    before = cached_export(checkpoint, cache, Quantization(bits=8))
+    (checkpoint / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 7]}))  # saved over
+    after = cached_export(checkpoint, cache, Quantization(bits=8))
+    assert after.parent != before.parent and verify_export(after)
+    assert not before.parent.exists(), "the export of the folder's former content was kept"
+    assert verify_export(of_other), "another folder's export was removed"
+
+
+def test_only_exports_unused_for_30_days_and_named_as_the_cache_names_them_are_collected(tmp_path):
+    import os
+    import time
+
+    from edge_agent.export import GRAPH_VERSION, STALE_AFTER_S, collect_stale
+
+    def made(path, days_ago):
+        path.mkdir(parents=True)
+        (path / MANIFEST_NAME).write_text("{}")
+        when = time.time() - days_ago * 86400
+        os.utime(path, (when, when))
+        return path
+
+    keep = tmp_path / "0123456789abcdef"
+    current = made(keep / f"int4-g{GRAPH_VERSION}", 400)  # this start's content: never, however old
+    older_graph = made(keep / "int4-g0", 31)
+    old = made(tmp_path / "fedcba9876543210" / "int4-g1", 31)
+    recent = made(tmp_path / "aaaaaaaaaaaaaaaa" / "int8-g1", 29)
+    users = made(tmp_path / "my-notes" / "int4-g1", 400)  # not the cache's name: a user's
+    removed = collect_stale(tmp_path, keep=keep)
+    assert sorted(removed) == sorted([older_graph, old])
+    assert current.exists() and recent.exists() and users.exists()
+    assert not (tmp_path / "fedcba9876543210").exists()  # its last export gone, the folder too
+    assert STALE_AFTER_S == 30 * 86400

@@ -339,3 +339,22 @@ def test_a_request_waits_on_no_probe_of_a_backend_it_could_not_use():
         return waited
 
     assert asyncio.run(go()) < 0.5
+
+
+def test_a_503_beside_a_probe_that_outlives_its_wait_says_when_to_come_back():
+    """A request that waited out its deadline on another request's probe was a 503 with no Retry-After (the breaker
+    half-open, nothing to count down): a client had no hint, and retried at once or never. It says 1 s now."""
+
+    async def go():
+        registry = await half_open_after_a_failure({A: FAIL}, SLOW)
+        request = worker_pb2.GenerateRequest(request_id="r")
+        probe = asyncio.ensure_future(dispatch(ALONE, registry, PUBLIC, request, 5.0, 5.0, 5.0))
+        await asyncio.sleep(0.05)
+        with pytest.raises(NoBackend, match="being probed") as refused:
+            await dispatch(ALONE, registry, PUBLIC, request, 5.0, 0.3, 0.3)
+        probe.cancel()
+        with contextlib.suppress(asyncio.CancelledError, NoBackend):
+            await probe
+        return refused.value.headers
+
+    assert asyncio.run(go()) == {"Retry-After": "1"}
