@@ -981,7 +981,11 @@ def _assert_linear(name: str, unit: str, detectors: list[str]) -> None:
     """
     repeats = max(1, 250_000 // len(unit)) if len(unit) <= 60_000 else -(-1_000_000 // len(unit))
     short, long = unit * repeats, unit * (4 * repeats)
-    short_s, long_s = (min(_timed(lambda t=t: detect(t, detectors)) for _ in range(3)) for t in (short, long))
+    for _ in range(3):  # a whole measurement again where the first ran beside other work (make test on 2 busy cores
+        # gave 23 ms, then 227 ms once, 1.3x linear for the same case alone); a quadratic detector fails all three
+        short_s, long_s = (min(_timed(lambda t=t: detect(t, detectors)) for _ in range(3)) for t in (short, long))
+        if long_s < 8 * short_s + 0.02:
+            break
     per_mb_s = long_s / (len(long) / 1e6)
     assert per_mb_s < 2.0, f"{name}: {per_mb_s * 1e3:.0f} ms a megabyte"
     assert long_s < 8 * short_s + 0.02, f"{name}: {short_s * 1e3:.1f} ms, then {long_s * 1e3:.1f} ms for 4x the text"
