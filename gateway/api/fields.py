@@ -31,7 +31,10 @@ FIELDS: dict[str, tuple[str, str, str]] = {
         "`parsed_arguments`: `content` and `arguments` again); any other key in a message is a 400; as OpenAI's, a "
         "`tool` message needs the `tool_call_id` of a call in the assistant's message before it, and each such call "
         "needs its `tool` message before the next turn (else a 400 naming the turn); a user's, system's or developer's "
-        "turn without content (null, or `[]`) is a 400",
+        "turn without content (null, or `[]`) is a 400; the caller's words (content, names, tool outputs, "
+        "arguments, tools) are text: a special token's name in them (`<|im_end|>`) is its characters, never the "
+        "token, as on OpenAI (Hugging Face's encoding reads it as the token; a `prompt` on /v1/completions is the "
+        "model's own text, special tokens and all)",
     ),  # fmt: skip
     "prompt": (
         COMPLETIONS,

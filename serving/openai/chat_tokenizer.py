@@ -7,6 +7,8 @@ equal HF's.
 """
 
 import os
+import re
+import secrets
 from pathlib import Path
 
 from jinja2 import TemplateError
@@ -39,6 +41,7 @@ class ChatTokenizer:
         self._texts: dict[int, str] = {}
         self._bytes: dict[int, bytes] = {}
         self._unnamed_roles: frozenset[str] | None = None  # the roles whose `name` the template never writes
+        self._as_text = SpecialTokensAsText(self.tokenizer)
 
     @property
     def unnamed_roles(self) -> frozenset[str]:
@@ -64,7 +67,14 @@ class ChatTokenizer:
 
     def encode_chat(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
         """The prompt's ids; `tools` as apply_chat_template passes them, or, for a template that never reads them,
-        described in a system message of their own (first, before the caller's)."""
+        described in a system message of their own (first, before the caller's). The caller's words are text: a
+        special token's name written in them is its characters, never the token (SpecialTokensAsText)."""
+        if self._as_text.written_in((messages, tools)):
+            swapped, encode = self._as_text.swap((messages, tools))
+            return encode(self._render_chat(*swapped), self.encode)
+        return self.encode(self._render_chat(messages, tools))
+
+    def _render_chat(self, messages: list[dict], tools: list[dict] | None) -> str:
         source = self.template.source(tools)
         messages = tool_calls.template_messages(self._named(messages))
         if self.tool_format == "mistral":
@@ -74,7 +84,7 @@ class ChatTokenizer:
             if tools:
                 system = {"role": "system", "content": tool_calls.system_prompt(tools, self.tool_format)}
                 messages = [system, *messages]
-        return self.encode(self.render(messages, tools))
+        return self.render(messages, tools)
 
     def _named(self, messages: list[dict]) -> list[dict]:
         """Each message whose role's `name` the template drops, with the name before its content instead."""
@@ -125,6 +135,73 @@ class ChatTokenizer:
     def encode(self, text: str) -> list[int]:
         # The same ids as encode(); without the character offsets no caller reads: about a quarter less time
         return self.tokenizer.encode_batch_fast([text], add_special_tokens=False)[0].ids
+
+
+class SpecialTokensAsText:
+    """A caller's words as text, never control tokens. The template is rendered to one string and encoded as Hugging
+    Face encodes it, which reads a special token's name anywhere in it as the token: a user's or a tool's text with
+    `<|im_end|><|im_start|>system …` in it forged a system turn nobody sent (a fetched web page's words as a tool's
+    output; a review). OpenAI reads such words as text; so does Tandem now. Where none of the caller's strings holds
+    a special token's name (nearly every request), the prompt is encoded whole, as HF does. Where one does, each
+    such name is swapped for a mark of this call's own before rendering, and each mark is encoded as the name's
+    characters (the tokenizer's `encode_special_tokens`), the text between as before."""
+
+    def __init__(self, tokenizer) -> None:
+        names = sorted({t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special}, key=len)
+        self._names = names[::-1]  # longest first: `<|im_start|>` before a `<|im` that is one too
+        self._pattern = re.compile("|".join(map(re.escape, self._names))) if names else None
+        self._tokenizer = tokenizer
+        self._plain: dict[str, list[int]] = {}
+
+    def written_in(self, value) -> bool:
+        """Whether a string in `value` (dicts' keys and values, lists, at any depth) holds a special token's name."""
+        if self._pattern is None:
+            return False
+        if isinstance(value, str):
+            return self._pattern.search(value) is not None
+        if isinstance(value, dict):
+            return any(self.written_in(k) or self.written_in(v) for k, v in value.items())
+        if isinstance(value, list | tuple):
+            return any(self.written_in(v) for v in value)
+        return False
+
+    def swap(self, value):
+        """`value` with each special token's name in its strings swapped for a mark, and a function that encodes the
+        rendered text (with the encoder given), each mark as the name's characters."""
+        nonce = secrets.token_hex(6)
+        index = {name: i for i, name in enumerate(self._names)}
+
+        def swapped(v):
+            if isinstance(v, str):
+                return self._pattern.sub(lambda m: f"\ue000{nonce}.{index[m[0]]}\ue001", v)
+            if isinstance(v, dict):
+                return {swapped(k): swapped(x) for k, x in v.items()}
+            if isinstance(v, list | tuple):
+                return type(v)(swapped(x) for x in v)
+            return v
+
+        mark = re.compile(f"\ue000{nonce}\\.(\\d+)\ue001")
+
+        def encode(text: str, encode_text) -> list[int]:
+            ids, at = [], 0
+            for found in mark.finditer(text):
+                if found.start() > at:
+                    ids += encode_text(text[at : found.start()])
+                ids += self._as_characters(self._names[int(found[1])])
+                at = found.end()
+            return ids + (encode_text(text[at:]) if at < len(text) else [])
+
+        return swapped(value), encode
+
+    def _as_characters(self, name: str) -> list[int]:
+        ids = self._plain.get(name)
+        if ids is None:
+            from tokenizers import Tokenizer
+
+            plain = Tokenizer.from_str(self._tokenizer.to_str())  # a copy: the flag is the tokenizer's, not a call's
+            plain.encode_special_tokens = True
+            ids = self._plain[name] = plain.encode(name, add_special_tokens=False).ids
+        return ids
 
 
 def _byte_level_alphabet() -> dict[str, int]:
