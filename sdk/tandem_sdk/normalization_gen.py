@@ -11,17 +11,19 @@ from pathlib import Path
 
 TABLE_FILE = Path(__file__).with_name("_normalization_table.py")
 # Dashes outside category Pd: minus sign, hyphen bullet, small hyphen-minus, and the katakana prolonged sound
-# marks that Japanese keyboards type between digits (090ー1234ー5678).
-DASHES_TOO = "\u2212\u2043\ufe63\u30fc\uff70"
+# marks that Japanese keyboards type between digits (090ー1234ー5678), and the full-width tilde a Japanese Windows
+# keyboard types for 〜 (CP932's wave dash: 090～1234～5678; a Mac types U+301C, a dash already).
+DASHES_TOO = "\u2212\u2043\ufe63\u30fc\uff70\uff5e"
 # Dots people put between digit groups: the middle dot (415·555·2671), the katakana middle dot typed on Japanese
 # keyboards (090・1234・5678) and its half-width form, bullets (4111 • 1111), the dot operator and the hyphenation
 # point. Read as a full stop, which the detectors take between groups.
 DOTS_TOO = "\u00b7\u30fb\uff65\u2022\u2219\u22c5\u2027"
 # Invisible marks outside category Cf: variation selectors, the combining grapheme joiner, Mongolian free variation
-# selectors (all Mn, and nothing on screen between two digits). Blanks outside Zs: the Hangul fillers and the
+# selectors, Khmer's two inherent vowels (U+17B4/17B5, Mn, shown as nothing) (all nothing on screen between two
+# digits). Blanks outside Zs: the Hangul fillers and the
 # Braille blank, which show as a space.
 INVISIBLE_TOO = "".join(map(chr, [*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0), 0x034F, 0x180B, 0x180C, 0x180D,
-                                  0x180F]))  # fmt: skip
+                                  0x180F, 0x17B4, 0x17B5]))  # fmt: skip
 BLANKS_TOO = "\u115f\u1160\u3164\uffa0\u2800"
 # The combining marks of no one script (accents written apart, as macOS and some keyboards write them: `teléfono` as
 # `e` + U+0301; underline and strike-through from rich text, 4̲1̲1̲1̲; keycaps, 4️⃣1️⃣1️⃣1️⃣; stacked marks): nothing, so the

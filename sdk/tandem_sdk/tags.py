@@ -105,6 +105,11 @@ def check_spelling(tags: Iterable[str], never_leave: Iterable[str], known: Itera
     would not keep the request on the device. `known` are the app's own tags that only look like one."""
     never = set(never_leave)
     for tag in sorted(set(tags) - never - set(known)):
+        if tag in _YES:  # metadata values are strings: {"privacy": "true"} meant private
+            raise TagError(
+                f"privacy tag {tag!r} says yes, not which tag; the request was not sent anywhere. Tag it with one of "
+                f"{sorted(never)} (e.g. privacy='private')"
+            )
         meant = resembles(tag, never)
         if meant is not None:
             raise TagError(
@@ -120,6 +125,7 @@ _FLAG_WORDS = frozenset("is has contains with data content request flag info onl
 _KEEP_LOCAL = frozenset({"sensitive", "localonly", "ondevice", "nocloud", "edgeonly"})
 _KEY_WORD = re.compile(r"[-_ .:/]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_YES = frozenset({"true", "yes", "y", "1", "on"})
 _FALSE = frozenset({"false", "no", "0", "off", "none", "n", ""})
 _CONSENT_WORDS = ("policy", "consent", "notice")  # privacy_policy_version, privacyConsent: the app's own
 
@@ -150,8 +156,9 @@ def misplaced_privacy_key(metadata: Mapping, tags: Iterable[str], never_leave: I
             return key  # privacy_tags, privcy; not privacy_policy_version
         if (name in tags or _flag_for(key, never_leave)) and not _said_false(value):
             return key  # {"pii": "yes"}, {"is_private": true}; set to false, it says what no tag says
-        if isinstance(value, str) and len(value) <= MAX_TAG_CHARS and normalize_tag(value) in never_leave:
-            return key
+        values = [value] if isinstance(value, str) else value if isinstance(value, list | tuple) else []
+        if any(isinstance(v, str) and len(v) <= MAX_TAG_CHARS and normalize_tag(v) in never_leave for v in values):
+            return key  # {"label": "private"}, {"tags": ["pii"]}
     return None
 
 

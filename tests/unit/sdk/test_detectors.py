@@ -16,6 +16,7 @@ FIRES = {
     "email": [
         # at a mailbox provider: a blank-parted @ or a capital AT, or a small `at` after a marked local part
         "ann @ gmail.com",
+        "ann\u17b5@\u17b4gmail.com",  # Khmer's inherent vowels, shown as nothing (a review)
         "Email: ann.lee@gmail.comPhone: 4155550100",  # (a review) PDF text: the next field glued on
         "ann@gmail.com415-555-0100",  # (a third review) a phone number in groups glued on
         "ann.lee@company.comHOME ADDRESS: 1 Main St",
@@ -146,6 +147,8 @@ FIRES = {
         "Phone:201-555-0123",
         "201-555-0123x45",  # an extension glued on
         "090ー1234ー5678",  # the katakana prolonged sound mark that Japanese keyboards type as a dash
+        "電話番号は090～1234～5678です",  # the full-width tilde a Japanese Windows keyboard types for 〜 (a review)
+        "電話番号は090〜1234〜5678です",  # ... and the wave dash a Mac types
         "06.12.34.56.78",  # French, dotted
         # another number just before it (a review: a batch's prompts are scanned joined by line breaks)
         "Room 12 415-555-0100 is my cell",
@@ -375,6 +378,8 @@ FIRES = {
         "4111 1111 1111 2002/12/29",
         "4111  1111  1111  2002/12/29",  # as pasted from a PDF
         "card: 5555-5555-5555-4444",
+        "card: 5555～5555～5555～4444",  # full-width tildes
+        "card: 4111\u17b41111\u17b51111 1111",  # Khmer's inherent vowels, shown as nothing
         "amex 378282246310005",
         "3782 822463 10005",  # Amex 4-6-5
         "4012888888881881",
@@ -405,6 +410,7 @@ FIRES = {
     ],
     "iban": [
         "IBAN DE89 3704 0044 0532 0130 00",
+        "IBAN DE89 3704\u17b4 0044 0532 0130 00",
         "GB82WEST12345698765432",
         "pay to FR1420041010050500013M02606",
         "de89370400440532013000",  # lower case

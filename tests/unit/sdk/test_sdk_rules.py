@@ -176,6 +176,9 @@ def test_device_is_detected_once_and_the_app_can_override_it():
         ({"user": "ann", "pii": "yes"}, "pii"),
         ({"Confidential": "true"}, "Confidential"),
         ({"label": "Private"}, "label"),  # a never-leave tag as a value
+        ({"tags": ["pii"]}, "tags"),  # ... or in a list of them (its prompt reached the gateway: a review)
+        ({"labels": ("public", "private")}, "labels"),
+        ({"classification": ["Confidential"]}, "classification"),
         ({"privacy": "pii", "priority": "high", "private_key_id": "k1", "project": "x", "primary": "y"}, None),
         ({"piracy": "none", "team": "internal", "note": "private equity fund"}, None),
         # flags for a tag, and words that keep a request local (an adversarial review)
@@ -583,3 +586,11 @@ def test_the_openai_clients_per_call_options_are_options_not_body_fields():
         with pytest.raises(TypeError, match="timeout"):
             client.chat.completions.create(model="m", messages=ASK, timeout="5s")
         assert len(bodies) == sent
+
+
+@pytest.mark.parametrize("said", [{"privacy": "yes"}, {"metadata": {"privacy": "true"}}, {"privacy": ["pii", "on"]}])
+def test_a_privacy_tag_that_says_yes_is_refused_before_the_network(said):
+    """OpenAI's metadata values are strings, so `{"privacy": "true"}` is how many would mark a request private; it
+    went to the gateway, prompt and all, to be refused there (a review). Refused on the device, naming what to say."""
+    with pytest.raises(TagError, match="says yes, not which tag; the request was not sent anywhere"):
+        Client("http://gw:8000").chat.completions.create(model="m", messages=ASK, **said)
