@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from gateway.policy.schema import Policy, PolicyFieldError, plain_loc
+from gateway.policy.schema import Policy, PolicyFieldError, plain_loc, shown
 
 
 class PolicyError(ValueError):
@@ -32,7 +32,7 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml where i
             raise
         except Exception as exc:  # noqa: BLE001 - any constructor's failure is the file's fault
             tag = node.tag.removeprefix("tag:yaml.org,2002:")
-            problem = f"cannot read {_shown(node.value)} as !!{tag} ({exc})"
+            problem = f"cannot read {shown(node.value)} as !!{tag} ({exc})"
             raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from exc
 
 
@@ -74,6 +74,7 @@ def parse_yaml(text: str, source: str) -> tuple[yaml.Node | None, object]:
     try:
         root = loader.get_single_node()
         _check_nodes(root, source)
+        _check_size(root, source)
         return root, (loader.construct_document(root) if root is not None else None)
     except PolicyError:
         raise
@@ -106,6 +107,8 @@ def parse_policy(text: str, source: str) -> Policy:
             line = line_of(root, loc)
             field = ".".join(str(p) for p in loc) or "(top level)"
             problems.append(f"{source}{f':{line}' if line else ''}: {field}: {message}")
+        if len(problems) > MAX_PROBLEMS:
+            problems[MAX_PROBLEMS:] = [f"{source}: and {len(problems) - MAX_PROBLEMS:,} more problems"]
         raise PolicyError("\n".join(problems)) from exc
     except Exception as exc:  # noqa: BLE001 - a validator's own failure on an odd value is still the file's
         raise PolicyError(f"{source}: not a valid policy: {type(exc).__name__}: {exc}") from exc
@@ -127,17 +130,12 @@ def _message(error: dict) -> str:
     value, expected = error["input"], _WRITE[error["type"]]
     if isinstance(value, str) and _FLOAT.fullmatch(value) and _reads_as_text(value):
         return f"write {expected}: YAML 1.1 reads {value} as text (write 1.0e-3, with a point and a signed exponent)"
-    return f"write {expected}, without quotes (got {_shown(value)})"
+    return f"write {expected}, without quotes (got {shown(value)})"
 
 
 def _reads_as_text(value: str) -> bool:
     """Whether YAML 1.1 reads `value`, written without quotes, as text (1e-3 and 1.5e3 are, to PyYAML)."""
     return yaml.resolver.Resolver().resolve(yaml.ScalarNode, value, (True, False)) == "tag:yaml.org,2002:str"
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:37]}…"
 
 
 def _not_finite(value, loc: tuple) -> tuple | None:
@@ -149,6 +147,38 @@ def _not_finite(value, loc: tuple) -> tuple | None:
         if (found := _not_finite(child, (*loc, key))) is not None:
             return found
     return None
+
+
+# The values a file may stand for, each alias counted every time it is used: a policy of thousands of rules holds
+# fewer. A billion laughs (a kilobyte of aliases of aliases) stood for 43 million, which validation walked and an
+# error message wrote out whole (34 MB into one log line and /readyz, the gateway's every request held for seconds
+# as the text was made; a review).
+MAX_VALUES = 200_000
+MAX_PROBLEMS = 20  # the problems listed of a file that has more (a 680 KB list of numbers: 340,000 lines)
+
+
+def _check_size(root: yaml.Node | None, source: str) -> None:
+    """PolicyError where the file stands for more than MAX_VALUES values once its aliases are expanded."""
+    sizes: dict[int, int] = {}
+    stack = [(root, False)] if root is not None else []
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = (
+            [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+            else node.value if isinstance(node, yaml.SequenceNode) else []
+        )  # fmt: skip
+        if children_done or not children:
+            sizes[id(node)] = size = 1 + sum(sizes[id(n)] for n in children)
+            if size > MAX_VALUES:
+                raise PolicyError(
+                    f"{source}:{node.start_mark.line + 1}: this stands for over {MAX_VALUES:,} values (each YAML alias "
+                    "counted where it is used); a policy of thousands of rules holds fewer"
+                )
+            continue
+        stack.append((node, True))
+        stack += [(n, False) for n in children if id(n) not in sizes]
 
 
 def _check_nodes(root: yaml.Node | None, source: str) -> None:

@@ -6,6 +6,7 @@ name a rule uses must be a pool, checked when the policy loads.
 
 import functools
 import ipaddress
+import reprlib
 import socket
 from typing import Annotated, Literal, Union
 from urllib.parse import urlparse
@@ -115,7 +116,7 @@ def _plugin_field(kind: str, classes: tuple[type[PluginConfig], ...]):
                 raise ValueError(f"a {kind} needs a `type`; known: {sorted(known)}")
             if not isinstance(value["type"], str):
                 raise PolicyFieldError(
-                    ("type",), f"a {kind}'s `type` is one name of {sorted(known)}, not {value['type']!r}"
+                    ("type",), f"a {kind}'s `type` is one name of {sorted(known)}, not {shown(value['type'])}"
                 )
             _known(kind, value["type"], known)
         return value
@@ -126,6 +127,17 @@ def _plugin_field(kind: str, classes: tuple[type[PluginConfig], ...]):
 
 
 PLUGIN_TYPES = frozenset(c.model_fields["type"].default for c in (*FILTERS, *SCORERS, *PICKERS))
+
+
+def shown(value: object) -> str:
+    """`value` in at most 40 characters for a message, never written out whole first: a billion laughs' list took
+    seconds and gigabytes to write before it was cut (a review)."""
+    text = _SHORT.repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}…"
+
+
+_SHORT = reprlib.Repr()  # (Python 3.11's takes no arguments)
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring, _SHORT.maxother = 2, 4, 4, 40, 40
 
 
 def plain_loc(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
@@ -347,7 +359,7 @@ class ModelSpec(_Strict):
 def _the_number(value: object) -> object:
     """`version: true` and `version: 1.0` equal 1 to Python, even in strict mode; the file must say 1."""
     if isinstance(value, bool | float):
-        raise PolicyFieldError((), f"write the number 1, the only version (got {value!r})")
+        raise PolicyFieldError((), f"write the number 1, the only version (got {shown(value)})")
     return value
 
 

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from gateway.policy.loader import PolicyError, load_policy
+from gateway.policy.loader import PolicyError, load_policy, parse_policy
 
 POOLS = "pools:\n  edge: {kind: edge, endpoints: ['grpc://127.0.0.1:1']}\n  cloud: {kind: cloud, endpoints: ['grpc://h:2']}\n"
 PRIVATE_FIRST = "  - {name: private, match: {privacy: [private, pii, confidential]}, route: edge}\n"
@@ -432,3 +432,50 @@ def test_an_edge_pool_on_another_host_is_reached_over_tls_or_plaintext_in_so_man
     with pytest.raises(PolicyError, match="plaintext_grpc is an edge pool's"):
         _edge_pool_policy(tmp_path, "{kind: edge, endpoints: ['grpc://127.0.0.1:1']}",
                           "{kind: cloud, endpoints: ['grpc://h:2'], plaintext_grpc: true}")  # fmt: skip
+
+
+def _laughs(levels: int) -> str:
+    """A billion laughs: each anchor a list of nine aliases of the one before (9**levels values in under 1 KB)."""
+    return "anchors:\n" + "".join(
+        f"  - &a{i} [" + ", ".join([f"*a{i - 1}"] * 9 if i else ["lol"] * 9) + "]\n" for i in range(levels)
+    )
+
+
+@pytest.mark.parametrize(
+    ("where", "levels"),
+    [
+        ("  cloud: {kind: cloud, endpoints: ['grpc://h:2'], profile: {scorers: [{type: *a6}]}}\n", 7),
+        ("  cloud: {kind: cloud, endpoints: ['grpc://h:2']}\n  x: {kind: edge, endpoints: *a7}\n", 8),
+        ("  cloud: {kind: cloud, endpoints: ['grpc://h:2']}\nprivacy: {known_tags: *a7}\n", 8),
+    ],
+)
+def test_a_billion_laughs_is_refused_at_once_in_a_line(where, levels):
+    """A kilobyte of aliases was cheap to parse, then validated and written whole into its error: 34 MB into one
+    log line and /readyz, and the gateway's every request held for seconds (one more level: gigabytes; a review)."""
+    import time
+
+    text = _laughs(levels) + "version: 1\npools:\n  edge: {kind: edge, endpoints: ['grpc://127.0.0.1:1']}\n" + where
+    text += "rules:\n" + PRIVATE_FIRST + "  - {name: d, route: cloud}\n"
+    started = time.perf_counter()
+    with pytest.raises(PolicyError, match="stands for over 200,000 values") as refused:
+        parse_policy(text, "p.yaml")
+    assert time.perf_counter() - started < 1.0 and len(str(refused.value)) < 300
+
+
+def test_a_value_in_a_message_is_shown_cut_and_problems_are_counted_past_twenty():
+    """A wrong value is shown in a few characters, never written out whole first; a file of 1,000 problems lists 20
+    and says how many more (340,000 lines for a 680 KB list of numbers; a review)."""
+    big = "version: 1\n" + POOLS + "privacy: {known_tags: [" + ", ".join(["1"] * 1000) + "]}\n"
+    big += "rules:\n" + PRIVATE_FIRST + "  - {name: d, route: cloud}\n"
+    with pytest.raises(PolicyError) as refused:
+        parse_policy(big, "p.yaml")
+    lines = str(refused.value).splitlines()
+    assert len(lines) == 21 and lines[-1].endswith("and 980 more problems"), lines[-3:]
+    value = "[[1, 2, 3, 4, 5, 6], [" + ", ".join(["7"] * 100) + "]]"
+    nested = "version: 1\npools:\n  cloud: {kind: cloud, endpoints: ['grpc://h:2'], profile: {scorers: [{type: "
+    nested += value + "}]}}\nrules: [{name: d, route: cloud}]\n"
+    with pytest.raises(
+        PolicyError, match=r"`type` is one name of .*, not \[\[1, 2, 3, 4, \.\.\.\], \[7, 7, 7, 7, \.\.\.\]\]"
+    ) as e:
+        parse_policy(nested, "p.yaml")
+    assert len(str(e.value)) < 200
