@@ -2,6 +2,7 @@
 
 import json
 import logging
+import logging.handlers
 import time
 from pathlib import Path
 
@@ -15,7 +16,10 @@ class DecisionLog:
         self._logger.propagate = False
         self._logger.setLevel(logging.INFO)
         if not self._logger.handlers:
-            handler = logging.FileHandler(path, encoding="utf-8")  # thread-safe, appends
+            _end_a_torn_line(path)
+            # Thread-safe, appends; reopened where the file was moved away (logrotate's default: every record after
+            # went into the rotated file, and the configured one never came back; a review)
+            handler = logging.handlers.WatchedFileHandler(path, encoding="utf-8")
             handler.setFormatter(logging.Formatter("%(message)s"))
             self._logger.addHandler(handler)
 
@@ -64,3 +68,14 @@ class DecisionLog:
         for handler in list(self._logger.handlers):
             handler.close()
             self._logger.removeHandler(handler)
+
+
+def _end_a_torn_line(path: Path) -> None:
+    """Ends the log's last line where a crash or a full disk cut it short: the next record went on the same line,
+    and replay refused the whole log at it (a review)."""
+    try:
+        with open(path, "rb+") as f:
+            if f.seek(0, 2) and (f.seek(-1, 2), f.read(1))[1] != b"\n":
+                f.write(b"\n")
+    except FileNotFoundError:
+        pass

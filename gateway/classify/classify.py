@@ -33,16 +33,16 @@ def classify(
     detected = privacy.detected(policy, text)
     for part in parts:
         detected += tuple(name for name in privacy.detected(policy, part) if name not in detected)
+    tagged = privacy.request_tags(policy, metadata_privacy, privacy_header)
     return RequestFeatures(
         prompt_tokens=prompt_tokens,
         max_tokens=max_tokens,
-        privacy_tags=privacy.tags_with_detection(
-            policy, privacy.request_tags(policy, metadata_privacy, privacy_header), detected
-        ),
+        privacy_tags=privacy.tags_with_detection(policy, tagged, detected),
         # The caller's own header wins; else what the device's registered edge agent reported.
         device=parse_device_header(device_header) or reported_device,
         tenant=tenant,
         priority=priority,
         detected=detected,
         model=model,
+        tagged=tagged,
     )

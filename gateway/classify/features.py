@@ -1,8 +1,9 @@
 """The features policy rules match on, gathered once per request."""
 
 import json
-import re
 from dataclasses import dataclass
+
+from tandem_sdk.device import MAX_PROVIDERS, NETWORK_WORDS, PROVIDER_NAME
 
 from serving.openai.errors import BadRequest
 
@@ -34,15 +35,15 @@ class RequestFeatures:
     priority: int = 0
     detected: tuple[str, ...] = ()  # detectors that fired on the prompt text
     model: str = ""  # the request's `model`: only pools serving it are routed to
+    # The caller's own tags, before detection added the policy's `detected_tag` (None: not known, an older decision
+    # log's record): replay tags a request again under the policy it replays (gateway/policy/replay.py).
+    tagged: frozenset[str] | None = None
 
 
 HEADER = "X-Tandem-Device"
 MAX_HEADER_CHARS = 4096
-# onnxruntime's names (CPUExecutionProvider, QNNExecutionProvider), at most 32: a 1 MB header went whole into the
-# decision log, which says it holds no text (a review)
-_PROVIDER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
-_NETWORK = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]{1,32}")  # the app's own words: `cellular (5G)`, one line
-MAX_PROVIDERS = 32
+# Providers by onnxruntime's names, at most 32, and a network in a few words on one line, as the SDK checks them: a
+# 1 MB header went whole into the decision log, which says it holds no text (a review)
 
 
 def _shown(name: str) -> str:
@@ -76,10 +77,10 @@ def parse_device_header(value: str | None) -> DeviceCapability | None:
         providers = raw.get("providers") or []
         if not isinstance(providers, list) or len(providers) > MAX_PROVIDERS:
             raise ValueError(f"providers must be a list of at most {MAX_PROVIDERS} names")
-        if not all(isinstance(p, str) and _PROVIDER.fullmatch(p) for p in providers):
+        if not all(isinstance(p, str) and PROVIDER_NAME.fullmatch(p) for p in providers):
             raise ValueError('providers are execution providers\' names, such as "QNNExecutionProvider"')
         network = raw.get("network")
-        if network is not None and not (isinstance(network, str) and _NETWORK.fullmatch(network)):
+        if network is not None and not (isinstance(network, str) and NETWORK_WORDS.fullmatch(network)):
             raise ValueError('network must be a short name such as "wifi" or "metered" (1-32 characters, one line)')
         return DeviceCapability(
             npu=_as_bool("npu", raw.get("npu", False)),

@@ -13,6 +13,7 @@ def features_dict(features: RequestFeatures) -> dict:
     out = asdict(features)
     out["privacy_tags"] = sorted(features.privacy_tags)
     out["detected"] = list(features.detected)
+    out["tagged"] = sorted(features.tagged) if features.tagged is not None else None
     return out
 
 

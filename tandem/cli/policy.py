@@ -90,9 +90,7 @@ def explain(
 
 @app.command("replay")
 def replay(
-    trace: Annotated[
-        Path, typer.Argument(help="decision log (JSON lines) from TANDEM_DECISION_LOG", exists=True, dir_okay=False)
-    ],
+    trace: Annotated[Path, typer.Argument(help="decision log (JSON lines) from TANDEM_DECISION_LOG")],
     policy: Annotated[Path, typer.Option("--policy", help="policy to replay")],
     against: Annotated[Path | None, typer.Option("--against", help="a second policy to compare with")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")] = False,
@@ -107,11 +105,14 @@ def replay(
     if against:
         policies["against"] = _load_policy_or_exit(against)
     try:
-        features = read_trace(trace)
+        read = read_trace(trace)
     except TraceError as exc:
         fail(exc, 1, exc)
     except OSError as exc:
         fail(f"{trace}: cannot read: {exc.strerror}", 1, exc)
+    if read.torn:
+        typer.echo(f"{trace}: {read.torn} record(s) cut short (a crash mid-write?), replayed without them", err=True)
+    features = read.features
     results = {name: replay(p, features) for name, p in policies.items()}
     out = {name: report.as_dict() for name, (report, _) in results.items()}
     if against:

@@ -17,3 +17,17 @@ def test_a_usage_record_is_one_line_whatever_the_user_writes(tmp_path):
     text = path.read_text(encoding="utf-8")
     assert len(text.splitlines()) == len(users)
     assert [json.loads(line)["user"] for line in text.splitlines()] == users
+
+
+def test_a_log_moved_away_by_logrotate_is_made_again(tmp_path):
+    """After `mv decisions.jsonl decisions.jsonl.1` (logrotate's default) every record went into the moved file, and
+    the configured one never came back (a review)."""
+    path = tmp_path / "decisions.jsonl"
+    log = DecisionLog(path)
+    usage = SimpleNamespace(prompt_tokens=3, completion_tokens=2, cached_prompt_tokens=0)
+    log.usage("chatcmpl-1", "default", None, usage, "ok")
+    path.rename(tmp_path / "decisions.jsonl.1")
+    log.usage("chatcmpl-2", "default", None, usage, "ok")
+    log.close()
+    assert [json.loads(line)["request_id"] for line in path.read_text().splitlines()] == ["chatcmpl-2"]
+    assert json.loads((tmp_path / "decisions.jsonl.1").read_text())["request_id"] == "chatcmpl-1"

@@ -70,7 +70,7 @@ def test_the_gateway_refuses_a_bad_policy_in_one_line(tmp_path, demo_checkpoint,
     assert f"error: {policy}:" in result.output and "Traceback" not in result.output, result.output
 
 
-@pytest.mark.parametrize("trace", ["fifo", "[1, 2]", '{"features": 5}', "[" * 100_000])
+@pytest.mark.parametrize("trace", ["fifo", "[1, 2]", '{"features": 5}', "[" * 100_000, "missing", "a folder"])
 def test_a_trace_that_is_none_is_one_line_of_error(tmp_path, trace):
     """(a review) A FIFO as the trace waited for ever; a JSON array line, a `features` that is no object and deep
     nesting were tracebacks."""
@@ -81,7 +81,9 @@ def test_a_trace_that_is_none_is_one_line_of_error(tmp_path, trace):
     path = tmp_path / "trace.jsonl"
     if trace == "fifo":
         os.mkfifo(path)
-    else:
+    elif trace == "a folder":  # (these two were typer's box of many lines, exit 2)
+        path.mkdir()
+    elif trace != "missing":
         path.write_text(trace + "\n")
     policy = Path(__file__).parents[3] / "policies" / "default.yaml"
     done = subprocess.run([sys.executable, "-m", "tandem.cli", "policy", "replay", str(path), "--policy", str(policy)],
