@@ -380,6 +380,11 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
     except (PolicyError, StackError) as exc:
         console.print(f"error: {exc}", markup=False, highlight=False)
         return 1
+    # Ctrl-C and SIGTERM both stop the stack; set SIGINT too, since a shell's background job starts with it ignored.
+    # Before the demo's build: set after it, an interrupt during the first build of a background `tandem up` was
+    # lost, and the whole stack started (a review).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler)
     if not demo_is_whole(model_dir):  # built whole or not at all; a damaged one (a copy cut short) is built again
         again = " again: the one there is damaged" if (model_dir / "config.json").exists() else " (first run only)"
         console.print(f"building the demo model in {model_dir}{again}")
@@ -391,9 +396,6 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
         except KeyboardInterrupt:  # nothing half-built is kept: the next start builds it again
             console.print("\nstopped while building the demo model; the next start builds it again.")
             return 130
-    # Ctrl-C and SIGTERM both stop the stack; set SIGINT too, since a shell's background job starts with it ignored.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.default_int_handler)
     stack = None
     try:
         with console.status("starting gateway, cloud worker and edge agent…"):

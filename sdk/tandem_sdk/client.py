@@ -14,8 +14,11 @@ environment variables (HTTP_PROXY and the like): they go straight to their
 host. Planning is shared; the two classes only differ in doing I/O.
 """
 
+import codecs
 import json
+import math
 import os
+import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -172,6 +175,128 @@ def _api_key(value: object) -> str | None:
     return key
 
 
+def _timeout_s(value: object) -> float:
+    """The client's timeout: seconds, a positive number. `"5"`, `nan` and `inf` failed on the first call with httpx's
+    own words, and None took every limit away (a review)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise ValueError(f"timeout_s must be seconds, a positive number, not {value!r}")
+    return float(value)
+
+
+def _gateway_url(value: object) -> str | None:
+    """An http(s) URL with a host: `127.0.0.1:8000` (no scheme) read as unreachable on the first call (a review)."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"gateway_url must be a string, not {type(value).__name__}")
+    try:
+        url = httpx.URL(value.strip())
+    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        raise ValueError(f"gateway_url {value!r} is not a URL: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError(f"gateway_url {value!r} must be an http:// or https:// URL with a host, e.g. http://gw:8000")
+    return str(url).rstrip("/")
+
+
+def _flag(name: str, value: object) -> bool:
+    """A true or false, not a word: `allow_local_fallback="no"` turned the fallback on (a review)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, not {value!r}")
+    return value
+
+
+def _read_limit(timeout, settings: "_Settings") -> float | None:
+    """How long a call may wait for the rest of an answer, or between a stream's events: its own `timeout=`, else the
+    client's timeout_s (an httpx.Timeout's read limit; None: none)."""
+    if isinstance(timeout, httpx.Timeout):
+        return timeout.read
+    return timeout if isinstance(timeout, float) else settings.timeout_s
+
+
+def _answer_late(request: httpx.Request, seconds: float, what: str) -> httpx.ReadTimeout:
+    return httpx.ReadTimeout(f"{what} within {seconds:g} s", request=request)
+
+
+def _whole(response: httpx.Response, body: bytes) -> httpx.Response:
+    """`response` with its `body` read (decoded: its content coding is dropped from the headers)."""
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _BODY_HEADERS]
+    return httpx.Response(response.status_code, headers=headers, content=body, request=response.request)
+
+
+_BODY_HEADERS = {"content-encoding", "content-length", "transfer-encoding"}
+
+
+def _read_within(response: httpx.Response, seconds: float | None) -> bytes:
+    """The body, read whole within `seconds` of its start: httpx's timeout bounds each read, so a server that sent
+    its answer a byte a second held a call with a 3 s timeout for minutes (a review)."""
+    deadline = time.monotonic() + seconds if seconds is not None else math.inf
+    chunks = []
+    for chunk in response.iter_bytes():
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            raise _answer_late(response.request, seconds, "the answer did not arrive whole")
+    return b"".join(chunks)
+
+
+async def _aread_within(response: httpx.Response, seconds: float | None) -> bytes:
+    deadline = time.monotonic() + seconds if seconds is not None else math.inf
+    chunks = []
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            raise _answer_late(response.request, seconds, "the answer did not arrive whole")
+    return b"".join(chunks)
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+class _EventLines:
+    """An event stream's lines from its bytes (as the SSE format breaks them), and httpx.ReadTimeout once `seconds`
+    pass without a `data:` line: a server that sent only keep-alive comments, or an event a byte at a time, held a
+    stream for ever, each read within httpx's timeout (a review)."""
+
+    def __init__(self, request: httpx.Request, seconds: float | None) -> None:
+        self._request, self._seconds = request, seconds
+        self._decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+        self._pending = ""
+        self._last_data = time.monotonic()
+
+    def feed(self, chunk: bytes) -> list[str]:
+        text = self._pending + self._decode(chunk)
+        cut = len(text) - 1 if text.endswith("\r") else len(text)  # a CR whose LF may come in the next read
+        lines = _LINE_BREAK.split(text[:cut])
+        self._pending = lines.pop() + text[cut:]
+        now = time.monotonic()
+        if any(line.startswith("data:") for line in lines):
+            self._last_data = now
+        elif self._seconds is not None and now - self._last_data > self._seconds:
+            raise _answer_late(self._request, self._seconds, "no event came")
+        return lines
+
+    def end(self) -> list[str]:
+        """The last line, where the stream ended without its line break."""
+        lines = _LINE_BREAK.split(self._pending + self._decode(b"", True))
+        self._pending = ""
+        return lines[:-1] if lines[-1] == "" else lines
+
+
+def _event_lines(response: httpx.Response, seconds: float | None) -> Iterator[str]:
+    lines = _EventLines(response.request, seconds)
+    for chunk in response.iter_bytes():
+        yield from lines.feed(chunk)
+    yield from lines.end()
+
+
+async def _aevent_lines(response: httpx.Response, seconds: float | None) -> AsyncIterator[str]:
+    lines = _EventLines(response.request, seconds)
+    async for chunk in response.aiter_bytes():
+        for line in lines.feed(chunk):
+            yield line
+    for line in lines.end():
+        yield line
+
+
 def _retries(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ValueError(f"max_retries must be a whole number >= 0, not {value!r}")
@@ -316,14 +441,16 @@ class Stream:
     the answer began, or an end without `data: [DONE]`, raises StreamInterrupted (PrivateRequestError for a private
     request), once the chunks that came are yielded; an error the server sent as an event raises APIError."""
 
-    def __init__(self, response: httpx.Response, target: Target, context, reason: str | None = None) -> None:
+    def __init__(
+        self, response: httpx.Response, target: Target, context, reason: str | None = None, idle_s: float | None = None
+    ) -> None:
         self.response, self.served_by, self._context = response, target.served_by, context
         self.route = response.headers.get("x-tandem-route")
-        self._target, self._reason = target, reason
+        self._target, self._reason, self._idle_s = target, reason, idle_s
 
     def __iter__(self) -> Iterator[dict]:
         try:
-            for payload in events(self.response.iter_lines(), require_done=True):
+            for payload in events(_event_lines(self.response, self._idle_s), require_done=True):
                 yield _chunk(payload, self.response, self._reason is not None)
         except (httpx.HTTPError, json.JSONDecodeError, StreamEndedEarly) as exc:
             raise _interrupted(self._target, self._reason, exc) from exc
@@ -359,20 +486,20 @@ class _ClientBase:
     ) -> None:
         self._impostor: str | None = None  # why the last probe's answer was not trusted (`_agent_health`)
         self._s = _Settings(
-            gateway_url=gateway_url.rstrip("/") if gateway_url else None,
+            gateway_url=_gateway_url(gateway_url),
             api_key=_api_key(api_key),
             local_agent_url=check_loopback(local_agent_url) if local_agent_url else None,
             device=detect_device().with_overrides(device or {}),
-            timeout_s=timeout_s,
+            timeout_s=_timeout_s(timeout_s),
             max_retries=_retries(max_retries),
-            allow_local_fallback=allow_local_fallback,
+            allow_local_fallback=_flag("allow_local_fallback", allow_local_fallback),
             detectors=_detectors(detectors),
             never_leave=privacy_tags(never_leave if isinstance(never_leave, str) else list(never_leave)),
             known_tags=privacy_tags(known_tags if isinstance(known_tags, str) else list(known_tags)),
             local_token_file=Path(local_token_file) if local_token_file else token_file(),
         )
-        self._http = self._new_http(timeout_s, trust_env=True)
-        self._direct = self._new_http(timeout_s, trust_env=False)
+        self._http = self._new_http(self._s.timeout_s, trust_env=True)
+        self._direct = self._new_http(self._s.timeout_s, trust_env=False)
         self.chat = _Chat(self)
 
     def _plan(self, model: str, messages: list[dict], stream: bool, privacy, params: dict):
@@ -491,19 +618,20 @@ class Client(_ClientBase):
             raise _gateway_unavailable(self._s, exc) from exc
 
     def _send(self, target: Target, body: dict, stream: bool, reason: str | None, retries: int, timeout):
+        limit = _read_limit(timeout, self._s)
         for attempt in range(retries + 1):
             context = self._client_for(target).stream(
                 "POST", target.url, json=body, headers=target.headers, timeout=timeout
             )
             response = context.__enter__()
-            if response.status_code in RETRY_STATUSES and attempt < retries:
-                response.read()
-                context.__exit__(None, None, None)
-                time.sleep(_retry_delay_s(response, attempt))
-                continue
             if response.status_code >= 400:
-                response.read()
-                context.__exit__(None, None, None)
+                try:
+                    response = _whole(response, _read_within(response, limit))
+                finally:
+                    context.__exit__(None, None, None)
+                if response.status_code in RETRY_STATUSES and attempt < retries:
+                    time.sleep(_retry_delay_s(response, attempt))
+                    continue
                 _raise_for(response, reason is not None)
             if stream and not _is_event_stream(response):
                 try:
@@ -512,9 +640,9 @@ class Client(_ClientBase):
                     context.__exit__(None, None, None)
                 raise _not_a_stream(response, head, reason is not None)
             if stream:
-                return Stream(response, target, context, reason)
+                return Stream(response, target, context, reason, limit)
             try:
-                return _annotate(_answer(response, response.read()), target, response, reason)
+                return _annotate(_answer(response, _read_within(response, limit)), target, response, reason)
             finally:
                 context.__exit__(None, None, None)
         raise AssertionError("unreachable: max_retries >= 0 is checked when the client is made")
@@ -537,14 +665,16 @@ class AsyncStream:
     """`async for` OpenAI chunk dicts; `await aclose()` (or leaving an `async with` block, or cancelling the task)
     cancels the request. Failures as `Stream`'s."""
 
-    def __init__(self, response: httpx.Response, target: Target, context, reason: str | None = None) -> None:
+    def __init__(
+        self, response: httpx.Response, target: Target, context, reason: str | None = None, idle_s: float | None = None
+    ) -> None:
         self.response, self.served_by, self._context = response, target.served_by, context
         self.route = response.headers.get("x-tandem-route")
-        self._target, self._reason = target, reason
+        self._target, self._reason, self._idle_s = target, reason, idle_s
 
     async def __aiter__(self) -> AsyncIterator[dict]:
         try:
-            async for payload in aevents(self.response.aiter_lines(), require_done=True):
+            async for payload in aevents(_aevent_lines(self.response, self._idle_s), require_done=True):
                 yield _chunk(payload, self.response, self._reason is not None)
         except (httpx.HTTPError, json.JSONDecodeError, StreamEndedEarly) as exc:
             raise _interrupted(self._target, self._reason, exc) from exc
@@ -610,19 +740,20 @@ class AsyncClient(_ClientBase):
     async def _send(self, target: Target, body: dict, stream: bool, reason: str | None, retries: int, timeout):
         import asyncio
 
+        limit = _read_limit(timeout, self._s)
         for attempt in range(retries + 1):
             context = self._client_for(target).stream(
                 "POST", target.url, json=body, headers=target.headers, timeout=timeout
             )
             response = await context.__aenter__()
-            if response.status_code in RETRY_STATUSES and attempt < retries:
-                await response.aread()
-                await context.__aexit__(None, None, None)
-                await asyncio.sleep(_retry_delay_s(response, attempt))
-                continue
             if response.status_code >= 400:
-                await response.aread()
-                await context.__aexit__(None, None, None)
+                try:
+                    response = _whole(response, await _aread_within(response, limit))
+                finally:
+                    await context.__aexit__(None, None, None)
+                if response.status_code in RETRY_STATUSES and attempt < retries:
+                    await asyncio.sleep(_retry_delay_s(response, attempt))
+                    continue
                 _raise_for(response, reason is not None)
             if stream and not _is_event_stream(response):
                 try:
@@ -631,9 +762,9 @@ class AsyncClient(_ClientBase):
                     await context.__aexit__(None, None, None)
                 raise _not_a_stream(response, head, reason is not None)
             if stream:
-                return AsyncStream(response, target, context, reason)
+                return AsyncStream(response, target, context, reason, limit)
             try:
-                return _annotate(_answer(response, await response.aread()), target, response, reason)
+                return _annotate(_answer(response, await _aread_within(response, limit)), target, response, reason)
             finally:
                 await context.__aexit__(None, None, None)
         raise AssertionError("unreachable: max_retries >= 0 is checked when the client is made")

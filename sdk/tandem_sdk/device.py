@@ -9,6 +9,7 @@ as it may any other field.
 import functools
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -34,10 +35,45 @@ class DeviceCapability:
         return json.dumps({k: v for k, v in data.items() if v not in (None, [])}, separators=(",", ":"))
 
     def with_overrides(self, overrides: dict) -> "DeviceCapability":
+        """This device with the app's own words for some fields, each checked as the gateway reads X-Tandem-Device:
+        `{"npu": "yes"}` was refused by the gateway only, after the request was sent (a review)."""
+        if not isinstance(overrides, dict):
+            raise TypeError(f"device must be a dict of fields, not {type(overrides).__name__}")
         unknown = set(overrides) - set(self.__dataclass_fields__)
         if unknown:
             raise ValueError(f"unknown device field(s) {sorted(unknown)}; known: {sorted(self.__dataclass_fields__)}")
-        return replace(self, **overrides)
+        for name, value in overrides.items():
+            if value is not None and (problem := _FIELD_CHECKS[name](value)):
+                raise ValueError(f"device {name}: {problem}, not {value!r}")
+        return replace(self, **{k: tuple(v) if k == "providers" else v for k, v in overrides.items()})
+
+
+def _number(value: object, least: float, most: float) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and least <= value <= most
+
+
+# What X-Tandem-Device's words may be, here and at the gateway (gateway/classify/features.py reads them from here):
+# onnxruntime's provider names (CPUExecutionProvider, QNNExecutionProvider), at most 32, and the app's own words for
+# the network (`cellular (5G)`), one line
+PROVIDER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+NETWORK_WORDS = re.compile(r"[^\x00-\x1f\x7f-\x9f\u2028\u2029]{1,32}")
+MAX_PROVIDERS = 32
+_FIELD_CHECKS = {
+    "npu": lambda v: None if isinstance(v, bool) else "True or False",
+    "gpu": lambda v: None if isinstance(v, bool) else "True or False",
+    "charging": lambda v: None if isinstance(v, bool) else "True or False",
+    "cores": lambda v: None if not isinstance(v, bool) and isinstance(v, int) and v >= 1 else "a whole number from 1",
+    "ram_gb": lambda v: None if _number(v, 0, 1e6) else "a number of GB from 0 to 10**6",
+    "battery": lambda v: None if _number(v, 0, 1) else "a number from 0 (empty) to 1 (full)",
+    "network": lambda v: None if isinstance(v, str) and NETWORK_WORDS.fullmatch(v) else "1-32 characters on one line",
+    "providers": lambda v: (
+        None
+        if isinstance(v, list | tuple)
+        and len(v) <= MAX_PROVIDERS
+        and all(isinstance(p, str) and PROVIDER_NAME.fullmatch(p) for p in v)
+        else "at most 32 onnxruntime execution providers' names"
+    ),
+}
 
 
 @functools.cache

@@ -146,3 +146,31 @@ def _gone(pid: int) -> bool:
         return "zombie" in open(f"/proc/{pid}/status").read().lower()
     except OSError:
         return True
+
+
+def test_an_interrupt_during_the_first_build_stops_a_background_up(tmp_path):
+    """`make up &` from a script starts with SIGINT ignored; the handler was set after the demo's build, so an
+    interrupt during the first build was lost and the whole stack started (a review)."""
+    policy = write_policy(tmp_path / "policy.yaml", free_port(), free_port())
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tandem.cli", "up", "--state-dir", str(tmp_path / "state"), "--policy", str(policy)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=os.environ | {"TANDEM_PORT": str(free_port()), "TANDEM_LOCAL_AGENT_PORT": str(free_port())},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as a shell's background job
+    )
+    try:
+        said = []
+        while not any("building the demo model" in line for line in said):
+            line = process.stdout.readline()
+            assert line or process.poll() is None, "".join(said)
+            said.append(line)
+        time.sleep(0.5)  # inside the build
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130, "".join(said) + process.stdout.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert "stopped while building the demo model" in "".join(said) + process.stdout.read()
+    assert not (tmp_path / "state" / "models" / "tandem-demo" / "config.json").exists()

@@ -594,3 +594,38 @@ def test_a_privacy_tag_that_says_yes_is_refused_before_the_network(said):
     went to the gateway, prompt and all, to be refused there (a review). Refused on the device, naming what to say."""
     with pytest.raises(TagError, match="says yes, not which tag; the request was not sent anywhere"):
         Client("http://gw:8000").chat.completions.create(model="m", messages=ASK, **said)
+
+
+@pytest.mark.parametrize(
+    ("settings", "error", "said"),
+    [
+        ({"timeout_s": "5"}, ValueError, "timeout_s must be seconds, a positive number, not '5'"),
+        ({"timeout_s": -1}, ValueError, "timeout_s must be seconds"),
+        ({"timeout_s": float("nan")}, ValueError, "timeout_s must be seconds"),
+        ({"timeout_s": float("inf")}, ValueError, "timeout_s must be seconds"),
+        ({"timeout_s": None}, ValueError, "timeout_s must be seconds"),
+        ({"timeout_s": True}, ValueError, "timeout_s must be seconds"),
+        ({"gateway_url": "127.0.0.1:8000"}, ValueError, "must be an http:// or https:// URL with a host"),
+        ({"gateway_url": "ftp://gw"}, ValueError, "must be an http:// or https:// URL"),
+        ({"gateway_url": 8000}, TypeError, "gateway_url must be a string"),
+        ({"allow_local_fallback": "no"}, TypeError, "allow_local_fallback must be True or False, not 'no'"),
+        ({"device": {"npu": "yes"}}, ValueError, "device npu: True or False, not 'yes'"),
+        ({"device": {"battery": 60}}, ValueError, "device battery: a number from 0 .empty. to 1 .full."),
+        ({"device": {"cores": 0}}, ValueError, "device cores: a whole number from 1"),
+        ({"device": {"network": "wifi\nX-Evil: 1"}}, ValueError, "device network: 1-32 characters on one line"),
+        ({"device": {"providers": ["CPU Execution"]}}, ValueError, "device providers: at most 32"),
+        ({"device": "npu"}, TypeError, "device must be a dict of fields"),
+    ],
+)
+def test_a_clients_settings_are_checked_when_it_is_made(settings, error, said):
+    """Each was taken, then failed on the first call in httpx's words, was refused by the gateway after the request
+    had left, or did the opposite of what it said: `allow_local_fallback="no"` turned the fallback on (a review)."""
+    with pytest.raises(error, match=said):
+        Client(**({"gateway_url": "http://gw:8000"} | settings))
+
+
+def test_good_settings_are_taken_as_given():
+    client = Client("https://gw.example:8443/", timeout_s=5, allow_local_fallback=True,
+                    device={"npu": True, "battery": 0.5, "network": "cellular (5G)", "providers": ["QNNExecutionProvider"]})  # fmt: skip
+    assert client._s.gateway_url == "https://gw.example:8443" and client._s.timeout_s == 5.0
+    assert client._s.device.providers == ("QNNExecutionProvider",) and client._s.device.battery == 0.5

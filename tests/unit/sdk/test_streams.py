@@ -6,6 +6,7 @@ import asyncio
 import http.server
 import re
 import threading
+import time
 
 import pytest
 import tandem_sdk
@@ -46,7 +47,14 @@ def server():
 
         def do_POST(self):
             self.rfile.read(int(self.headers["Content-Length"]))
-            self.wfile.write(self.server.answer)
+            answer = self.server.answer  # bytes, or [(bytes, then a pause in seconds), ...]: an answer in pieces
+            for piece, pause in answer if isinstance(answer, list) else [(answer, 0)]:
+                try:
+                    self.wfile.write(piece)
+                    self.wfile.flush()
+                except OSError:  # the client left
+                    break
+                time.sleep(pause)
             self.close_connection = True
 
         def log_message(self, *args):
@@ -160,3 +168,75 @@ def test_an_error_sent_mid_stream_is_an_api_error_with_its_message(server, event
     got, error = _stream(server.url, False, is_async)
     assert got == ["Hello"]
     assert isinstance(error, APIError) and "backend died" in error.message, error
+
+
+def _call(
+    url: str, private: bool, is_async: bool, stream: bool, timeout_s: float
+) -> tuple[list[str], Exception | None, float]:
+    """What the app got (each chunk's text, or the answer's), what the call raised, and how long it took."""
+    kwargs = {"model": "m", "messages": ASK, "stream": stream, "privacy": "private" if private else None}
+    got: list[str] = []
+    settings = {"local_agent_url": url, "max_retries": 0, "timeout_s": timeout_s}
+
+    async def run_async():
+        async with tandem_sdk.AsyncClient(url, **settings) as client:
+            answer = await client.chat.completions.create(**kwargs)
+            if not stream:
+                return got.append(answer["choices"][0]["message"]["content"])
+            async with answer:
+                async for chunk in answer:
+                    got.append(chunk["choices"][0]["delta"]["content"])
+
+    started = time.monotonic()
+    try:
+        if is_async:
+            asyncio.run(run_async())
+        else:
+            with tandem_sdk.Client(url, **settings) as client:
+                answer = client.chat.completions.create(**kwargs)
+                if not stream:
+                    got.append(answer["choices"][0]["message"]["content"])
+                else:
+                    with answer:
+                        got.extend(chunk["choices"][0]["delta"]["content"] for chunk in answer)
+    except Exception as exc:  # noqa: BLE001 - the test looks at what the app would have caught
+        return got, exc, time.monotonic() - started
+    return got, None, time.monotonic() - started
+
+
+ANSWER = b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}]}'
+
+
+@BOTH
+def test_an_answer_sent_a_byte_at_a_time_fails_within_the_timeout(server, private, is_async):
+    """httpx's timeout bounds each read: a server that sent its answer a byte every 50 ms held a call with a 0.5 s
+    timeout for 5 s (minutes, for a longer answer; a review). The answer must be whole within the timeout."""
+    whole = _answer("200 OK", "application/json", ANSWER)
+    head, body = whole.split(b"\r\n\r\n", 1)
+    server.answer = [(head + b"\r\n\r\n", 0)] + [(body[i : i + 1], 0.05) for i in range(len(body))]
+    got, error, took = _call(server.url, private, is_async, stream=False, timeout_s=0.5)
+    assert got == [] and isinstance(error, PrivateRequestError if private else tandem_sdk.GatewayUnavailable), error
+    assert "did not arrive whole within 0.5 s" in str(error) and took < 2.5, (str(error), took)
+
+
+@BOTH
+def test_a_stream_of_keep_alives_alone_fails_within_the_timeout(server, private, is_async):
+    """A stream that sent only comments after its first chunk was read for ever, each comment within httpx's
+    timeout (a review); the time between events is what the timeout bounds now."""
+    keep_alives = [(b": keep-alive\r\n\r\n", 0.1)] * 60
+    head = _answer("200 OK", "text/event-stream", b"", "close")
+    server.answer = [(head + HELLO, 0), *keep_alives, (DONE, 0)]
+    got, error, took = _call(server.url, private, is_async, stream=True, timeout_s=0.5)
+    assert got == ["Hello"] and isinstance(error, PrivateRequestError if private else StreamInterrupted), error
+    assert "no event came within 0.5 s" in str(error) and took < 2.5, (str(error), took)
+
+
+@BOTH
+def test_a_slow_stream_within_the_timeout_and_line_breaks_cut_between_reads_are_whole(server, private, is_async):
+    """Events 0.2 s apart under a 0.5 s timeout are a whole answer, and a CR LF cut between two reads is one line
+    break (two would end an event early)."""
+    multi = b'data: {"choices": [{"index": 0,\r\ndata:  "delta": {"content": "Hello"}}]}\r\n\r\n'
+    cut = multi.index(b"\r\ndata:  ") + 1
+    head = _answer("200 OK", "text/event-stream", b"", "close")
+    server.answer = [(head, 0), (multi[:cut], 0.2), (multi[cut:], 0.2), (WOR.replace(b"\n", b"\r\n"), 0.2), (DONE, 0)]
+    assert _call(server.url, private, is_async, stream=True, timeout_s=0.5)[:2] == (["Hello", " wor"], None)
