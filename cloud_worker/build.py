@@ -48,6 +48,17 @@ def prepare_model(model_dir: Path, config: EngineConfig, rank: int = 0) -> Llama
     return model
 
 
+def _check_gpus(config: EngineConfig) -> None:
+    """ValueError where the GPUs asked for are not there: a traceback of 74-136 lines, or rank 0 waiting 120 s for
+    a rank that could not start (a review)."""
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {config.device}: torch sees no CUDA device here (use --device cpu)")
+    first, count, wanted = config.first_gpu(), torch.cuda.device_count(), config.tensor_parallel_size
+    if first + wanted > count:
+        gpus = f"GPU {first}" if wanted == 1 else f"GPUs {first}-{first + wanted - 1}"
+        raise ValueError(f"--device {config.device} --tp {wanted} needs {gpus}; torch sees {count} GPU(s)")
+
+
 def build_engine(
     model_dir: Path, model_id: str | None = None, config: EngineConfig | None = None, on_block_events=None
 ) -> PagedEngine:
@@ -56,6 +67,8 @@ def build_engine(
         keep_freed_memory()
         cpu_extension.extension()  # load (or report the lack of) the C++ kernels before serving
     model_config = read_config(model_dir)
+    if config.device.startswith("cuda"):
+        _check_gpus(config)
     if config.tensor_parallel_size > 1:
         check_divisible_config(model_config, config.tensor_parallel_size)
     num_blocks = config.num_blocks_for(model_config, model_dtype(config.device).itemsize)

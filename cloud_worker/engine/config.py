@@ -50,7 +50,12 @@ class EngineConfig:
 
     def rank_device(self, rank: int) -> str:
         """The device a tensor-parallel rank runs on: its own GPU, or the CPU."""
-        return f"cuda:{rank}" if self.device.startswith("cuda") else self.device
+        if not self.device.startswith("cuda"):
+            return self.device
+        return f"cuda:{self.first_gpu() + rank}"  # from the GPU given: cuda:1 was cuda:0 for rank 0 (a review)
+
+    def first_gpu(self) -> int:
+        return int(self.device.partition(":")[2] or 0)
 
     def decode_graph_mode(self) -> Literal["capture", "eager"] | None:
         if self.decode_graphs == "eager":

@@ -10,8 +10,10 @@ sequence frees its blocks in the step it ends.
 
 import asyncio
 import logging
+import os
 import queue
 import random
+import signal
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -166,10 +168,23 @@ class PagedEngine:
                 try:
                     self.step()
                 except Exception as exc:  # noqa: BLE001 - fail the requests in flight, keep the worker alive
+                    if self.runner.tensor_parallel:  # the ranks are out of step for good: this worker stops
+                        self._stop_for_good(exc)
+                        break
                     log.exception("engine step failed")
                     self._fail_all(exc)
         for job in list(self._jobs.values()):
             self._retire(job, "cancelled")
+
+    def _stop_for_good(self, exc: Exception) -> None:
+        """A step failed under tensor parallelism (a rank gone or stalled past the collectives' timeout): no step can
+        run again, yet the worker said SERVING and failed every request with gloo's words for good (a review). The
+        requests in flight fail, and the worker stops, saying why, for its supervisor to start it anew."""
+        why = f"a tensor-parallel step failed ({type(exc).__name__}: {str(exc)[:200]})"
+        log.error("%s: the worker stops", why)
+        self.runner.abandon(why)
+        self._fail_all(exc)
+        os.kill(os.getpid(), signal.SIGTERM)
 
     def _drain_inbox(self, block: bool) -> bool:
         """Apply new requests and cancellations; False once close() was called."""

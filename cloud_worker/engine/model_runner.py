@@ -195,6 +195,15 @@ class ModelRunner:
             bucket, inputs.input_ids, inputs.positions, meta.slot_mapping, meta.lens, meta.block_tables
         )
 
+    @property
+    def tensor_parallel(self) -> bool:
+        return self._peers is not None
+
+    def abandon(self, why: str) -> None:
+        """The other ranks can run no step again: closing stops them without a word to them."""
+        if self._peers is not None:
+            self._peers.abandon(why)
+
     def close(self) -> None:
         if self._peers is not None:
             self._peers.close()

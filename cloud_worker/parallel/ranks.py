@@ -3,12 +3,28 @@
 Rank 0 runs the scheduler and the gRPC server; every step it broadcasts the
 step's inputs, and all ranks run the same forward (the collectives inside the
 parallel layers keep them in lockstep). Ranks talk over gloo on CPU and NCCL
-on CUDA. Closing sends a stop message, then tears the group down.
+on CUDA, all on this host: they meet through a file in a folder of this
+worker's own and talk over loopback, so nothing listens on another interface.
+Closing sends a stop message, then tears the group down.
+
+A group with a rank gone can run no step again: rank 0 watches its ranks, and
+when one exits it says which and how in one line and stops the worker (which
+its supervisor starts anew, all ranks together). A rank goes when rank 0 goes,
+however rank 0 goes, and leaves Ctrl-C to rank 0.
 """
 
+import contextlib
 import datetime
+import logging
 import multiprocessing
+import multiprocessing.connection
+import os
+import shutil
+import signal
 import socket
+import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import torch
@@ -17,19 +33,32 @@ import torch.distributed as dist
 from cloud_worker.engine.config import EngineConfig
 
 COLLECTIVE_TIMEOUT = datetime.timedelta(seconds=120)
+log = logging.getLogger(__name__)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _on_loopback() -> None:
+    """The collectives' sockets on loopback, where this host has one named `lo` (Linux): gloo's and NCCL's
+    bootstrap listened on the host's address (a review: a worker bound to 127.0.0.1 opened ports to the network)."""
+    with contextlib.suppress(OSError):
+        if "lo" in (name for _, name in socket.if_nameindex()):
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+            os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
 
 
 def _init(rank: int, world: int, init_method: str, config: EngineConfig) -> None:
     backend = "nccl" if config.device.startswith("cuda") else "gloo"
+    _on_loopback()
     if backend == "nccl":
-        torch.cuda.set_device(rank)
+        torch.cuda.set_device(config.rank_device(rank))
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT)
+
+
+def _how_it_ended(process) -> str:
+    code = process.exitcode
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"signal {signal.Signals(-code).name}"
+    return f"exit code {code}"
 
 
 class TensorParallelPeers:
@@ -39,7 +68,10 @@ class TensorParallelPeers:
         """`prepare_model(model_dir, config, rank)`: cloud_worker/build.py's, handed down (this package imports
         nothing above it)."""
         world = config.tensor_parallel_size
-        init_method = f"tcp://127.0.0.1:{_free_port()}"
+        # A file store in a folder only this user reads (0700), not a TCP store: torch's bound every interface
+        # whatever host it was given, and took any key anyone sent it (a review)
+        self._store_dir = tempfile.mkdtemp(prefix="tandem-tp-")
+        init_method = f"file://{self._store_dir}/store"
         context = multiprocessing.get_context("spawn")
         self._processes = [
             context.Process(
@@ -52,16 +84,66 @@ class TensorParallelPeers:
         ]
         for process in self._processes:
             process.start()
+        self.broken: str | None = None  # why the group can run no step again
+        self._closing, self._started = False, False
+        threading.Thread(target=self._watch, name="tandem-tp-watch", daemon=True).start()
         _init(0, world, init_method, config)
+        self._started = True
+
+    def _watch(self) -> None:
+        """A rank that exits while rank 0 needs it: said in one line, and this worker stops. A rank that failed to
+        start left rank 0 waiting 120 s in init_process_group, then a traceback of 120 lines; a rank killed later
+        left a worker that said SERVING and failed every request for good (a review)."""
+        gone = multiprocessing.connection.wait([p.sentinel for p in self._processes])
+        if self._closing:
+            return
+        process = next(p for p in self._processes if p.sentinel in gone)
+        process.join(5)  # reaped: its exit code, and no zombie left
+        self.abandon(f"tensor-parallel rank {process.name.rsplit('-', 1)[1]} exited ({_how_it_ended(process)})")
+        if not self._started:  # rank 0 waits in init_process_group for a rank that will not come
+            print(f"error: {self.broken} while starting", file=sys.stderr, flush=True)
+            self._remove_store()
+            os._exit(1)
+        log.error("%s: the worker stops", self.broken)
+        os.kill(os.getpid(), signal.SIGTERM)  # the worker drains and closes; close() then exits saying why
+
+    def abandon(self, why: str) -> None:
+        """The group can run no step again (a rank gone, a collective that failed): closing stops every rank."""
+        self.broken = self.broken or why
 
     def send(self, inputs) -> None:
         dist.broadcast_object_list([inputs], src=0)
 
     def close(self) -> None:
-        self.send(None)
-        for process in self._processes:
-            process.join(timeout=30)
-        dist.destroy_process_group()
+        self._closing = True
+        try:
+            if self.broken:  # nothing to say to a group with a rank gone: a broadcast waits or fails
+                for process in self._processes:
+                    process.kill()
+                    process.join(5)
+                raise SystemExit(f"error: {self.broken}")
+            self.send(None)
+            for process in self._processes:
+                process.join(timeout=30)
+            dist.destroy_process_group()
+        finally:
+            self._remove_store()
+
+    def _remove_store(self) -> None:
+        shutil.rmtree(self._store_dir, ignore_errors=True)
+
+
+def _die_with_rank_0() -> None:
+    """Linux: this rank is killed when rank 0 goes, however it goes (SIGKILL, an OOM kill): a rank left behind sat
+    in the store's retries for minutes, holding its GPU (a review)."""
+    parent = multiprocessing.parent_process()
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if parent is not None and os.getppid() != parent.pid:  # rank 0 went before the line above
+        os._exit(1)
 
 
 def _rank_main(
@@ -69,6 +151,8 @@ def _rank_main(
 ) -> None:
     from cloud_worker.engine.model_runner import ModelRunner
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: rank 0 alone stops it, drained
+    _die_with_rank_0()
     torch.set_num_threads(max(1, torch.get_num_threads() // world))
     _init(rank, world, init_method, config)
     model = prepare_model(model_dir, config, rank)

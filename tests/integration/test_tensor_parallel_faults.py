@@ -1,0 +1,118 @@
+"""A `--tp 2` cloud worker when a rank goes: it says which in one line and stops (its supervisor starts it anew),
+never a worker that says SERVING and fails every request; and nothing of it listens beyond its own address."""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from proto.gen import worker_pb2, worker_pb2_grpc
+from tests.conftest import free_port
+from tests.stack import start_worker_process
+
+pytestmark = pytest.mark.integration
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and every process under it."""
+    found, queue = [], [pid]
+    while queue:
+        parent = queue.pop()
+        found.append(parent)
+        for task in Path(f"/proc/{parent}/task").iterdir():
+            queue += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+_LOOPBACK = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}  # as /proc writes
+
+
+def _listening(pids: list[int]) -> dict[int, bool]:
+    """The TCP ports the processes listen on, each with whether only loopback reaches it (read from /proc)."""
+    inodes = set()
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    found = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                address, port = fields[1].split(":")
+                found[int(port, 16)] = address in _LOOPBACK
+    return found
+
+
+def _generate(port: int) -> grpc.RpcError | None:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        request = worker_pb2.GenerateRequest(
+            request_id="r", prompt_token_ids=[1, 2, 3], sampling=worker_pb2.SamplingParams(max_tokens=4)
+        )
+        try:
+            list(worker_pb2_grpc.WorkerStub(channel).Generate(request, timeout=30))
+        except grpc.RpcError as exc:
+            return exc
+    return None
+
+
+def test_a_tp_worker_whose_rank_dies_says_which_and_stops_and_listens_only_where_told(demo_checkpoint):
+    port = free_port()
+    worker = start_worker_process(["cloud-worker", "--model", str(demo_checkpoint), "--port", str(port),
+                                   "--device", "cpu", "--tp", "2"])  # fmt: skip
+    try:
+        assert _generate(port) is None
+        tree = _tree(worker.pid)
+        # torch's TCP store listened on every interface, whatever --host said (a review); the ranks' own
+        # sockets are on loopback
+        listening = _listening(tree)
+        assert port in listening and all(listening.values()), listening
+        rank_1 = next(p for p in tree[1:] if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes())
+        os.kill(rank_1, signal.SIGKILL)
+        # (it said SERVING and failed every request with gloo's words, for good)
+        assert worker.wait(timeout=30) != 0
+        said = worker.stdout.read()
+        assert "error: tensor-parallel rank 1 exited (signal SIGKILL)" in said, said
+        assert "Traceback" not in said, said
+        _all_gone(tree[1:])
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+
+
+def _all_gone(pids: list[int]) -> None:
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids):
+        assert time.monotonic() < deadline, "a rank (or its resource tracker) outlived the worker"
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_ctrl_c_drains_a_tp_worker_and_leaves_no_rank(demo_checkpoint):
+    """Ctrl-C reached rank 1 too, which died mid-step: four tracebacks and exit 1 (a review). Now rank 0 alone
+    stops the group, drained."""
+    port = free_port()
+    worker = start_worker_process(["cloud-worker", "--model", str(demo_checkpoint), "--port", str(port),
+                                   "--device", "cpu", "--tp", "2"])  # fmt: skip
+    try:
+        tree = _tree(worker.pid)
+        for pid in tree:  # as a terminal's Ctrl-C: to every process of the foreground group
+            os.kill(pid, signal.SIGINT)
+        assert worker.wait(timeout=60) == 0, worker.stdout.read()
+        _all_gone(tree[1:])
+    finally:
+        if worker.poll() is None:
+            worker.kill()
