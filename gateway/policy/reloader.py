@@ -52,6 +52,9 @@ class PolicyReloader:
     def __init__(self, state) -> None:
         self._state = state
         self._rejected: str | None = None  # the digest of the last file refused: not reported again until it changes
+        # The last failure to read the file (gone, not UTF-8): counted and logged once, not again as the watch
+        # re-arms on the same file (one edit was two rejections; a review)
+        self._unreadable: str | None = None
 
     async def run(self) -> None:
         """Watch the file's directory, and its target's where it is a symlink elsewhere; a failure of one reload
@@ -104,7 +107,11 @@ class PolicyReloader:
         try:
             text = await settled_text(status.path)
         except PolicyError as exc:
+            if str(exc) == self._unreadable:  # the same failure seen again (the watch re-armed): one rejection
+                return False
+            self._unreadable = str(exc)
             return self._reject(str(exc))
+        self._unreadable = None
         new_digest = digest(text)
         if new_digest == status.sha256:  # the serving policy's own text again (a refused edit undone)
             status.last_error, self._rejected = None, None

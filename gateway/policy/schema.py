@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from tandem_sdk.detectors import DETECTORS
-from tandem_sdk.tags import TAG_SEPARATORS, normalize_tag
+from tandem_sdk.tags import MAX_TAG_CHARS, TAG_SEPARATORS, normalize_tag
 
 from gateway import privacy
 from gateway.routing.healthy_filter import Healthy
@@ -42,7 +42,11 @@ def _tag(value: object) -> object:
         return value
     tag = normalize_tag(value)
     if not tag or TAG_SEPARATORS.search(tag):
-        raise ValueError(f"privacy tag {value!r} must be one non-empty tag, without commas")
+        raise ValueError(f"privacy tag {shown(value)} must be one non-empty tag, without commas")
+    if len(tag) > MAX_TAG_CHARS:
+        raise ValueError(
+            f"privacy tag {shown(value)} is {len(tag)} characters; a request's tags have at most {MAX_TAG_CHARS}"
+        )
     return tag
 
 
@@ -89,6 +93,24 @@ class Match(_Strict):
     tenant: list[str] | None = None
     priority: IntRange | None = None
     model: list[str] | None = Field(default=None, description="any of these model ids (the request's `model`)")
+
+    @model_validator(mode="after")
+    def _can_match(self) -> "Match":
+        """A field no request can meet loaded, its rule dead (as `min` above `max` does not; a review)."""
+        lists = {"privacy": self.privacy, "tenant": self.tenant, "model": self.model}
+        lists["device.network"] = self.device.network if self.device is not None else None
+        for name, value in lists.items():
+            if value is not None and not value:
+                raise PolicyFieldError(
+                    tuple(name.split(".")), "an empty list matches no request, so the rule never matches; leave the "
+                    "field out to match every request",
+                )  # fmt: skip
+        for name, bounds in (("prompt_tokens", self.prompt_tokens), ("max_tokens", self.max_tokens)):
+            if bounds is not None and bounds.max is not None and bounds.max < 0:
+                raise PolicyFieldError(
+                    (name, "max"), f"max {bounds.max}: no request has fewer than 0 tokens, so the rule never matches"
+                )
+        return self
 
 
 # Pool and rule names go into the X-Tandem-Route header, metric labels and logs: letters, digits, '.', '_', '-'.
@@ -257,6 +279,8 @@ class Pool(_Strict):
                 )
             if parsed.scheme in ("grpc", "dns") and not port:
                 raise ValueError(f"endpoint {url!r} needs a port")
+            if parsed.scheme in ("grpc", "dns") and (parsed.path not in ("", "/") or parsed.query or parsed.fragment):
+                raise ValueError(f"endpoint {url!r}: a worker is dialled at host:port alone; the rest would be dropped")
             if problem := endpoint_host_problem(parsed.hostname):
                 raise ValueError(f"endpoint {url!r}: {problem}")
             if parsed.username is not None or parsed.password is not None:
@@ -271,6 +295,19 @@ class Pool(_Strict):
                 same = "" if value[i] == url else f" (as {value[i]})"
                 raise PolicyFieldError((j,), f"{url} is listed twice in this pool{same}; list each server once")
         return value
+
+    @model_validator(mode="after")
+    def _http_settings_are_for_http_endpoints(self) -> "Pool":
+        """A setting only an HTTP server reads, on a pool of none, loaded and did nothing (a review)."""
+        if any(urlparse(url).scheme in ("http", "https") for url in self.endpoints):
+            return self
+        for name, default in (("upstream_model", None), ("prompt_format", "token_ids"), ("send_cache_salt", False),
+                              ("trust_remote_http", False)):  # fmt: skip
+            if getattr(self, name) != default:
+                raise PolicyFieldError(
+                    (name,), f"{name} is for a pool's http(s) endpoints, and this one has none: it would do nothing"
+                )
+        return self
 
     @model_validator(mode="after")
     def _tls_is_for_grpc(self) -> "Pool":

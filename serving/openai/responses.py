@@ -362,8 +362,7 @@ def _chat_tool(tool: _FunctionTool) -> dict:
         function["description"] = tool.description
     if tool.parameters is not None:
         function["parameters"] = tool.parameters
-    if tool.strict is not None:
-        function["strict"] = tool.strict
+    function["strict"] = tool.strict is not False  # strict unless it says not: the Responses API's default (a review)
     return {"type": "function", "function": function}
 
 
@@ -446,7 +445,9 @@ def _envelope(request: ResponsesRequest, response_id: str, created_at: int) -> d
             request.tool_choice.model_dump() if isinstance(request.tool_choice, BaseModel) else request.tool_choice
         )
         or "auto",
-        "tools": [tool.model_dump(exclude_none=True) for tool in request.functions()],
+        "tools": [
+            tool.model_dump(exclude_none=True) | {"strict": tool.strict is not False} for tool in request.functions()
+        ],
         "truncation": "disabled",
         "user": request.user,
         "safety_identifier": request.safety_identifier,

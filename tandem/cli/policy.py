@@ -14,11 +14,14 @@ app = typer.Typer(help="Routing policies.", no_args_is_help=True)
 def check(file: Path) -> None:
     """Validate a policy file; exit 1 with the precise error if it is not valid."""
     from gateway.policy.loader import PolicyError, load_policy
+    from gateway.privacy import detection_warning
 
     try:
         policy = load_policy(file)
     except PolicyError as exc:
         fail(exc, 1, exc)
+    if warning := detection_warning(policy):  # as the gateway says it on loading the file (a bare "ok" before)
+        typer.echo(f"warning: {warning}", err=True)
     typer.echo(f"{file}: ok ({len(policy.pools)} pools, {len(policy.rules)} rules)")
 
 
@@ -40,6 +43,7 @@ def explain(
     privacy: Annotated[str | None, typer.Option(help="privacy tags, as X-Tandem-Privacy")] = None,
     device: Annotated[str | None, typer.Option(help='device JSON, as X-Tandem-Device, e.g. {"npu": true}')] = None,
     tenant: str = "default",
+    priority: Annotated[int, typer.Option(help="the request's `priority`, which rules may match on")] = 0,
     model_id: Annotated[
         str | None, typer.Option(help="the request's `model` (default: the checkpoint directory's name)")
     ] = None,
@@ -60,9 +64,16 @@ def explain(
     if max_tokens < 1:
         fail(f"--max-tokens {max_tokens}: at least 1", 2)
     try:
-        prompt_ids = ChatTokenizer(model).encode_chat([{"role": "user", "content": message}])
+        chat = ChatTokenizer(model)
+        prompt_ids = chat.encode_chat([{"role": "user", "content": message}])
     except (CheckpointError, GatewayError) as exc:
         fail(getattr(exc, "message", exc), 1, exc)
+    if len(prompt_ids) + max_tokens > chat.max_context_tokens:  # the gateway's 400 before any routing
+        fail(
+            f"--max-tokens {max_tokens}: the prompt's {len(prompt_ids)} tokens and {max_tokens} more exceed the model's"
+            f" context of {chat.max_context_tokens}; the gateway answers 400 context_length_exceeded",
+            1,
+        )
     try:
         features = classify(
             policy,
@@ -72,6 +83,7 @@ def explain(
             privacy_header=privacy,
             device_header=device,
             tenant=tenant,
+            priority=priority,
             model=model_id_for(model, model_id),
         )
     except GatewayError as exc:

@@ -96,6 +96,23 @@ def test_streamed_events_are_numbered_and_add_up_to_the_whole_response(client):
     assert {e.item_id for e in events if e.type == "response.output_text.delta"} == {last.output[0].id}
 
 
+def test_a_function_without_strict_is_strict_as_the_responses_api_has_it(client):
+    """Left out, `strict` is true in the Responses API: a forced call follows the schema, and the response says so
+    (it went to chat as not strict: `arguments={}` for a tool asking for two fields; a review)."""
+    tool = {k: v for k, v in WEATHER.items() if k != "strict"}
+    tool["parameters"] = WEATHER["parameters"] | {
+        "properties": {"city": {"type": "string", "maxLength": 12}, "hour": {"type": "integer"}},
+        "required": ["city", "hour"],
+    }
+    response = client.responses.create(
+        model=MODEL, input="Weather in Paris?", tools=[tool], tool_choice={"type": "function", "name": "get_weather"},
+        max_output_tokens=300, temperature=1.0, extra_body={"seed": 5},
+    )  # fmt: skip
+    (call,) = response.output
+    jsonschema.validate(json.loads(call.arguments), tool["parameters"])
+    assert response.tools[0].strict is True
+
+
 def test_a_function_call_round_trip(client):
     """A forced call is a function_call item whose arguments follow the schema; the stream helper assembles it
     to the same; the call and its output given back are answered."""

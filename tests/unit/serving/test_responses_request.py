@@ -49,3 +49,18 @@ def test_fields_it_cannot_honour_are_named_and_false_or_none_are_fine():
     assert refused(truncation="auto")[0] == "truncation"
     assert refused(include=["reasoning.encrypted_content"])[0] == "include"
     assert refused(colour="blue") == ("colour", "unknown field: colour")
+
+
+def test_a_function_is_strict_unless_it_says_not_as_the_responses_api_has_it():
+    """A Responses function without `strict` went to chat without it: not strict, its calls free to leave the schema
+    (`arguments={}` for a tool that asks for two fields), where OpenAI's Responses API holds calls to it (a review)."""
+    tool = {
+        "type": "function",
+        "name": "w",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+    for given, served in ((None, True), (True, True), (False, False)):
+        fields = tool if given is None else tool | {"strict": given}
+        request = ResponsesRequest.model_validate({"model": "m", "input": "hi", "tools": [fields]})
+        chat, _ = request.chat_request()
+        assert chat["tools"][0]["function"]["strict"] is served

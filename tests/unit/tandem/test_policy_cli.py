@@ -90,3 +90,40 @@ def test_a_trace_that_is_none_is_one_line_of_error(tmp_path, trace):
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_check_says_what_the_gateway_says_of_a_policy_without_detection(tmp_path):
+    """`policy check` said a bare "ok" of a file the gateway loads with PRIVACY GUARANTEE IS OFF (a review)."""
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        GOOD.read_text().replace("detectors: [email, phone, credit-card, cn-id, iban, ssn]", "detectors: []")
+    )
+    result = CliRunner().invoke(app, ["policy", "check", str(policy)])
+    assert (
+        result.exit_code == 0
+        and "warning: privacy.detectors is [] in the policy: PII detection is OFF" in result.output
+    )
+    assert "ok (2 pools" in result.output
+
+
+def test_explain_takes_the_priority_and_refuses_what_the_gateway_refuses(tmp_path, demo_checkpoint):
+    """Rules match on priority, which explain could not be told; and a request past the model's context was routed
+    by explain where the gateway answers 400 (a review)."""
+    import json
+
+    text = GOOD.read_text()
+    rules_at = text.index("rules:")
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        text[:rules_at]
+        + "rules:\n  - {name: urgent, match: {priority: {min: 5}}, route: edge}\n"
+        + text[rules_at + 7 :]
+    )
+    base = ["policy", "explain", str(policy), "--model", str(demo_checkpoint), "--message", "hi"]
+    urgent = CliRunner().invoke(app, [*base, "--priority", "7"])
+    assert urgent.exit_code == 0, urgent.output
+    assert json.loads(urgent.output)["rules"][0]["matched"] is True
+    plain = json.loads(CliRunner().invoke(app, base).output)
+    assert plain["rules"][0]["matched"] is False
+    too_long = CliRunner().invoke(app, [*base, "--max-tokens", "100000"])
+    assert too_long.exit_code == 1 and "context_length_exceeded" in too_long.output, too_long.output

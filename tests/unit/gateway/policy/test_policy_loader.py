@@ -316,6 +316,63 @@ CASES = [
         "Port out of range",
         3,
     ),
+    # settings and matches that loaded and did nothing (a review): each is named now
+    (
+        "an http setting on a pool of gRPC workers",
+        "version: 1\npools:\n  c: {kind: cloud, endpoints: ['grpc://h:1'], upstream_model: llama}\nrules: [{name: d, route: c}]\n",
+        "pools.c.upstream_model: upstream_model is for a pool's http(s) endpoints, and this one has none",
+        3,
+    ),
+    (
+        "text prompts for a pool of gRPC workers",
+        "version: 1\npools:\n  c: {kind: cloud, endpoints: ['grpc://h:1'], prompt_format: text}\nrules: [{name: d, route: c}]\n",
+        "pools.c.prompt_format: prompt_format is for a pool's http(s) endpoints",
+        3,
+    ),
+    (
+        "a gRPC endpoint with a path",
+        "version: 1\npools:\n  c: {kind: cloud, endpoints: ['grpc://h:1/v1?x=1']}\nrules: [{name: d, route: c}]\n",
+        "endpoint 'grpc://h:1/v1?x=1': a worker is dialled at host:port alone; the rest would be dropped",
+        3,
+    ),
+    (
+        "an empty list of tenants",
+        "version: 1\n" + POOLS + "rules:\n" + PRIVATE_FIRST + "  - {name: d, match: {tenant: []}, route: cloud}\n",
+        "rules.1.match.tenant: an empty list matches no request, so the rule never matches",
+        7,
+    ),
+    (
+        "an empty list of networks",
+        "version: 1\n"
+        + POOLS
+        + "rules:\n"
+        + PRIVATE_FIRST
+        + "  - {name: d, match: {device: {network: []}}, route: cloud}\n",
+        "rules.1.match.device.network: an empty list matches no request",
+        7,
+    ),
+    (
+        "fewer than 0 tokens",
+        "version: 1\n"
+        + POOLS
+        + "rules:\n"
+        + PRIVATE_FIRST
+        + "  - {name: d, match: {prompt_tokens: {max: -1}}, route: cloud}\n",
+        "rules.1.match.prompt_tokens.max: max -1: no request has fewer than 0 tokens",
+        7,
+    ),
+    (
+        "a tag no request can carry",
+        "version: 1\nprivacy: {known_tags: ["
+        + "t" * 65
+        + "]}\n"
+        + POOLS
+        + "rules:\n"
+        + PRIVATE_FIRST
+        + "  - {name: d, route: cloud}\n",
+        "is 65 characters; a request's tags have at most 64",
+        2,
+    ),
 ]
 
 
