@@ -23,6 +23,7 @@ both and every file's checksum, and the agent refuses a folder that does not
 match it.
 """
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -317,7 +318,11 @@ def verify_export(export_dir: Path) -> dict:
         path = paths[name]
         if not path.is_file():
             raise ExportError(f"{export_dir}: {name} is missing; the export is incomplete, export it again")
-        if _file_sha256(path) != expected:
+        try:
+            same = _file_sha256(path) == expected
+        except OSError as exc:  # gone since is_file() (a neighbour's collection), or unreadable
+            raise ExportError(f"{export_dir}: {name} cannot be read ({exc.strerror}); export it again") from None
+        if not same:
             raise ExportError(f"{export_dir}: {name} does not match its checksum in {MANIFEST_NAME}; export it again")
     return manifest
 
@@ -328,6 +333,7 @@ def cached_export(checkpoint_dir: Path, cache_dir: Path, quantization: Quantizat
     out_dir = Path(cache_dir) / checkpoint_hash(checkpoint_dir)[:16] / f"{quantization.name}-g{GRAPH_VERSION}"
     ready = None
     if (out_dir / MANIFEST_NAME).is_file():
+        _note_use(out_dir, checkpoint_dir)  # before the checksums' seconds: a neighbour collecting sees it in use
         try:
             verify_export(out_dir)
             ready = out_dir
@@ -346,6 +352,18 @@ STALE_AFTER_S = 30 * 86400.0
 SOURCE_NAME = "source.txt"  # beside a checkpoint's exports: the folder they were made from
 _CHECKPOINT_KEY = re.compile(r"[0-9a-f]{16}")
 _EXPORT_NAME = re.compile(r"[A-Za-z0-9_-]+-g\d+")  # int4-b32-a4-g6
+
+
+IN_USE_MARK_S = 6 * 3600.0
+
+
+async def keep_marked_in_use(export_dir: Path) -> None:
+    """A running agent marks its export used every few hours: one up for 30 days lost it to a neighbour's start on
+    the same cache (a review)."""
+    while True:
+        await asyncio.sleep(IN_USE_MARK_S)
+        with contextlib.suppress(OSError):
+            os.utime(export_dir)
 
 
 def _note_use(export_dir: Path, checkpoint_dir: Path) -> None:

@@ -6,7 +6,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from edge_agent.export import cached_export
+from edge_agent.export import cached_export, keep_marked_in_use
 from edge_agent.local_api import local_app
 from edge_agent.providers import DEFAULT_PRIORITY
 from edge_agent.quantize import FP32, Quantization
@@ -31,7 +31,16 @@ def build_engine(
     require_npu: bool = False,
     quantization: Quantization = FP32,
 ) -> SerialEngine:
-    export_dir = cached_export(model_dir, cache_dir, quantization)
+    return engine_for(cached_export(model_dir, cache_dir, quantization), model_dir, model_id, priority, require_npu)
+
+
+def engine_for(
+    export_dir: Path,
+    model_dir: Path,
+    model_id: str | None = None,
+    priority: tuple[str, ...] = DEFAULT_PRIORITY,
+    require_npu: bool = False,
+) -> SerialEngine:
     step_model = OnnxStepModel(export_dir, priority, require_npu)
     log.info("edge model %s (%s) runs on %s", export_dir, step_model.quantization, step_model.execution_provider)
     return SerialEngine(
@@ -67,8 +76,9 @@ def run(
 ) -> None:
     setup_tracing("tandem-edge-agent")
     try:
-        engine = build_engine(model_dir, cache_dir, model_id, priority, require_npu, quantization)
-        tasks = []
+        export_dir = cached_export(model_dir, cache_dir, quantization)
+        engine = engine_for(export_dir, model_dir, model_id, priority, require_npu)
+        tasks = [lambda: keep_marked_in_use(export_dir)]
         if local_http_port:
             # Private prompts from this device's SDK: loopback only, whatever --host says.
             app = local_app(engine, ChatTokenizer(model_dir), engine.stats().model_id)  # token: tandem_sdk.local_token
@@ -88,6 +98,6 @@ def run(
         async def background():
             await asyncio.gather(*(task() for task in tasks))
 
-        asyncio.run(serve(engine, host, port, background if tasks else None))
+        asyncio.run(serve(engine, host, port, background))
     finally:
         shutdown_tracing()

@@ -62,6 +62,20 @@ def where(client) -> str:
     return kwargs.get("path") or f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
 
 
+def with_password(client) -> str:
+    """REDIS_URL as the client reads it with PASSWORD written in: its scheme, socket, database and options kept
+    (the hint said redis://:PASSWORD@host for a rediss:// URL, which the next start refused as TLS, and for a
+    Unix socket named localhost:6379, another Redis; a review)."""
+    kwargs = client.connection_pool.connection_kwargs
+    db = kwargs.get("db", 0)
+    if path := kwargs.get("path"):
+        return f"unix://{path}?db={db}&password=PASSWORD"
+    scheme = "rediss" if "SSL" in client.connection_pool.connection_class.__name__ else "redis"
+    host = kwargs.get("host", "localhost")
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://:PASSWORD@{host}:{kwargs.get('port', 6379)}/{db}"
+
+
 def misconfigured(client, exc: BaseException) -> str | None:
     """Why REDIS_URL cannot work as written, where that is the failure (a password missing or refused, a database
     Redis has not): an operator's mistake no retry mends, which read as an outage (two WARNING lines, limits per
@@ -71,7 +85,7 @@ def misconfigured(client, exc: BaseException) -> str | None:
     at = where(client)
     if isinstance(exc, redis.exceptions.AuthenticationError):
         if "must be called with the client already authenticated" in str(exc) or "NOAUTH" in str(exc):
-            return f"Redis at {at} needs a password: write it in REDIS_URL (redis://:PASSWORD@{at})"
+            return f"Redis at {at} needs a password: write it in REDIS_URL ({with_password(client)})"
         return f"Redis at {at} refused REDIS_URL's user or password: {exc}"
     if isinstance(exc, redis.exceptions.ResponseError) and "DB index is out of range" in str(exc):
         db = client.connection_pool.connection_kwargs.get("db", 0)

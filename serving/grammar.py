@@ -195,6 +195,15 @@ def schema_check(schema: dict, tokenizer: llguidance.LLTokenizer) -> SchemaCheck
     return _SCHEMAS.get(key, lambda: SchemaCheck(schema, tokenizer))
 
 
+def can_hold(schema: dict) -> bool:
+    """Whether answers can be held to `schema` at all (its keywords and patterns are ones llguidance takes), checked
+    without a tokenizer: schema_check's full check comes when it serves."""
+    try:
+        return not llguidance.LLMatcher.validate_grammar(schema_grammar(schema), None)
+    except (ValueError, TypeError, RuntimeError):
+        return False
+
+
 def check_grammar(grammar: str, tokenizer: llguidance.LLTokenizer) -> None:
     """Refuse, before any worker sees it, a grammar that will not serve: too large, invalid, too complex for the
     parser (ParserTooComplex shows at the first mask), or one that allows only an empty answer. Seconds of CPU for

@@ -260,6 +260,10 @@ async def serve(
     if bound == 0:
         raise SystemExit(f"cannot listen on {address}: port in use?")
     await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before it says it is ready: a stop sent then is a drain, not a kill
+        loop.add_signal_handler(sig, stop.set)
     for service in ("", "tandem.worker.v1.Worker"):
         await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
     heap.settle()  # the model's and start-up's objects out of every later collection (serving/heap.py)
@@ -274,10 +278,6 @@ async def serve(
         flush=True,
     )
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     task = asyncio.create_task(background()) if background else None
     await stop.wait()
     if task:

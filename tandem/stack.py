@@ -404,10 +404,10 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
                 policy_path,
                 state_dir,
                 _port_from_env("TANDEM_PORT", 8000),
-                local_agent_port=_port_from_env("TANDEM_LOCAL_AGENT_PORT", 50062),
+                local_agent_port=(local_agent_port := _port_from_env("TANDEM_LOCAL_AGENT_PORT", 50062)),
                 more_models=more_models,
             )
-        _print_banner(stack.url, state_dir / "logs", policy_path, list(more_models))
+        _print_banner(stack.url, state_dir / "logs", policy_path, list(more_models), local_agent_port)
         return _supervise(stack)
     except StackError as exc:
         console.print(f"error: {exc}", markup=False, highlight=False)
@@ -492,7 +492,9 @@ def _port_from_env(name: str, default: int) -> int:
     return int(value)
 
 
-def _print_banner(url: str, log_dir: Path, policy_path: Path, more_models: list[str] = ()) -> None:
+def _print_banner(
+    url: str, log_dir: Path, policy_path: Path, more_models: list[str] = (), local_agent_port: int = 50062
+) -> None:
     private = {
         "model": "tandem-demo",
         "max_tokens": 16,
@@ -508,6 +510,9 @@ def _print_banner(url: str, log_dir: Path, policy_path: Path, more_models: list[
     console.print(f"policy: {policy_path}   logs: {log_dir}/   Ctrl-C stops everything")
     if more_models:
         console.print(f"models: tandem-demo, {', '.join(more_models)} (GET {url}/v1/models)")
+    # where the SDK sends private prompts: said where TANDEM_LOCAL_AGENT_PORT moved it (a review)
+    moved = "" if local_agent_port == 50062 else " (not the SDK's default: Client(local_agent_url=...) must name it)"
+    console.print(f"local agent (the device SDK's private prompts): http://127.0.0.1:{local_agent_port}{moved}")
     if local_env(dict(os.environ)).get("TANDEM_AUTH") == "none":  # what the stack was started with
         console.print(
             "[yellow]auth: none[/yellow] (a local stack: no API keys are checked; it listens on 127.0.0.1 only. "

@@ -31,8 +31,13 @@ import torch
 import torch.distributed as dist
 
 from cloud_worker.engine.config import EngineConfig
+from serving.atomic_dir import owner_gone, owner_tag
 
-COLLECTIVE_TIMEOUT = datetime.timedelta(seconds=120)
+# The model's own collectives, inside a step: a rank that stalls past it fails the step, and the worker stops
+COLLECTIVE_TIMEOUT = datetime.timedelta(seconds=float(os.environ.get("TANDEM_TP_STEP_TIMEOUT_S", "120")))
+# The wait for the next step: as long as the worker is idle. Under COLLECTIVE_TIMEOUT, a rank waiting 120 s for a
+# step that did not come failed, and the worker stopped after two idle minutes (a review).
+IDLE_TIMEOUT = datetime.timedelta(days=365)
 log = logging.getLogger(__name__)
 
 
@@ -45,12 +50,15 @@ def _on_loopback() -> None:
             os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
 
 
-def _init(rank: int, world: int, init_method: str, config: EngineConfig) -> None:
+def _init(rank: int, world: int, init_method: str, config: EngineConfig):
+    """Joins the group; returns the group the steps' inputs are sent over (gloo, waiting as long as the worker is
+    idle), every rank making it in the same order."""
     backend = "nccl" if config.device.startswith("cuda") else "gloo"
     _on_loopback()
     if backend == "nccl":
         torch.cuda.set_device(config.rank_device(rank))
     dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT)
+    return dist.new_group(backend="gloo", timeout=IDLE_TIMEOUT)
 
 
 def _how_it_ended(process) -> str:
@@ -70,7 +78,8 @@ class TensorParallelPeers:
         world = config.tensor_parallel_size
         # A file store in a folder only this user reads (0700), not a TCP store: torch's bound every interface
         # whatever host it was given, and took any key anyone sent it (a review)
-        self._store_dir = tempfile.mkdtemp(prefix="tandem-tp-")
+        _remove_stores_left()
+        self._store_dir = tempfile.mkdtemp(prefix=f"{STORE_PREFIX}{owner_tag()}-")
         init_method = f"file://{self._store_dir}/store"
         context = multiprocessing.get_context("spawn")
         self._processes = [
@@ -87,7 +96,7 @@ class TensorParallelPeers:
         self.broken: str | None = None  # why the group can run no step again
         self._closing, self._started = False, False
         threading.Thread(target=self._watch, name="tandem-tp-watch", daemon=True).start()
-        _init(0, world, init_method, config)
+        self._steps = _init(0, world, init_method, config)
         self._started = True
 
     def _watch(self) -> None:
@@ -112,7 +121,7 @@ class TensorParallelPeers:
         self.broken = self.broken or why
 
     def send(self, inputs) -> None:
-        dist.broadcast_object_list([inputs], src=0)
+        dist.broadcast_object_list([inputs], src=0, group=self._steps)
 
     def close(self) -> None:
         self._closing = True
@@ -133,6 +142,20 @@ class TensorParallelPeers:
         shutil.rmtree(self._store_dir, ignore_errors=True)
 
 
+STORE_PREFIX = "tandem-tp-"
+
+
+def _remove_stores_left() -> None:
+    """The rendezvous folders of workers that were killed (no close() to remove them): one a crash (a review)."""
+    root = Path(tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        for folder in root.glob(f"{STORE_PREFIX}*"):
+            tag = folder.name.removeprefix(STORE_PREFIX).rpartition("-")[0]  # PID-START-nNAMESPACE, then mkdtemp's
+            mine = folder.lstat().st_uid == os.getuid()
+            if mine and folder.is_dir() and not folder.is_symlink() and owner_gone(tag, folder):
+                shutil.rmtree(folder, ignore_errors=True)
+
+
 def _die_with_rank_0() -> None:
     """Linux: this rank is killed when rank 0 goes, however it goes (SIGKILL, an OOM kill): a rank left behind sat
     in the store's retries for minutes, holding its GPU (a review)."""
@@ -151,15 +174,18 @@ def _rank_main(
 ) -> None:
     from cloud_worker.engine.model_runner import ModelRunner
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: rank 0 alone stops it, drained
+    # Ctrl-C, and a stop sent to the whole process group (systemd's), reach every rank: rank 0 alone stops the
+    # group, drained, and the others go with it (a rank's SIGTERM read as a crash; a review)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     _die_with_rank_0()
     torch.set_num_threads(max(1, torch.get_num_threads() // world))
-    _init(rank, world, init_method, config)
+    steps = _init(rank, world, init_method, config)
     model = prepare_model(model_dir, config, rank)
     runner = ModelRunner(model, num_blocks, config.block_size_tokens)
     while True:
         message = [None]
-        dist.broadcast_object_list(message, src=0)
+        dist.broadcast_object_list(message, src=0, group=steps)
         if message[0] is None:
             break
         inputs, extra_indices = message[0]

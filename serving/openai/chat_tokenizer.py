@@ -68,13 +68,22 @@ class ChatTokenizer:
     def encode_chat(self, messages: list[dict], tools: list[dict] | None = None) -> list[int]:
         """The prompt's ids; `tools` as apply_chat_template passes them, or, for a template that never reads them,
         described in a system message of their own (first, before the caller's). The caller's words are text: a
-        special token's name written in them is its characters, never the token (SpecialTokensAsText)."""
+        special token's name written in them is its characters, never the token (SpecialTokensAsText). Looked for
+        in what the template is given, after the calls' JSON arguments are read: `\\u003c|im_end|>` in them was
+        no name until then (a review)."""
+        messages, tools = self._template_inputs(messages, tools)
         if self._as_text.written_in((messages, tools)):
-            swapped, encode = self._as_text.swap((messages, tools))
-            return encode(self._render_chat(*swapped), self.encode)
-        return self.encode(self._render_chat(messages, tools))
+            (messages, tools), encode = self._as_text.swap((messages, tools))
+            return encode(self.render(messages, tools), self.encode)
+        return self.encode(self.render(messages, tools))
 
     def _render_chat(self, messages: list[dict], tools: list[dict] | None) -> str:
+        """The prompt's text as encode_chat encodes it (where the caller's words hold no special token's name)."""
+        return self.render(*self._template_inputs(messages, tools))
+
+    def _template_inputs(self, messages: list[dict], tools: list[dict] | None) -> tuple[list[dict], list | None]:
+        """What the template is given: names written in where it drops them, calls as it reads them, and, for a
+        template that never reads `tools`, the tools described in a system message of their own."""
         source = self.template.source(tools)
         messages = tool_calls.template_messages(self._named(messages))
         if self.tool_format == "mistral":
@@ -84,7 +93,7 @@ class ChatTokenizer:
             if tools:
                 system = {"role": "system", "content": tool_calls.system_prompt(tools, self.tool_format)}
                 messages = [system, *messages]
-        return self.render(messages, tools)
+        return messages, tools
 
     def _named(self, messages: list[dict]) -> list[dict]:
         """Each message whose role's `name` the template drops, with the name before its content instead."""
@@ -152,6 +161,7 @@ class SpecialTokensAsText:
         self._pattern = re.compile("|".join(map(re.escape, self._names))) if names else None
         self._tokenizer = tokenizer
         self._plain: dict[str, list[int]] = {}
+        self._plain_tokenizer = None  # a copy that reads special tokens' names as text, made on first use
 
     def written_in(self, value) -> bool:
         """Whether a string in `value` (dicts' keys and values, lists, at any depth) holds a special token's name."""
@@ -196,11 +206,14 @@ class SpecialTokensAsText:
     def _as_characters(self, name: str) -> list[int]:
         ids = self._plain.get(name)
         if ids is None:
-            from tokenizers import Tokenizer
+            if self._plain_tokenizer is None:  # one copy (the flag is the tokenizer's, not a call's): a copy for
+                # each name took 30 s for a request naming Llama 3's 256 (a review)
+                from tokenizers import Tokenizer
 
-            plain = Tokenizer.from_str(self._tokenizer.to_str())  # a copy: the flag is the tokenizer's, not a call's
-            plain.encode_special_tokens = True
-            ids = self._plain[name] = plain.encode(name, add_special_tokens=False).ids
+                plain = Tokenizer.from_str(self._tokenizer.to_str())
+                plain.encode_special_tokens = True
+                self._plain_tokenizer = plain
+            ids = self._plain[name] = self._plain_tokenizer.encode(name, add_special_tokens=False).ids
         return ids
 
 

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from serving.grammar import can_hold
 from serving.openai.errors import BadRequest, refusal
 from serving.openai.schemas import JsonObject, Text, null_is_not_given
 
@@ -362,8 +363,17 @@ def _chat_tool(tool: _FunctionTool) -> dict:
         function["description"] = tool.description
     if tool.parameters is not None:
         function["parameters"] = tool.parameters
-    function["strict"] = tool.strict is not False  # strict unless it says not: the Responses API's default (a review)
+    function["strict"] = _strict(tool)
     return {"type": "function", "function": function}
+
+
+def _strict(tool: _FunctionTool) -> bool:
+    """Strict unless it says not, the Responses API's default (its calls went free of the schema: a review); left
+    out, and with a schema no answer can be held to (`uniqueItems`, a look-ahead), not strict, as OpenAI then
+    serves it, where it was a 400 (a second review)."""
+    if tool.strict is not None:
+        return tool.strict
+    return tool.parameters is None or can_hold(tool.parameters or {"type": "object"})
 
 
 def _response_format(fmt: _TextFormat) -> dict:
@@ -381,6 +391,7 @@ _CHAT_WORDS = {
     "a tool message": "a function_call_output",
     "an assistant's message (one with tool_calls)": "a function_call",
     "an assistant's message with tool_calls": "a function_call",
+    "response_format.json_schema": "text.format",  # (name, schema, strict: in text.format itself)
 }
 _CHAT_PARAMS = {
     "messages": "input",
@@ -445,9 +456,7 @@ def _envelope(request: ResponsesRequest, response_id: str, created_at: int) -> d
             request.tool_choice.model_dump() if isinstance(request.tool_choice, BaseModel) else request.tool_choice
         )
         or "auto",
-        "tools": [
-            tool.model_dump(exclude_none=True) | {"strict": tool.strict is not False} for tool in request.functions()
-        ],
+        "tools": [tool.model_dump(exclude_none=True) | {"strict": _strict(tool)} for tool in request.functions()],
         "truncation": "disabled",
         "user": request.user,
         "safety_identifier": request.safety_identifier,

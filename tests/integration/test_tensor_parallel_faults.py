@@ -81,6 +81,17 @@ def test_a_tp_worker_whose_rank_dies_says_which_and_stops_and_listens_only_where
         said = worker.stdout.read()
         assert "error: tensor-parallel rank 1 exited (signal SIGKILL)" in said, said
         assert "Traceback" not in said, said
+        # the rendezvous folder a killed worker leaves is removed by the next start (one a crash: a review)
+        import tempfile
+
+        left = Path(tempfile.mkdtemp(prefix="tandem-tp-999999-1-n1-"))  # a worker of another PID namespace...
+        gone = Path(tempfile.mkdtemp(prefix=f"tandem-tp-{2**22 + 7}-1-"))  # ...and one of a PID no process has
+        again = start_worker_process(["cloud-worker", "--model", str(demo_checkpoint), "--port", str(free_port()),
+                                      "--device", "cpu", "--tp", "2"])  # fmt: skip
+        again.terminate()
+        assert again.wait(timeout=60) == 0
+        assert left.exists() and not gone.exists()
+        left.rmdir()
         _all_gone(tree[1:])
     finally:
         if worker.poll() is None:
@@ -111,6 +122,35 @@ def test_ctrl_c_drains_a_tp_worker_and_leaves_no_rank(demo_checkpoint):
         tree = _tree(worker.pid)
         for pid in tree:  # as a terminal's Ctrl-C: to every process of the foreground group
             os.kill(pid, signal.SIGINT)
+        assert worker.wait(timeout=60) == 0, worker.stdout.read()
+        _all_gone(tree[1:])
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+
+
+def test_an_idle_tp_worker_stays_up_past_the_step_timeout_and_a_group_stop_drains_it(demo_checkpoint):
+    """The wait for the next step was under the collectives' timeout: a rank idle for 120 s failed, and the worker
+    stopped after two idle minutes; and SIGTERM to the process group (systemd's stop) read as a rank's crash (a
+    review). Here the step timeout is 3 s, and the worker idles for 5."""
+    import subprocess
+    import sys
+
+    port = free_port()
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tandem.cli", "cloud-worker", "--model", str(demo_checkpoint), "--port", str(port),
+         "--device", "cpu", "--tp", "2"],
+        env={**os.environ, "TANDEM_TP_STEP_TIMEOUT_S": "3"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        while "worker ready" not in (line := worker.stdout.readline()):
+            assert worker.poll() is None, line
+        assert _generate(port) is None
+        time.sleep(5)
+        assert worker.poll() is None and _generate(port) is None
+        tree = _tree(worker.pid)
+        os.killpg(worker.pid, signal.SIGTERM)
         assert worker.wait(timeout=60) == 0, worker.stdout.read()
         _all_gone(tree[1:])
     finally:

@@ -198,3 +198,39 @@ def test_only_exports_unused_for_30_days_and_named_as_the_cache_names_them_are_c
     assert current.exists() and recent.exists() and users.exists()
     assert not (tmp_path / "fedcba9876543210").exists()  # its last export gone, the folder too
     assert STALE_AFTER_S == 30 * 86400
+
+
+def test_an_export_in_use_is_not_collected_by_a_neighbours_start(demo_checkpoint, tmp_path, monkeypatch):
+    """Marked used only after its checksums were read (seconds on a real model), an export 30 days old was removed
+    by a neighbour's start meanwhile; and a running agent's export was never marked again (a review)."""
+    import asyncio
+    import os
+    import time
+
+    from edge_agent import export
+    from edge_agent.export import collect_stale, keep_marked_in_use
+
+    cache = tmp_path / "cache"
+    first = cached_export(demo_checkpoint, cache, Quantization(bits=8))
+    made = (first / MANIFEST_NAME).stat().st_ino
+    old = time.time() - 40 * 86400
+    os.utime(first, (old, old))
+    verify = export.verify_export
+
+    def a_neighbour_collects_meanwhile(export_dir):
+        collect_stale(cache, keep=cache / "ffffffffffffffff")
+        return verify(export_dir)
+
+    monkeypatch.setattr(export, "verify_export", a_neighbour_collects_meanwhile)
+    again = cached_export(demo_checkpoint, cache, Quantization(bits=8))
+    assert again == first and (first / MANIFEST_NAME).stat().st_ino == made  # kept, not exported again
+    os.utime(first, (old, old))
+    monkeypatch.setattr(export, "IN_USE_MARK_S", 0.05)
+
+    async def run_a_while():
+        marking = asyncio.ensure_future(keep_marked_in_use(first))
+        await asyncio.sleep(0.2)
+        marking.cancel()
+
+    asyncio.run(run_a_while())
+    assert time.time() - first.stat().st_mtime < 60

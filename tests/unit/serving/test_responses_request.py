@@ -64,3 +64,23 @@ def test_a_function_is_strict_unless_it_says_not_as_the_responses_api_has_it():
         request = ResponsesRequest.model_validate({"model": "m", "input": "hi", "tools": [fields]})
         chat, _ = request.chat_request()
         assert chat["tools"][0]["function"]["strict"] is served
+
+
+def test_a_refusal_of_the_schema_names_the_responses_field():
+    """`text.format.json_schema.name` named a path the Responses API does not have (a review): its name, schema and
+    strict are in text.format itself."""
+    said = "response_format.json_schema.name must be 1-64 letters, digits, '_' or '-'"
+    assert responses_words(said, []) == "text.format.name must be 1-64 letters, digits, '_' or '-'"
+    assert responses_words("response_format", []) == "text.format"
+
+
+def test_a_function_whose_schema_cannot_be_held_is_not_strict_when_it_does_not_say():
+    """Strict implied, a schema with `uniqueItems` or a look-ahead was a 400 where it served before (a review): left
+    out, it is served not strict; said, strict as asked."""
+    for parameters in ({"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}},
+                       {"type": "object", "properties": {"s": {"type": "string", "pattern": "(?=a)a"}}}):  # fmt: skip
+        tool = {"type": "function", "name": "w", "parameters": parameters}
+        implied = ResponsesRequest.model_validate({"model": "m", "input": "hi", "tools": [tool]}).chat_request()[0]
+        said = ResponsesRequest.model_validate({"model": "m", "input": "hi", "tools": [tool | {"strict": True}]})
+        assert implied["tools"][0]["function"]["strict"] is False
+        assert said.chat_request()[0]["tools"][0]["function"]["strict"] is True

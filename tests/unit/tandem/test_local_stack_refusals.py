@@ -113,6 +113,10 @@ def test_the_banners_requests_send_a_key_when_the_stack_checks_keys(monkeypatch,
     assert ("export TANDEM_KEY=" in out.getvalue()) == bool(keys)
     # (a review) with keys, the ops token the launcher made is no one's: the banner says how to have one
     assert ("start with TANDEM_OPS_TOKEN=" in out.getvalue()) == bool(keys)
+    assert "local agent (the device SDK's private prompts): http://127.0.0.1:50062\n" in out.getvalue()
+    # (a review) moved by TANDEM_LOCAL_AGENT_PORT, it was said nowhere, and the SDK looks at 50062
+    tandem.stack._print_banner("http://127.0.0.1:8000", tmp_path / "logs", tmp_path / "policy.yaml", [], 51362)
+    assert "http://127.0.0.1:51362 (not the SDK's default: Client(local_agent_url=...) must name it)" in out.getvalue()
 
 
 def test_a_port_in_use_names_the_process_holding_it(tmp_path):
