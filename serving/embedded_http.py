@@ -5,8 +5,6 @@ import contextlib
 
 import uvicorn
 
-SHUTDOWN_GRACE_S = 2.0  # for requests in flight when the worker stops
-
 
 class _EmbeddedServer(uvicorn.Server):
     @contextlib.contextmanager
@@ -18,7 +16,10 @@ async def serve_http(app, host: str, port: int) -> None:
     """Serve until cancelled (the worker's `serve` cancels its background task on shutdown), then stop as uvicorn
     stops: cancelling its task outright threw the cancellation into the app's lifespan, and every clean stop wrote
     an ERROR traceback into the log."""
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    from serving.worker_service import shutdown_grace_s  # the gRPC side's grace: one setting for the worker
+
+    grace_s = shutdown_grace_s()
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=grace_s)
     server = _EmbeddedServer(config)
     serving = asyncio.ensure_future(server.serve())
     try:
@@ -26,5 +27,5 @@ async def serve_http(app, host: str, port: int) -> None:
     except asyncio.CancelledError:
         server.should_exit = True
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(serving, SHUTDOWN_GRACE_S + 3)
+            await asyncio.wait_for(serving, grace_s + 3)
         raise

@@ -7,6 +7,7 @@ and memory are the engine's. Errors map to gRPC status here and nowhere else.
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import signal
 import time
@@ -24,7 +25,20 @@ from serving.tls_files import read_files, tls_files_problem
 
 log = logging.getLogger(__name__)
 tracer = spans.get_tracer(__name__)  # the SDK's spans at a fraction of their cost (serving/spans.py)
-SHUTDOWN_GRACE_S = 5.0
+SHUTDOWN_GRACE_S = 5.0  # a worker's default; TANDEM_SHUTDOWN_GRACE_S (read as the gateway reads it) sets another
+
+
+def shutdown_grace_s() -> float:
+    """How long requests in flight get to finish when the worker stops: 5 s cut every stream a rolling update
+    found running, where the pod gave the worker 60 (a review of the manifests; they set 50)."""
+    raw = os.environ.get("TANDEM_SHUTDOWN_GRACE_S", "")
+    try:
+        value = float(raw) if raw else SHUTDOWN_GRACE_S
+    except ValueError:
+        raise SystemExit(f"TANDEM_SHUTDOWN_GRACE_S={raw!r}: seconds, a number from 0") from None
+    if not 0 <= value < math.inf:
+        raise SystemExit(f"TANDEM_SHUTDOWN_GRACE_S={raw!r}: seconds, a number from 0")
+    return value
 
 
 def request_from_proto(msg: worker_pb2.GenerateRequest) -> GenerationRequest:
@@ -259,6 +273,7 @@ async def serve(
         bound = 0
     if bound == 0:
         raise SystemExit(f"cannot listen on {address}: port in use?")
+    grace_s = shutdown_grace_s()
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -283,7 +298,7 @@ async def serve(
     if task:
         task.cancel()
     await health_servicer.enter_graceful_shutdown()
-    await server.stop(SHUTDOWN_GRACE_S)
+    await server.stop(grace_s)
     if task:  # let it finish stopping (an embedded uvicorn's shutdown), or asyncio.run cancels it mid-way
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task

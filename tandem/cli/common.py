@@ -11,12 +11,27 @@ import typer
 
 def _resolve(reference: str, only: tuple[str, ...] | None = None) -> Path:
     """A checkpoint directory, or an s3:// reference fetched through the model store's tiers."""
-    from tandem.model_store import ModelStore, StoreError
+    from tandem.model_store import ModelRef, ModelStore, StoreError
 
     try:
-        return ModelStore.from_env().resolve(reference, only)  # the store's locks live as long as the process
+        path = ModelStore.from_env().resolve(reference, only)  # the store's locks live as long as the process
     except StoreError as exc:
         raise typer.BadParameter(str(exc)) from exc
+    if (ref := ModelRef.parse(reference)) is not None:
+        _NAMES[path] = ref.prefix.rsplit("/", 1)[-1]
+    return path
+
+
+# A model fetched from s3:// by the name its reference gives it: the folder it is cached in is named by its digest
+# (and a gateway's, which fetches the tokenizer alone, by the files too), so the gateway and its workers served
+# different ids and no request was ever routed (a review of the manifests).
+_NAMES: dict[Path, str] = {}
+
+
+def model_name(model_dir: Path, given: str | None = None) -> str | None:
+    """The model id a command was given, else the name of the s3:// reference its model came from (None: the
+    folder's name, as serving.checkpoint.model_id_for reads it)."""
+    return given or _NAMES.get(Path(model_dir))
 
 
 def _resolve_model(value: str) -> Path:  # typer callbacks take the value alone

@@ -2,6 +2,7 @@
 Engine options take their defaults from `EngineConfig`, so the CLI never repeats them."""
 
 import errno
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +17,7 @@ from tandem.cli.common import (
     TokenizerDir,
     default,
     fail,
+    model_name,
     settings_error,
     setup_logging,
 )
@@ -66,6 +68,8 @@ def gateway(
     given = {
         name: value for name, value in (("policy_file", policy), ("host", host), ("port", port)) if value is not None
     }
+    if (name := model_name(model)) is not None and not os.environ.get("TANDEM_MODEL_ID"):
+        given["model_id"] = name  # an s3:// model by its reference's name, as the workers name it
     try:
         settings = Settings(model_dir=model, **given)
         preflight(settings)  # before the port is bound: the policy, the tenants, each model's files, in one line
@@ -153,6 +157,7 @@ def cloud_worker(
             raise ValueError("--serve-openai serves on --metrics-port: give one")
         if not 0 < hint_ttl_s < float("inf"):
             raise ValueError(f"--hint-ttl-s must be a finite number of seconds above 0, got {hint_ttl_s}")
+        model_id = model_name(model, model_id)
         run(model, host, port, model_id, config, redis_url, worker_id, hint_ttl_s, metrics_port, serve_openai)
     except (CheckpointError, UnsupportedModelError, TensorParallelError, ValueError) as exc:
         fail(exc, 1, exc)
@@ -185,7 +190,7 @@ def sim_worker(
         host,
         port,
         http_port,
-        model_id_for(model, model_id),
+        model_id_for(model, model_name(model, model_id)),
         num_kv_blocks,
         block_size,
         prefill_us_per_token,
@@ -251,7 +256,7 @@ def edge_agent(
             host,
             port,
             cache_dir,
-            model_id,
+            model_name(model, model_id),
             priority,
             require_npu,
             register,

@@ -325,3 +325,41 @@ def test_a_push_that_cannot_write_says_so_in_one_line(s3, demo_checkpoint, troub
     done = tandem("model", "push", str(demo_checkpoint), address, env=env, check=False)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("error: s3://"), done.stderr
+
+
+def test_an_s3_model_is_served_by_its_references_name_by_the_gateway_and_the_worker_alike(s3, ref, tmp_path):
+    """Cached under its digest (the gateway's tokenizer-only fetch under the digest and a hash of its files), the
+    model was `sha256-…` to the worker and `sha256-…-b71b1ad2` to the gateway: every request a 503, no gateway ever
+    ready, `model: tandem-demo` a 404 (a review of the manifests). Both serve the reference's name now."""
+    from tests.stack import write_policy
+
+    cloud_port, edge_port, gateway_port = free_port(), free_port(), free_port()
+    env = s3 | {"TANDEM_MODEL_CACHE_DIR": str(tmp_path / "worker-cache")}
+    worker = start_worker_process(["cloud-worker", "--model", ref, "--port", str(cloud_port)], env)
+    policy = write_policy(tmp_path / "policy.yaml", cloud_port, edge_port)
+    gateway_env = {**os.environ, **s3, "TANDEM_MODEL_CACHE_DIR": str(tmp_path / "gateway-cache"), "TANDEM_AUTH": "none",
+                   "TANDEM_POLICY_FILE": str(policy)}  # fmt: skip
+    gateway_env.pop("TANDEM_MODEL_ID", None)
+    gateway = subprocess.Popen(
+        [sys.executable, "-m", "tandem.cli", "gateway", "--model", ref, "--port", str(gateway_port)],
+        env=gateway_env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{gateway_port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert gateway.poll() is None and time.monotonic() < deadline, "the gateway did not start"
+            time.sleep(0.2)
+        assert [m["id"] for m in httpx.get(f"{url}/v1/models").json()["data"]] == ["tandem-demo"]
+        body = {"model": "tandem-demo", "max_tokens": 2, "messages": [{"role": "user", "content": "hi " * 300}]}
+        answered = httpx.post(f"{url}/v1/chat/completions", json=body, headers={"X-Tandem-Device": "{}"}, timeout=30)
+        assert answered.status_code == 200 and answered.headers["x-tandem-route"].startswith("cloud"), answered.text
+    finally:
+        for process in (gateway, worker):
+            process.terminate()
+            process.wait(timeout=15)
