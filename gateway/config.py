@@ -190,7 +190,9 @@ class Settings(BaseSettings):
         """Every model this gateway serves: id -> checkpoint directory (its tokenizer), the first one first."""
         out = {model_id_for(self.model_dir, self.model_id): self.model_dir}
         for entry in self.model_dirs:
-            name, sep, path = entry.partition("=")
+            name, sep, path = (part.strip() for part in entry.partition("="))  # `qwen = /m/q` kept its blanks
+            if sep and not path:  # (`q=` was the current directory: a review)
+                raise ValueError(f"TANDEM_MODEL_DIRS: {entry.strip()!r} names no checkpoint directory after '='")
             path = Path(path if sep else name)
             model = name if sep else model_id_for(path)
             if not model or model in out:

@@ -53,7 +53,8 @@ class GatewayState:
         listed = self.listed(policy)
         if model not in listed:
             names = ", ".join(repr(m) for m in listed)
-            raise ModelNotFound(f"model {model!r} does not exist; this gateway serves {names}", param="model")
+            shown = repr(model[:128]) + ("…" if len(model) > 128 else "")  # (a 60 KB id came back whole: a review)
+            raise ModelNotFound(f"model {shown} does not exist; this gateway serves {names}", param="model")
         return self.models[model]
 
     def check_models(self, policy: Policy) -> None:

@@ -173,6 +173,12 @@ class WorkerServicer(worker_pb2_grpc.WorkerServicer):
                 yield chunk_to_proto(chunk)
         except RequestRejected as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, status_details(str(exc)))
+        except Exception as exc:  # noqa: BLE001 - the engine failed the request (its step; said in the log there)
+            # grpc wrote a traceback for each request in flight and answered UNKNOWN with the error's own text (a
+            # review): the request failed here, not for anything in it, and another worker may serve it
+            said = f"the worker's engine failed this request ({type(exc).__name__}: {str(exc)[:200]})"
+            log.warning("request %s: %s", request.request_id[:64], said)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, status_details(said))
         finally:
             await stream.aclose()  # a cancelled RPC frees the sequence at once
 

@@ -16,26 +16,43 @@ however rank 0 goes, and leaves Ctrl-C to rank 0.
 import contextlib
 import datetime
 import logging
+import math
 import multiprocessing
 import multiprocessing.connection
 import os
+import re
 import shutil
 import signal
 import socket
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from cloud_worker.engine.config import EngineConfig
-from serving.atomic_dir import owner_gone, owner_tag
+from serving.atomic_dir import FOREIGN_IDLE_S, owner_gone, owner_tag
 
-# The model's own collectives, inside a step: a rank that stalls past it fails the step, and the worker stops
-COLLECTIVE_TIMEOUT = datetime.timedelta(seconds=float(os.environ.get("TANDEM_TP_STEP_TIMEOUT_S", "120")))
-# The wait for the next step: as long as the worker is idle. Under COLLECTIVE_TIMEOUT, a rank waiting 120 s for a
+STEP_TIMEOUT_S = 120.0  # TANDEM_TP_STEP_TIMEOUT_S sets another
+
+
+def step_timeout() -> datetime.timedelta:
+    """The model's own collectives, inside a step: a rank that stalls past it fails the step, and the worker stops.
+    ValueError for a setting that is no positive number of seconds (it was a traceback at import, --tp or not)."""
+    raw = os.environ.get("TANDEM_TP_STEP_TIMEOUT_S", "")
+    try:
+        seconds = float(raw) if raw else STEP_TIMEOUT_S
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"TANDEM_TP_STEP_TIMEOUT_S={raw!r}: seconds, a number above 0")
+    return datetime.timedelta(seconds=seconds)
+
+
+# The wait for the next step: as long as the worker is idle. Under the step timeout, a rank waiting 120 s for a
 # step that did not come failed, and the worker stopped after two idle minutes (a review).
 IDLE_TIMEOUT = datetime.timedelta(days=365)
 log = logging.getLogger(__name__)
@@ -50,14 +67,14 @@ def _on_loopback() -> None:
             os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
 
 
-def _init(rank: int, world: int, init_method: str, config: EngineConfig):
+def _init(rank: int, world: int, init_method: str, config: EngineConfig, config_timeout: datetime.timedelta):
     """Joins the group; returns the group the steps' inputs are sent over (gloo, waiting as long as the worker is
     idle), every rank making it in the same order."""
     backend = "nccl" if config.device.startswith("cuda") else "gloo"
     _on_loopback()
     if backend == "nccl":
         torch.cuda.set_device(config.rank_device(rank))
-    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT)
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world, timeout=config_timeout)
     return dist.new_group(backend="gloo", timeout=IDLE_TIMEOUT)
 
 
@@ -76,6 +93,7 @@ class TensorParallelPeers:
         """`prepare_model(model_dir, config, rank)`: cloud_worker/build.py's, handed down (this package imports
         nothing above it)."""
         world = config.tensor_parallel_size
+        self._timeout = step_timeout()
         # A file store in a folder only this user reads (0700), not a TCP store: torch's bound every interface
         # whatever host it was given, and took any key anyone sent it (a review)
         _remove_stores_left()
@@ -85,7 +103,7 @@ class TensorParallelPeers:
         self._processes = [
             context.Process(
                 target=_rank_main,
-                args=(rank, world, init_method, Path(model_dir), config, num_blocks, prepare_model),
+                args=(rank, world, init_method, Path(model_dir), config, num_blocks, prepare_model, self._timeout),
                 name=f"tandem-tp-rank-{rank}",
                 daemon=True,
             )
@@ -96,14 +114,22 @@ class TensorParallelPeers:
         self.broken: str | None = None  # why the group can run no step again
         self._closing, self._started = False, False
         threading.Thread(target=self._watch, name="tandem-tp-watch", daemon=True).start()
-        self._steps = _init(0, world, init_method, config)
+        self._sending_since: float | None = None  # when rank 0's send of a step began, while it waits
+        self._steps = _init(0, world, init_method, config, self._timeout)
         self._started = True
 
     def _watch(self) -> None:
         """A rank that exits while rank 0 needs it: said in one line, and this worker stops. A rank that failed to
         start left rank 0 waiting 120 s in init_process_group, then a traceback of 120 lines; a rank killed later
         left a worker that said SERVING and failed every request for good (a review)."""
-        gone = multiprocessing.connection.wait([p.sentinel for p in self._processes])
+        while not (gone := multiprocessing.connection.wait([p.sentinel for p in self._processes], timeout=1.0)):
+            since = self._sending_since
+            if since is not None and time.monotonic() - since > self._timeout.total_seconds():
+                # A send waits for the rank to take it (gloo), over a group that waits as long as the worker idles: a
+                # stalled rank held rank 0 for good, the worker saying it was healthy (a review). Its step fails now.
+                self.abandon(f"a tensor-parallel rank took no step for {self._timeout.total_seconds():g} s (stalled?)")
+                for process in self._processes:
+                    process.kill()
         if self._closing:
             return
         process = next(p for p in self._processes if p.sentinel in gone)
@@ -121,7 +147,11 @@ class TensorParallelPeers:
         self.broken = self.broken or why
 
     def send(self, inputs) -> None:
-        dist.broadcast_object_list([inputs], src=0, group=self._steps)
+        self._sending_since = time.monotonic()
+        try:
+            dist.broadcast_object_list([inputs], src=0, group=self._steps)
+        finally:
+            self._sending_since = None
 
     def close(self) -> None:
         self._closing = True
@@ -151,8 +181,13 @@ def _remove_stores_left() -> None:
     with contextlib.suppress(OSError):
         for folder in root.glob(f"{STORE_PREFIX}*"):
             tag = folder.name.removeprefix(STORE_PREFIX).rpartition("-")[0]  # PID-START-nNAMESPACE, then mkdtemp's
-            mine = folder.lstat().st_uid == os.getuid()
-            if mine and folder.is_dir() and not folder.is_symlink() and owner_gone(tag, folder):
+            stat = folder.lstat()
+            mine = stat.st_uid == os.getuid() and folder.is_dir() and not folder.is_symlink()
+            if not re.fullmatch(r"\d+(-\d+)?(-n\d+)?", tag):  # an earlier version's name: by its age alone
+                gone = time.time() - stat.st_mtime > FOREIGN_IDLE_S
+            else:
+                gone = owner_gone(tag, folder)
+            if mine and gone:
                 shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -170,7 +205,14 @@ def _die_with_rank_0() -> None:
 
 
 def _rank_main(
-    rank: int, world: int, init_method: str, model_dir: Path, config: EngineConfig, num_blocks: int, prepare_model
+    rank: int,
+    world: int,
+    init_method: str,
+    model_dir: Path,
+    config: EngineConfig,
+    num_blocks: int,
+    prepare_model,
+    timeout: datetime.timedelta,
 ) -> None:
     from cloud_worker.engine.model_runner import ModelRunner
 
@@ -180,7 +222,7 @@ def _rank_main(
         signal.signal(sig, signal.SIG_IGN)
     _die_with_rank_0()
     torch.set_num_threads(max(1, torch.get_num_threads() // world))
-    steps = _init(rank, world, init_method, config)
+    steps = _init(rank, world, init_method, config, timeout)
     model = prepare_model(model_dir, config, rank)
     runner = ModelRunner(model, num_blocks, config.block_size_tokens)
     while True:

@@ -251,7 +251,7 @@ def _agents_device(request: Request, state: GatewayState) -> DeviceCapability | 
     """The device capability an edge agent named in X-Tandem-Agent reported. An agent this gateway has not heard
     from was no device at all, silently: rules on `device` judged the request as if no header was sent."""
     agent_id = tandem_header(request, "X-Tandem-Agent")
-    if agent_id is None or request.headers.get("X-Tandem-Device") is not None:
+    if agent_id is None or tandem_header(request, "X-Tandem-Device"):
         return None  # the caller's own X-Tandem-Device wins: no agent's report is read (a review: it was a 400)
     if (device := state.edge_agents.device(agent_id)) is None:
         raise BadRequest(

@@ -426,3 +426,22 @@ def test_every_network_policy_names_pods_and_ports_that_exist(name):
         for rule in policy["spec"].get("ingress", []):
             for port in rule.get("ports", []):
                 assert port["port"] in names, f"{policy['metadata']['name']}: no port named {port['port']}"
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_tandems_containers_run_without_privileges(name):
+    """(a review) No container dropped its capabilities or barred privilege escalation, and no pod had a seccomp
+    profile. Tandem's own run as uid 10001 with none; the cache owners run as root with CHOWN alone."""
+    for obj in render(name):
+        if obj["kind"] not in WORKLOADS:
+            continue
+        pod = obj["spec"]["template"]["spec"]
+        ours = [c for c in pod["containers"] + pod.get("initContainers", []) if "tandem-serving/tandem" in c["image"]]
+        if not ours:
+            continue
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, obj["metadata"]["name"]
+        for container in ours:
+            context = container.get("securityContext", {})
+            assert context.get("allowPrivilegeEscalation") is False, container["name"]
+            assert context.get("capabilities", {}).get("drop") == ["ALL"], container["name"]
+            assert set(context.get("capabilities", {}).get("add", [])) <= {"CHOWN"}, container["name"]

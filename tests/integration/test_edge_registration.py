@@ -58,6 +58,8 @@ def test_registration_heartbeat_use_in_classification_and_expiry(demo_checkpoint
         assert error["param"] == "X-Tandem-Agent" and "is registered with this gateway" in error["message"]
         assert "X-Tandem-Device" in error["message"]
         both = {"X-Tandem-Agent": agent["agent_id"], "X-Tandem-Device": '{"npu": true}'}  # the device's own wins
+        empty = {"X-Tandem-Agent": agent["agent_id"], "X-Tandem-Device": ""}  # is no device: the agent is read
+        assert httpx.post(f"{url}/v1/route/explain", json=BODY, headers=empty).status_code == 400
         assert httpx.post(f"{url}/v1/route/explain", json=BODY, headers=both).json()["features"]["device"]["npu"]
     finally:
         stack.stop()

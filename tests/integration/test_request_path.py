@@ -155,6 +155,7 @@ def test_max_tokens_and_stop_are_honoured(client):
     "kwargs, error, status, code, param",
     [
         (dict(model="no-such-model"), openai.NotFoundError, 404, "model_not_found", "model"),
+        (dict(model="m" * 60_000), openai.NotFoundError, 404, "model_not_found", "model"),  # (said in 128, not whole)
         (dict(temperature=5), openai.BadRequestError, 400, "invalid_request", "temperature"),
         (dict(max_tokens=0), openai.BadRequestError, 400, "invalid_request", "max_tokens"),
         (dict(top_logprobs=2), openai.BadRequestError, 400, "invalid_request", "top_logprobs"),  # needs logprobs
@@ -192,6 +193,7 @@ def test_max_tokens_and_stop_are_honoured(client):
     ],
     ids=[
         "unknown-model",
+        "an-id-of-60-KB",
         "temperature",
         "max-tokens",
         "top-logprobs-alone",
@@ -211,6 +213,7 @@ def test_bad_input_gets_an_openai_shaped_error(client, kwargs, error, status, co
     assert err.value.status_code == status
     body = err.value.response.json()["error"]
     assert body["message"] and body["type"] and body["code"] == code and body["param"] == param
+    assert len(body["message"]) < 1000  # a caller's 60 KB model id came back whole (a review)
 
 
 def test_a_request_id_is_echoed_or_made_and_the_trace_id_returned(stack):

@@ -156,3 +156,46 @@ def test_an_idle_tp_worker_stays_up_past_the_step_timeout_and_a_group_stop_drain
     finally:
         if worker.poll() is None:
             worker.kill()
+
+
+def test_a_stalled_rank_stops_the_worker_within_the_step_timeout(demo_checkpoint):
+    """A send waits for the rank to take it (gloo), over a group that waits as long as the worker idles: a stalled
+    rank held rank 0 for good while the worker said it was healthy (a review)."""
+    import subprocess
+    import sys
+
+    port = free_port()
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tandem.cli", "cloud-worker", "--model", str(demo_checkpoint), "--port", str(port),
+         "--device", "cpu", "--tp", "2"],
+        env={**os.environ, "TANDEM_TP_STEP_TIMEOUT_S": "3"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        while "worker ready" not in (line := worker.stdout.readline()):
+            assert worker.poll() is None, line
+        tree = _tree(worker.pid)
+        rank_1 = next(p for p in tree[1:] if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes())
+        os.kill(rank_1, signal.SIGSTOP)
+        assert isinstance(_generate(port), grpc.RpcError)
+        assert worker.wait(timeout=30) != 0
+        said = worker.stdout.read()
+        assert "a tensor-parallel rank took no step for 3 s" in said and "Traceback" not in said, said
+        _all_gone(tree[1:])
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+
+
+def test_a_step_timeout_that_is_no_number_is_one_line():
+    """(a review) `abc`, `nan` and `inf` were a traceback of 40 lines, at import, for every cloud worker."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tandem.cli", "cloud-worker", "--model", "demo://tandem-demo", "--port",
+         str(free_port()), "--device", "cpu", "--tp", "2"],
+        env={**os.environ, "TANDEM_TP_STEP_TIMEOUT_S": "abc"}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "TANDEM_TP_STEP_TIMEOUT_S='abc': seconds, a number above 0" in done.stderr

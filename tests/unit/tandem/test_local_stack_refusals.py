@@ -49,6 +49,7 @@ def test_a_port_variable_that_is_no_port_is_named(monkeypatch, value):
         ({"TANDEM_DECISION_LOG": "/nonexistent/x.jsonl"}, "TANDEM_DECISION_LOG"),
         ({"TANDEM_DECISION_LOG": "/proc/x.jsonl"}, "cannot append to it"),
         ({"TANDEM_MODEL_DIRS": "/nonexistent"}, "no checkpoint directory"),
+        ({"TANDEM_MODEL_DIRS": "q="}, "TANDEM_MODEL_DIRS: 'q=' names no checkpoint directory after '='"),  # was `.`
         ({"TANDEM_HEALTH_INTERVAL_S": "0"}, "TANDEM_HEALTH_INTERVAL_S: Input should be greater than or equal to 0.05"),
         ({"TANDEM_API_KEYS": "acme:k"}, "TANDEM_AUTH=none checks no keys, and TANDEM_API_KEYS is set"),
         # (a review) a second model the default policy does not place: a traceback in the lifespan
