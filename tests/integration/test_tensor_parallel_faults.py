@@ -129,23 +129,30 @@ def test_ctrl_c_drains_a_tp_worker_and_leaves_no_rank(demo_checkpoint):
             worker.kill()
 
 
-def test_an_idle_tp_worker_stays_up_past_the_step_timeout_and_a_group_stop_drains_it(demo_checkpoint):
-    """The wait for the next step was under the collectives' timeout: a rank idle for 120 s failed, and the worker
-    stopped after two idle minutes; and SIGTERM to the process group (systemd's stop) read as a rank's crash (a
-    review). Here the step timeout is 3 s, and the worker idles for 5."""
+def _a_session_of_its_own(demo_checkpoint, port: int):
+    """A --tp 2 worker in a process group of its own (as a service manager starts it), its step timeout 3 s,
+    returned once it is ready."""
     import subprocess
     import sys
 
-    port = free_port()
     worker = subprocess.Popen(
         [sys.executable, "-m", "tandem.cli", "cloud-worker", "--model", str(demo_checkpoint), "--port", str(port),
          "--device", "cpu", "--tp", "2"],
         env={**os.environ, "TANDEM_TP_STEP_TIMEOUT_S": "3"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
     )  # fmt: skip
+    while "worker ready" not in (line := worker.stdout.readline()):
+        assert worker.poll() is None, line
+    return worker
+
+
+def test_an_idle_tp_worker_stays_up_past_the_step_timeout_and_a_group_stop_drains_it(demo_checkpoint):
+    """The wait for the next step was under the collectives' timeout: a rank idle for 120 s failed, and the worker
+    stopped after two idle minutes; and SIGTERM to the process group (systemd's stop) read as a rank's crash (a
+    review). Here the step timeout is 3 s, and the worker idles for 5."""
+    port = free_port()
+    worker = _a_session_of_its_own(demo_checkpoint, port)
     try:
-        while "worker ready" not in (line := worker.stdout.readline()):
-            assert worker.poll() is None, line
         assert _generate(port) is None
         time.sleep(5)
         assert worker.poll() is None and _generate(port) is None
@@ -161,19 +168,9 @@ def test_an_idle_tp_worker_stays_up_past_the_step_timeout_and_a_group_stop_drain
 def test_a_stalled_rank_stops_the_worker_within_the_step_timeout(demo_checkpoint):
     """A send waits for the rank to take it (gloo), over a group that waits as long as the worker idles: a stalled
     rank held rank 0 for good while the worker said it was healthy (a review)."""
-    import subprocess
-    import sys
-
     port = free_port()
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "tandem.cli", "cloud-worker", "--model", str(demo_checkpoint), "--port", str(port),
-         "--device", "cpu", "--tp", "2"],
-        env={**os.environ, "TANDEM_TP_STEP_TIMEOUT_S": "3"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
-    )  # fmt: skip
+    worker = _a_session_of_its_own(demo_checkpoint, port)
     try:
-        while "worker ready" not in (line := worker.stdout.readline()):
-            assert worker.poll() is None, line
         tree = _tree(worker.pid)
         rank_1 = next(p for p in tree[1:] if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes())
         os.kill(rank_1, signal.SIGSTOP)
