@@ -67,14 +67,14 @@ def _on_loopback() -> None:
             os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
 
 
-def _init(rank: int, world: int, init_method: str, config: EngineConfig, config_timeout: datetime.timedelta):
+def _init(rank: int, world: int, init_method: str, config: EngineConfig, timeout: datetime.timedelta):
     """Joins the group; returns the group the steps' inputs are sent over (gloo, waiting as long as the worker is
     idle), every rank making it in the same order."""
     backend = "nccl" if config.device.startswith("cuda") else "gloo"
     _on_loopback()
     if backend == "nccl":
         torch.cuda.set_device(config.rank_device(rank))
-    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world, timeout=config_timeout)
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world, timeout=timeout)
     return dist.new_group(backend="gloo", timeout=IDLE_TIMEOUT)
 
 
@@ -113,8 +113,8 @@ class TensorParallelPeers:
             process.start()
         self.broken: str | None = None  # why the group can run no step again
         self._closing, self._started = False, False
-        threading.Thread(target=self._watch, name="tandem-tp-watch", daemon=True).start()
         self._sending_since: float | None = None  # when rank 0's send of a step began, while it waits
+        threading.Thread(target=self._watch, name="tandem-tp-watch", daemon=True).start()
         self._steps = _init(0, world, init_method, config, self._timeout)
         self._started = True
 
