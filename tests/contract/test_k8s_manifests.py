@@ -445,3 +445,18 @@ def test_tandems_containers_run_without_privileges(name):
             assert context.get("allowPrivilegeEscalation") is False, container["name"]
             assert context.get("capabilities", {}).get("drop") == ["ALL"], container["name"]
             assert set(context.get("capabilities", {}).get("add", [])) <= {"CHOWN"}, container["name"]
+
+
+@pytest.mark.parametrize("name", OVERLAYS)
+def test_every_tandem_image_the_manifests_pull_is_one_the_dockerfile_says_how_to_build(name):
+    """The Dockerfile's header tagged the CUDA build `tandem:0.1.0-cuda` where the manifests pull `tandem-cuda:0.1.0`:
+    workers in ImagePullBackOff (a review)."""
+    import re
+
+    built = set(re.findall(r"-t (ghcr\.io/tandem-serving/[\w.-]+:[\w.-]+)", (K8S.parent / "Dockerfile").read_text()))
+    for obj in render(name):
+        if obj["kind"] in WORKLOADS:
+            pod = obj["spec"]["template"]["spec"]
+            for container in pod["containers"] + pod.get("initContainers", []):
+                if "tandem-serving/" in container["image"]:
+                    assert container["image"] in built, (container["image"], built)
