@@ -23,17 +23,6 @@ from serving.worker_service import serve
 log = logging.getLogger(__name__)
 
 
-def build_engine(
-    model_dir: Path,
-    cache_dir: Path,
-    model_id: str | None = None,
-    priority: tuple[str, ...] = DEFAULT_PRIORITY,
-    require_npu: bool = False,
-    quantization: Quantization = FP32,
-) -> SerialEngine:
-    return engine_for(cached_export(model_dir, cache_dir, quantization), model_dir, model_id, priority, require_npu)
-
-
 def engine_for(
     export_dir: Path,
     model_dir: Path,

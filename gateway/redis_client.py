@@ -237,11 +237,12 @@ def wrong_scheme(url: str) -> str | None:
     kwargs = redis.asyncio.connection.parse_url(url)
     if "path" in kwargs:  # a Unix socket: no TLS to mistake
         return None
-    at = f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+    host, port = kwargs.get("host", "localhost"), kwargs.get("port", 6379)
+    at = f"{host}:{port}"
     if url.startswith("rediss://"):
         plain = redis.Redis(
-            host=kwargs.get("host", "localhost"),
-            port=kwargs.get("port", 6379),
+            host=host,
+            port=port,
             socket_timeout=SCHEME_PROBE_S,
             socket_connect_timeout=SCHEME_PROBE_S,
             retry=Retry(NoBackoff(), 0),  # (redis-py's default retries a refused connection for 4 s)
@@ -258,8 +259,8 @@ def wrong_scheme(url: str) -> str | None:
     context = ssl.create_default_context()
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # which protocol, not whom: nothing is sent
     try:
-        with socket.create_connection((kwargs.get("host", "localhost"), kwargs.get("port", 6379)), SCHEME_PROBE_S) as s:
-            with context.wrap_socket(s, server_hostname=kwargs.get("host")):
+        with socket.create_connection((host, port), SCHEME_PROBE_S) as s:
+            with context.wrap_socket(s, server_hostname=host):
                 pass
     except (OSError, ValueError):
         return None

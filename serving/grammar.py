@@ -195,12 +195,23 @@ def schema_check(schema: dict, tokenizer: llguidance.LLTokenizer) -> SchemaCheck
     return _SCHEMAS.get(key, lambda: SchemaCheck(schema, tokenizer))
 
 
+_HOLDS = _Remembered(1024)  # the grammar's SHA-256 -> it can be held (a schema's own: no scope, no tokenizer)
+
+
 def can_hold(schema: dict) -> bool:
     """Whether answers can be held to `schema` at all (its keywords and patterns are ones llguidance takes), checked
-    without a tokenizer: schema_check's full check comes when it serves."""
+    without a tokenizer, once a process for a schema (the same tools come request after request, and a Responses
+    request asks twice: its chat tools and its echo): schema_check's full check comes when it serves."""
+
+    def validated(grammar: str) -> bool:
+        if message := llguidance.LLMatcher.validate_grammar(grammar, None):
+            raise GrammarError(message)
+        return True
+
     try:
-        return not llguidance.LLMatcher.validate_grammar(schema_grammar(schema), None)
-    except (ValueError, TypeError, RuntimeError):
+        grammar = schema_grammar(schema)
+        return _HOLDS.get(("holds", hashlib.sha256(grammar.encode()).digest()), lambda: validated(grammar))
+    except (GrammarError, ValueError, TypeError, RuntimeError):
         return False
 
 

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 
 import grpc
 import httpx
-from tandem_sdk.sse import aevents
+from tandem_sdk.sse import Lines, aevents
 
 from gateway import via
 from gateway.backends.circuit_breaker import CircuitBreaker
@@ -229,14 +229,9 @@ async def _head_of(response: httpx.Response, most: int) -> str:
 async def _bounded_lines(response: httpx.Response, most: int):
     """The body's lines, ValueError for one longer than `most` characters: one 60 MB SSE line was held whole
     (+420 MB) and sent on to the caller for max_tokens 4 (a review)."""
-    pending = ""
+    lines = Lines(most)
     async for text in response.aiter_text():
-        pending += text
-        if "\n" in text:  # (a long line's parts are not split again and again)
-            *lines, pending = pending.split("\n")
-            for line in lines:
-                yield line.removesuffix("\r")
-        if len(pending) > most:
-            raise ValueError(f"a line over {most:,} characters")
-    if pending:
-        yield pending.removesuffix("\r")
+        for line in lines.feed(text):
+            yield line
+    for line in lines.end():
+        yield line

@@ -18,7 +18,6 @@ import codecs
 import json
 import math
 import os
-import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -33,7 +32,7 @@ from tandem_sdk.device import DeviceCapability, detect_device
 from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateAPIError, PrivateRequestError, StreamInterrupted
 from tandem_sdk.local_token import CHALLENGE_HEADER, new_challenge, proves, read_token, token_file
 from tandem_sdk.privacy import DEFAULT_DETECTORS, NEVER_LEAVE_DEVICE, check_loopback, private_reason
-from tandem_sdk.sse import StreamEndedEarly, aevents, events
+from tandem_sdk.sse import Lines, StreamEndedEarly, aevents, events
 from tandem_sdk.tags import TagError, check_spelling, misplaced_privacy_key, privacy_tags
 
 DEFAULT_LOCAL_AGENT = "http://127.0.0.1:50062"
@@ -248,9 +247,6 @@ async def _aread_within(response: httpx.Response, seconds: float | None) -> byte
     return b"".join(chunks)
 
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
 class _EventLines:
     """An event stream's lines from its bytes (as the SSE format breaks them), and httpx.ReadTimeout once `seconds`
     pass without a `data:` line: a server that sent only keep-alive comments, or an event a byte at a time, held a
@@ -259,14 +255,11 @@ class _EventLines:
     def __init__(self, request: httpx.Request, seconds: float | None) -> None:
         self._request, self._seconds = request, seconds
         self._decode = codecs.getincrementaldecoder("utf-8")("replace").decode
-        self._pending = ""
+        self._lines = Lines()
         self._last_data = time.monotonic()
 
     def feed(self, chunk: bytes) -> list[str]:
-        text = self._pending + self._decode(chunk)
-        cut = len(text) - 1 if text.endswith("\r") else len(text)  # a CR whose LF may come in the next read
-        lines = _LINE_BREAK.split(text[:cut])
-        self._pending = lines.pop() + text[cut:]
+        lines = self._lines.feed(self._decode(chunk))
         now = time.monotonic()
         if any(line.startswith("data:") for line in lines):
             self._last_data = now
@@ -276,9 +269,7 @@ class _EventLines:
 
     def end(self) -> list[str]:
         """The last line, where the stream ended without its line break."""
-        lines = _LINE_BREAK.split(self._pending + self._decode(b"", True))
-        self._pending = ""
-        return lines[:-1] if lines[-1] == "" else lines
+        return self._lines.feed(self._decode(b"", True)) + self._lines.end()
 
 
 def _event_lines(response: httpx.Response, seconds: float | None) -> Iterator[str]:

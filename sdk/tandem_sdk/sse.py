@@ -8,9 +8,40 @@ whatever its data: it is read as OpenAI's mid-stream error, `{"error": {...}}`, 
 """
 
 import json
+import re
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 
 DONE = "[DONE]"
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+class Lines:
+    """An event stream's lines from its text as it arrives, one home for the SDK's streams and the gateway's HTTP
+    backends: CR LF, LF or CR ends a line (as the format has it), a CR LF cut between two reads is one break, and a
+    long line's parts are not split again as each arrives. ValueError for a line over `most` characters (None: no
+    bound)."""
+
+    def __init__(self, most: int | None = None) -> None:
+        self._pending, self._most = "", most
+
+    def feed(self, text: str) -> list[str]:
+        if "\n" not in text and "\r" not in text and not self._pending.endswith("\r"):
+            self._pending += text
+            lines = []
+        else:
+            text = self._pending + text
+            cut = len(text) - 1 if text.endswith("\r") else len(text)  # a CR whose LF may come in the next read
+            lines = _LINE_BREAK.split(text[:cut])
+            self._pending = lines.pop() + text[cut:]
+        if self._most is not None and len(self._pending) > self._most:
+            raise ValueError(f"a line over {self._most:,} characters")
+        return lines
+
+    def end(self) -> list[str]:
+        """The last line, where the stream ended without its line break."""
+        lines = _LINE_BREAK.split(self._pending)
+        self._pending = ""
+        return lines[:-1] if lines[-1] == "" else lines
 
 
 class StreamEndedEarly(Exception):

@@ -12,7 +12,8 @@ from safetensors import safe_open
 
 from cloud_worker.build import build_engine as build_cloud
 from cloud_worker.engine.config import EngineConfig
-from edge_agent.server import build_engine as build_edge
+from edge_agent.export import cached_export
+from edge_agent.server import engine_for
 from modeling.model_config import ModelConfig, UnsupportedModelError
 from tests.checkpoints import assert_logits_equal_hf
 from tests.unit.cloud_worker.engine.test_engine_vs_hf import corpus_ids, hf_greedy, run_batch
@@ -100,7 +101,8 @@ def test_greedy_tokens_equal_hf_on_the_cloud_engine_and_through_the_edge_export(
     prompt = corpus_ids(path)[:40]
     expected = hf_greedy(path, prompt, NEW_TOKENS)
     assert _engine_greedy(build_cloud(path), prompt) == expected
-    assert _engine_greedy(build_edge(path, tmp_path / "edge-cache"), prompt) == expected
+    edge = engine_for(cached_export(path, tmp_path / "edge-cache"), path)
+    assert _engine_greedy(edge, prompt) == expected
 
 
 def test_tensor_parallel_2_equals_hf(saved):

@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM
 
 from edge_agent.export import MANIFEST_NAME, cached_export
 from edge_agent.runner import OnnxStepModel
-from edge_agent.server import build_engine
+from edge_agent.server import engine_for
 from serving.engine_api import GenerationRequest, SamplingParams
 
 PROMPT = [1, 309, 201, 428, 307, 265, 411, 339, 406, 33, 2, 201, 1, 343, 201]
@@ -90,7 +90,7 @@ def test_edge_engine_reports_provider_and_matches_cloud_greedy_and_seeded(demo_c
         request = GenerationRequest("r", tuple(PROMPT), SamplingParams(max_tokens=24, **sampling))
         return [t async for c in engine.generate(request) for t in c.token_ids]
 
-    edge, cloud = build_engine(demo_checkpoint, export_dir.parent.parent), build_cloud(demo_checkpoint)
+    edge, cloud = engine_for(export_dir, demo_checkpoint), build_cloud(demo_checkpoint)
     try:
         assert edge.stats().execution_provider == "CPUExecutionProvider"
         assert edge.stats().kind == "edge"
