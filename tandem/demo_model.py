@@ -15,6 +15,8 @@ arguments give byte-identical files on the same platform.
 """
 
 import json
+import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +25,8 @@ import torch
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from serving.atomic_dir import building
+from serving.atomic_dir import ForeignFolder, building, sweep
+from tandem.parent import STOP_WITH_PARENT, stop_with_parent
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 PAD_TOKEN, EOS_TOKEN = "<|endoftext|>", "<|im_end|>"
@@ -174,6 +177,45 @@ def write_demo_checkpoint(out_dir: Path, shape: DemoShape = DemoShape()) -> Path
     return final_dir
 
 
+class DemoBuildFailed(Exception):
+    """The build in a process of its own stopped with an error (its last words are the message)."""
+
+
+FOREIGN_EXIT = 3  # `python -m tandem.demo_model`'s exit code where the folder holds what it does not write
+
+
+def write_demo_checkpoint_apart(out_dir: Path) -> Path:
+    """write_demo_checkpoint in a process of its own, which the terminal's Ctrl-C does not reach (a session of its
+    own). An interrupt here (KeyboardInterrupt) stops it and removes its half-built folder, then goes on: in this
+    process it lands in a wait, never in torch's native code, where it aborted the whole process (CI saw
+    `terminate called after throwing an instance of 'nanobind::python_error'` from a Ctrl-C while the optimizer
+    imported triton). ForeignFolder as write_demo_checkpoint; DemoBuildFailed for any other failure."""
+    final_dir = Path(out_dir)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tandem.demo_model", str(final_dir)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+        env=os.environ | {STOP_WITH_PARENT: str(os.getpid())},
+    )
+    try:
+        _, said = process.communicate()
+    except BaseException:  # KeyboardInterrupt (Ctrl-C, SIGTERM in `tandem up`), SystemExit
+        process.kill()
+        process.wait()
+        sweep(final_dir)  # its builder is gone now: its partial folder is removed
+        raise
+    if process.returncode == FOREIGN_EXIT:
+        raise ForeignFolder(said.strip())
+    if process.returncode != 0:
+        last = said.strip().splitlines()[-3:] or [f"exit status {process.returncode}"]
+        raise DemoBuildFailed(f"building the demo model in {final_dir} failed: " + " / ".join(last))
+    return final_dir
+
+
 def _write_checkpoint(out_dir: Path, shape: DemoShape) -> None:
     tokenizer = build_tokenizer(shape.vocab_size)
     vocab_size = max(tokenizer.get_vocab_size(), shape.model_vocab_size or 0)
@@ -226,3 +268,12 @@ def _fit(
     finally:
         torch.set_num_threads(threads)
     return {name: t.detach().contiguous() for name, t in model.state_dict().items()}
+
+
+if __name__ == "__main__":  # write_demo_checkpoint_apart's child: `python -m tandem.demo_model OUT_DIR`
+    stop_with_parent()
+    try:
+        write_demo_checkpoint(Path(sys.argv[1]))
+    except ForeignFolder as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(FOREIGN_EXIT)

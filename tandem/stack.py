@@ -29,7 +29,7 @@ from gateway.policy.loader import PolicyError, load_policy
 from gateway.policy.schema import is_loopback
 from serving.atomic_dir import ForeignFolder, proc_stat
 from serving.checkpoint import model_id_for
-from tandem.demo_model import demo_is_whole, write_demo_checkpoint
+from tandem.demo_model import DemoBuildFailed, demo_is_whole, write_demo_checkpoint_apart
 from tandem.parent import STOP_WITH_PARENT
 
 console = Console(soft_wrap=True)  # a line as long as it is: a URL or a path split in two cannot be pasted
@@ -389,8 +389,8 @@ def run_stack(state_dir: Path, policy_path: Path, model_dirs: list[Path] | None 
         again = " again: the one there is damaged" if (model_dir / "config.json").exists() else " (first run only)"
         console.print(f"building the demo model in {model_dir}{again}")
         try:
-            write_demo_checkpoint(model_dir)
-        except ForeignFolder as exc:
+            write_demo_checkpoint_apart(model_dir)
+        except (ForeignFolder, DemoBuildFailed) as exc:
             console.print(f"error: {exc}", markup=False, highlight=False)
             return 1
         except KeyboardInterrupt:  # nothing half-built is kept: the next start builds it again

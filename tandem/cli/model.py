@@ -52,10 +52,12 @@ def fetch(
 def demo(out_dir: Path) -> None:
     """Write the deterministic tiny Llama demo checkpoint to OUT_DIR."""
     from serving.atomic_dir import ForeignFolder
-    from tandem.demo_model import write_demo_checkpoint
+    from tandem.demo_model import DemoBuildFailed, write_demo_checkpoint_apart
 
     try:
-        write_demo_checkpoint(out_dir)
-    except ForeignFolder as exc:
+        write_demo_checkpoint_apart(out_dir)
+    except (ForeignFolder, DemoBuildFailed) as exc:
         fail(exc, 1, exc)
+    except KeyboardInterrupt:
+        fail(f"stopped; nothing half-built is kept in {out_dir}", 130)
     typer.echo(f"wrote demo checkpoint to {out_dir}")
