@@ -102,6 +102,9 @@ class Settings(BaseSettings):
     breaker_failures: int = Field(default=3, ge=1, description="consecutive failures that open a backend's breaker")
     breaker_open_s: Seconds = Field(default=5.0, description="how long an open breaker waits before a probe")
     watch_policy: bool = Field(default=True, description="reload the policy file when it changes")
+    watch_tenants: bool = Field(
+        default=True, description="reload the tenants file when it changes: a key removed there stops working"
+    )
     edge_token: str | None = Field(default=None, description="token edge agents register with; unset: registration off")
     edge_agent_ttl_s: Seconds = Field(default=15.0, description="drop an edge agent not heard from for this long")
     show_backend_addresses: bool = Field(

@@ -37,6 +37,12 @@ tracer = spans.get_tracer(__name__)  # the SDK's spans at a fraction of their co
 _turns = count()
 
 
+def _tokens_in(chunk: worker_pb2.GenerateChunk) -> int:
+    """The answer's tokens a chunk carries; an HTTP backend's, text without its ids, counts as one (as such servers
+    stream a token an event)."""
+    return len(chunk.token_ids) or (1 if chunk.text else 0)
+
+
 @dataclass
 class RoutedStream:
     pool: str
@@ -51,9 +57,12 @@ class RoutedStream:
     idle_timeout_s: float | None = None  # a backend silent this long mid-answer is hung
     on_end: Callable[..., None] | None = None  # (usage=, status=) once the answer ends: the usage record
     recorded: bool = False  # its outcome is counted (tandem_gateway_requests_total)
+    prompt_tokens: int = 0  # the prompt sent, in tokens
+    streamed_tokens: int = 0  # the answer's tokens so far (chunks() counts them)
 
     async def chunks(self) -> AsyncIterator[worker_pb2.GenerateChunk]:
         """The answer's chunks; a BackendError when the backend goes silent mid-answer (hung, not dead)."""
+        self.streamed_tokens += _tokens_in(self.first)
         yield self.first
         while True:
             try:
@@ -67,6 +76,7 @@ class RoutedStream:
                     self.backend.endpoint, grpc.StatusCode.DEADLINE_EXCEEDED,
                     f"no token for {self.idle_timeout_s:g} s mid-answer",
                 ) from exc  # fmt: skip
+            self.streamed_tokens += _tokens_in(chunk)
             yield chunk
 
     async def aclose(self) -> None:
@@ -166,7 +176,10 @@ async def dispatch(
                         candidate.block_size_tokens or DEFAULT_BLOCK_SIZE_TOKENS
                     )
                     metrics.PREFIX_TOKENS.labels(pool.pool, "predicted").inc(predicted)
-                return RoutedStream(pool.pool, decision.rule, backend, label, first, stream, request.tenant, predicted)
+                return RoutedStream(
+                    pool.pool, decision.rule, backend, label, first, stream, request.tenant, predicted,
+                    prompt_tokens=len(request.prompt_token_ids),
+                )  # fmt: skip
             if pool.ranked:
                 failures.append(f"pool {pool.pool!r}: no backend left to try")
             else:

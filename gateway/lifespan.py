@@ -30,7 +30,7 @@ from gateway.policy.reloader import PolicyReloader, PolicyStatus, digest
 from gateway.policy.schema import Pool
 from gateway.redis_client import RedisMisconfigured, RedisWatch, connect, misconfigured_url, unreachable
 from gateway.state import GatewayState, ServedModel, check_models
-from gateway.tenants import Tenants, TenantsError
+from gateway.tenants import Tenants, TenantsError, TenantsFile, TenantsReloader, read_tenants
 from modeling.model_config import CheckpointError
 from serving import spans
 from serving.openai.chat_tokenizer import ChatTokenizer
@@ -54,6 +54,21 @@ def load_tenants(s: Settings) -> Tenants:
 
 def _keyed_tenants(s: Settings, salt_secret: bytes | None) -> Tenants:
     tenants = Tenants.load(s.tenants_file, s.api_keys, salt_secret)
+    _check_keys(s, tenants)
+    return tenants
+
+
+def _read_tenants_again(s: Settings) -> TenantsFile:
+    """The tenants file with TANDEM_API_KEYS, checked as at start (TenantsReloader's `read`)."""
+    config = read_tenants(s.tenants_file, s.api_keys)
+    try:
+        _check_keys(s, Tenants(config, b"check"))
+    except ConfigError as exc:
+        raise TenantsError(str(exc)) from None
+    return config
+
+
+def _check_keys(s: Settings, tenants: Tenants) -> None:
     if s.auth == "api-key" and not tenants.requires_key:
         raise ConfigError(
             "no API keys: set TANDEM_API_KEYS ([tenant:]key,...) or TANDEM_TENANTS_FILE, "
@@ -63,7 +78,6 @@ def _keyed_tenants(s: Settings, salt_secret: bytes | None) -> Tenants:
         raise ConfigError(  # (a review: a tenant's key then read every backend's address and every tenant's metrics)
             f"TANDEM_OPS_TOKEN is also tenant {tenant!r}'s API key: an operator's token must be a secret of its own"
         )
-    return tenants
 
 
 def preflight(s: Settings) -> None:
@@ -159,6 +173,9 @@ async def lifespan(app: FastAPI):
     tasks = [asyncio.create_task(registry.poll_forever(s.health_interval_s))]
     if s.watch_policy:
         tasks.append(asyncio.create_task(PolicyReloader(state).run()))
+    if s.watch_tenants and s.tenants_file is not None:
+        reloader = TenantsReloader(tenants, s.tenants_file, lambda: _read_tenants_again(s))
+        tasks.append(asyncio.create_task(reloader.run()))
     log.info("gateway serving %s with policy %s", ", ".join(state.listed()), s.policy_file)
     yield
     for task in tasks:

@@ -36,6 +36,11 @@ POLICY_RELOADS = Counter(
     "Policy file changes, by result (ok: now serving; error: rejected)",
     ["result"],
 )
+TENANTS_RELOADS = Counter(
+    "tandem_gateway_tenants_reloads_total",
+    "Tenants file changes, by result (ok: now serving; error: refused, the tenants before it serve)",
+    ["result"],
+)
 RATE_LIMITED = Counter("tandem_gateway_rate_limited_total", "Requests refused with 429", ["tenant", "limit"])
 INFLIGHT = Gauge(
     "tandem_gateway_inflight_requests", "Requests admitted and not finished (the tenant's concurrency)", ["tenant"]

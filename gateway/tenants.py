@@ -19,19 +19,25 @@ default "default"). Each tenant's prefix hashes are salted with an HMAC of
 its name under TANDEM_CACHE_SALT_SECRET.
 """
 
+import asyncio
+import contextlib
 import hashlib
 import logging
 import re
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from gateway import metrics
 from gateway.policy.loader import PolicyError, line_of, parse_yaml, read_policy_text
+from gateway.policy.reloader import digest, settled_text, watch_file
 from proto.prefix_hash import tenant_salt
 
 log = logging.getLogger(__name__)
 HASH_PREFIX = "sha256:"
+_HASHED = re.compile(r"sha256:[0-9a-f]{64}", re.IGNORECASE)
 
 
 def is_header_token(text: str) -> bool:
@@ -119,8 +125,7 @@ class TenantsFile(BaseModel):
 
 class Tenants:
     def __init__(self, config: TenantsFile, salt_secret: bytes | None = None) -> None:
-        self._config = config
-        self._by_hash = {key: name for name, tenant in config.tenants.items() for key in tenant.keys}
+        self._config, self._by_hash = config, _by_hash(config)
         if salt_secret is None:
             log.warning("TANDEM_CACHE_SALT_SECRET is not set: prefix-cache salts are random to this process")
         self._salt_secret = salt_secret or secrets.token_bytes(32)
@@ -131,41 +136,11 @@ class Tenants:
 
     @classmethod
     def load(cls, path: Path | None, env_keys: list[str], salt_secret: bytes | None = None) -> "Tenants":
-        config = TenantsFile()
-        if path is not None:
-            root = None
-            try:  # read as the policy is: no FIFO waited on, a key given twice refused, not the first one dropped
-                text = read_policy_text(Path(path), "a tenants file is YAML (docs/operations.md)", MAX_TENANTS_BYTES)
-                root, raw = parse_yaml(text, str(path))
-                listed = raw.get("tenants") if isinstance(raw, dict) else None
-                for name in listed if isinstance(listed, dict) else ():  # named with the line each is on
-                    if problem := tenant_name_problem(name):
-                        raise TenantsError(f"{path}:{line_of(root, ('tenants', name))}: tenants: {problem}")
-                config = TenantsFile.model_validate(raw or {})
-            except PolicyError as exc:
-                raise TenantsError(str(exc)) from exc
-            except ValidationError as exc:  # each problem on a line of its own, with the file's line where known
-                raise TenantsError("\n".join(_said(path, root, error) for error in exc.errors())) from exc
-        for entry in env_keys:
-            # `tenant:key`, split at the first colon (a key may hold one); a key alone is the default tenant's
-            tenant, sep, key = entry.partition(":")
-            tenant, key = (tenant, key) if sep else ("default", tenant)
-            if not key or not tenant:
-                raise TenantsError(f"TANDEM_API_KEYS: an entry has an empty {'key' if not key else 'tenant'}")
-            if problem := tenant_name_problem(tenant):
-                raise TenantsError(f"TANDEM_API_KEYS: {problem}")
-            if not is_header_token(key):
-                raise TenantsError(
-                    f"TANDEM_API_KEYS: tenant {tenant!r}'s key is not printable ASCII (no bearer can carry it)"
-                )
-            existing = config.tenants.get(tenant, TenantConfig())
-            config.tenants[tenant] = existing.model_copy(update={"keys": [*existing.keys, hash_key(key)]})
-        owners: dict[str, str] = {}
-        for name, tenant in config.tenants.items():
-            for key in tenant.keys:
-                if owners.setdefault(key, name) != name:  # it would silently belong to whichever came last
-                    raise TenantsError(f"one API key is given to tenants {owners[key]!r} and {name!r}: a key names one")
-        return cls(config, salt_secret)
+        return cls(read_tenants(path, env_keys), salt_secret)
+
+    def serve(self, config: TenantsFile) -> None:
+        """Serve `config` from now on (a reload): its keys, its tenants and their limits; the salt stays."""
+        self._config, self._by_hash = config, _by_hash(config)
 
     @property
     def requires_key(self) -> bool:
@@ -192,7 +167,57 @@ class Tenants:
         return Limits(**{f: _first_set(getattr(own, f), getattr(base, f)) for f in Limits.model_fields})
 
 
+def read_tenants(path: Path | None, env_keys: list[str]) -> TenantsFile:
+    """The tenants file at `path` (none: no tenants) with TANDEM_API_KEYS' entries added; TenantsError names each
+    problem and its line."""
+    config = TenantsFile()
+    if path is not None:
+        root = None
+        try:  # read as the policy is: no FIFO waited on, a key given twice refused, not the first one dropped
+            text = _read_text(Path(path))
+            root, raw = parse_yaml(text, str(path))
+            listed = raw.get("tenants") if isinstance(raw, dict) else None
+            for name in listed if isinstance(listed, dict) else ():  # named with the line each is on
+                if problem := tenant_name_problem(name):
+                    raise TenantsError(f"{path}:{line_of(root, ('tenants', name))}: tenants: {problem}")
+            config = TenantsFile.model_validate(raw or {}, strict=True)  # `true` or '4' is no number (as the policy)
+        except PolicyError as exc:
+            raise TenantsError(str(exc)) from exc
+        except ValidationError as exc:  # each problem on a line of its own, with the file's line where known
+            raise TenantsError("\n".join(_said(path, root, error) for error in exc.errors())) from exc
+    for entry in env_keys:
+        # `tenant:key`, split at the first colon (a key may hold one); a key alone is the default tenant's
+        tenant, sep, key = entry.partition(":")
+        tenant, key = (tenant, key) if sep else ("default", tenant)
+        if not key or not tenant:
+            raise TenantsError(f"TANDEM_API_KEYS: an entry has an empty {'key' if not key else 'tenant'}")
+        if problem := tenant_name_problem(tenant):
+            raise TenantsError(f"TANDEM_API_KEYS: {problem}")
+        if not is_header_token(key):
+            raise TenantsError(
+                f"TANDEM_API_KEYS: tenant {tenant!r}'s key is not printable ASCII (no bearer can carry it)"
+            )
+        if _HASHED.fullmatch(key) or _HASHED.fullmatch(entry):  # (a review: the hash itself became the key)
+            raise TenantsError(
+                f"TANDEM_API_KEYS: tenant {tenant!r} is given a key's hash, which belongs in the tenants file's keys; "
+                "TANDEM_API_KEYS takes the key itself"
+            )
+        existing = config.tenants.get(tenant, TenantConfig())
+        config.tenants[tenant] = existing.model_copy(update={"keys": [*existing.keys, hash_key(key)]})
+    owners: dict[str, str] = {}
+    for name, tenant in config.tenants.items():
+        for key in tenant.keys:
+            if owners.setdefault(key, name) != name:  # it would silently belong to whichever came last
+                raise TenantsError(f"one API key is given to tenants {owners[key]!r} and {name!r}: a key names one")
+    return config
+
+
+def _by_hash(config: TenantsFile) -> dict[str, str]:
+    return {key: name for name, tenant in config.tenants.items() for key in tenant.keys}
+
+
 MAX_TENANTS_BYTES = 16 * 1024 * 1024  # tens of thousands of tenants (a policy's limit is 1 MiB)
+TENANTS_ARE_YAML = "a tenants file is YAML (docs/operations.md)"
 
 
 def _said(path, root, error: dict) -> str:
@@ -204,3 +229,60 @@ def _said(path, root, error: dict) -> str:
 
 def _first_set(own, base):
     return base if own is None else own
+
+
+class TenantsReloader:
+    """TANDEM_TENANTS_FILE read again when it changes (TANDEM_WATCH_TENANTS), so a key removed there stops opening
+    the gateway within seconds on every replica that reads the file (a review: it was read once, and revoking a
+    leaked key took a restart of every replica). A file that cannot be used is refused as at start, naming its
+    line, and the tenants before it keep serving; `tandem_gateway_tenants_reloads_total{result}` counts both.
+    `read` reads the file (with TANDEM_API_KEYS' entries) and checks it as the gateway's start does."""
+
+    def __init__(self, tenants: Tenants, path: Path, read: Callable[[], TenantsFile]) -> None:
+        self._tenants, self._path, self._read = tenants, Path(path), read
+        self._serving: str | None = None  # the digest of the text serving; None: as read at start
+        self._refused: str | None = None  # of the last text refused: not reported again until it changes
+
+    async def run(self) -> None:
+        with contextlib.suppress(PolicyError):
+            self._serving = digest(await asyncio.to_thread(_read_text, self._path))
+        await watch_file(self._path, self._reload_logged, "tenants file")
+
+    async def _reload_logged(self) -> None:
+        try:
+            await self.reload()
+        except Exception:  # noqa: BLE001 - the watch must outlive any one edit
+            log.exception("tenants file reload failed; the tenants before it keep serving")
+            metrics.TENANTS_RELOADS.labels("error").inc()
+
+    async def reload(self) -> bool:
+        """Serve the file if its text changed and it can be used; True when it now serves."""
+        try:
+            text = await settled_text(self._path, _read_text)
+        except PolicyError as exc:  # gone, unreadable: the keys it held stay as they were, said once
+            return self._refuse(digest(str(exc)), str(exc))
+        now = digest(text)
+        if now == self._serving or now == self._refused:
+            self._refused = None if now == self._serving else self._refused
+            return False
+        try:  # off the event loop: tens of thousands of tenants take a while to read
+            config = await asyncio.to_thread(self._read)
+        except TenantsError as exc:
+            return self._refuse(now, str(exc))
+        self._tenants.serve(config)
+        self._serving, self._refused = now, None
+        metrics.TENANTS_RELOADS.labels("ok").inc()
+        keys = sum(len(tenant.keys) for tenant in config.tenants.values())
+        log.info("tenants reloaded from %s: %d tenants, %d keys", self._path, len(config.tenants), keys)
+        return True
+
+    def _refuse(self, seen: str, error: str) -> bool:
+        if seen != self._refused:
+            self._refused = seen
+            metrics.TENANTS_RELOADS.labels("error").inc()
+            log.error("tenants file change refused, the tenants before it keep serving:\n%s", error)
+        return False
+
+
+def _read_text(path: Path) -> str:
+    return read_policy_text(path, TENANTS_ARE_YAML, MAX_TENANTS_BYTES)

@@ -1,6 +1,6 @@
 """What a process `tandem up` started (tandem/stack.py's `spawn`) does for itself first: stop when its parent is
-gone. A module of its own, so that a worker or gateway does not import the launcher (which builds the demo model
-with torch: a gateway so started loaded torch, ~190 MB, and started 2.5 s later)."""
+gone. A module of its own, so that a worker or gateway does not import the launcher (which once imported torch to
+build the demo model: a gateway so started loaded torch, ~190 MB, and started 2.5 s later)."""
 
 import os
 import signal

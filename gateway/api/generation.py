@@ -607,7 +607,7 @@ async def _collect(
             raise
         finally:
             await routed.aclose()
-            await admission.release(_used_tokens(last))
+            await admission.release(_used_tokens(routed, last))
         if last is None or not last.finish_reason:
             _record(routed, "backend_error", None, started)
             log.warning(
@@ -680,7 +680,7 @@ async def _stream_events(
                 _record(routed, "client_gone", None, started)
             with anyio.CancelScope(shield=True):  # a response cancelled is cancelled again at each await (_merged)
                 await routed.aclose()
-                await admission.release(_used_tokens(last))
+                await admission.release(_used_tokens(routed, last))
     if done:
         yield SSE_DONE
 
@@ -696,11 +696,13 @@ async def _scored(logprobs: Logprobs, chunk: worker_pb2.GenerateChunk) -> dict |
     return logprobs.of(chunk)
 
 
-def _used_tokens(last: worker_pb2.GenerateChunk | None) -> int | None:
-    """Tokens the request really used, from the final usage; None (no refund) when unknown."""
-    if last is None or not last.HasField("usage"):
-        return None
-    return last.usage.prompt_tokens + last.usage.completion_tokens
+def _used_tokens(routed: RoutedStream, last: worker_pb2.GenerateChunk | None) -> int:
+    """Tokens the request used: its final usage's; where the answer ended before that (the client left or stopped
+    reading, the backend failed), its prompt and the tokens it was sent, so the rest of its max_tokens is given back
+    (a review: a chat UI's Stop left the tenant charged its whole max_tokens, and 429s followed)."""
+    if last is not None and last.HasField("usage"):
+        return last.usage.prompt_tokens + last.usage.completion_tokens
+    return routed.prompt_tokens + routed.streamed_tokens
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ import hashlib
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,41 +58,10 @@ class PolicyReloader:
         self._unreadable: str | None = None
 
     async def run(self) -> None:
-        """Watch the file's directory, and its target's where it is a symlink elsewhere; a failure of one reload
-        is logged and the watch goes on (a watcher that died would leave every later edit unread, silently).
-
-        A folder that is not there (a link into one not made yet) is watched from the nearest one that is; and every
-        POLL_S the files' and folders' identities are compared as well, so a folder deleted and made anew (whose
-        old watch hears nothing more) or a missed event is caught within that: both stopped reloads for good."""
-        path, again = self._state.policy_status.path, False
-        while True:  # watched anew whenever the links or the folders change
-            chain, folders, names = await asyncio.to_thread(_watched, path)
-            seen = await asyncio.to_thread(_identity, chain, folders)
-            if again:  # what changed while no watch was on (the same text is no reload)
-                await self._reload_logged(path)
-            again = True
-
-            def ours(_change, changed: str, names=names) -> bool:
-                return Path(changed).name in names
-
-            try:
-                async for changes in awatch(
-                    *folders,
-                    debounce=50,
-                    step=50,
-                    recursive=False,
-                    watch_filter=ours,
-                    rust_timeout=int(POLL_S * 1000),
-                    yield_on_timeout=True,
-                ):
-                    now = await asyncio.to_thread(_identity, chain, folders)
-                    if changes or now != seen:
-                        await self._reload_logged(path)
-                    if now != seen or await asyncio.to_thread(_watched, path) != (chain, folders, names):
-                        break
-            except OSError as exc:  # a folder gone between looking and watching: looked for again
-                log.warning("policy watch on %s: %s; watching again", ", ".join(map(str, folders)), exc)
-                await asyncio.sleep(POLL_S)
+        """Watch the file (watch_file); a failure of one reload is logged and the watch goes on (a watcher that died
+        would leave every later edit unread, silently)."""
+        path = self._state.policy_status.path
+        await watch_file(path, lambda: self._reload_logged(path), "policy")
 
     async def _reload_logged(self, path: Path) -> None:
         try:
@@ -150,6 +120,43 @@ class PolicyReloader:
 POLL_S = 2.0  # how often the watched files' and folders' identities are compared, besides the events
 
 
+async def watch_file(path: Path, changed: Callable[[], Awaitable[None]], what: str) -> None:
+    """Await `changed()` after each change of the file at `path`, for ever (`changed` must not raise). The directory
+    is watched, and its target's where it is a symlink elsewhere; a folder that is not there (a link into one not
+    made yet) is watched from the nearest one that is; and every POLL_S the files' and folders' identities are
+    compared as well, so a folder deleted and made anew (whose old watch hears nothing more) or a missed event is
+    caught within that: both stopped reloads for good."""
+    again = False
+    while True:  # watched anew whenever the links or the folders change
+        chain, folders, names = await asyncio.to_thread(_watched, path)
+        seen = await asyncio.to_thread(_identity, chain, folders)
+        if again:  # what changed while no watch was on (the same text is no reload)
+            await changed()
+        again = True
+
+        def ours(_change, name: str, names=names) -> bool:
+            return Path(name).name in names
+
+        try:
+            async for changes in awatch(
+                *folders,
+                debounce=50,
+                step=50,
+                recursive=False,
+                watch_filter=ours,
+                rust_timeout=int(POLL_S * 1000),
+                yield_on_timeout=True,
+            ):
+                now = await asyncio.to_thread(_identity, chain, folders)
+                if changes or now != seen:
+                    await changed()
+                if now != seen or await asyncio.to_thread(_watched, path) != (chain, folders, names):
+                    break
+        except OSError as exc:  # a folder gone between looking and watching: looked for again
+            log.warning("%s watch on %s: %s; watching again", what, ", ".join(map(str, folders)), exc)
+            await asyncio.sleep(POLL_S)
+
+
 def _watched(path: Path) -> tuple[list[Path], set[Path], set[str]]:
     """The policy's chain of links, the folders to watch (each link's, or the nearest that exists), and the names
     whose change there matters: the links', a ConfigMap's `..data` swap, and each missing folder on the way."""
@@ -195,15 +202,15 @@ def link_chain(path: Path, most: int = 40) -> list[Path]:
     return chain if resolved in chain else [*chain, resolved]
 
 
-async def settled_text(path: Path) -> str:
-    """The file's text once it has stopped changing (SETTLE_S); a writer still busy after SETTLE_MAX_S gets its
-    text read as it stands, and its next write is a change of its own, read again."""
+async def settled_text(path: Path, read: Callable[[Path], str] = read_policy_text) -> str:
+    """The file's text (`read`) once it has stopped changing (SETTLE_S); a writer still busy after SETTLE_MAX_S
+    gets its text read as it stands, and its next write is a change of its own, read again."""
     # Off the event loop: a file on a mount that hangs stopped every request with it
-    text, waited = await asyncio.to_thread(read_policy_text, path), 0.0
+    text, waited = await asyncio.to_thread(read, path), 0.0
     while waited < SETTLE_MAX_S:
         await asyncio.sleep(SETTLE_S)
         waited += SETTLE_S
-        again = await asyncio.to_thread(read_policy_text, path)
+        again = await asyncio.to_thread(read, path)
         if again == text:
             break
         text = again

@@ -20,8 +20,9 @@ def new(tenant: str) -> None:
         raise typer.Exit(2)
     key = new_key()
     hashed = hash_key(key)
-    # quoted where YAML would read the name as something else (`true`, `123`, `#x`, `a: b`): JSON's quoting is YAML's
-    named = tenant if _reads_as(tenant) else json.dumps(tenant)
+    # quoted where YAML would read the name as something else (`true`, `123`, `#x`, `a: b`): JSON's quoting is YAML's,
+    # but for `\ud83d\ude80`, JSON's escape of a character past U+FFFF, which YAML refuses (a review): written as is
+    named = tenant if _reads_as(tenant) else json.dumps(tenant, ensure_ascii=False)
     typer.echo(f"key (shown once): {key}")
     typer.echo(f"hash:             {hashed}")
     typer.echo(f"tenants file:     {named}: {{keys: ['{hashed}']}}")

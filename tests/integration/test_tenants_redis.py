@@ -1,5 +1,7 @@
 """Tenants and limits with real processes: keys, 429 + Retry-After shared by two replicas through Redis."""
 
+import time
+
 import httpx
 import pytest
 
@@ -117,3 +119,63 @@ def test_without_redis_limits_hold_per_replica_and_requests_still_succeed(demo_c
         assert 'tandem_gateway_rate_limit_mode{mode="local"} 1.0' in metrics
     finally:
         stack.stop()
+
+
+def test_a_key_removed_from_the_tenants_file_stops_working_without_a_restart(demo_checkpoint, tmp_path):
+    """(a review) The tenants file was read once: deleting a leaked key's hash did nothing until every replica was
+    restarted. Now it is read again when it changes (an editor's rename here); a change that cannot be used is
+    refused, said in the log and counted, and the tenants before it keep serving."""
+    policy = write_policy(tmp_path / "policy.yaml", free_port(), free_port())
+    listed = tenants_file(tmp_path / "tenants.yaml")
+    stack = start_local_stack(demo_checkpoint, policy, tmp_path, free_port(), {"TANDEM_TENANTS_FILE": str(listed)})
+    gateway_log = next(c for c in stack.children if c.name == "gateway").log_path
+    try:
+        assert post(stack.url, ACME).status_code == 200
+        edited = tmp_path / "tenants.yaml.new"
+        edited.write_text(f"tenants:\n  globex: {{keys: ['{hash_key(GLOBEX)}']}}\n")
+        edited.replace(listed)  # acme's key revoked, as an editor saves
+        assert until(lambda: post(stack.url, ACME).status_code == 401)
+        assert post(stack.url, GLOBEX).status_code == 200
+
+        listed.write_text("tenants:\n  globex: {keys: [oops\n")  # broken YAML: refused, globex still served
+        assert until(lambda: "tenants file change refused" in gateway_log.read_text())
+        assert "tenants.yaml:3: not valid YAML" in gateway_log.read_text()  # where it broke
+        assert post(stack.url, GLOBEX).status_code == 200 and post(stack.url, ACME).status_code == 401
+        metrics = httpx.get(f"{stack.url}/metrics", headers=stack.ops_headers).text
+        assert 'tandem_gateway_tenants_reloads_total{result="ok"} 1.0' in metrics
+        assert 'tandem_gateway_tenants_reloads_total{result="error"} 1.0' in metrics
+    finally:
+        stack.stop()
+
+
+def test_a_stream_stopped_early_gives_back_the_tokens_it_did_not_use(demo_checkpoint, tmp_path):
+    """(a review) A chat UI's Stop closes the stream after a few tokens; the tenant stayed charged its whole
+    max_tokens, so two stopped answers left it 429s for a minute. Now it keeps its prompt and what it was sent."""
+    policy = write_policy(tmp_path / "policy.yaml", free_port(), free_port())
+    listed = tmp_path / "tenants.yaml"
+    listed.write_text(f"tenants:\n  acme: {{keys: ['{hash_key(ACME)}'], tokens_per_minute: 1000}}\n")
+    stack = start_local_stack(demo_checkpoint, policy, tmp_path, free_port(), {"TANDEM_TENANTS_FILE": str(listed)})
+    headers = {"Authorization": f"Bearer {ACME}"}
+    try:
+        for _ in range(2):
+            body = BODY | {"max_tokens": 450, "stream": True}
+            with httpx.stream("POST", f"{stack.url}/v1/chat/completions", json=body, headers=headers) as streamed:
+                assert streamed.status_code == 200
+                lines = streamed.iter_lines()
+                next(line for line in lines if line.startswith("data:") and '"content"' in line)
+            # the client is gone here: its stream ends on the gateway, and the refund follows
+        time.sleep(1.0)
+        after = post(stack.url, ACME, BODY | {"max_tokens": 300})
+        assert after.status_code == 200, after.text  # (it was a 429: 900 of 1,000 tokens held by the two)
+        assert int(after.headers["x-ratelimit-remaining-tokens"]) > 400  # 1,000 - 2 x (prompt + a few) - 300 - prompt
+    finally:
+        stack.stop()
+
+
+def until(check, timeout_s: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return False

@@ -442,9 +442,13 @@ def test_the_yaml_people_write_in_a_tenants_file_still_loads(tmp_path):
     assert (limits.requests_per_minute, limits.tokens_per_minute, limits.max_concurrent) == (1000, 250000, 4)
 
 
-@pytest.mark.parametrize("name", ["true", "123", "null", "1e3", "#x", "a: b", "acme@corp", "team/ml"])
+@pytest.mark.parametrize(
+    "name", ["true", "123", "null", "1e3", "#x", "a: b", "acme@corp", "team/ml", "#launch 🚀", "[𝔘]", "a: é"]
+)
 def test_keys_new_prints_a_line_the_gateway_reads_as_that_tenant(tmp_path, name):
-    """`true: {keys: …}` is a key YAML reads as a truth, not a name: the line quotes it where YAML would."""
+    """`true: {keys: …}` is a key YAML reads as a truth, not a name: the line quotes it where YAML would. A quoted
+    name with a character past U+FFFF was written in JSON's escapes (`\\ud83d\\ude80`), which YAML refuses: the
+    gateway did not start after the paste (a review)."""
     import subprocess
     import sys
 

@@ -23,7 +23,14 @@ class CapturingServer:
                 bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
                 events = [
                     {"choices": [{"index": 0, "text": "x", "finish_reason": "length"}]},
-                    {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}},
+                    {
+                        "choices": [],
+                        "usage": {
+                            "prompt_tokens": 3,
+                            "completion_tokens": 1,
+                            "prompt_tokens_details": {"cached_tokens": 2},
+                        },
+                    },
                 ]
                 payload = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
                 self.send_response(200)
@@ -43,8 +50,10 @@ class CapturingServer:
         self.server.shutdown()
 
 
-@pytest.mark.parametrize(("send_cache_salt", "expected"), [(True, "5a1t"), (False, None)])
-def test_the_tenants_cache_salt_goes_only_where_the_pool_says(send_cache_salt, expected):
+@pytest.mark.parametrize(("send_cache_salt", "expected", "cached"), [(True, "5a1t", 2), (False, None, 0)])
+def test_the_tenants_cache_salt_goes_only_where_the_pool_says(send_cache_salt, expected, cached):
+    """Without the salt the server's prefix cache is every tenant's: its cached count is not passed on, since it told
+    one tenant which prompts another had sent (a review)."""
     server = CapturingServer()
 
     async def go():
@@ -64,5 +73,6 @@ def test_the_tenants_cache_salt_goes_only_where_the_pool_says(send_cache_salt, e
     finally:
         server.close()
     assert chunks[-1].finish_reason == "length"
+    assert chunks[-1].usage.cached_prompt_tokens == cached
     assert server.bodies[0].get("cache_salt") == expected
     assert "acme" not in json.dumps(server.bodies[0])  # the tenant's name never travels

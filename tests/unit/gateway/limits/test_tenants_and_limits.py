@@ -87,11 +87,23 @@ def test_keys_are_hashed_and_map_to_tenants(tmp_path):
         ("tenants:\n  acme: {keys: [k-plaintext]}\n", "keys are stored hashed"),
         ("tenants:\n  acme: {keys: [], requests_per_minute: 0}\n", "greater than or equal to 1"),
         ("tenants:\n  acme: {keyz: []}\n", "Extra inputs"),
+        # values of another kind, which the policy refuses too (a review: `true` served as 1, '4' as 4)
+        ("tenants:\n  acme: {requests_per_minute: true}\n", "tenants.yaml:2: tenants.acme.requests_per_minute"),
+        ("tenants:\n  acme: {max_concurrent: '4'}\n", "tenants.acme.max_concurrent: Input should be a valid integer"),
+        ("default_limits: {max_priority: false}\n", "default_limits.max_priority"),
     ],
 )
 def test_bad_tenants_file_is_refused(tmp_path, text, message):
     with pytest.raises(TenantsError, match=message):
         Tenants.load(write(tmp_path, text), [])
+
+
+@pytest.mark.parametrize("entry", [f"acme:{hash_key('k')}", hash_key("k"), f"acme:{hash_key('k').upper()}"])
+def test_a_keys_hash_given_as_a_key_is_refused(entry):
+    """(a review) `acme:sha256:…`, the hash `tandem keys new` prints put where the key goes, made the hash itself the
+    bearer key."""
+    with pytest.raises(TenantsError, match="a key's hash, which belongs in the tenants file"):
+        Tenants.load(None, [entry])
 
 
 def test_tenant_limits_fall_back_to_the_defaults(tmp_path):
@@ -154,3 +166,39 @@ def test_a_tenant_without_limits_says_nothing_of_redis(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="gateway.limits.admission"):
         assert asyncio.run(go()) == 1
     assert not [r for r in caplog.records if "shared through Redis" in r.getMessage()]
+
+
+def test_a_tenants_file_gone_or_broken_keeps_the_keys_before_it(tmp_path, monkeypatch, caplog):
+    """A reload serves a file that can be used; one gone, broken or leaving an api-key gateway without a key is
+    refused, said once, and the keys before it keep working."""
+    from gateway import tenants as tenants_module
+    from gateway.policy import reloader
+
+    monkeypatch.setattr(reloader, "SETTLE_S", 0.0)
+    path = write(tmp_path, f"tenants:\n  acme: {{keys: ['{hash_key('old')}']}}\n")
+    tenants = Tenants.load(path, [], b"s")
+
+    def read():
+        config = tenants_module.read_tenants(path, [])
+        if not Tenants(config, b"s").requires_key:
+            raise TenantsError("no API keys")
+        return config
+
+    watcher = tenants_module.TenantsReloader(tenants, path, read)
+
+    async def go():
+        path.write_text(f"tenants:\n  acme: {{keys: ['{hash_key('new')}']}}\n")
+        assert await watcher.reload()
+        assert tenants.authenticate("new") == "acme" and tenants.authenticate("old") is None
+        for broken in ["tenants: {acme: {keys: [x]}}\n", "tenants: {}\n"]:
+            path.write_text(broken)
+            assert not await watcher.reload() and not await watcher.reload()  # refused, and said once
+            assert tenants.authenticate("new") == "acme"
+        path.unlink()
+        assert not await watcher.reload()
+        assert tenants.authenticate("new") == "acme"
+
+    with caplog.at_level("ERROR"):
+        asyncio.run(go())
+    refusals = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refusals) == 3 and "keys are stored hashed" in refusals[0] and "no API keys" in refusals[1]
