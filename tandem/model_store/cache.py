@@ -19,7 +19,7 @@ from pathlib import Path
 
 from serving.atomic_dir import owner_tag
 from tandem.model_store import locks
-from tandem.model_store.manifest import Manifest, file_sha256
+from tandem.model_store.manifest import FileEntry, Manifest, file_sha256
 from tandem.model_store.object_store import ObjectStore
 from tandem.model_store.progress import Progress
 from tandem.model_store.reference import (
@@ -213,8 +213,12 @@ class ModelStore:
             target.parent.mkdir(parents=True, exist_ok=True)
             self.objects.download(ref.bucket, ref.key("blobs", f"sha256-{f.sha256}"), f.size, target, progress)
         elapsed = progress.finish()
-        if not _verified(directory, manifest):
-            raise StoreError(f"{ref}: downloaded files do not match the manifest (object store corrupt?)")
+        if (wrong := _mismatched(directory, manifest)) is not None:  # named: a review could not tell which
+            raise StoreError(
+                f"{ref}: {wrong.path} does not hash to its manifest's sha256: s3://{ref.bucket}/"
+                f"{ref.key('blobs', f'sha256-{wrong.sha256}')} holds other bytes; delete that object and push the "
+                "checkpoint again"
+            )
         log.info("fetched %s (%.0f MB) in %.1f s", ref, manifest.total_bytes / 2**20, elapsed)
         return manifest
 
@@ -317,7 +321,7 @@ def _copied(shared: Path, directory: Path, manifest: Manifest) -> bool:
     except OSError as exc:  # a review: one file gone from the shared entry crashed the fetch
         log.warning("%s cannot be copied (%s); fetching from the object store", shared, exc)
         return False
-    if _verified(directory, manifest):
+    if _mismatched(directory, manifest) is None:
         return True
     log.warning("%s does not match its manifest; fetching from the object store", shared)
     return False
@@ -332,11 +336,12 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
-def _verified(directory: Path, manifest: Manifest) -> bool:
+def _mismatched(directory: Path, manifest: Manifest) -> FileEntry | None:
+    """The first file in `directory` that does not hash to its manifest's digest; None where all do."""
     files = list(manifest.files)
     with ThreadPoolExecutor(min(8, max(1, len(files)))) as pool:  # hashlib releases the GIL on large buffers
         hashes = list(pool.map(lambda f: file_sha256(file_in(directory, f.path, str(directory))), files))
-    return all(h == f.sha256 for h, f in zip(hashes, files, strict=True))
+    return next((f for h, f in zip(hashes, files, strict=True) if h != f.sha256), None)
 
 
 def _entry_bytes(entry: Path) -> int:

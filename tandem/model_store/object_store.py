@@ -4,7 +4,7 @@ import os
 import sys
 from pathlib import Path
 
-from tandem.model_store.manifest import Manifest
+from tandem.model_store.manifest import Manifest, file_stamp
 from tandem.model_store.progress import Progress
 from tandem.model_store.reference import HASH_CHUNK, PART_BYTES, ModelRef, StoreError, whole_number_from_env
 
@@ -21,7 +21,14 @@ class ObjectStore:
         max_workers = max_workers or whole_number_from_env("TANDEM_MODEL_FETCH_STREAMS", "a whole number", 1, "8") or 8
         assert max_workers >= 1, max_workers
         self.max_workers, self.part_bytes = max_workers, part_bytes
-        config = Config(max_pool_connections=max_workers * 2, retries={"max_attempts": 5, "mode": "standard"})
+        # An endpoint that takes the connection and never answers: boto3's own 60 s a read, 5 tries, was six silent
+        # minutes before a word (a review); a read that waits this long is a failure, tried again twice.
+        config = Config(
+            max_pool_connections=max_workers * 2,
+            retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=10,
+            read_timeout=STALL_S,
+        )
         self._s3 = boto3.client(
             "s3",
             endpoint_url=endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None,
@@ -35,12 +42,12 @@ class ObjectStore:
         except Exception as exc:  # noqa: BLE001 - botocore raises many kinds; all mean "cannot read it"
             raise StoreError(f"s3://{bucket}/{key}: {_describe(exc)}") from exc
 
-    def exists(self, bucket: str, key: str) -> bool:
+    def size_of(self, bucket: str, key: str) -> int | None:
+        """The object's size; None where it is absent (or cannot be read: either way, write it)."""
         try:
-            self._s3.head_object(Bucket=bucket, Key=key)
-            return True
+            return int(self._s3.head_object(Bucket=bucket, Key=key)["ContentLength"])
         except Exception:  # noqa: BLE001 - absent, or unreadable: either way, write it
-            return False
+            return None
 
     def download(self, bucket: str, key: str, size: int, dest: Path, progress: Progress) -> None:
         """One object to `dest`, through boto3's transfer manager: ranged GETs in parallel, retried, and the
@@ -66,12 +73,12 @@ class ObjectStore:
         if got != size:
             raise StoreError(f"s3://{bucket}/{key}: {got} bytes, the manifest says {size}")
 
-    def put_file(self, bucket: str, key: str, path: Path) -> None:
+    def put_file(self, bucket: str, key: str, path: Path, progress: Progress | None = None) -> None:
         from boto3.s3.transfer import TransferConfig
 
         config = TransferConfig(multipart_chunksize=self.part_bytes, max_concurrency=self.max_workers)
         try:
-            self._s3.upload_file(str(path), bucket, key, Config=config)
+            self._s3.upload_file(str(path), bucket, key, Config=config, Callback=progress.add if progress else None)
         except Exception as exc:  # noqa: BLE001 - a missing bucket, no credentials, no endpoint: "cannot write it"
             raise StoreError(f"s3://{bucket}/{key}: {_describe(exc)}") from exc
 
@@ -80,6 +87,9 @@ class ObjectStore:
             self._s3.put_object(Bucket=bucket, Key=key, Body=data)
         except Exception as exc:  # noqa: BLE001 - as put_file's (a review: each was a traceback)
             raise StoreError(f"s3://{bucket}/{key}: {_describe(exc)}") from exc
+
+
+STALL_S = 30  # an object store that sends nothing for this long is failing (each read, each try)
 
 
 def _describe(exc: Exception) -> str:
@@ -96,12 +106,22 @@ def push(directory: Path, address: str, store: ObjectStore | None = None) -> Mod
     if ref is None or ref.digest:
         raise StoreError(f"{address!r}: push to an unpinned s3://bucket/path/to/model address")
     store = store or ObjectStore()
-    manifest = Manifest.of_directory(directory)
-    for f in manifest.files:
-        key = ref.key("blobs", f"sha256-{f.sha256}")
-        if not store.exists(ref.bucket, key):
-            print(f"uploading {f.path} ({f.size / 2**20:.0f} MB)", file=sys.stderr)
-            store.put_file(ref.bucket, key, directory / f.path)
+    print(f"hashing {directory}", file=sys.stderr)
+    stamps: dict[str, tuple[int, int]] = {}
+    manifest = Manifest.of_directory(directory, stamps)
+    # A blob there already is skipped only at its size (one left by a push of other bytes is written again)
+    sending = [f for f in manifest.files if store.size_of(ref.bucket, ref.key("blobs", f"sha256-{f.sha256}")) != f.size]
+    progress = Progress(f"{len(sending)} of {len(manifest.files)} files to {ref}", sum(f.size for f in sending), None,
+                        ("uploading", "uploaded"))  # fmt: skip
+    for f in sending:
+        store.put_file(ref.bucket, ref.key("blobs", f"sha256-{f.sha256}"), directory / f.path, progress)
+    for f in manifest.files:  # each file as it was hashed: one written meanwhile sent other bytes than its hash
+        if file_stamp(directory / f.path) != stamps[f.path]:
+            raise StoreError(
+                f"{directory / f.path} changed while it was pushed (is something still writing the checkpoint?); "
+                "push again once it is finished: nothing points at what was sent"
+            )
+    progress.finish()
     store.put_bytes(ref.bucket, ref.key("manifests", f"sha256-{manifest.digest}.json"), manifest.to_json())
     store.put_bytes(ref.bucket, ref.key("manifests", "latest"), manifest.digest.encode())
     return ref.pinned(manifest.digest)

@@ -13,12 +13,17 @@ ENTRY_FILE = ".tandem-entry.json"  # in a cache entry: the manifest and the inst
 LAST_USED_FILE = ".last-used"
 PART_BYTES = 16 * 2**20  # one ranged GET
 HASH_CHUNK = 8 * 2**20
+# What a gateway fetches of a model (`--model s3://…`): it tokenizes and renders the chat template. A name ending in
+# `/` is a folder, all of it. The template's own files were left out, and every chat request of a checkpoint saved
+# today (its template in chat_template.jinja) was a 400, or rendered with an older template (a review).
 TOKENIZER_FILES = (
     "config.json",
     "generation_config.json",
     "tokenizer.json",
     "tokenizer_config.json",
     "special_tokens_map.json",
+    "chat_template.jinja",
+    "additional_chat_templates/",
 )
 
 
@@ -94,6 +99,8 @@ class ModelRef:
         if not text.startswith("s3://"):
             return None
         address, at, pin = text.partition("@")
+        if "?" in address or "#" in address:  # a URL's query and fragment: dropped, they named another model
+            raise StoreError(f"{text!r}: an s3:// reference holds no '?' or '#' (s3://bucket/path/to/model)")
         parsed = urlparse(address)
         prefix = parsed.path.strip("/")
         if not parsed.netloc or not prefix:

@@ -4,8 +4,10 @@ Everything goes through the `tandem model` CLI and real processes, as a cache wa
 """
 
 import hashlib
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -363,3 +365,68 @@ def test_an_s3_model_is_served_by_its_references_name_by_the_gateway_and_the_wor
         for process in (gateway, worker):
             process.terminate()
             process.wait(timeout=15)
+
+
+def test_a_gateways_tokenizer_fetch_brings_the_chat_template_files(s3, store, demo_checkpoint, tmp_path):
+    """(a review) A checkpoint saved today keeps its template in chat_template.jinja (and others in
+    additional_chat_templates/): the gateway's `--model s3://…` fetched the tokenizer files alone, and every chat
+    request was a 400 "no chat template" (or rendered with an older template the config still held)."""
+    from serving.openai.chat_tokenizer import ChatTokenizer
+    from tandem.model_store import TOKENIZER_FILES
+
+    model = tmp_path / "saved-today"
+    shutil.copytree(demo_checkpoint, model)
+    config = json.loads((model / "tokenizer_config.json").read_text())
+    (model / "chat_template.jinja").write_text("{% for m in messages %}[{{ m['content'] }}]{% endfor %}")
+    (model / "additional_chat_templates").mkdir()
+    (model / "additional_chat_templates" / "tool_use.jinja").write_text("{{ messages[0]['content'] }}")
+    del config["chat_template"]
+    (model / "tokenizer_config.json").write_text(json.dumps(config))
+    pinned = push(model, f"s3://{BUCKET}/today/model", ObjectStore())
+    fetched = store.resolve(str(pinned), TOKENIZER_FILES)
+    assert not (fetched / "model.safetensors").exists()  # the tokenizer's files only
+    assert (fetched / "additional_chat_templates" / "tool_use.jinja").is_file()
+    assert ChatTokenizer(fetched).render([{"role": "user", "content": "hi"}]) == "[hi]"
+
+
+class WrittenMeanwhile(ObjectStore):
+    """An object store whose first upload finds the checkpoint's weights written again since they were hashed (a
+    training job still saving it): the moment a review placed a writer's last write."""
+
+    def __init__(self, weights: Path) -> None:
+        super().__init__()
+        self.weights, self.uploads = weights, 0
+
+    def put_file(self, bucket, key, path, progress=None):
+        if self.uploads == 0:
+            self.weights.write_bytes(self.weights.read_bytes()[::-1])
+        self.uploads += 1
+        super().put_file(bucket, key, path, progress)
+
+
+def test_a_checkpoint_written_while_it_is_pushed_is_refused_and_a_wrong_blob_is_written_again(
+    s3, s3_client, store, demo_checkpoint, tmp_path
+):
+    """(a review) Push hashed each file, then read it again to upload: a file written meanwhile was stored under the
+    hash of other bytes, push said it was done, and its reference could never be fetched; pushing the right bytes
+    again skipped that blob, as it was there. Now push refuses a file that changed, points nothing at what it sent,
+    and writes again a blob whose size is not its file's; a fetch that finds wrong bytes names the object."""
+    model = tmp_path / "model"
+    shutil.copytree(demo_checkpoint, model)
+    address = f"s3://{BUCKET}/meanwhile/model"
+    with pytest.raises(StoreError, match="model.safetensors changed while it was pushed"):
+        push(model, address, WrittenMeanwhile(model / "model.safetensors"))
+    listed = s3_client.list_objects_v2(Bucket=BUCKET, Prefix="meanwhile/model/manifests/").get("Contents", [])
+    assert listed == []  # no manifest, no latest: nothing points at the blob sent
+    pinned = push(model, address, ObjectStore())  # nothing writes it now: pushed whole
+    assert store.resolve(str(pinned)).is_dir()
+
+    weights = model / "model.safetensors"
+    blob = f"meanwhile/model/blobs/sha256-{hashlib.sha256(weights.read_bytes()).hexdigest()}"
+    s3_client.put_object(Bucket=BUCKET, Key=blob, Body=b"cut short")  # a blob of the wrong size
+    push(model, address, ObjectStore())
+    assert s3_client.head_object(Bucket=BUCKET, Key=blob)["ContentLength"] == weights.stat().st_size
+    s3_client.put_object(Bucket=BUCKET, Key=blob, Body=bytes(weights.stat().st_size))  # right size, wrong bytes
+    with pytest.raises(StoreError, match=rf"model.safetensors does not hash to its manifest's sha256: s3://{BUCKET}/"
+                                         rf"{re.escape(blob)} holds other bytes; delete that object"):  # fmt: skip
+        ModelStore(tmp_path / "another-cache").resolve(str(pinned))

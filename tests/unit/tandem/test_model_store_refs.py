@@ -32,6 +32,8 @@ def test_references_parse_and_print_back():
         f"s3://m/l@sha256:{'AB' * 32}",
         "s3://m/l@",  # an empty pin: `model@$PIN` with the variable unset, not the latest push (a review)
         "s3://m/l@sha256:",
+        "s3://m/llama#v2",  # a URL's fragment and query were dropped: another model's name (a review)
+        "s3://m/llama?version=2",
     ],
 )
 def test_bad_references_say_what_is_expected(bad):
@@ -208,3 +210,54 @@ def test_the_shared_tier_cannot_reach_outside_through_a_symlink(tmp_path):
         store.resolve(f"s3://m/x@sha256:{digest}")
     assert [p.name for p in cache.iterdir()] == [f"sha256-{digest}.lock"]  # no entry, no temporary left
     assert {k: v for k, v in snapshot(tmp_path).items() if not k.startswith(str(cache))} == before
+
+
+def test_a_manifest_push_never_writes_is_refused_before_any_file_is():
+    """(a review) `a` beside `a/b` was a FileExistsError traceback; an entry's own `.last-used` named in a manifest
+    made every start fetch again; a manifest of no files installed as a model."""
+    entry = FileEntry("a", 1, "1" * 64)
+    for files, said in [
+        ((), "no files"),
+        ((FileEntry(".last-used", 1, "1" * 64),), "'.last-used': push leaves out names starting with '.'"),
+        ((FileEntry("w/.tandem-entry.json", 1, "1" * 64),), "'w/.tandem-entry.json': push leaves out names"),
+        ((entry, FileEntry("a/b", 1, "2" * 64)), "'a' is a file and a folder"),
+    ]:
+        with pytest.raises(
+            StoreError, match=re.escape("s3://m/x: not a manifest push writes (") + ".*" + re.escape(said)
+        ):
+            Manifest.from_json(Manifest(files).to_json(), "s3://m/x")
+
+
+def test_only_takes_the_files_named_and_the_folders_named_whole():
+    files = [FileEntry(name, 1, "1" * 64) for name in ["tokenizer.json", "chat_template.jinja", "model.safetensors",
+                                                       "additional_chat_templates/tool_use.jinja", "extra/x.json"]]  # fmt: skip
+    chosen = Manifest(tuple(files)).only(["tokenizer.json", "chat_template.jinja", "additional_chat_templates/"])
+    assert [f.path for f in chosen.files] == [
+        "tokenizer.json", "chat_template.jinja", "additional_chat_templates/tool_use.jinja"
+    ]  # fmt: skip
+
+
+def test_push_refuses_what_it_cannot_take_whole_before_hashing(tmp_path):
+    """(a review) A link that leads nowhere (an HF cache snapshot missing a blob), a link to a folder and a pipe
+    were left out without a word, and the model pushed without its weights; a folder of no config.json pushed as
+    a model."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"w")
+    with pytest.raises(StoreError, match="not a checkpoint \\(no config.json\\)"):
+        Manifest.of_directory(model)
+    (model / "config.json").write_text("{}")
+    (model / ".cache").mkdir()  # names starting with '.' are left out, as before
+    (model / ".cache" / "x").write_text("x")
+    assert [f.path for f in Manifest.of_directory(model).files] == ["config.json", "model.safetensors"]
+    for make, said in [
+        (lambda p: p.symlink_to(tmp_path / "gone"), "a link that leads nowhere"),
+        (lambda p: p.symlink_to(tmp_path, target_is_directory=True), "a link to a folder"),
+        (lambda p: os.mkfifo(p), "not a file"),
+    ]:
+        odd = model / "sub" / "odd"
+        odd.parent.mkdir(exist_ok=True)
+        make(odd)
+        with pytest.raises(StoreError, match=f"{re.escape(str(odd))}: {said}"):
+            Manifest.of_directory(model)
+        odd.unlink()
