@@ -202,8 +202,8 @@ async def _as_worker_chunks(stream):
 async def _sse(shape: ResponseShape, stream, logprobs: Logprobs | None, plan: ToolPlan | None, include_usage: bool):
     """The answer as server-sent events; a failure after the headers is an error event, then [DONE], never a cut."""
     held = plan.streamed() if plan else None
-    yield shape.opening(may_call=held is not None)
     try:
+        yield shape.opening(may_call=held is not None)  # inside: a stream closed here still frees the request
         async for chunk in stream:
             these = logprobs.of(chunk) if logprobs is not None else None
             text = held.push(chunk.text) if held is not None else chunk.text

@@ -2,12 +2,13 @@
 
 import hmac
 import logging
+import math
 
 from fastapi import APIRouter, Depends, Request
 from opentelemetry import trace
 
 from gateway.deps import Config, EdgeAgentsDep
-from gateway.edge_agents import Registration
+from gateway.edge_agents import Registration, TooManyAgents
 from serving.openai.errors import GatewayError, Unauthorized
 
 log = logging.getLogger(__name__)
@@ -15,6 +16,10 @@ log = logging.getLogger(__name__)
 
 class RegistrationOff(GatewayError):
     status_code, error_type, code = 404, "invalid_request_error", "edge_registration_off"
+
+
+class Full(GatewayError):
+    status_code, error_type, code = 429, "requests", "too_many_edge_agents"
 
 
 async def require_edge_token(request: Request, settings: Config) -> None:
@@ -36,7 +41,12 @@ async def register(body: Registration, edge_agents: EdgeAgentsDep) -> dict:
     span = trace.get_current_span()  # the server span, a child of the agent's `edge.register` span
     span.set_attribute("tandem.agent_id", body.agent_id)
     span.set_attribute("tandem.execution_provider", body.execution_provider)
-    if edge_agents.heartbeat(body):
+    try:
+        is_new = edge_agents.heartbeat(body)
+    except TooManyAgents as exc:  # those registered go on heartbeating; a new one waits for one to stop
+        retry = {"Retry-After": str(math.ceil(edge_agents.ttl_s))}
+        raise Full(f"{exc}; try again once some stop", headers=retry) from None
+    if is_new:
         log.info(
             "edge agent %s registered: %s, %s, npu=%s",
             body.agent_id,

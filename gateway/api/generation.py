@@ -643,9 +643,11 @@ async def _stream_events(
     last = None
     parts: list[str] = []
     held = tool_plan.streamed() if tool_plan is not None else None
-    yield shape.opening(may_call=held is not None)
     with traced.span(routed, parts) as span:
         try:
+            # Inside the try: a stream closed at its first event (a choice of n whose merge queue was full when its
+            # client was let go) ran no finally, and its share of the tenant's slot was never given back (a review)
+            yield shape.opening(may_call=held is not None)
             async for chunk in routed.chunks():
                 these = await _scored(logprobs, chunk) if logprobs is not None else None
                 parts.append(chunk.text)

@@ -662,6 +662,7 @@ class AsyncStream:
         self.response, self.served_by, self._context = response, target.served_by, context
         self.route = response.headers.get("x-tandem-route")
         self._target, self._reason, self._idle_s = target, reason, idle_s
+        self._closed = False
 
     async def __aiter__(self) -> AsyncIterator[dict]:
         try:
@@ -673,6 +674,12 @@ class AsyncStream:
             await self.aclose()
 
     async def aclose(self) -> None:
+        """Once, whoever asks first: a loop that broke out of `async for` leaves its iterator to be closed later by
+        the event loop, which closed the request again while the app's own `aclose` was at it ("Task exception was
+        never retrieved … asynchronous generator is already running" in the app's log; a review)."""
+        if self._closed:
+            return
+        self._closed = True
         await self._context.__aexit__(None, None, None)
 
     async def __aenter__(self):

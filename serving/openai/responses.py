@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from serving.grammar import can_hold
 from serving.openai.errors import BadRequest, refusal
-from serving.openai.schemas import JsonObject, Text, null_is_not_given
+from serving.openai.schemas import Items, JsonObject, Text, null_is_not_given
 
 RESPONSE_ID_PREFIX = "resp_"
 
@@ -90,7 +90,7 @@ _STATUS = Literal["in_progress", "completed", "incomplete"]
 class _Message(_Strict):
     type: Literal["message"] = "message"
     role: Literal["user", "assistant", "system", "developer"]
-    content: Text | list[_TextPart]
+    content: Text | Items[_TextPart]
     id: Text | None = None
     status: _STATUS | None = None
     phase: Literal["commentary", "final_answer"] | None = None  # an earlier answer's, resent as the SDK asks
@@ -113,7 +113,7 @@ class _FunctionCall(_Strict):
 class _FunctionCallOutput(_Strict):
     type: Literal["function_call_output"]
     call_id: Text
-    output: Text | list[_TextPart]
+    output: Text | Items[_TextPart]
     id: Text | None = None
     status: _STATUS | None = None
 
@@ -188,7 +188,7 @@ class ResponsesRequest(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)  # extras are refused by name: refused_field()
 
     model: str
-    input: Text | Annotated[list[JsonObject], Field(max_length=MAX_INPUT_ITEMS)] = Field(
+    input: Text | Annotated[Items[JsonObject], Field(max_length=MAX_INPUT_ITEMS)] = Field(
         description="text, or input items: messages, function calls and outputs"
     )
     instructions: Text | None = None
@@ -197,7 +197,7 @@ class ResponsesRequest(BaseModel):
     top_p: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
     stream: bool = False
     stream_options: _StreamOptions | None = None
-    tools: list[JsonObject] | None = None
+    tools: Items[JsonObject] | None = None
     tool_choice: Literal["none", "auto", "required"] | _NamedFunction | None = None
     parallel_tool_calls: bool | None = None
     text: _TextConfig | None = None

@@ -1,6 +1,7 @@
 """The SDK against real processes: the gateway, a cloud worker, an edge agent with its local API."""
 
 import asyncio
+import gc
 import http.server
 import re
 import socket
@@ -294,3 +295,32 @@ def test_a_grammar_that_fails_on_the_device_is_refused_as_the_gateway_refuses_it
         )  # fmt: skip
     assert refused.value.status == 400 and refused.value.code == "invalid_request"
     assert refused.value.message.startswith("response_format: the grammar failed mid-answer")
+
+
+@pytest.mark.parametrize("how", ["aclose", "async with"])
+def test_an_async_stream_stopped_early_as_documented_leaves_no_error(stack, how, caplog):
+    """(a review) `break` out of `async for`, then `await stream.aclose()` (or leave `async with stream:`): the
+    iterator left behind was closed later by the event loop, which closed the request a second time while the app's
+    own close was at it, and "Task exception was never retrieved" was in the app's log."""
+    gateway, _ = stack
+    ask = [{"role": "user", "content": "write a long story"}]
+
+    async def run():
+        async with AsyncClient(gateway, local_agent_url=None) as client:
+            stream = await client.chat.completions.create(model=MODEL, messages=ask, max_tokens=200, stream=True)
+            if how == "aclose":
+                async for _ in stream:
+                    break
+                await stream.aclose()
+            else:
+                async with stream:
+                    async for _ in stream:
+                        break
+            await asyncio.sleep(0.2)
+            gc.collect()
+            await asyncio.sleep(0.2)
+
+    with caplog.at_level("ERROR"):
+        asyncio.run(run())
+        gc.collect()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text

@@ -1,7 +1,9 @@
 """The gateway's directory of registered edge agents, and the agent's device probe."""
 
+import pytest
+
 from edge_agent.device import probe
-from gateway.edge_agents import AgentDevice, EdgeAgents, Registration
+from gateway.edge_agents import AgentDevice, EdgeAgents, Registration, TooManyAgents
 
 
 class Clock:
@@ -26,6 +28,27 @@ def test_an_agent_is_kept_while_it_heartbeats_and_dropped_after_the_ttl():
     assert agents.device("a1").npu is True and agents.device("a1").ram_gb == 16.0
     clock.now = 18.5
     assert agents.device("a1") is None and agents.live() == []
+
+
+def test_registrations_are_bounded_and_the_expired_swept_without_being_asked_for():
+    """(a review) Every device holds the edge token: each new agent_id was kept, and an expired one dropped only when
+    its own id was asked for again; 20,000 registrations grew the gateway 77 MB, never to shrink."""
+    clock = Clock()
+    agents = EdgeAgents(ttl_s=10, clock=clock, most=3)
+    for i in range(3):
+        agents.heartbeat(registration(f"a{i}"))
+    with pytest.raises(TooManyAgents, match="holds 3 live edge agents"):
+        agents.heartbeat(registration("a3"))
+    assert agents.heartbeat(registration("a0")) is False  # one registered heartbeats on
+    clock.now = 11  # a1 and a2 expired, never asked for; a0 heartbeat at 0: expired too
+    assert agents.heartbeat(registration("a3")) is True
+    assert [r.agent_id for r in agents.live()] == ["a3"] and len(agents._agents) == 1
+
+
+@pytest.mark.parametrize("device", [{"ram_gb": float("nan")}, {"ram_gb": -1}, {"cores": -5}, {"cores": 0}])
+def test_a_device_report_x_tandem_device_would_refuse_is_refused(device):
+    with pytest.raises(ValueError):
+        AgentDevice(**device)
 
 
 def test_unknown_or_absent_agent_gives_no_device():

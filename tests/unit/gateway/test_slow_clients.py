@@ -131,3 +131,32 @@ async def test_choices_wait_for_their_reader_instead_of_piling_up():
     assert sum(pulled) <= _MERGED_EVENTS_AHEAD + 4, pulled
     await merged.aclose()
     assert closed == [0, 1]  # each choice's stream closed by the close, though its pump waited at a full queue
+
+
+async def test_a_choice_closed_at_its_first_event_gives_its_share_of_the_slot_back(tmp_path):
+    """(a review) A choice of n whose first token came while the merge's queue was full waited there holding its
+    opening event; when its client was let go, the stream was closed at that first `yield`, which was before the
+    try whose finally frees the worker's sequence and the tenant's slot: the slot was held until a restart, and every
+    later request of a tenant with max_concurrent 1 was a 429."""
+    from opentelemetry import context
+
+    from gateway.api.generation import _stream_events, _StreamTrace
+    from gateway.dispatch import RoutedStream
+    from gateway.limits.admission import AdmissionController
+    from gateway.tenants import Tenants
+
+    listed = tmp_path / "tenants.yaml"
+    listed.write_text("tenants:\n  acme: {max_concurrent: 1}\n")
+    controller = AdmissionController(Tenants.load(listed, [], b"s"))
+    admission = await controller.admit("acme")
+    backend = _backend(0.01)
+    rest = backend.generate(worker_pb2.GenerateRequest(), timeout_s=5)
+    first = await anext(rest)
+    routed = RoutedStream("cloud", "default", backend, "cloud/0", first, rest, "acme")
+    traced = _StreamTrace(context.get_current(), None, {"gen_ai.request.model": "m"})
+    events = _stream_events(routed, ResponseShape.new(True, "id", "m"), False, 0.0, admission, traced, None, None)
+    assert (await anext(events)).startswith("data: ")  # the opening event, held
+    await events.aclose()  # the client let go: closed right there
+    assert admission.released
+    again = await controller.admit("acme")  # the slot is free: no 429
+    await again.release(0)
