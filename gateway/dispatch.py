@@ -37,12 +37,6 @@ tracer = spans.get_tracer(__name__)  # the SDK's spans at a fraction of their co
 _turns = count()
 
 
-def _tokens_in(chunk: worker_pb2.GenerateChunk) -> int:
-    """The answer's tokens a chunk carries; an HTTP backend's, text without its ids, counts as one (as such servers
-    stream a token an event)."""
-    return len(chunk.token_ids) or (1 if chunk.text else 0)
-
-
 @dataclass
 class RoutedStream:
     pool: str
@@ -59,10 +53,11 @@ class RoutedStream:
     recorded: bool = False  # its outcome is counted (tandem_gateway_requests_total)
     prompt_tokens: int = 0  # the prompt sent, in tokens
     streamed_tokens: int = 0  # the answer's tokens so far (chunks() counts them)
+    counted_exactly: bool = True  # every chunk of text came with its tokens' ids (an HTTP backend's do not)
 
     async def chunks(self) -> AsyncIterator[worker_pb2.GenerateChunk]:
         """The answer's chunks; a BackendError when the backend goes silent mid-answer (hung, not dead)."""
-        self.streamed_tokens += _tokens_in(self.first)
+        self._count(self.first)
         yield self.first
         while True:
             try:
@@ -76,8 +71,15 @@ class RoutedStream:
                     self.backend.endpoint, grpc.StatusCode.DEADLINE_EXCEEDED,
                     f"no token for {self.idle_timeout_s:g} s mid-answer",
                 ) from exc  # fmt: skip
-            self.streamed_tokens += _tokens_in(chunk)
+            self._count(chunk)
             yield chunk
+
+    def _count(self, chunk: worker_pb2.GenerateChunk) -> None:
+        """The answer's tokens a chunk carries; an HTTP backend's, text without its ids, counts as one (as most such
+        servers stream a token an event), and the count is no longer exact."""
+        if chunk.text and not chunk.token_ids:
+            self.counted_exactly = False
+        self.streamed_tokens += len(chunk.token_ids) or (1 if chunk.text else 0)
 
     async def aclose(self) -> None:
         await self.rest.aclose()

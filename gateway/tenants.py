@@ -20,7 +20,6 @@ its name under TANDEM_CACHE_SALT_SECRET.
 """
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import re
@@ -28,7 +27,7 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from gateway import metrics
 from gateway.policy.loader import PolicyError, line_of, parse_yaml, read_policy_text
@@ -112,6 +111,7 @@ class TenantsFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     default_limits: Limits = Limits()
     tenants: dict[str, TenantConfig] = {}
+    _sha256: str | None = PrivateAttr(default=None)  # of the text it was read from (None: no file)
 
     @field_validator("tenants", mode="before")
     @classmethod
@@ -141,6 +141,11 @@ class Tenants:
     def serve(self, config: TenantsFile) -> None:
         """Serve `config` from now on (a reload): its keys, its tenants and their limits; the salt stays."""
         self._config, self._by_hash = config, _by_hash(config)
+
+    @property
+    def file_sha256(self) -> str | None:
+        """The digest of the tenants file's text these tenants were read from."""
+        return self._config._sha256
 
     @property
     def requires_key(self) -> bool:
@@ -181,6 +186,7 @@ def read_tenants(path: Path | None, env_keys: list[str]) -> TenantsFile:
                 if problem := tenant_name_problem(name):
                     raise TenantsError(f"{path}:{line_of(root, ('tenants', name))}: tenants: {problem}")
             config = TenantsFile.model_validate(raw or {}, strict=True)  # `true` or '4' is no number (as the policy)
+            config._sha256 = digest(text)
         except PolicyError as exc:
             raise TenantsError(str(exc)) from exc
         except ValidationError as exc:  # each problem on a line of its own, with the file's line where known
@@ -240,12 +246,13 @@ class TenantsReloader:
 
     def __init__(self, tenants: Tenants, path: Path, read: Callable[[], TenantsFile]) -> None:
         self._tenants, self._path, self._read = tenants, Path(path), read
-        self._serving: str | None = None  # the digest of the text serving; None: as read at start
+        # The digest of the text serving: the one read at start, not the file's when the watch begins (a review: a
+        # key removed while the gateway started, its backends polled and tokenizers read, was taken as served)
+        self._serving: str | None = tenants.file_sha256
         self._refused: str | None = None  # of the last text refused: not reported again until it changes
 
     async def run(self) -> None:
-        with contextlib.suppress(PolicyError):
-            self._serving = digest(await asyncio.to_thread(_read_text, self._path))
+        await self._reload_logged()  # what changed since it was read
         await watch_file(self._path, self._reload_logged, "tenants file")
 
     async def _reload_logged(self) -> None:
@@ -270,7 +277,7 @@ class TenantsReloader:
         except TenantsError as exc:
             return self._refuse(now, str(exc))
         self._tenants.serve(config)
-        self._serving, self._refused = now, None
+        self._serving, self._refused = config._sha256, None
         metrics.TENANTS_RELOADS.labels("ok").inc()
         keys = sum(len(tenant.keys) for tenant in config.tenants.values())
         log.info("tenants reloaded from %s: %d tenants, %d keys", self._path, len(config.tenants), keys)

@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 
 from cloud_worker.engine.config import EngineConfig
+from cloud_worker.parallel.tensor_parallel import TensorParallelError, run_collectives_on
 from serving.atomic_dir import FOREIGN_IDLE_S, owner_gone, owner_tag
 
 STEP_TIMEOUT_S = 120.0  # TANDEM_TP_STEP_TIMEOUT_S sets another
@@ -67,14 +68,23 @@ def _on_loopback() -> None:
             os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
 
 
+# How long the ranks wait for each other to start: each imports torch and loads its shard, slower on a busy node.
+# Under the step timeout, a worker whose ranks took longer than it to meet failed to start (TANDEM_TP_STEP_TIMEOUT_S
+# of 3 s, two ranks on a busy machine: CI), with a traceback. A rank that dies while starting is seen at once.
+STARTUP_TIMEOUT = datetime.timedelta(minutes=10)
+
+
 def _init(rank: int, world: int, init_method: str, config: EngineConfig, timeout: datetime.timedelta):
-    """Joins the group; returns the group the steps' inputs are sent over (gloo, waiting as long as the worker is
-    idle), every rank making it in the same order."""
+    """Joins the group; the model's collectives then run on a group under the step timeout (`timeout`); returns
+    the group the steps' inputs are sent over (gloo, waiting as long as the worker is idle), every rank making them
+    in the same order."""
     backend = "nccl" if config.device.startswith("cuda") else "gloo"
     _on_loopback()
     if backend == "nccl":
         torch.cuda.set_device(config.rank_device(rank))
-    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world, timeout=timeout)
+    startup = max(timeout, STARTUP_TIMEOUT)
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world, timeout=startup)
+    run_collectives_on(dist.new_group(backend=backend, timeout=timeout))
     return dist.new_group(backend="gloo", timeout=IDLE_TIMEOUT)
 
 
@@ -115,7 +125,14 @@ class TensorParallelPeers:
         self._closing, self._started = False, False
         self._sending_since: float | None = None  # when rank 0's send of a step began, while it waits
         threading.Thread(target=self._watch, name="tandem-tp-watch", daemon=True).start()
-        self._steps = _init(0, world, init_method, config, self._timeout)
+        try:
+            self._steps = _init(0, world, init_method, config, self._timeout)
+        except RuntimeError as exc:  # the ranks did not meet: said in one line (it was torch's traceback)
+            self._closing = True
+            for process in self._processes:
+                process.kill()
+            self._remove_store()
+            raise TensorParallelError(f"the {world} tensor-parallel ranks did not meet: {exc}") from None
         self._started = True
 
     def _watch(self) -> None:

@@ -17,7 +17,18 @@ from modeling.model_config import ModelConfig
 
 
 class TensorParallelError(ValueError):
-    """The model's shape cannot be split over this many ranks; the message says which dimension."""
+    """The model's shape cannot be split over this many ranks (the message says which dimension), or its ranks did
+    not meet."""
+
+
+_step_group = None  # the group the layers' collectives run on (None: the default group)
+
+
+def run_collectives_on(group) -> None:
+    """The process group the parallel layers' collectives use: one under the step timeout, where the group the
+    ranks met in waits longer for them to start (cloud_worker/parallel/ranks.py)."""
+    global _step_group
+    _step_group = group
 
 
 class RowParallelLinear(nn.Module):
@@ -31,7 +42,7 @@ class RowParallelLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.linear(x)
-        dist.all_reduce(out)
+        dist.all_reduce(out, group=_step_group)
         return out if self.bias is None else out + self.bias
 
 
@@ -46,7 +57,7 @@ class VocabParallelEmbedding(nn.Module):
         owned = (local >= 0) & (local < self.weight.shape[0])
         out = nn.functional.embedding(local.masked_fill(~owned, 0), self.weight)
         out = out.masked_fill(~owned.unsqueeze(-1), 0.0)
-        dist.all_reduce(out)
+        dist.all_reduce(out, group=_step_group)
         return out
 
 
@@ -57,8 +68,8 @@ class VocabParallelLMHead(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         local = nn.functional.linear(x, self.weight).contiguous()
-        parts = [torch.empty_like(local) for _ in range(dist.get_world_size())]
-        dist.all_gather(parts, local)
+        parts = [torch.empty_like(local) for _ in range(dist.get_world_size(_step_group))]
+        dist.all_gather(parts, local, group=_step_group)
         return torch.cat(parts, dim=-1)
 
 

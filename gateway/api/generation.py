@@ -174,8 +174,8 @@ async def _serve(
 
     try:
         routed_all = await _dispatch_all(at_once, policy, state, started, request)
-        if routed_all is None:  # the client left while its choices were being started
-            await admission.release(0)
+        if routed_all is None:  # the client left while its choices were being started: its prompts stay charged, as
+            await admission.release(sum(len(p.prompt_ids) for p in batch))  # a stream stopped early keeps its own
             unrouted("client_closed")  # its decision all the same (replay counts what came)
             return client_gone()
     except BaseException as exc:
@@ -616,15 +616,16 @@ async def _collect(
             raise BackendFailed(f"backend {routed.label} ended the stream without a finish reason")
         _end_of_stream(span, last)
     _record(routed, "ok", last.usage, started)
+    shown = _callers_usage(routed, last.usage)
     if usages is not None:
-        usages[shape.index] = last.usage
+        usages[shape.index] = shown
     raw = text = prefix + "".join(parts)
     calls = []
     if tool_plan is not None:
         text, calls = tool_plan.parse(raw, last.finish_reason)
     answered = answer_logprobs(logprobs, tool_plan, raw, calls) if logprobs else None
     finish = tool_plan.calls_finish if tool_plan is not None else "tool_calls"
-    return shape.whole(text, last.finish_reason, last.usage, answered, calls, finish)
+    return shape.whole(text, last.finish_reason, shown, answered, calls, finish)
 
 
 async def _stream_events(
@@ -662,9 +663,9 @@ async def _stream_events(
                     for event in shape.ending(chunk.finish_reason, held):
                         yield event
                     if include_usage:
-                        yield shape.usage_chunk(chunk.usage)
+                        yield shape.usage_chunk(_callers_usage(routed, chunk.usage))
                     if usages is not None:
-                        usages[shape.index] = chunk.usage
+                        usages[shape.index] = _callers_usage(routed, chunk.usage)
                     _record(routed, "ok", chunk.usage, started)
             if last is None or not last.finish_reason:
                 raise BackendError.ours(
@@ -698,13 +699,35 @@ async def _scored(logprobs: Logprobs, chunk: worker_pb2.GenerateChunk) -> dict |
     return logprobs.of(chunk)
 
 
-def _used_tokens(routed: RoutedStream, last: worker_pb2.GenerateChunk | None) -> int:
-    """Tokens the request used: its final usage's; where the answer ended before that (the client left or stopped
-    reading, the backend failed), its prompt and the tokens it was sent, so the rest of its max_tokens is given back
-    (a review: a chat UI's Stop left the tenant charged its whole max_tokens, and 429s followed)."""
-    if last is not None and last.HasField("usage"):
-        return last.usage.prompt_tokens + last.usage.completion_tokens
-    return routed.prompt_tokens + routed.streamed_tokens
+def _callers_usage(routed: RoutedStream, usage: worker_pb2.Usage) -> worker_pb2.Usage:
+    """The usage a caller is shown: without the cached count where the backend's prefix cache is every tenant's (an
+    HTTP pool without `send_cache_salt`), which told one tenant which prompts another had sent (a review). The
+    operator's metrics, spans and decision log keep it."""
+    if not routed.backend.tenants_share_its_cache or not usage.cached_prompt_tokens:
+        return usage
+    shown = worker_pb2.Usage()
+    shown.CopyFrom(usage)
+    shown.cached_prompt_tokens = 0
+    return shown
+
+
+def _used_tokens(routed: RoutedStream, last: worker_pb2.GenerateChunk | None) -> int | None:
+    """Tokens the request used, for the rest of its charge to be given back: its final usage's; where the answer
+    ended before that (the client left or stopped reading, the backend failed), its prompt and the tokens it was
+    sent (a review: a chat UI's Stop left the tenant charged its whole max_tokens, and 429s followed). None (no
+    refund) where that cannot be told: an HTTP backend's text comes without its tokens' ids, several tokens an event
+    for some servers (counted one each, a tenant got ten times its rate: a review), and a usage its server did not
+    send reads 0 tokens made (one that did counts at least one for each event of text)."""
+    usage = last.usage if last is not None and last.HasField("usage") else None
+    if routed.counted_exactly:
+        return (
+            routed.prompt_tokens + routed.streamed_tokens
+            if usage is None
+            else usage.prompt_tokens + usage.completion_tokens
+        )
+    if usage is not None and usage.completion_tokens >= routed.streamed_tokens:
+        return usage.prompt_tokens + usage.completion_tokens
+    return None
 
 
 @contextlib.contextmanager

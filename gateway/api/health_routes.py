@@ -58,3 +58,6 @@ async def prometheus_metrics(request: Request) -> Response:
     if not is_ops(request):
         raise Unauthorized("/metrics needs 'Authorization: Bearer <TANDEM_OPS_TOKEN>'")
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+
+router.add_api_route("/metrics", prometheus_metrics, methods=["HEAD"], include_in_schema=False)  # as GET (a 405)

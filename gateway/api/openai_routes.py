@@ -51,6 +51,9 @@ async def retrieve_model(model: str, state: State) -> dict:
     return _model_card(state, state.served(model).id)
 
 
+router.add_api_route("/models/{model:path}", retrieve_model, methods=["HEAD"], include_in_schema=False)  # (a 405)
+
+
 @router.post("/chat/completions", responses=GENERATION_ERRORS)
 async def chat_completions(body: ChatCompletionRequest, request: Request, state: State, policy: CurrentPolicy):
     return await generation.serve(body, request, state, policy, prepare_chat, chat=True)

@@ -145,7 +145,7 @@ class HttpWorkerBackend(WorkerBackend):
                                 raise ValueError(f"over {most:,} characters for {request.sampling.max_tokens} tokens")
                             yield worker_pb2.GenerateChunk(text=text)
                         finish = finished or finish
-                ending = _usage(usage, len(request.prompt_token_ids), shared_cache=not self._salted(request))
+                ending = _usage(usage, len(request.prompt_token_ids))
         except httpx.TransportError as exc:
             self._set_problem(f"UNAVAILABLE: {exc}")
             raise BackendError(self.endpoint, grpc.StatusCode.UNAVAILABLE, str(exc)) from exc
@@ -185,14 +185,17 @@ class HttpWorkerBackend(WorkerBackend):
         """Whether the request carries its tenant's cache salt to the server (`send_cache_salt`)."""
         return self._send_cache_salt and bool(request.cache_salt)
 
+    @property
+    def tenants_share_its_cache(self) -> bool:
+        """Its prefix cache is every tenant's: no salt is sent to keep them apart."""
+        return not self._send_cache_salt
+
     async def close(self) -> None:
         await self._client.aclose()
 
 
-def _usage(usage: dict | None, num_prompt: int, shared_cache: bool = False) -> worker_pb2.Usage:
-    """The upstream's usage; ValueError (a malformed answer) for one that is no object of whole numbers from 0.
-    `shared_cache`: the server's prefix cache is every tenant's (no salt sent), so its cached count is not passed
-    on: it told one tenant which prompts another had sent (a review)."""
+def _usage(usage: dict | None, num_prompt: int) -> worker_pb2.Usage:
+    """The upstream's usage; ValueError (a malformed answer) for one that is no object of whole numbers from 0."""
     usage = usage or {}
     if not isinstance(usage, dict):
         raise ValueError(f"a usage that is no object ({type(usage).__name__})")
@@ -204,8 +207,7 @@ def _usage(usage: dict | None, num_prompt: int, shared_cache: bool = False) -> w
     )
     if not all(type(n) is int and 0 <= n < 1 << 31 for n in counts):
         raise ValueError(f"usage counts that are no whole numbers from 0: {str(counts)[:100]}")
-    cached = 0 if shared_cache else counts[2]
-    return worker_pb2.Usage(prompt_tokens=counts[0], completion_tokens=counts[1], cached_prompt_tokens=cached)
+    return worker_pb2.Usage(prompt_tokens=counts[0], completion_tokens=counts[1], cached_prompt_tokens=counts[2])
 
 
 def _choices(event: dict):

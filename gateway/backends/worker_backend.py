@@ -105,6 +105,8 @@ def hide_addresses(text: str, endpoint: str, most: int = MAX_SAID_CHARS) -> str:
 
 
 class WorkerBackend:
+    tenants_share_its_cache = False  # a Tandem worker salts each tenant's prefixes (GenerateRequest.cache_salt)
+
     def __init__(self, endpoint: str, model_id: str, pool_kind: str, breaker: CircuitBreaker | None = None) -> None:
         self.endpoint, self.model_id, self.pool_kind = endpoint, model_id, pool_kind
         self.worker_id = worker_id_for(endpoint)  # what its prefix hints are published under (host:port)

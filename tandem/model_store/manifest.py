@@ -108,7 +108,11 @@ def _hidden(relative: Path) -> bool:
 def _files_in(directory: Path) -> list[Path]:
     """The files to push, sorted; StoreError for anything else there but folders (names starting with '.' aside)."""
     found = []
-    for root, folders, names in os.walk(directory):
+
+    def unlisted(exc: OSError) -> None:  # a folder push may not list: refused, not left out (a review)
+        raise StoreError(f"{exc.filename}: cannot be listed ({exc.strerror or exc})")
+
+    for root, folders, names in os.walk(directory, onerror=unlisted):
         here = Path(root)
         folders[:] = sorted(f for f in folders if not f.startswith("."))
         for name in sorted([*names, *folders]):

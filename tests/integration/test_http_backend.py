@@ -187,6 +187,22 @@ def test_a_gateway_that_is_its_own_backend_refuses_the_loop_at_once(front, demo_
         looped.stop()
 
 
+def test_a_pool_whose_cache_every_tenant_shares_shows_callers_no_cached_count(front):
+    """(two reviews) Without `send_cache_salt`, the server's prefix cache is every tenant's: its cached count told one
+    tenant which prompts another had sent, so callers are shown none; the operator's metric keeps it (hiding it
+    there too made cache-affinity routing look broken on every dashboard)."""
+    url, back, _ = front
+    words = [{"role": "user", "content": "Tell me about the tiered model store and its caches. " * 6}]
+    for _ in range(2):
+        answer = ask(url, messages=words).parse()
+    direct = ask(back.url, messages=words).parse()
+    assert direct.usage.prompt_tokens_details.cached_tokens > 0  # the server behind did cache it
+    assert answer.usage.prompt_tokens_details is None or not answer.usage.prompt_tokens_details.cached_tokens
+    metrics = httpx.get(f"{url}/metrics").text
+    actual = [line for line in metrics.splitlines() if line.startswith("tandem_gateway_prefix_tokens_total{")]
+    assert any('kind="actual"' in line and float(line.split()[-1]) > 0 for line in actual), actual
+
+
 def test_readyz_reports_the_http_member_and_its_loss(front):
     url, back, _ = front
     member = httpx.get(f"{url}/readyz").json()["backends"][back.url]

@@ -378,7 +378,7 @@ def test_a_body_in_latin_1_is_told_to_send_utf_8(stack):
 def test_head_is_answered_as_get_and_another_method_is_named(stack):
     """(a review) Uptime checkers send HEAD: /healthz, /readyz and /v1/models said 405. A method no route takes is a
     405 in OpenAI's error shape, its `code` named."""
-    for path in ("/healthz", "/readyz", "/v1/models"):
+    for path in ("/healthz", "/readyz", "/v1/models", "/v1/models/tandem-demo", "/v1/models/nope", "/metrics"):
         head = httpx.head(f"{stack.url}{path}", timeout=30)
         assert head.status_code == httpx.get(f"{stack.url}{path}", timeout=30).status_code and not head.content, path
     put = httpx.put(f"{stack.url}/v1/models", timeout=30)
@@ -531,3 +531,14 @@ def test_a_body_just_over_the_limit_gets_its_413_read_whole(stack):
     reply = httpx.post(f"{stack.url}/v1/chat/completions", json=ASK | {"stop": [HUGE] * 3}, timeout=30)
     assert reply.status_code == 413 and reply.json()["error"]["code"] == "request_too_large"
     assert reply.headers.get("connection") != "close"
+
+
+def test_a_client_waiting_to_send_its_body_is_refused_before_it_sends_it(stack):
+    """(a review) `Expect: 100-continue` (curl past 1 MB, .NET, Java): reading on, the gateway asked for the body it
+    had refused, and 64 MiB came before the 413. Answered at once now, no `100 Continue` first."""
+    host, port = stack.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Expect: 100-continue\r\nContent-Length: 70000000\r\n\r\n")  # fmt: skip
+        said = sock.recv(4096)
+    assert said.startswith(b"HTTP/1.1 413") and b"connection: close" in said.lower(), said[:200]

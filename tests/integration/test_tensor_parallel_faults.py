@@ -196,3 +196,36 @@ def test_a_step_timeout_that_is_no_number_is_one_line():
     )  # fmt: skip
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert "TANDEM_TP_STEP_TIMEOUT_S='abc': seconds, a number above 0" in done.stderr
+
+
+def test_ranks_slow_to_start_still_meet_under_a_short_step_timeout(demo_checkpoint):
+    """The ranks met under the step timeout: on a busy machine rank 1 took longer than TANDEM_TP_STEP_TIMEOUT_S (3 s)
+    to import torch and come, and the worker failed to start, with torch's traceback (CI). They wait for each other
+    up to STARTUP_TIMEOUT now; only the model's collectives are under the step timeout. Here rank 1 is held
+    stopped for 5 s as it starts."""
+    import subprocess
+    import sys
+
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tandem.cli", "cloud-worker", "--model", str(demo_checkpoint), "--port",
+         str(free_port()), "--device", "cpu", "--tp", "2"],
+        env={**os.environ, "TANDEM_TP_STEP_TIMEOUT_S": "3"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(ranks := _tree(worker.pid)[1:]) == 0:
+            assert worker.poll() is None and time.monotonic() < deadline, worker.stdout.read()
+            time.sleep(0.05)
+        for pid in ranks:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(5)
+        for pid in ranks:
+            os.kill(pid, signal.SIGCONT)
+        said = []
+        while "worker ready" not in (line := worker.stdout.readline()):
+            said.append(line)
+            assert worker.poll() is None, "".join(said)
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=30)

@@ -261,3 +261,32 @@ def test_push_refuses_what_it_cannot_take_whole_before_hashing(tmp_path):
         with pytest.raises(StoreError, match=f"{re.escape(str(odd))}: {said}"):
             Manifest.of_directory(model)
         odd.unlink()
+
+
+def test_push_refuses_a_folder_it_may_not_list():
+    """(a review) os.walk skips a folder it cannot open: a checkpoint's `original/` of mode 000 was left out and the
+    push said it was done. As root (who may list anything), the check runs as `nobody`."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    where = Path(tempfile.mkdtemp())  # not under pytest's own, which `nobody` may not enter
+    os.chmod(where, 0o755)
+    model = where / "model"
+    (model / "original").mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "original" / "consolidated.00.pth").write_bytes(b"w")
+    os.chmod(model / "original", 0)
+    check = "from tandem.model_store import Manifest; Manifest.of_directory(__import__('pathlib').Path(__import__('sys').argv[1]))"
+    command = [sys.executable, "-c", check, str(model)]
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root, and no setpriv to drop root's right to list any folder")
+        command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=root,
+                          env=os.environ | {"PYTHONPATH": f"{root}:{root}/sdk"})  # fmt: skip
+    os.chmod(model / "original", 0o755)
+    shutil.rmtree(where)
+    assert done.returncode != 0 and f"{model / 'original'}: cannot be listed" in done.stderr, done.stderr[-500:]

@@ -229,3 +229,27 @@ def test_a_stream_started_in_the_turn_the_client_leaves_is_closed_too():
         return list(started), list(closed)  # here: at its end, asyncio.run cancels whatever is left anyway
 
     assert asyncio.run(go()) == (["first", "second"], ["first", "second"])
+
+
+def test_the_tokens_given_back_are_only_those_known_unused():
+    """A stream stopped early keeps its prompt and the tokens it was sent; an HTTP backend's text comes without its
+    ids (several tokens an event from some servers: counted one each, a tenant got ten times its rate) and a usage
+    its server did not send reads 0: neither is grounds for a refund (a review)."""
+    from gateway.api.generation import _used_tokens
+    from gateway.dispatch import RoutedStream
+
+    def routed(*chunks: worker_pb2.GenerateChunk) -> RoutedStream:
+        stream = RoutedStream("cloud", "default", None, "cloud/0", chunks[0], None, "acme", prompt_tokens=20)
+        for chunk in chunks:
+            stream._count(chunk)
+        return stream
+
+    usage = worker_pb2.Usage(prompt_tokens=20, completion_tokens=30)
+    ids = [worker_pb2.GenerateChunk(token_ids=[1, 2], text="ab"), worker_pb2.GenerateChunk(token_ids=[3], text="c")]
+    assert _used_tokens(routed(*ids), None) == 23  # a worker's: stopped after three tokens
+    assert _used_tokens(routed(*ids), worker_pb2.GenerateChunk(finish_reason="stop", usage=usage)) == 50
+    texts = [worker_pb2.GenerateChunk(text="ten tokens"), worker_pb2.GenerateChunk(text="ten more")]
+    assert _used_tokens(routed(*texts), None) is None  # stopped: how many tokens that was, no one knows
+    no_usage = worker_pb2.GenerateChunk(finish_reason="stop", usage=worker_pb2.Usage(prompt_tokens=20))
+    assert _used_tokens(routed(*texts), no_usage) is None  # a usage the server did not send (0 made, for 2 events)
+    assert _used_tokens(routed(*texts), worker_pb2.GenerateChunk(finish_reason="stop", usage=usage)) == 50

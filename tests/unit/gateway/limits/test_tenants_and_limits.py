@@ -202,3 +202,25 @@ def test_a_tenants_file_gone_or_broken_keeps_the_keys_before_it(tmp_path, monkey
         asyncio.run(go())
     refusals = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert len(refusals) == 3 and "keys are stored hashed" in refusals[0] and "no API keys" in refusals[1]
+
+
+def test_a_key_removed_while_the_gateway_starts_is_removed_when_the_watch_begins(tmp_path, monkeypatch):
+    """(a review) The watch took the file as it was when it began for what was serving: a key removed between the
+    gateway's reading the file and its watch's start (backends polled, tokenizers read) stayed open for good."""
+    from gateway import tenants as tenants_module
+    from gateway.policy import reloader
+
+    monkeypatch.setattr(reloader, "SETTLE_S", 0.0)
+    path = write(tmp_path, f"tenants:\n  acme: {{keys: ['{hash_key('leaked')}', '{hash_key('kept')}']}}\n")
+    tenants = Tenants.load(path, [], b"s")
+    path.write_text(f"tenants:\n  acme: {{keys: ['{hash_key('kept')}']}}\n")  # revoked while the gateway starts
+
+    async def go():
+        watch = asyncio.create_task(
+            tenants_module.TenantsReloader(tenants, path, lambda: tenants_module.read_tenants(path, [])).run()
+        )
+        await asyncio.sleep(0.5)
+        watch.cancel()
+
+    asyncio.run(go())
+    assert tenants.authenticate("leaked") is None and tenants.authenticate("kept") == "acme"
