@@ -4,6 +4,7 @@ The gRPC server (`server.py`), the tensor-parallel ranks (which are handed `prep
 imports nothing above it), the benches and the tests all build here.
 """
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from modeling.llama import LlamaForCausalLM
 from modeling.loader import load_model, read_config
 from serving.checkpoint import load_tokenizer, model_id_for
 from tandem_kernels import cpu_extension
+from tandem_kernels.dispatch import triton_refuses
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,10 @@ def build_engine(
     model_config = read_config(model_dir)
     if config.device.startswith("cuda"):
         _check_gpus(config)
+        if why := triton_refuses(model_config.head_dim, config.block_size_tokens):
+            # Served all the same, by the torch references, without CUDA graphs (whose capture assumes the kernels)
+            log.warning("%s: rotary, KV writes and paged attention run torch's reference kernels (slower)", why)
+            config = dataclasses.replace(config, decode_graphs="off")
     if config.tensor_parallel_size > 1:
         check_divisible_config(model_config, config.tensor_parallel_size)
     num_blocks = config.num_blocks_for(model_config, model_dtype(config.device).itemsize)

@@ -28,3 +28,19 @@ def check(condition: bool, message: str) -> None:
     """Launcher argument checks: a clear error instead of a wrong answer or a crash inside a kernel."""
     if not condition:
         raise ValueError(message)
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def triton_refuses(head_dim: int, block_size: int) -> str | None:
+    """Why the Triton kernels cannot take a model's heads or a KV block size (None: they can): the rotary, KV-write
+    and paged-attention kernels tile by powers of 2, and tl.dot needs blocks of 16 on a GPU. The kernels then run
+    the torch references for it (a review: a Phi-3-mini, head_dim 96, or `--block-size 24` started on CUDA and
+    failed every request)."""
+    if not (_power_of_two(head_dim) and _power_of_two(block_size)):
+        return f"head_dim {head_dim} and block size {block_size}: Triton's kernels take powers of 2"
+    if block_size < 16 and os.environ.get("TRITON_INTERPRET") != "1":
+        return f"block size {block_size}: Triton's paged attention takes blocks of 16 tokens or more on a GPU"
+    return None

@@ -7,7 +7,7 @@ import functools
 
 import torch
 
-from tandem_kernels.dispatch import check, use_triton
+from tandem_kernels.dispatch import check, triton_refuses, use_triton
 
 
 def write_kv_ref(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor):
@@ -49,7 +49,7 @@ def write_kv_triton(k_cache, v_cache, k, v, slots):
 
 
 def write_kv(k_cache, v_cache, k, v, slots):
-    if use_triton(k):
+    if use_triton(k) and triton_refuses(k_cache.shape[-1], 16) is None:
         write_kv_triton(k_cache, v_cache, k, v, slots)
     else:
         write_kv_ref(k_cache, v_cache, k, v, slots)

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from tandem_kernels import cpu_extension
-from tandem_kernels.dispatch import check, use_triton
+from tandem_kernels.dispatch import check, triton_refuses, use_triton
 
 DECODE_GROUP_SEQS = 16
 PREFILL_TILE = 16  # query tokens per program of the prefill kernel
@@ -386,6 +386,8 @@ def paged_attention(q, k_cache, v_cache, meta):
     if not use_triton(q):
         return _paged_attention_cpu(q, k_cache, v_cache, meta)
     head_dim, block_size = q.shape[-1], k_cache.shape[2]
+    if triton_refuses(head_dim, block_size):  # (the worker said so once, at start: cloud_worker/build.py)
+        return paged_attention_ref(q, k_cache, v_cache, meta)
     if meta.prefill_rows and (head_dim < 16 or block_size < 16):
         # Shapes tl.dot cannot take (tiny test models): prefill chunks take the reference.
         out = _prefill_rows_ref(q, k_cache, v_cache, meta)

@@ -10,7 +10,7 @@ import functools
 import torch
 
 from tandem_kernels import cpu_extension
-from tandem_kernels.dispatch import check, use_triton
+from tandem_kernels.dispatch import check, triton_refuses, use_triton
 
 
 def apply_rotary_ref(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -57,7 +57,7 @@ def apply_rotary_triton(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -
 
 
 def apply_rotary(x, cos, sin):
-    if use_triton(x):
+    if use_triton(x) and x.shape[-1] % 2 == 0 and triton_refuses(x.shape[-1] // 2, 16) is None:
         return apply_rotary_triton(x, cos, sin)
     ext = cpu_extension.usable_for(x, cos, sin)
     tokens_first = x.transpose(1, 2)  # [batch, tokens, heads, d]: contiguous when x is a projection's output

@@ -175,6 +175,32 @@ def test_launchers_refuse_bad_arguments():
         paged_decode_triton(q, k_cache, v_cache, meta.block_tables, torch.tensor([3]))
 
 
+def test_shapes_the_triton_kernels_cannot_take_run_the_references(monkeypatch):
+    """(a review) A Phi-3-mini's head_dim 96, or `--block-size 24`: the launchers refuse them, and on CUDA, where
+    every call went to Triton, every request failed. The dispatch runs the references for them now."""
+    from tandem_kernels.dispatch import triton_refuses
+    from tandem_kernels.kv_write import write_kv, write_kv_ref
+    from tandem_kernels.rotary import apply_rotary, apply_rotary_ref
+
+    assert triton_refuses(128, 16) is None and "powers of 2" in triton_refuses(96, 16)
+    assert "powers of 2" in triton_refuses(64, 24)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert "16 tokens or more" in triton_refuses(64, 8)  # on a GPU; the interpreter takes any power of 2
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    q, k_cache, v_cache, meta = decode_case([5, 12], head_dim=12)
+    expected = paged_attention_ref(q, k_cache, v_cache, meta)
+    x, cos, sin = torch.randn(1, 2, 3, 12), torch.randn(1, 3, 12), torch.randn(1, 3, 12)
+    k, slots = torch.randn(2, 2, 12), torch.tensor([0, 5])
+    caches = torch.zeros_like(k_cache), torch.zeros_like(v_cache)
+    write_kv_ref(*caches, k, k, slots)
+    monkeypatch.setenv("TANDEM_KERNELS", "triton")
+    torch.testing.assert_close(paged_attention(q, k_cache, v_cache, meta), expected)
+    torch.testing.assert_close(apply_rotary(x, cos, sin), apply_rotary_ref(x, cos, sin))
+    written = torch.zeros_like(k_cache), torch.zeros_like(v_cache)
+    write_kv(*written, k, k, slots)
+    torch.testing.assert_close(written, caches)
+
+
 def test_the_engine_through_the_triton_kernels_equals_hf(monkeypatch, demo_checkpoint):
     """The engine reaches the kernels through the dispatch: forced to Triton (interpreted), output is unchanged."""
     import tandem_kernels.kv_write

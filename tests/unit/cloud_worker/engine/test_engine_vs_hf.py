@@ -34,11 +34,16 @@ def _hf(checkpoint: Path):
 
 
 def hf_greedy(checkpoint: Path, prompt: list[int], num_out: int = NUM_OUT) -> list[int]:
+    """HF's greedy tokens, its argmax at each step, past the end-of-sequence token as the engine runs here
+    (ignore_eos). `generate(min_new_tokens=…)` masks that token: where it was the best, the oracle took the second
+    best, and equal engines would have failed (a review)."""
+    model, tokens = _hf(checkpoint), []
     with torch.no_grad():
-        out = _hf(checkpoint).generate(
-            torch.tensor([prompt]), max_new_tokens=num_out, min_new_tokens=num_out, do_sample=False, pad_token_id=0
-        )
-    return out[0, len(prompt) :].tolist()
+        out = model(torch.tensor([prompt]), use_cache=True)
+        while len(tokens) < num_out:
+            tokens.append(int(out.logits[0, -1].argmax()))
+            out = model(torch.tensor([[tokens[-1]]]), past_key_values=out.past_key_values, use_cache=True)
+    return tokens
 
 
 async def _one(engine, name: str, prompt: list[int], num_out: int):
