@@ -15,7 +15,7 @@ from serving.checkpoint import GenerationDefaults
 from serving.openai.chat_tokenizer import ChatTokenizer
 from serving.openai.schemas import ChatCompletionRequest
 from tests.checkpoints import assert_logits_equal_hf
-from tests.unit.cloud_worker.engine.test_engine_vs_hf import corpus_ids, run_batch
+from tests.unit.cloud_worker.engine.test_engine_vs_hf import corpus_ids, hf_greedy, run_batch
 
 THETA = 500.0  # far from the 10,000 a loader that missed rope_parameters would fall back to
 
@@ -40,9 +40,7 @@ def test_rope_parameters_are_read_and_greedy_tokens_equal_hf(saved_today):
     hf = AutoModelForCausalLM.from_pretrained(saved_today, dtype=torch.float32).eval()
     assert hf.config.rope_parameters["rope_theta"] == THETA  # the oracle reads it too
     prompt = corpus_ids(saved_today)[:60]
-    with torch.no_grad():
-        expected = hf.generate(torch.tensor([prompt]), max_new_tokens=12, min_new_tokens=12, do_sample=False,
-                               pad_token_id=0)[0, len(prompt):].tolist()  # fmt: skip
+    expected = hf_greedy(saved_today, prompt, 12)  # HF's argmax at each step, past the end-of-sequence token
     engine = build_engine(saved_today, config=EngineConfig(num_kv_blocks=64))
     try:
         [(tokens, _)] = run_batch(engine, [prompt])
