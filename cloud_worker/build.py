@@ -88,6 +88,8 @@ def build_engine(
         TensorParallelPeers(model_dir, config, num_blocks, prepare_model) if config.tensor_parallel_size > 1 else None
     )
     model = prepare_model(model_dir, config)
+    if peers is not None:
+        peers.loaded()
     runner = ModelRunner(
         model,
         num_blocks,

@@ -59,6 +59,10 @@ class TooManyAgents(Exception):
     """MAX_AGENTS live agents are registered: a new one is refused until some stop heartbeating."""
 
 
+class AgentIdTaken(Exception):
+    """A live agent registered this agent_id from another endpoint: the id is its until it stops heartbeating."""
+
+
 class EdgeAgents:
     def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic, most: int = MAX_AGENTS) -> None:
         self.ttl_s, self._clock, self._most = ttl_s, clock, most
@@ -67,8 +71,16 @@ class EdgeAgents:
 
     def heartbeat(self, registration: Registration) -> bool:
         """Record a registration or heartbeat; True when the agent is new. TooManyAgents for a new agent when
-        `most` live ones are registered."""
-        is_new = self._live(registration.agent_id) is None
+        `most` live ones are registered; AgentIdTaken for a live agent's id from another endpoint."""
+        live = self._live(registration.agent_id)
+        if live is not None and live.endpoint != registration.endpoint:
+            # Every device holds the edge token: a registration of another's id replaced its report, and the device
+            # capability its requests were routed by (a review). Its own agent moving to a new endpoint waits a TTL.
+            raise AgentIdTaken(
+                f"agent_id {registration.agent_id!r} is registered from another endpoint; it is free once that agent "
+                f"has not been heard from for {self.ttl_s:g} s"
+            )
+        is_new = live is None
         if is_new:
             if self._clock() - self._swept > self.ttl_s or len(self._agents) >= self._most:
                 self._sweep()  # the expired go, at most once a TTL (or when full): not an O(n) walk per agent

@@ -36,17 +36,17 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         max_bytes = self.max_bytes
+        # A client that waits for `100 Continue` before its body (curl past 1 MB, .NET, Java) sends none if answered
+        # first: reading would ask it for the body refused (a review: 64 MiB sent for a 413, a whole body for a 415)
+        waits = b"100-continue" in headers.get(b"expect", b"").lower()
         encoding = headers.get(b"content-encoding", b"identity").strip().lower()
         if encoding not in (b"identity", b""):
             shown = encoding.decode("latin-1")[:32]
             message = f"Content-Encoding {shown!r} is not supported: send the request body uncompressed"
-            await _refuse(receive, send, 415, message, "Content-Encoding", "unsupported_content_encoding")
+            await _refuse(receive, send, 415, message, "Content-Encoding", "unsupported_content_encoding", waits=waits)
             return
         declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
-            # A client that waits for `100 Continue` before its body (curl past 1 MB, .NET, Java) sends none if
-            # answered first: reading would ask it for the body refused (a review: 64 MiB sent for a 413)
-            waits = b"100-continue" in headers.get(b"expect", b"").lower()
             await self._too_large(receive, send, declared.decode(errors="replace"), max_bytes, waits=waits)
             return
         chunks, total = [], 0

@@ -41,6 +41,6 @@ def triton_refuses(head_dim: int, block_size: int) -> str | None:
     failed every request)."""
     if not (_power_of_two(head_dim) and _power_of_two(block_size)):
         return f"head_dim {head_dim} and block size {block_size}: Triton's kernels take powers of 2"
-    if block_size < 16 and os.environ.get("TRITON_INTERPRET") != "1":
-        return f"block size {block_size}: Triton's paged attention takes blocks of 16 tokens or more on a GPU"
+    if min(head_dim, block_size) < 16 and os.environ.get("TRITON_INTERPRET") != "1":
+        return f"head_dim {head_dim} and block size {block_size}: Triton's paged attention (tl.dot) takes 16 or more on a GPU"
     return None

@@ -159,6 +159,11 @@ class TensorParallelPeers:
         log.error("%s: the worker stops", self.broken)
         os.kill(os.getpid(), signal.SIGTERM)  # the worker drains and closes; close() then exits saying why
 
+    def loaded(self) -> None:
+        """Wait for every rank to have its shard (over the idle group: as long as they take): a step sent before
+        that waited on a rank still loading, and the step timeout stopped a worker that was only starting."""
+        dist.barrier(group=self._steps)
+
     def abandon(self, why: str) -> None:
         """The group can run no step again (a rank gone, a collective that failed): closing stops every rank."""
         self.broken = self.broken or why
@@ -242,6 +247,7 @@ def _rank_main(
     steps = _init(rank, world, init_method, config, timeout)
     model = prepare_model(model_dir, config, rank)
     runner = ModelRunner(model, num_blocks, config.block_size_tokens)
+    dist.barrier(group=steps)  # loaded: rank 0 waits for this (TensorParallelPeers.loaded) before its first step
     while True:
         message = [None]
         dist.broadcast_object_list(message, src=0, group=steps)

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Depends, Request
 from opentelemetry import trace
 
 from gateway.deps import Config, EdgeAgentsDep
-from gateway.edge_agents import Registration, TooManyAgents
+from gateway.edge_agents import AgentIdTaken, Registration, TooManyAgents
 from serving.openai.errors import GatewayError, Unauthorized
+from serving.openai.schemas import ErrorResponse
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +21,10 @@ class RegistrationOff(GatewayError):
 
 class Full(GatewayError):
     status_code, error_type, code = 429, "requests", "too_many_edge_agents"
+
+
+class Taken(GatewayError):
+    status_code, error_type, code = 409, "invalid_request_error", "agent_id_in_use"
 
 
 async def require_edge_token(request: Request, settings: Config) -> None:
@@ -36,7 +41,13 @@ async def require_edge_token(request: Request, settings: Config) -> None:
 router = APIRouter(prefix="/v1/edge", dependencies=[Depends(require_edge_token)])
 
 
-@router.post("/register")
+@router.post(
+    "/register",
+    responses={
+        409: {"model": ErrorResponse, "description": "a live agent registered this agent_id from another endpoint"},
+        429: {"model": ErrorResponse, "description": "the gateway keeps the most edge agents it takes (Retry-After)"},
+    },
+)
 async def register(body: Registration, edge_agents: EdgeAgentsDep) -> dict:
     span = trace.get_current_span()  # the server span, a child of the agent's `edge.register` span
     span.set_attribute("tandem.agent_id", body.agent_id)
@@ -46,6 +57,8 @@ async def register(body: Registration, edge_agents: EdgeAgentsDep) -> dict:
     except TooManyAgents as exc:  # those registered go on heartbeating; a new one waits for one to stop
         retry = {"Retry-After": str(math.ceil(edge_agents.ttl_s))}
         raise Full(f"{exc}; try again once some stop", headers=retry) from None
+    except AgentIdTaken as exc:
+        raise Taken(str(exc), headers={"Retry-After": str(math.ceil(edge_agents.ttl_s))}, param="agent_id") from None
     if is_new:
         log.info(
             "edge agent %s registered: %s, %s, npu=%s",

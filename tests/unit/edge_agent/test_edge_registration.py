@@ -3,7 +3,7 @@
 import pytest
 
 from edge_agent.device import probe
-from gateway.edge_agents import AgentDevice, EdgeAgents, Registration, TooManyAgents
+from gateway.edge_agents import AgentDevice, AgentIdTaken, EdgeAgents, Registration, TooManyAgents
 
 
 class Clock:
@@ -13,9 +13,22 @@ class Clock:
         return self.now
 
 
-def registration(agent_id="a1", npu=True, ram_gb=16.0):
-    return Registration(agent_id=agent_id, endpoint="grpc://10.0.0.2:50061", model="m", execution_provider="QNNExecutionProvider",
+def registration(agent_id="a1", npu=True, ram_gb=16.0, endpoint="grpc://10.0.0.2:50061"):
+    return Registration(agent_id=agent_id, endpoint=endpoint, model="m", execution_provider="QNNExecutionProvider",
                         max_context_tokens=2048, device=AgentDevice(npu=npu, ram_gb=ram_gb))  # fmt: skip
+
+
+def test_a_live_agents_id_is_not_taken_by_another_endpoint():
+    """(a review) Every device holds the edge token: registering another device's agent_id replaced its report, and
+    with it the capability its requests were routed by. The id is the first endpoint's while it heartbeats."""
+    clock = Clock()
+    agents = EdgeAgents(ttl_s=10, clock=clock)
+    agents.heartbeat(registration(npu=False))
+    with pytest.raises(AgentIdTaken, match="registered from another endpoint"):
+        agents.heartbeat(registration(npu=True, endpoint="grpc://10.6.6.6:50061"))
+    assert agents.device("a1").npu is False
+    clock.now = 11  # the first stopped heartbeating: the id is free
+    assert agents.heartbeat(registration(npu=True, endpoint="grpc://10.6.6.6:50061")) is True
 
 
 def test_an_agent_is_kept_while_it_heartbeats_and_dropped_after_the_ttl():

@@ -185,7 +185,9 @@ def test_shapes_the_triton_kernels_cannot_take_run_the_references(monkeypatch):
     assert triton_refuses(128, 16) is None and "powers of 2" in triton_refuses(96, 16)
     assert "powers of 2" in triton_refuses(64, 24)
     monkeypatch.delenv("TRITON_INTERPRET")
-    assert "16 tokens or more" in triton_refuses(64, 8)  # on a GPU; the interpreter takes any power of 2
+    assert "16 or more on a GPU" in triton_refuses(64, 8) and "16 or more" in triton_refuses(
+        8, 16
+    )  # (any, interpreted)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     q, k_cache, v_cache, meta = decode_case([5, 12], head_dim=12)
     expected = paged_attention_ref(q, k_cache, v_cache, meta)
