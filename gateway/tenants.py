@@ -223,7 +223,6 @@ def _by_hash(config: TenantsFile) -> dict[str, str]:
 
 
 MAX_TENANTS_BYTES = 16 * 1024 * 1024  # tens of thousands of tenants (a policy's limit is 1 MiB)
-TENANTS_ARE_YAML = "a tenants file is YAML (docs/operations.md)"
 
 
 def _said(path, root, error: dict) -> str:
@@ -269,8 +268,10 @@ class TenantsReloader:
         except PolicyError as exc:  # gone, unreadable: the keys it held stay as they were, said once
             return self._refuse(digest(str(exc)), str(exc))
         now = digest(text)
-        if now == self._serving or now == self._refused:
-            self._refused = None if now == self._serving else self._refused
+        if now == self._serving:  # (a refused edit undone: said again if it comes back)
+            self._refused = None
+            return False
+        if now == self._refused:
             return False
         try:  # off the event loop: tens of thousands of tenants take a while to read
             config = await asyncio.to_thread(self._read)
@@ -292,4 +293,4 @@ class TenantsReloader:
 
 
 def _read_text(path: Path) -> str:
-    return read_policy_text(path, TENANTS_ARE_YAML, MAX_TENANTS_BYTES)
+    return read_policy_text(path, "a tenants file is YAML (docs/operations.md)", MAX_TENANTS_BYTES)

@@ -54,11 +54,11 @@ async def register(body: Registration, edge_agents: EdgeAgentsDep) -> dict:
     span.set_attribute("tandem.execution_provider", body.execution_provider)
     try:
         is_new = edge_agents.heartbeat(body)
-    except TooManyAgents as exc:  # those registered go on heartbeating; a new one waits for one to stop
+    except (TooManyAgents, AgentIdTaken) as exc:  # either frees up within a TTL: an agent stops heartbeating
         retry = {"Retry-After": str(math.ceil(edge_agents.ttl_s))}
+        if isinstance(exc, AgentIdTaken):
+            raise Taken(str(exc), headers=retry, param="agent_id") from None
         raise Full(f"{exc}; try again once some stop", headers=retry) from None
-    except AgentIdTaken as exc:
-        raise Taken(str(exc), headers={"Retry-After": str(math.ceil(edge_agents.ttl_s))}, param="agent_id") from None
     if is_new:
         log.info(
             "edge agent %s registered: %s, %s, npu=%s",

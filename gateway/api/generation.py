@@ -662,10 +662,11 @@ async def _stream_events(
                     _end_of_stream(span, chunk)
                     for event in shape.ending(chunk.finish_reason, held):
                         yield event
+                    shown = _callers_usage(routed, chunk.usage)
                     if include_usage:
-                        yield shape.usage_chunk(_callers_usage(routed, chunk.usage))
+                        yield shape.usage_chunk(shown)
                     if usages is not None:
-                        usages[shape.index] = _callers_usage(routed, chunk.usage)
+                        usages[shape.index] = shown
                     _record(routed, "ok", chunk.usage, started)
             if last is None or not last.finish_reason:
                 raise BackendError.ours(
@@ -718,15 +719,10 @@ def _used_tokens(routed: RoutedStream, last: worker_pb2.GenerateChunk | None) ->
     refund) where that cannot be told: an HTTP backend's text comes without its tokens' ids, several tokens an event
     for some servers (counted one each, a tenant got ten times its rate: a review), and a usage its server did not
     send reads 0 tokens made (one that did counts at least one for each event of text)."""
-    usage = last.usage if last is not None and last.HasField("usage") else None
-    if routed.counted_exactly:
-        return (
-            routed.prompt_tokens + routed.streamed_tokens
-            if usage is None
-            else usage.prompt_tokens + usage.completion_tokens
-        )
-    if usage is not None and usage.completion_tokens >= routed.streamed_tokens:
-        return usage.prompt_tokens + usage.completion_tokens
+    if last is None or not last.HasField("usage"):
+        return routed.prompt_tokens + routed.streamed_tokens if routed.counted_exactly else None
+    if routed.counted_exactly or last.usage.completion_tokens >= routed.streamed_tokens:
+        return last.usage.prompt_tokens + last.usage.completion_tokens
     return None
 
 

@@ -63,7 +63,7 @@ class Manifest:
         for path in sorted(paths):
             if _hidden(Path(path)):
                 return f"{path!r}: push leaves out names starting with '.'"
-            parents = [str(parent.as_posix()) for parent in Path(path).parents if str(parent) != "."]
+            parents = [parent.as_posix() for parent in Path(path).parents if str(parent) != "."]
             if clash := next((parent for parent in parents if parent in paths), None):
                 return f"{clash!r} is a file and a folder"
         return None
@@ -114,8 +114,8 @@ def _files_in(directory: Path) -> list[Path]:
 
     for root, folders, names in os.walk(directory, onerror=unlisted):
         here = Path(root)
-        folders[:] = sorted(f for f in folders if not f.startswith("."))
-        for name in sorted([*names, *folders]):
+        folders[:] = [f for f in folders if not f.startswith(".")]
+        for name in [*names, *folders]:
             path = here / name
             if name.startswith("."):
                 continue
