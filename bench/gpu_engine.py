@@ -18,6 +18,7 @@ Last line: one JSON object.
 
     bash bench/gpu_suite.sh            # runs this after the tests and the kernel figures
     python bench/gpu_engine.py --smoke # tiny shape on the CPU, graphs "eager": checks the script, not the GPU
+    python bench/gpu_engine.py --fp32  # the same in fp32: where graphs and no graphs differ without bf16 rounding
 """
 
 import argparse
@@ -154,10 +155,18 @@ def main() -> None:
     global P
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="a tiny shape on the CPU (checks the script only)")
-    if parser.parse_args().smoke:
+    parser.add_argument("--fp32", action="store_true",
+                        help="the engine and HF in fp32 (a diagnostic: does graphs' disagreement with no graphs "
+                             "stay where bf16's rounding is gone?)")  # fmt: skip
+    args = parser.parse_args()
+    if args.smoke:
         P = SMOKE
     elif not torch.cuda.is_available():
         sys.exit("no CUDA device: run this on a GPU machine (or --smoke on the CPU)")
+    if args.fp32:
+        import cloud_worker.build
+
+        cloud_worker.build.model_dtype = lambda device: torch.float32  # the engine takes its dtype from here
     cache = Path(os.environ.get("TANDEM_BENCH_CACHE", tempfile.gettempdir())) / "tandem-bench-gpu"
     shape = P["shape"]
     path = cached_demo_checkpoint(cache / f"llama-h{shape.hidden_size}-l{shape.num_hidden_layers}", shape)
@@ -174,21 +183,23 @@ def main() -> None:
         r = runs[graphs]
         print(f"  engine, decode graphs {graphs}: {num_out / r['elapsed_s']:.0f} tok/s, one stream "
               f"{r['tpot_ms']:.2f} ms/token, {r['graph_replays']} replays, built in {r['build_s']:.1f} s", flush=True)  # fmt: skip
-    low = torch.bfloat16 if P["device"] == "cuda" else torch.float32
+    low = torch.bfloat16 if P["device"] == "cuda" and not args.fp32 else torch.float32
     hf = run_hf(path, requests, dtype=low, device=P["device"], batch_size=P["hf_batch"])
     print(f"  HF generate, static batches of {P['hf_batch']}: {num_out / hf['elapsed_s']:.0f} tok/s", flush=True)
-    oracle = run_hf(path, requests, device=P["device"], batch_size=P["hf_batch"])[
-        "tokens"
-    ]  # fp32: what both bf16 runs are held to
+    # fp32: what both bf16 runs are held to
+    oracle = hf["tokens"] if low == torch.float32 else run_hf(path, requests, device=P["device"], batch_size=P["hf_batch"])["tokens"]  # fmt: skip
     on, off = runs[P["graphs"]], runs["off"]
-    agree = {"engine": agreement(on["tokens"], oracle), "hf": agreement(hf["tokens"], oracle)}
+    agree = {"engine": agreement(on["tokens"], oracle), "engine_no_graphs": agreement(off["tokens"], oracle),
+             "hf": agreement(hf["tokens"], oracle)}  # fmt: skip
     print(f"  against HF fp32: {json.dumps(agree)}", flush=True)
-    graphs_same = sum(a == b for a, b in zip(on["tokens"], off["tokens"], strict=True))
+    graphs_vs_eager = agreement(on["tokens"], off["tokens"])  # the same bf16 model, two summation orders
+    print(f"  decode graphs against no graphs: {json.dumps(graphs_vs_eager)}", flush=True)
     ceiling = copy_gb_s() if P["device"] == "cuda" else float("nan")  # gpu_kernels' clone of 2 GiB
-    weight_gb_s = params * 2 / (on["tpot_ms"] / 1000) / 1e9  # bf16 weights read once per token
+    weight_gb_s = params * low.itemsize / (on["tpot_ms"] / 1000) / 1e9  # weights read once per token
     result = {
         "device": device_name,
         "tensor_parallel": 1,
+        "dtype": str(low).removeprefix("torch."),
         "params_m": round(params / 1e6, 1),
         "engine_tok_s_graphs": round(num_out / on["elapsed_s"], 1),
         "engine_tok_s_no_graphs": round(num_out / off["elapsed_s"], 1),
@@ -201,11 +212,13 @@ def main() -> None:
         "one_stream_weight_gb_s": round(weight_gb_s, 1),
         "one_stream_bw_fraction": round(weight_gb_s / ceiling, 3) if ceiling == ceiling else None,
         "graph_replays": on["graph_replays"],
-        "graphs_equal_no_graphs_pct": round(100 * graphs_same / len(requests), 1),
+        "graphs_equal_no_graphs_pct": graphs_vs_eager["whole_pct"],
+        "graphs_vs_no_graphs_prefix_pct": graphs_vs_eager["prefix_pct"],
         "replay_ms_batch1": round(on["replay_ms"], 3) if on["replay_ms"] else None,
         "engine_first_token_vs_fp32_pct": agree["engine"]["first_token_pct"],
         "hf_bf16_first_token_vs_fp32_pct": agree["hf"]["first_token_pct"],
         "engine_prefix_vs_fp32_pct": agree["engine"]["prefix_pct"],
+        "engine_no_graphs_prefix_vs_fp32_pct": agree["engine_no_graphs"]["prefix_pct"],
         "hf_bf16_prefix_vs_fp32_pct": agree["hf"]["prefix_pct"],
     }
     print(json.dumps(result))

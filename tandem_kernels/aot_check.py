@@ -32,14 +32,18 @@ def cases():
         "stride_q_seq": "i32", "stride_q_head": "i32", "stride_kv_head": "i32", "stride_kv_block": "i32",
         "stride_kv_slot": "i32", "stride_table": "i32", "scale": "fp32", "num_splits": "i32", "num_heads": "i32",
         "GROUP": "constexpr", "GROUP_PAD": "constexpr", "BLOCK_SIZE": "constexpr", "HEAD_DIM": "constexpr",
-        "SPLIT": "constexpr", "KEYS": "constexpr",
+        "SPLIT": "constexpr", "KEYS": "constexpr", "DOT": "constexpr",
     }  # fmt: skip
     for shape, group, head_dim in (("llama3-8b", 4, 128), ("0.5b", 7, 64)):
         for split in (False, True):
             keys = paged_attention.decode_keys(16, head_dim)
             consts = {"GROUP": group, "GROUP_PAD": 16, "BLOCK_SIZE": 16, "HEAD_DIM": head_dim, "SPLIT": split,
-                      "KEYS": keys}  # fmt: skip
+                      "KEYS": keys, "DOT": "tf32"}  # fmt: skip
             yield f"paged decode {shape} split={split}", decode, decode_sig, consts
+    fp32 = {name: "*fp32" if kind == "*bf16" else kind for name, kind in decode_sig.items()}  # an fp32 model's
+    consts = {"GROUP": 4, "GROUP_PAD": 16, "BLOCK_SIZE": 16, "HEAD_DIM": 64, "SPLIT": True, "DOT": "ieee",
+              "KEYS": paged_attention.decode_keys(16, 64)}  # fmt: skip
+    yield "paged decode fp32", decode, fp32, consts
     yield (
         "paged decode combine",
         combine,
@@ -59,10 +63,20 @@ def cases():
         "tiles_ptr": "*i64", "out_ptr": "*bf16", "stride_q_tok": "i32", "stride_q_head": "i32",
         "stride_kv_head": "i32", "stride_kv_block": "i32", "stride_kv_slot": "i32", "stride_table": "i32",
         "scale": "fp32", "GROUP": "constexpr", "BLOCK_SIZE": "constexpr", "HEAD_DIM": "constexpr", "TILE": "constexpr",
+        "DOT": "constexpr",
     }  # fmt: skip
     for head_dim in (128, 64):
-        consts = {"GROUP": 4, "BLOCK_SIZE": 16, "HEAD_DIM": head_dim, "TILE": paged_attention.PREFILL_TILE}
+        consts = {
+            "GROUP": 4,
+            "BLOCK_SIZE": 16,
+            "HEAD_DIM": head_dim,
+            "TILE": paged_attention.PREFILL_TILE,
+            "DOT": "tf32",
+        }
         yield f"paged prefill head_dim={head_dim}", paged_attention._prefill_kernel(), prefill_sig, consts
+    fp32 = {name: "*fp32" if kind == "*bf16" else kind for name, kind in prefill_sig.items()}
+    consts = {"GROUP": 4, "BLOCK_SIZE": 16, "HEAD_DIM": 64, "TILE": paged_attention.PREFILL_TILE, "DOT": "ieee"}
+    yield "paged prefill fp32", paged_attention._prefill_kernel(), fp32, consts
     yield (
         "kv write",
         kv_write._kernel(),

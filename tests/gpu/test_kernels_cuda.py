@@ -1,4 +1,5 @@
-"""The Triton kernels on a real GPU, in bf16, against their references (bench/gpu_suite.sh runs these)."""
+"""The Triton kernels on a real GPU, in bf16, against their references, and the engine against HF on the same GPU
+(bench/gpu_suite.sh runs these)."""
 
 import pytest
 import torch
@@ -118,3 +119,22 @@ def test_decode_steps_replayed_from_cuda_graphs_equal_the_eager_engine(demo_chec
         finally:
             engine.close()
     assert outputs["auto"] == outputs["off"]
+
+
+def test_the_engine_in_fp32_gives_hf_fp32_greedy_tokens(demo_checkpoint, monkeypatch):
+    """The CPU suite's oracle, on the GPU: in fp32 (bf16 rounding flips near-ties, so bf16 is not held to equality)
+    the Triton kernels and the decode graphs give HF's greedy tokens, HF on the same GPU."""
+    import cloud_worker.build
+    from cloud_worker.build import build_engine
+    from cloud_worker.engine.config import EngineConfig
+    from tests.unit.cloud_worker.engine.test_engine_vs_hf import hf_greedy, mixed_prompts, run_batch
+
+    prompts, num_out = mixed_prompts(demo_checkpoint, 6), 24
+    expected = [hf_greedy(demo_checkpoint, prompt, num_out, device="cuda") for prompt in prompts]
+    monkeypatch.setattr(cloud_worker.build, "model_dtype", lambda device: torch.float32)
+    for mode in ("auto", "off"):
+        engine = build_engine(demo_checkpoint, config=EngineConfig(device="cuda", num_kv_blocks=64, decode_graphs=mode))
+        try:
+            assert [tokens for tokens, _ in run_batch(engine, prompts, num_out=num_out)] == expected, mode
+        finally:
+            engine.close()

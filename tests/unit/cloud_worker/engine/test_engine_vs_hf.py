@@ -29,20 +29,20 @@ def mixed_prompts(checkpoint: Path, count: int) -> list[list[int]]:
 
 
 @functools.cache
-def _hf(checkpoint: Path):
-    return AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).eval()
+def _hf(checkpoint: Path, device: str):
+    return AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).to(device).eval()
 
 
-def hf_greedy(checkpoint: Path, prompt: list[int], num_out: int = NUM_OUT) -> list[int]:
-    """HF's greedy tokens, its argmax at each step, past the end-of-sequence token as the engine runs here
+def hf_greedy(checkpoint: Path, prompt: list[int], num_out: int = NUM_OUT, device: str = "cpu") -> list[int]:
+    """HF's greedy tokens in fp32, its argmax at each step, past the end-of-sequence token as the engine runs here
     (ignore_eos). `generate(min_new_tokens=…)` masks that token: where it was the best, the oracle took the second
     best, and equal engines would have failed (a review)."""
-    model, tokens = _hf(checkpoint), []
+    model, tokens = _hf(checkpoint, device), []
     with torch.no_grad():
-        out = model(torch.tensor([prompt]), use_cache=True)
+        out = model(torch.tensor([prompt], device=device), use_cache=True)
         while len(tokens) < num_out:
             tokens.append(int(out.logits[0, -1].argmax()))
-            out = model(torch.tensor([[tokens[-1]]]), past_key_values=out.past_key_values, use_cache=True)
+            out = model(torch.tensor([[tokens[-1]]], device=device), past_key_values=out.past_key_values)
     return tokens
 
 
