@@ -41,6 +41,7 @@ RETRY_STATUSES = {429, 503}
 MAX_BACKOFF_S = 8.0
 MAX_RETRY_AFTER_S = 60.0
 SHOWN_BYTES = 200  # of an answer that is not what was asked for, in the error that says so
+JSON_BODY = {"Content-Type": "application/json"}
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,11 @@ def _body(model: str, messages: list[dict], stream: bool, params: dict) -> dict:
     if stream:
         body.setdefault("stream_options", {"include_usage": True})
     return body
+
+
+def _encoded(body: dict) -> bytes:
+    """The request's JSON, as httpx's `json=` writes it (NaN refused: no JSON parser takes it)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def _retry_delay_s(response: httpx.Response, attempt: int) -> float:
@@ -508,8 +514,11 @@ class _ClientBase:
             )
         tags = privacy_tags(privacy, metadata.get("privacy"), *header_tags)
         check_spelling(tags, self._s.never_leave, self._s.known_tags)
-        body = _body(model, messages, stream, params)
-        return body, tags, private_reason(body, tags, self._s.detectors, self._s.never_leave)
+        # The bytes sent are made once, here, and what is scanned is read back from them: a retry re-serialized the
+        # app's own lists, so a message another task or thread added while the SDK waited out a 503 went to the
+        # gateway unscanned (a review: a card number in a public request)
+        payload = _encoded(_body(model, messages, stream, params))
+        return payload, tags, private_reason(json.loads(payload), tags, self._s.detectors, self._s.never_leave)
 
     def _client_for(self, target: Target):
         return self._direct if target.direct else self._http
@@ -608,11 +617,11 @@ class Client(_ClientBase):
                 return self._send(_local_target(self._s, tags), body, stream, None, retries=0, timeout=timeout)
             raise _gateway_unavailable(self._s, exc) from exc
 
-    def _send(self, target: Target, body: dict, stream: bool, reason: str | None, retries: int, timeout):
+    def _send(self, target: Target, body: bytes, stream: bool, reason: str | None, retries: int, timeout):
         limit = _read_limit(timeout, self._s)
         for attempt in range(retries + 1):
             context = self._client_for(target).stream(
-                "POST", target.url, json=body, headers=target.headers, timeout=timeout
+                "POST", target.url, content=body, headers=target.headers | JSON_BODY, timeout=timeout
             )
             response = context.__enter__()
             if response.status_code >= 400:
@@ -735,13 +744,13 @@ class AsyncClient(_ClientBase):
                 return await self._send(_local_target(self._s, tags), body, stream, None, retries=0, timeout=timeout)
             raise _gateway_unavailable(self._s, exc) from exc
 
-    async def _send(self, target: Target, body: dict, stream: bool, reason: str | None, retries: int, timeout):
+    async def _send(self, target: Target, body: bytes, stream: bool, reason: str | None, retries: int, timeout):
         import asyncio
 
         limit = _read_limit(timeout, self._s)
         for attempt in range(retries + 1):
             context = self._client_for(target).stream(
-                "POST", target.url, json=body, headers=target.headers, timeout=timeout
+                "POST", target.url, content=body, headers=target.headers | JSON_BODY, timeout=timeout
             )
             response = await context.__aenter__()
             if response.status_code >= 400:

@@ -219,7 +219,8 @@ def test_the_openai_clients_extras_are_read_before_the_privacy_decision(extras):
 
 def test_extra_body_is_merged_and_other_extra_headers_are_refused():
     client = Client("http://gw:8000")
-    body, _, reason = client._plan("m", ASK, False, None, {"extra_body": {"top_k": 5}, "extra_headers": {}})
+    payload, _, reason = client._plan("m", ASK, False, None, {"extra_body": {"top_k": 5}, "extra_headers": {}})
+    body = json.loads(payload)
     assert body["top_k"] == 5 and "extra_body" not in body and reason is None
     with pytest.raises(TypeError, match="only X-Tandem-Privacy"):
         client.chat.completions.create(model="m", messages=ASK, extra_headers={"OpenAI-Organization": "x"})

@@ -240,3 +240,60 @@ def test_a_slow_stream_within_the_timeout_and_line_breaks_cut_between_reads_are_
     head = _answer("200 OK", "text/event-stream", b"", "close")
     server.answer = [(head, 0), (multi[:cut], 0.2), (multi[cut:], 0.2), (WOR.replace(b"\n", b"\r\n"), 0.2), (DONE, 0)]
     assert _call(server.url, private, is_async, stream=True, timeout_s=0.5)[:2] == (["Hello", " wor"], None)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_retry_sends_the_bytes_that_were_scanned_whatever_the_app_changes_meanwhile(kind):
+    """(a review) Each retry serialized the app's own message list again: a message another task or thread added
+    while the SDK waited out a 503 went to the gateway unscanned, a card number in a public request. The request's
+    bytes are made and scanned once."""
+    bodies = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+            if len(bodies) == 1:
+                answer = _answer("503 Service Unavailable", "application/json", b'{"error": {"message": "busy"}}',
+                                 extra="Retry-After: 0.5\r\n")  # fmt: skip
+            else:
+                answer = _answer("200 OK", "application/json", b'{"choices": [{"message": {"content": "hi"}}]}')
+            self.wfile.write(answer)
+            self.close_connection = True
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    history = [{"role": "user", "content": "hello"}]
+    secret = {"role": "user", "content": "my card is 4111 1111 1111 1111"}
+    try:
+        if kind == "sync":
+            timer = threading.Timer(0.2, lambda: (history.append(secret), history[0].update(content="ann@example.com")))
+            timer.start()
+            with tandem_sdk.Client(url, local_agent_url=None, max_retries=2) as client:
+                reply = client.chat.completions.create(model="m", messages=history)
+            timer.join()
+        else:
+
+            async def run():
+                async def meanwhile():
+                    await asyncio.sleep(0.2)
+                    history.append(secret)
+                    history[0]["content"] = "ann@example.com"
+
+                async with tandem_sdk.AsyncClient(url, local_agent_url=None, max_retries=2) as client:
+                    typing = asyncio.create_task(meanwhile())
+                    answer = await client.chat.completions.create(model="m", messages=history)
+                    await typing
+                    return answer
+
+            reply = asyncio.run(run())
+    finally:
+        server.shutdown()
+    assert len(bodies) == 2 and bodies[0] == bodies[1] and b"4111" not in bodies[1] and b"ann@" not in bodies[1]
+    assert len(history) == 2  # the app did change its list during the wait
+    assert reply["tandem"]["served_by"] == "gateway"
+    with pytest.raises(PrivateRequestError):  # what it holds now is private: never sent to the gateway
+        tandem_sdk.Client(url, local_agent_url=None).chat.completions.create(model="m", messages=history)
