@@ -63,7 +63,9 @@ class AutoscaleCollector(Collector):
         out: dict[str, dict[str, float]] = {}
         policy = self._policy()
         for name in policy.pools:
-            reporting = [b for b in self._registry.backends(policy, name) if b.is_reporting]
+            # Backends whose Stats carry a load: an OpenAI-compatible server's say nothing of its queue, which read as
+            # an empty one (a review: a busy HTTP pool's saturation was 0.21, its upstream's 1.5)
+            reporting = [b for b in self._registry.backends(policy, name) if b.is_reporting and b.reports_load]
             signals: dict[str, float] = {}
             if reporting:
                 waiting = sum(b.stats.queue_depth for b in reporting) / len(reporting)
@@ -110,8 +112,16 @@ class AutoscaleCollector(Collector):
             "pool's saturation reads 0 when none is left, shows here",
             labels=["pool", "backend"],
         )
+        healthy_count = GaugeMetricFamily(
+            "tandem_gateway_pool_healthy_backends",
+            "The pool's backends answering their health polls: 0 for a pool with none at all (a dns:// name that "
+            "resolves to nothing has no backend_healthy series to sum)",
+            labels=["pool"],
+        )
         policy = self._policy()
         for pool in policy.pools:
-            for backend in self._registry.backends(policy, pool):
+            backends = self._registry.backends(policy, pool)
+            for backend in backends:
                 healthy.add_metric([pool, backend.endpoint], float(backend.is_reporting))
-        yield from (ratio, saturation, ttft, circuit, healthy)
+            healthy_count.add_metric([pool], float(sum(b.is_reporting for b in backends)))
+        yield from (ratio, saturation, ttft, circuit, healthy, healthy_count)

@@ -35,7 +35,9 @@ async def gather_candidates(
     if hints is None or prompt is None or not profile.uses_prefix_hints or not backends:
         now = time.monotonic()
         return [b.candidate(now) for b in backends], []
-    block_size = next((size for b in backends if (size := b.block_size_tokens)), 0)
+    # A healthy backend's (one serving another model, or dead, hashes no prompt of this pool's: a review saw an
+    # unhealthy backend's size fail every request of its pool); where sizes differ the registry says so
+    block_size = next((size for b in backends if (size := b.block_size_tokens) and b.is_healthy), 0)
     with spans.Stages.stage(tracer, "gateway.hint_lookup") as span:
         hashes = hints.hashes(prompt.salt, prompt.token_ids, block_size)
         matched = await hints.match_workers(hashes, pool.worker_ids)

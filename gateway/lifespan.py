@@ -102,6 +102,9 @@ def preflight(s: Settings) -> None:
         tool_format_for(None, os.environ.get("TANDEM_TOOL_FORMAT"))
         if s.decision_log is not None:
             try:
+                if Path(s.decision_log).exists() and not Path(s.decision_log).is_file():
+                    # a pipe with no reader held the start for ever (opening it waits), a device had no end to seek
+                    raise ValueError(f"TANDEM_DECISION_LOG={s.decision_log}: not a regular file (give a file's path)")
                 with open(s.decision_log, "a", encoding="utf-8"):  # appended to for the gateway's life
                     pass
             except OSError as exc:

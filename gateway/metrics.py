@@ -85,6 +85,10 @@ def observe_plugins(plan) -> None:
             child.observe(seconds)
 
 
+DECISION_LOG_DROPPED = Counter(
+    "tandem_gateway_decision_log_dropped_total",
+    "TANDEM_DECISION_LOG records that could not be written (its folder gone, a full disk): the gateway's log says why",
+)
 CLIENTS_LET_GO = Counter(
     "tandem_gateway_clients_let_go_total",
     "Streamed answers ended because their client took no data for TANDEM_CLIENT_STALL_S (not the backend's fault)",

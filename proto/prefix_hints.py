@@ -22,7 +22,9 @@ DEFAULT_HINT_TTL_S = 30.0
 _NOW_MS = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
 # Writes: KEYS the blocks' keys; ARGV the worker, the TTL in ms, and "gt" (a worker's own hint: add the member, or
 # push its expiry later) or "nx" (a gateway's pending hint: add the member only where it is none yet, so it never
-# shortens a worker's). Expired members go first; the key's expiry becomes the later of its own and now + TTL.
+# shortens a worker's). Expired members go first; the key's expiry becomes the later of its own and now + TTL. A
+# key of another type under the hints' prefix (anyone who can write to the Redis) is replaced: it failed the whole
+# call, every hint after it in the batch unwritten, and the worker took Redis for down (a review).
 # `#!lua` (a script that writes): Redis refuses it, as it would a SET, when it is out of memory under noeviction.
 HOLD_SCRIPT = (
     "#!lua\n"
@@ -30,7 +32,8 @@ HOLD_SCRIPT = (
     + """
 local expires = now + tonumber(ARGV[2])
 for _, key in ipairs(KEYS) do
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  local kept = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', now)
+  if type(kept) == 'table' and kept.err then redis.call('DEL', key) end
   if ARGV[3] == 'nx' then redis.call('ZADD', key, 'NX', expires, ARGV[1])
   else redis.call('ZADD', key, 'GT', expires, ARGV[1]) end
   redis.call('PEXPIRE', key, ARGV[2], 'NX')
@@ -55,7 +58,9 @@ return #KEYS
 # holdings with a gap (a hint expired or lost mid-prefix), the answer is a block the worker holds with the next one
 # not held, at least its leading run: at worst a score too high for a cache miss part of the way, never a wrong
 # answer. The first block's holders are listed when they are fewer than the candidates; up to FEW_HOLDERS of them
-# are looked for in the candidates' string as it is, more in a table of the candidates.
+# are looked for in the candidates' string as it is, more in a table of the candidates. A key of another type under
+# the prefix holds no worker: it made every lookup of its prompts fail, and each gateway then took Redis for down
+# for hints and rate limits alike (a review).
 FEW_HOLDERS = 32
 MATCH_SCRIPT = (
     "#!lua flags=no-writes\n"
@@ -79,7 +84,10 @@ local function split(block_key, workers)
   local held, missing = {}, {}
   for start = 1, #workers, 1000 do
     local slice = {unpack(workers, start, math.min(start + 999, #workers))}
-    for j, score in ipairs(redis.call('ZMSCORE', block_key, unpack(slice))) do
+    local scores = redis.pcall('ZMSCORE', block_key, unpack(slice))
+    if scores.err then scores = {} end
+    for j = 1, #slice do
+      local score = scores[j]
       if score and tonumber(score) > now then held[#held + 1] = slice[j] else missing[#missing + 1] = slice[j] end
     end
   end
@@ -106,7 +114,8 @@ local function listed()
 end
 local first = {}
 local count = tonumber(ARGV[2])
-local holders = blocks > 0 and redis.call('ZCARD', key(1)) or 0
+local holders = blocks > 0 and redis.pcall('ZCARD', key(1)) or 0
+if type(holders) == 'table' then holders = 0 end
 if holders > 0 and holders < count then
   local alive = redis.call('ZRANGE', key(1), '(' .. now, '+inf', 'BYSCORE')
   if #alive <= """
@@ -170,10 +179,23 @@ def block_key(model_id: str, block_hash: bytes) -> str:
 @functools.lru_cache(maxsize=65536)  # per candidate per lookup: parsing the URL each time was 3 ms at 256 workers
 def worker_id_for(endpoint: str) -> str:
     """A worker's id is the host:port the gateway dials (grpc://host:port or host:port), `localhost` read as
-    127.0.0.1 (a policy naming grpc://localhost:50051 found no hint of the worker publishing 127.0.0.1:50051)."""
-    parsed = urlparse(endpoint if "://" in endpoint else f"grpc://{endpoint}")
+    127.0.0.1 (a policy naming grpc://localhost:50051 found no hint of the worker publishing 127.0.0.1:50051), an
+    IPv6 host unbracketed (`fd00::5:50051` for grpc://[fd00::5]:50051). `--worker-id` may name an IPv6 host without
+    brackets, as `$(POD_IP):50051` does on an IPv6 cluster (it stopped the worker at start: a review). ValueError
+    for a port that is no number."""
+    address = endpoint.split("://", 1)[1] if "://" in endpoint else endpoint
+    if address.count(":") > 1 and not address.startswith("["):  # an IPv6 host: its port is after the last colon
+        host, _, port = address.rpartition(":")
+        address = f"[{host}]:{port}"
+    parsed = urlparse(f"grpc://{address}")
+    try:
+        port = parsed.port
+    except ValueError:
+        raise ValueError(
+            f"{endpoint!r}: no host:port (a worker id is the address gateways dial: 10.0.0.5:50051)"
+        ) from None
     host = "127.0.0.1" if parsed.hostname == "localhost" else parsed.hostname
-    return f"{host}:{parsed.port}"
+    return f"{host}:{port}"
 
 
 def default_worker_id(host: str, port: int) -> str:

@@ -108,7 +108,7 @@ panel(
 )
 panel(
     "Healthy backends by pool (0: the pool has none; its saturation then reads 0)",
-    [("min by (pool) (sum by (pool, instance) (tandem_gateway_backend_healthy))", "{{pool}}")],
+    [("min by (pool) (tandem_gateway_pool_healthy_backends)", "{{pool}}")],
 )
 panel(
     "Open circuit breakers",

@@ -167,7 +167,10 @@ async def _serve(
                     x_request_id, prompt=choice.index // body.n if batched else None,
                 )  # fmt: skip
             user = None if private() else (body.user or body.safety_identifier)  # never a private request's user
-            one.on_end = functools.partial(state.decisions.usage, shape.response_id, features.tenant, user)
+            one.on_end = functools.partial(
+                state.decisions.usage, shape.response_id, features.tenant, user,
+                choice=choice.index if len(choices) > 1 else None, counts_prompt=choice.index % body.n == 0,
+            )  # fmt: skip
         one.idle_timeout_s = state.settings.stream_idle_timeout_s
         metrics.TTFT.labels(one.pool).observe(one.ttft_s)
         state.ttft.add(one.pool, one.ttft_s)
@@ -184,8 +187,14 @@ async def _serve(
             failed(exc)
         raise
     routed = routed_all[0]
-    for one, choice in zip(routed_all, choices, strict=False):
-        begin(one, choice)
+    try:
+        for one, choice in zip(routed_all, choices, strict=False):
+            begin(one, choice)
+    except BaseException:  # nothing is answered: what started is closed and the tenant's slot freed, never held
+        for one in routed_all:
+            await one.aclose()
+        await admission.release(0)
+        raise
     span = trace.get_current_span()
     genai = _genai_request(shape, choices[0].request, len(choices))
     span.set_attributes(

@@ -37,6 +37,8 @@ PRIVATE_HEADERS = {"X-Tandem-Privacy": "private"}  # a never-leave tag in every 
 
 
 class HttpWorkerBackend(WorkerBackend):
+    reports_load = False  # /v1/models says nothing of its queue or KV: no autoscaling signal reads them as 0
+
     def __init__(
         self,
         endpoint: str,

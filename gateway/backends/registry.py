@@ -87,6 +87,7 @@ class BackendRegistry:
         self._retiring: dict[Key, WorkerBackend] = {}
         self._pools: dict[str, tuple[Policy, PoolBackends]] = {}  # pool name -> (its policy, its clients)
         self.contexts: dict[str, int] = {}  # model -> the longest context its backends reported (context_of)
+        self._mixed_sizes: dict[str, tuple[int, ...]] = {}  # pool -> its healthy backends' block sizes, as last said
         self._applying = asyncio.Lock()
         self._live = {key: self._new(key, pool) for key, pool in self._keys(policy).items()}
         self._name(policy)
@@ -163,6 +164,7 @@ class BackendRegistry:
             await self.apply()
         await asyncio.gather(*(b.refresh() for b in self.all()))
         self.contexts = self._contexts()
+        self._say_mixed_block_sizes()
 
     def _contexts(self) -> dict[str, int]:
         """Per model, the longest context its healthy backends report (a worker's is its model's, or its KV pool's
@@ -180,6 +182,18 @@ class BackendRegistry:
             else:
                 longest[backend.model_id] = max(longest.get(backend.model_id, 0), stats.max_context_tokens)
         return {model: tokens for model, tokens in longest.items() if model not in unbounded}
+
+    def _say_mixed_block_sizes(self) -> None:
+        """A pool whose healthy backends report different KV block sizes (a rolling change of `--block-size`) has
+        its prompts hashed by the first one's: the others' prefix hints match nothing meanwhile. Said once per
+        change (a review: nothing said it)."""
+        for name in self._policy.pools:
+            backends = self.pool(self._policy, name).backends
+            sizes = tuple(sorted({b.block_size_tokens for b in backends if b.is_healthy and b.block_size_tokens}))
+            if len(sizes) > 1 and self._mixed_sizes.get(name) != sizes:
+                log.warning("pool %s: its backends report KV block sizes %s; prompts are hashed by one of them, so "
+                            "the others' prefix hints match nothing until they agree", name, sizes)  # fmt: skip
+            self._mixed_sizes[name] = sizes
 
     def context_of(self, model_id: str, configured: int) -> int:
         """A model's context as this gateway serves it: its checkpoint's, or less where no backend of it can hold

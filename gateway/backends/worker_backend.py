@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 _new_candidate = Candidate._make
 _OWN_FIELDS = Candidate._fields.index("prompt_blocks")  # the backend's own; the rest are the request's prompt
 STATS_TIMEOUT_S = 1.0
+MAX_BLOCK_SIZE_TOKENS = 1 << 16  # a KV block size past this (or under 0) is no worker's: not hashed by
 LATE_POLLS_UNHEALTHY = 2  # Stats polls in a row past their deadline that make a backend unhealthy
 # Statuses that say the request never ran or the worker is gone: try another backend.
 RETRYABLE = {
@@ -106,6 +107,7 @@ def hide_addresses(text: str, endpoint: str, most: int = MAX_SAID_CHARS) -> str:
 
 class WorkerBackend:
     tenants_share_its_cache = False  # a Tandem worker salts each tenant's prefixes (GenerateRequest.cache_salt)
+    reports_load = True  # its Stats carry its queue and KV blocks (an OpenAI-compatible server's say nothing of them)
 
     def __init__(self, endpoint: str, model_id: str, pool_kind: str, breaker: CircuitBreaker | None = None) -> None:
         self.endpoint, self.model_id, self.pool_kind = endpoint, model_id, pool_kind
@@ -116,6 +118,7 @@ class WorkerBackend:
         self._snapshot: Candidate | None = None
         self._snapshot_until = float("-inf")  # when it stops being current: -inf once something in it changed
         self.problem: str | None = None  # why it is unhealthy; None (optimistic) until a poll or call says otherwise
+        self._told_block_size = 0  # a block size out of range it reported, once said
         self.stats = None
         self.inflight = 0
         # The gauge reads the count when scraped: no second counter to keep in step on every request.
@@ -165,10 +168,21 @@ class WorkerBackend:
         # field read is ~0.1 µs, six of them per candidate were a sixth of a 256-worker snapshot.
         self._reported = (
             (reply.kind, reply.queue_depth, reply.running, reply.kv_blocks_used, reply.kv_blocks_total,
-             reply.block_size_tokens)
+             self._block_size(reply.block_size_tokens))
             if reply is not None else (None, 0, 0, 0, 0, 0)
         )  # fmt: skip
         self._snapshot_until = float("-inf")
+
+    def _block_size(self, reported: int) -> int:
+        """The KV block size prompts are hashed by for this backend's hints; 0 (the default's) for one out of range
+        (a worker of another implementation reported -16, and hashing by it failed every request: a review)."""
+        if 0 <= reported <= MAX_BLOCK_SIZE_TOKENS:
+            return reported
+        if self._told_block_size != reported:  # said once, not at every poll
+            self._told_block_size = reported
+            log.warning("backend %s reports a KV block size of %d tokens: not used (1 to %d)", self.named, reported,
+                        MAX_BLOCK_SIZE_TOKENS)  # fmt: skip
+        return 0
 
     @property
     def privacy_refusal(self) -> str | None:

@@ -10,6 +10,7 @@ import typer
 
 from cloud_worker.engine.config import EngineConfig
 from edge_agent.quantize import INT4
+from proto.prefix_hints import worker_id_for
 from tandem.cli.common import (
     DEFAULT_CACHE,
     GatewayModelDir,
@@ -22,6 +23,16 @@ from tandem.cli.common import (
     setup_logging,
 )
 from tandem.cli.edge import AccuracyLevel, Bits, BlockSize, KeepLmHead, QuantizeEmbedding, quantization
+
+
+def _worker_id(value: str | None) -> str | None:
+    """--worker-id checked as it is read: a port that is no number was a traceback at the worker's start."""
+    if value is not None:
+        try:
+            worker_id_for(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return value
 
 
 def up(
@@ -114,7 +125,10 @@ def cloud_worker(
     ] = None,
     worker_id: Annotated[
         str | None,
-        typer.Option(help="host:port gateways dial, the id hints are published under (default: listen address)"),
+        typer.Option(
+            help="host:port gateways dial, the id hints are published under (default: listen address)",
+            callback=_worker_id,
+        ),
     ] = None,
     hint_ttl_s: Annotated[
         float, typer.Option(help="prefix hints expire this long after the worker stops refreshing")
@@ -176,7 +190,9 @@ def sim_worker(
     prefill_us_per_token: Annotated[float, typer.Option(help="simulated cost of one uncached prompt token")] = 200.0,
     decode_us_per_token: Annotated[float, typer.Option(help="simulated cost of one output token")] = 2000.0,
     redis_url: Annotated[str | None, typer.Option(envvar="REDIS_URL", help="publish prefix hints here")] = None,
-    worker_id: Annotated[str | None, typer.Option(help="host:port gateways dial (default: listen address)")] = None,
+    worker_id: Annotated[
+        str | None, typer.Option(help="host:port gateways dial (default: listen address)", callback=_worker_id)
+    ] = None,
     hint_ttl_s: float = 30.0,
     log_level: str = "info",
 ) -> None:

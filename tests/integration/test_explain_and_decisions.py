@@ -88,3 +88,21 @@ def test_each_prompt_of_a_batch_is_a_decision_of_its_own(logged_stack):
         (0, "edge", "short-on-capable-device"), (1, "cloud", "default"),
     ]  # fmt: skip
     assert mine[0]["features"]["prompt_tokens"] < 16 < mine[1]["features"]["prompt_tokens"]
+
+
+def test_the_usage_lines_of_n_choices_add_up_to_the_usage_the_caller_was_told(logged_stack):
+    """(a review) n=3 wrote three usage lines each with the whole prompt: a tenant's lines, summed, billed the
+    prompt three times where the response counted it once."""
+    stack, log = logged_stack
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="unused", max_retries=0)
+    answer = client.chat.completions.create(
+        model="tandem-demo", messages=[{"role": "user", "content": "tell me more. " * 30}], max_tokens=3, n=3,
+        temperature=1.0, seed=1,
+    )  # fmt: skip
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    mine = sorted((r for r in records if r["request_id"] == answer.id and r.get("kind") == "usage"),
+                  key=lambda r: r["choice"])  # fmt: skip
+    assert [r["choice"] for r in mine] == [0, 1, 2]
+    assert sum(r["prompt_tokens"] for r in mine) == answer.usage.prompt_tokens > 0
+    assert sum(r["completion_tokens"] for r in mine) == answer.usage.completion_tokens
+    assert [r["prompt_tokens"] > 0 for r in mine] == [True, False, False]

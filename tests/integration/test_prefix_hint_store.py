@@ -365,3 +365,31 @@ def test_a_stalled_redis_costs_a_request_one_budget_not_one_per_user(tmp_path):
     assert waits[0] < ANSWER_BUDGET_S + 0.03 and max(waits[1:]) < 0.01, waits
     # Both say they went without Redis: the hints, which never asked it, said `redis` while routing on history.
     assert modes == (1, 1)
+
+
+def test_a_hint_key_of_another_type_neither_fails_a_lookup_nor_stops_a_workers_writes(redis_url):
+    """(a review) One plain string written where a block's sorted set belongs (anyone who can write to the Redis)
+    failed every lookup of its prompts with WRONGTYPE: each gateway took Redis for down, for hints and rate limits
+    alike, again and again; the worker's writes stopped at the key, every hint after it unwritten."""
+    sync = redis.Redis.from_url(redis_url)
+    tokens = list(range(300, 364))  # 4 blocks
+    hashes = prefix_hashes(tokens, MODEL, "t")
+    publish(sync, "127.0.0.1:7001", hashes)
+    sync.delete(block_key(MODEL, hashes[0]))
+    sync.set(block_key(MODEL, hashes[0]), "not a sorted set")
+    sync.delete(block_key(MODEL, hashes[2]))
+    sync.rpush(block_key(MODEL, hashes[2]), "nor this")
+
+    async def lookup():
+        client = redis.asyncio.from_url(redis_url)
+        hints = PrefixHints(MODEL, client)
+        found = await hints.match(hashes, [A, B])
+        await client.aclose()
+        return hints.mode, found
+
+    mode, found = asyncio.run(lookup())
+    assert mode == "redis" and found == {A: 0, B: 0}  # its first block is nobody's: no worker holds the prompt
+    publish(sync, "127.0.0.1:7002", hashes)  # a worker's write replaces the foreign keys, and writes every block
+    assert all(sync.type(block_key(MODEL, h)) == b"zset" for h in hashes)
+    mode, found = asyncio.run(lookup())
+    assert mode == "redis" and found == {A: 0, B: 4}

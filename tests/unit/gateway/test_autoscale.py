@@ -89,3 +89,47 @@ def test_old_ttft_samples_leave_the_window(world):
     clock.now += 31
     assert ttft.p90("cloud") is None
     assert "ttft" not in collector.signals()["cloud"]
+
+
+async def test_a_pool_that_says_nothing_of_its_load_and_a_pool_of_no_workers_read_as_such():
+    """(a review) An OpenAI-compatible pool's Stats say nothing of its queue: it read as an empty queue, so a busy
+    HTTP pool's saturation was low and an HPA would scale it down. And a dns:// pool resolving to nothing had no
+    health series at all, so the documented alert had nothing to sum: a per-pool count reads 0."""
+    from gateway.backends.http_backend import HttpWorkerBackend
+
+    policy = parse_policy(
+        """
+version: 1
+pools:
+  vllm: {kind: cloud, endpoints: ["http://v1:8000"]}
+  cloud: {kind: cloud, endpoints: ["dns://workers:50051"]}
+  edge: {kind: edge, endpoints: ["grpc://e1:1"], plaintext_grpc: true}
+rules:
+  - {name: private, match: {privacy: [private, pii, confidential]}, route: edge, fallback: []}
+  - {name: default, route: vllm, fallback: [cloud]}
+""",
+        "test",
+    )
+
+    async def nothing(host, port):
+        return []
+
+    registry = BackendRegistry(
+        policy, "m", lambda url, model, pool: (HttpWorkerBackend if url.startswith("http") else WorkerBackend)(
+            url, model, pool.kind), resolver=nothing,
+    )  # fmt: skip
+    await registry.apply()
+    vllm = registry.backends(policy, "vllm")[0]
+    vllm.stats = worker_pb2.StatsReply(model_id="m", kind="cloud", execution_provider="openai-http")
+    ttft = TtftWindow(60, Clock())
+    for _ in range(10):
+        ttft.add("vllm", 3.0)
+    settings = Settings(model_dir=Path("unused"), autoscale_ttft_p90_s=2.0)
+    collector = AutoscaleCollector(settings, registry, lambda: policy, ttft)
+    assert collector.signals()["vllm"] == {"ttft": pytest.approx(1.5)}  # no `queue: 0` beside it
+    metrics = CollectorRegistry()
+    metrics.register(collector)
+    count = {pool: metrics.get_sample_value("tandem_gateway_pool_healthy_backends", {"pool": pool})
+             for pool in ("vllm", "cloud", "edge")}  # fmt: skip
+    assert count == {"vllm": 1, "cloud": 0, "edge": 0}
+    await registry.close()

@@ -31,3 +31,30 @@ def test_a_log_moved_away_by_logrotate_is_made_again(tmp_path):
     log.close()
     assert [json.loads(line)["request_id"] for line in path.read_text().splitlines()] == ["chatcmpl-2"]
     assert json.loads((tmp_path / "decisions.jsonl.1").read_text())["request_id"] == "chatcmpl-1"
+
+
+def test_a_log_that_cannot_be_written_drops_records_and_never_fails_its_request(tmp_path, caplog):
+    """(a review) With the log's folder gone, reopening it after the move raised past logging's own guard: every
+    routed request was a 500 and its tenant's slot was held for good. Now the record is dropped, counted, said once,
+    and records are written again once the folder is back."""
+    from gateway import metrics
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    path = folder / "decisions.jsonl"
+    log = DecisionLog(path)
+    usage = SimpleNamespace(prompt_tokens=3, completion_tokens=2, cached_prompt_tokens=0)
+    dropped = metrics.DECISION_LOG_DROPPED._value.get()
+    log.usage("chatcmpl-1", "default", None, usage, "ok")
+    path.unlink()
+    folder.rmdir()
+    with caplog.at_level("WARNING", logger="gateway.decision_log"):
+        for i in range(3):
+            log.usage(f"chatcmpl-gone-{i}", "default", None, usage, "ok")  # no exception
+        folder.mkdir()
+        log.usage("chatcmpl-back", "default", None, usage, "ok")
+    log.close()
+    assert metrics.DECISION_LOG_DROPPED._value.get() - dropped == 3
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "cannot write (FileNotFoundError" in said[0] and "written again" in said[1], said
+    assert [json.loads(line)["request_id"] for line in path.read_text().splitlines()] == ["chatcmpl-back"]

@@ -48,6 +48,8 @@ def test_a_port_variable_that_is_no_port_is_named(monkeypatch, value):
         ({"TANDEM_TOOL_FORMAT": "bogus"}, "TANDEM_TOOL_FORMAT must be one of"),
         ({"TANDEM_DECISION_LOG": "/nonexistent/x.jsonl"}, "TANDEM_DECISION_LOG"),
         ({"TANDEM_DECISION_LOG": "/proc/x.jsonl"}, "cannot append to it"),
+        # (a review) a pipe without a reader held the start for ever, silent, the port never bound
+        ({"TANDEM_DECISION_LOG": "{fifo}"}, "not a regular file"),
         ({"TANDEM_MODEL_DIRS": "/nonexistent"}, "no checkpoint directory"),
         ({"TANDEM_MODEL_DIRS": "q="}, "TANDEM_MODEL_DIRS: 'q=' names no checkpoint directory after '='"),  # was `.`
         ({"TANDEM_HEALTH_INTERVAL_S": "0"}, "TANDEM_HEALTH_INTERVAL_S: Input should be greater than or equal to 0.05"),
@@ -70,6 +72,9 @@ def test_the_gateway_says_what_is_wrong_with_its_settings_in_one_line(
         if env["TANDEM_MODEL_DIRS"] == "{damaged}":
             (other / "tokenizer.json").write_text("{broken")
         env = {"TANDEM_MODEL_DIRS": str(other)}
+    if env.get("TANDEM_DECISION_LOG") == "{fifo}":
+        __import__("os").mkfifo(tmp_path / "decisions.pipe")
+        env = {"TANDEM_DECISION_LOG": str(tmp_path / "decisions.pipe")}
     full = {k: v for k, v in __import__("os").environ.items() if not k.startswith("TANDEM_")} | {"TANDEM_AUTH": "none"}
     command = [sys.executable, "-m", "tandem.cli", "gateway", "--model", str(demo_checkpoint), "--port", "1"]
     done = subprocess.run(command, env=full | env, capture_output=True, text=True, timeout=60)

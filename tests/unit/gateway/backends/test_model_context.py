@@ -2,6 +2,8 @@
 
 import asyncio
 
+import pytest
+
 from gateway.policy.schema import Policy
 from proto.prefix_hints import default_worker_id, worker_id_for
 from tests.scripted_backend import registry_for, scripted
@@ -48,3 +50,11 @@ def test_worker_ids_read_as_gateways_read_them():
         assert default_worker_id(host, 50401) == "127.0.0.1:50401"
     assert default_worker_id("::1", 50401) == worker_id_for("grpc://[::1]:50401")
     assert default_worker_id("localhost", 50401) == "127.0.0.1:50401"
+    # (a review) `--worker-id $(POD_IP):50051` on an IPv6 cluster: no brackets; it stopped the worker at start
+    assert (
+        worker_id_for("fd00:10:244::5:50051")
+        == worker_id_for("grpc://[fd00:10:244::5]:50051")
+        == "fd00:10:244::5:50051"
+    )
+    with pytest.raises(ValueError, match="no host:port"):
+        worker_id_for("worker-0:http")

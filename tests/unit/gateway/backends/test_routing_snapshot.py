@@ -37,12 +37,13 @@ rules:
 class Answering(WorkerBackend):
     """Answers a request with one chunk (or fails it, when told), and its Stats poll at once."""
 
-    def __init__(self, endpoint: str, breaker: CircuitBreaker | None = None) -> None:
+    def __init__(self, endpoint: str, breaker: CircuitBreaker | None = None, block_size: int = 4) -> None:
         super().__init__(endpoint, "m", "cloud", breaker)
-        self.queue, self.fail = 0, False
+        self.queue, self.fail, self.block_size = 0, False, block_size
 
     async def _fetch_stats(self) -> worker_pb2.StatsReply:
-        return worker_pb2.StatsReply(model_id="m", kind="cloud", queue_depth=self.queue, block_size_tokens=4)
+        return worker_pb2.StatsReply(model_id="m", kind="cloud", queue_depth=self.queue,
+                                     block_size_tokens=self.block_size)  # fmt: skip
 
     async def _stream(self, request, timeout_s):
         if self.fail:
@@ -159,4 +160,41 @@ async def test_a_backend_listed_twice_is_one_candidate():
     await registry.refresh_all()
     gathered = await gather_pools(registry, policy, ["cloud"], None, None)
     assert [c.endpoint for c in gathered.candidates["cloud"]] == ["grpc://10.0.0.1:1", "grpc://10.0.0.2:1"]
+    await registry.close()
+
+
+@pytest.mark.parametrize("odd", [-16, 1 << 20, "unhealthy"])
+async def test_a_block_size_no_worker_has_or_an_unhealthy_backends_is_not_hashed_by(odd, caplog):
+    """(a review) One backend reporting a block size of -16 (another implementation, or a broken worker), even
+    an unhealthy one, made every request of its pool a 500: the prompt was hashed by it. Hashed by a healthy
+    backend's size; one out of range is said once and not used."""
+    endpoints = ["grpc://10.0.0.1:1", "grpc://10.0.0.2:1"]
+    policy = policy_of(*endpoints)
+    size = 32 if odd == "unhealthy" else odd
+    registry = BackendRegistry(
+        policy, "m", lambda url, model, pool: Answering(url, block_size=size if url == endpoints[0] else 4)
+    )
+    hints = PrefixHints("m")
+    prompt = tuple(range(1, 41))
+    hints.approximate.record(worker_id_for(endpoints[1]), hints.hashes("s", prompt, 4)[:3])
+    for _ in range(2):
+        await registry.refresh_all()
+        if odd == "unhealthy":  # first in the pool, and not serving it
+            registry.pool(policy, "cloud").backends[0].problem = "serves another model"
+        gathered = await gather_pools(registry, policy, ["cloud"], PromptKey("s", prompt), hints)
+    seen = {c.endpoint: (c.prompt_blocks, c.prefix_match_blocks) for c in gathered.candidates["cloud"]}
+    assert seen[endpoints[1]] == (10, 3)  # hashed by the healthy worker's 4
+    said = [r.getMessage() for r in caplog.records if "a KV block size of" in r.getMessage()]
+    assert len(said) == (0 if odd == "unhealthy" else 1), said
+    await registry.close()
+
+
+async def test_a_pool_whose_backends_hash_by_different_block_sizes_is_said(caplog):
+    registry = BackendRegistry(policy_of("grpc://10.0.0.1:1", "grpc://10.0.0.2:1"), "m",
+                               lambda url, model, pool: Answering(url, block_size=32 if url.endswith("1:1") else 16))  # fmt: skip
+    for _ in range(3):
+        await registry.refresh_all()
+    said = [r.getMessage() for r in caplog.records if "block sizes" in r.getMessage()]
+    assert said == ["pool cloud: its backends report KV block sizes (16, 32); prompts are hashed by one of them, so "
+                    "the others' prefix hints match nothing until they agree"]  # fmt: skip
     await registry.close()
