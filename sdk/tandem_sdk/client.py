@@ -14,6 +14,7 @@ environment variables (HTTP_PROXY and the like): they go straight to their
 host. Planning is shared; the two classes only differ in doing I/O.
 """
 
+import asyncio
 import codecs
 import json
 import math
@@ -29,14 +30,22 @@ import httpx
 
 from tandem_sdk.detectors import DETECTORS
 from tandem_sdk.device import DeviceCapability, detect_device
-from tandem_sdk.errors import APIError, GatewayUnavailable, PrivateAPIError, PrivateRequestError, StreamInterrupted
+from tandem_sdk.errors import (
+    APIError,
+    GatewayUnavailable,
+    PrivateAPIError,
+    PrivateRequestError,
+    StreamInterrupted,
+    TandemError,
+)
 from tandem_sdk.local_token import CHALLENGE_HEADER, new_challenge, proves, read_token, token_file
 from tandem_sdk.privacy import DEFAULT_DETECTORS, NEVER_LEAVE_DEVICE, check_loopback, private_reason
 from tandem_sdk.sse import Lines, StreamEndedEarly, aevents, events
 from tandem_sdk.tags import TagError, check_spelling, misplaced_privacy_key, privacy_tags
 
 DEFAULT_LOCAL_AGENT = "http://127.0.0.1:50062"
-LOCAL_PROBE_TIMEOUT_S = 0.5
+LOCAL_PROBE_TIMEOUT_S = 0.5  # each read of the local agent's health probe; its whole answer within twice this
+PROBE_MAX_BYTES = 4096  # of the probe's answer: an agent's health is a few hundred bytes
 RETRY_STATUSES = {429, 503}
 MAX_BACKOFF_S = 8.0
 MAX_RETRY_AFTER_S = 60.0
@@ -163,6 +172,15 @@ def _gateway_unavailable(s: _Settings, exc: httpx.TransportError) -> GatewayUnav
     )
 
 
+def _fallback_failed(s: _Settings, exc: httpx.TransportError, local: httpx.HTTPError) -> GatewayUnavailable:
+    """The gateway unreached and the local fallback failed too: one error an app catching TandemError sees (it was
+    httpx's own, past the app's handlers: a review)."""
+    return GatewayUnavailable(
+        f"gateway {s.gateway_url} unreachable ({exc}); the local fallback at {s.local_agent_url} failed too "
+        f"({type(local).__name__}: {local})"
+    )
+
+
 def _api_key(value: object) -> str | None:
     """The key as it goes in a header: visible ASCII, no spaces. A key pasted with a line break or a smart quote
     is refused when the client is made, not by httpx mid-call with an encoding error."""
@@ -220,6 +238,16 @@ def _read_limit(timeout, settings: "_Settings") -> float | None:
 
 def _answer_late(request: httpx.Request, seconds: float, what: str) -> httpx.ReadTimeout:
     return httpx.ReadTimeout(f"{what} within {seconds:g} s", request=request)
+
+
+def _probe_bounds(reply: httpx.Response, body: bytes, started: float) -> None:
+    """The health probe's answer read so far, held to PROBE_MAX_BYTES and to twice the probe's timeout from when its
+    headers came: it is asked before every private call, and a reply trickled or endless (what answers on the
+    agent's port may be another program) held a private call for minutes, or read hundreds of MB (a review)."""
+    if len(body) > PROBE_MAX_BYTES or time.monotonic() - started > 2 * LOCAL_PROBE_TIMEOUT_S:
+        raise _answer_late(
+            reply.request, 2 * LOCAL_PROBE_TIMEOUT_S, f"no health answer of at most {PROBE_MAX_BYTES} bytes"
+        )
 
 
 def _whole(response: httpx.Response, body: bytes) -> httpx.Response:
@@ -308,16 +336,19 @@ def _detectors(value: object) -> tuple[str, ...]:
     return names
 
 
-def _answer(response: httpx.Response, content: bytes) -> dict:
-    """A non-streamed answer: a JSON object, or an APIError saying what came instead (a proxy's HTML page, a
-    redirect, nothing)."""
+def _answer(response: httpx.Response, content: bytes, private: bool = False) -> dict:
+    """A non-streamed answer: a JSON object that came with a 2xx, or an APIError saying what came instead (a
+    proxy's HTML page, a redirect, nothing; a private request's as the local agent's error)."""
     try:
-        answer = json.loads(content)
-    except ValueError:
+        answer = json.loads(content) if response.is_success else None  # a 307's JSON body is no completion
+    except (ValueError, RecursionError):  # (nested past the parser's depth: it escaped as a RecursionError)
         answer = None
     if not isinstance(answer, dict):
         kind = response.headers.get("content-type", "no content type")
-        raise APIError(response.status_code, f"the answer is not a JSON object ({kind}, {len(content)} bytes)")
+        if response.is_redirect:
+            kind += f", a redirect to {response.headers.get('location', 'nowhere')}"
+        said = f"the answer is not a JSON object ({kind}, {len(content)} bytes)"
+        raise _api_error(response.status_code, said, None, private, said)
     return answer
 
 
@@ -386,7 +417,7 @@ def _raise_for(response: httpx.Response, private: bool = False) -> None:
         if not isinstance(error, dict):  # {"error": "model not found"}, a list, null: its text is the message
             error = {"message": response.text}
         message, code = error.get("message") or response.text, error.get("code")
-    except ValueError:
+    except (ValueError, RecursionError):
         message, code = response.text, None
     raise _api_error(response.status_code, message, code, private)
 
@@ -444,17 +475,23 @@ class Stream:
         self.response, self.served_by, self._context = response, target.served_by, context
         self.route = response.headers.get("x-tandem-route")
         self._target, self._reason, self._idle_s = target, reason, idle_s
+        self._closed = self._read = False
 
     def __iter__(self) -> Iterator[dict]:
+        _read_once(self)
         try:
             for payload in events(_event_lines(self.response, self._idle_s), require_done=True):
                 yield _chunk(payload, self.response, self._reason is not None)
         except (httpx.HTTPError, json.JSONDecodeError, StreamEndedEarly) as exc:
-            raise _interrupted(self._target, self._reason, exc) from exc
+            if not self._closed:  # (closed by the app inside its loop: the end it asked for, not a failure)
+                raise _interrupted(self._target, self._reason, exc) from exc
         finally:
             self.close()
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         self._context.__exit__(None, None, None)
 
     def __enter__(self):
@@ -462,6 +499,19 @@ class Stream:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _read_once(stream) -> None:
+    """A stream is read once: a second loop over it, or one after `close()`, raised httpx's own StreamConsumed."""
+    if stream._read or stream._closed:
+        raise TandemError("this stream was read or closed already: a stream is read once")
+    stream._read = True
+
+
+def _open(http) -> None:
+    """A call on a closed client: said in the SDK's words (it was httpx's RuntimeError)."""
+    if http.is_closed:
+        raise TandemError("this client is closed: make a new one")
 
 
 class _ClientBase:
@@ -593,12 +643,17 @@ class Client(_ClientBase):
             return None
         challenge = new_challenge()
         try:
-            reply = self._direct.get(**self._probe(challenge), timeout=LOCAL_PROBE_TIMEOUT_S)
+            with self._direct.stream("GET", **self._probe(challenge), timeout=LOCAL_PROBE_TIMEOUT_S) as reply:
+                body, started = b"", time.monotonic()
+                for chunk in reply.iter_bytes():
+                    body += chunk
+                    _probe_bounds(reply, body, started)
         except httpx.HTTPError:
             return None
-        return self._agent_health(reply, challenge)
+        return self._agent_health(_whole(reply, body), challenge)
 
     def create(self, *, model: str, messages: list[dict], stream: bool = False, privacy=None, **params):
+        _open(self._http)
         timeout = _call_options(params)
         body, tags, reason = self._plan(model, messages, stream, privacy, params)
         if reason is not None:
@@ -614,7 +669,10 @@ class Client(_ClientBase):
             return self._send(_gateway_target(self._s, tags), body, stream, None, self._s.max_retries, timeout=timeout)
         except httpx.TransportError as exc:
             if _unreached(exc) and self._s.allow_local_fallback and self.local_agent() is not None:
-                return self._send(_local_target(self._s, tags), body, stream, None, retries=0, timeout=timeout)
+                try:
+                    return self._send(_local_target(self._s, tags), body, stream, None, retries=0, timeout=timeout)
+                except httpx.HTTPError as local:
+                    raise _fallback_failed(self._s, exc, local) from local
             raise _gateway_unavailable(self._s, exc) from exc
 
     def _send(self, target: Target, body: bytes, stream: bool, reason: str | None, retries: int, timeout):
@@ -642,7 +700,8 @@ class Client(_ClientBase):
             if stream:
                 return Stream(response, target, context, reason, limit)
             try:
-                return _annotate(_answer(response, _read_within(response, limit)), target, response, reason)
+                answer = _answer(response, _read_within(response, limit), reason is not None)
+                return _annotate(answer, target, response, reason)
             finally:
                 context.__exit__(None, None, None)
         raise AssertionError("unreachable: max_retries >= 0 is checked when the client is made")
@@ -671,14 +730,16 @@ class AsyncStream:
         self.response, self.served_by, self._context = response, target.served_by, context
         self.route = response.headers.get("x-tandem-route")
         self._target, self._reason, self._idle_s = target, reason, idle_s
-        self._closed = False
+        self._closed = self._read = False
 
     async def __aiter__(self) -> AsyncIterator[dict]:
+        _read_once(self)
         try:
             async for payload in aevents(_aevent_lines(self.response, self._idle_s), require_done=True):
                 yield _chunk(payload, self.response, self._reason is not None)
         except (httpx.HTTPError, json.JSONDecodeError, StreamEndedEarly) as exc:
-            raise _interrupted(self._target, self._reason, exc) from exc
+            if not self._closed:  # (closed by the app inside its loop: the end it asked for, not a failure)
+                raise _interrupted(self._target, self._reason, exc) from exc
         finally:
             await self.aclose()
 
@@ -718,12 +779,18 @@ class AsyncClient(_ClientBase):
             return None
         challenge = new_challenge()
         try:
-            reply = await self._direct.get(**self._probe(challenge), timeout=LOCAL_PROBE_TIMEOUT_S)
-        except httpx.HTTPError:
+            async with asyncio.timeout(2 * LOCAL_PROBE_TIMEOUT_S):  # headers sent a byte at a time too
+                async with self._direct.stream("GET", **self._probe(challenge), timeout=LOCAL_PROBE_TIMEOUT_S) as reply:
+                    body, started = b"", time.monotonic()
+                    async for chunk in reply.aiter_bytes():
+                        body += chunk
+                        _probe_bounds(reply, body, started)
+        except (httpx.HTTPError, TimeoutError):
             return None
-        return self._agent_health(reply, challenge)
+        return self._agent_health(_whole(reply, body), challenge)
 
     async def create(self, *, model: str, messages: list[dict], stream: bool = False, privacy=None, **params):
+        _open(self._http)
         timeout = _call_options(params)
         body, tags, reason = self._plan(model, messages, stream, privacy, params)
         if reason is not None:
@@ -741,12 +808,15 @@ class AsyncClient(_ClientBase):
             )
         except httpx.TransportError as exc:
             if _unreached(exc) and self._s.allow_local_fallback and await self.local_agent() is not None:
-                return await self._send(_local_target(self._s, tags), body, stream, None, retries=0, timeout=timeout)
+                try:
+                    return await self._send(
+                        _local_target(self._s, tags), body, stream, None, retries=0, timeout=timeout
+                    )
+                except httpx.HTTPError as local:
+                    raise _fallback_failed(self._s, exc, local) from local
             raise _gateway_unavailable(self._s, exc) from exc
 
     async def _send(self, target: Target, body: bytes, stream: bool, reason: str | None, retries: int, timeout):
-        import asyncio
-
         limit = _read_limit(timeout, self._s)
         for attempt in range(retries + 1):
             context = self._client_for(target).stream(
@@ -771,7 +841,8 @@ class AsyncClient(_ClientBase):
             if stream:
                 return AsyncStream(response, target, context, reason, limit)
             try:
-                return _annotate(_answer(response, await _aread_within(response, limit)), target, response, reason)
+                answer = _answer(response, await _aread_within(response, limit), reason is not None)
+                return _annotate(answer, target, response, reason)
             finally:
                 await context.__aexit__(None, None, None)
         raise AssertionError("unreachable: max_retries >= 0 is checked when the client is made")

@@ -56,8 +56,12 @@ class SseDecoder:
     def __init__(self) -> None:
         self._data: list[str] = []
         self._name = ""
+        self._first = True
 
     def feed(self, line: str) -> tuple[str, str] | None:
+        if self._first:  # a byte-order mark before the stream's first line is no part of it (the format says so;
+            self._first = False  # it made the first event's field `\ufeffdata`, and its text was lost: a review)
+            line = line.removeprefix("\ufeff")
         if not line:  # a blank line ends the event
             return self.end()
         field, _, value = line.partition(":")
@@ -83,7 +87,7 @@ def _payloads(name: str, data: str) -> tuple[list[dict], bool]:
     if data == DONE:
         return [], True
     try:
-        return [json.loads(data)], False
+        return [_json(data)], False
     except json.JSONDecodeError:
         if "\n" not in data:
             raise
@@ -91,15 +95,24 @@ def _payloads(name: str, data: str) -> tuple[list[dict], bool]:
     for line in data.split("\n"):
         if line.strip() == DONE:
             return out, True
-        out.append(json.loads(line))
+        out.append(_json(line))
     return out, False
+
+
+def _json(text: str):
+    """json.loads, with JSON nested past the parser's depth a JSONDecodeError like any other that is no event (it
+    was a RecursionError, past every handler of the SDK's: a review)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deep", text, 0) from None
 
 
 def _error(data: str) -> dict:
     """An `event: error` event in OpenAI's shape, `{"error": {"message": ...}}`, whether its data is that already,
     the error object alone, or plain text: a reader that looks for "error" finds it."""
     try:
-        error = json.loads(data)
+        error = _json(data)
     except json.JSONDecodeError:
         error = data
     if isinstance(error, dict) and "error" in error:

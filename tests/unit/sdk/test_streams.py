@@ -3,6 +3,7 @@ stream cut short without `data: [DONE]`, an `event: error`. Each is an error the
 short answer that looks complete. A real loopback server answers; the real clients read it."""
 
 import asyncio
+import contextlib
 import http.server
 import re
 import threading
@@ -12,6 +13,7 @@ import pytest
 import tandem_sdk
 from tandem_sdk import APIError, PrivateRequestError, StreamInterrupted
 
+from tests.conftest import free_port
 from tests.local_agent_stand_in import health_answer
 
 ASK = [{"role": "user", "content": "Say hello world"}]
@@ -297,3 +299,136 @@ def test_a_retry_sends_the_bytes_that_were_scanned_whatever_the_app_changes_mean
     assert reply["tandem"]["served_by"] == "gateway"
     with pytest.raises(PrivateRequestError):  # what it holds now is private: never sent to the gateway
         tandem_sdk.Client(url, local_agent_url=None).chat.completions.create(model="m", messages=history)
+
+
+@BOTH
+def test_a_byte_order_mark_before_the_stream_loses_no_event(server, private, is_async):
+    """(a review) The SSE format drops a leading BOM; read as part of the first line it hid the first event."""
+    server.answer = _answer("200 OK", "text/event-stream", "\ufeff".encode() + HELLO + WOR + DONE, "chunked")
+    assert _stream(server.url, private, is_async) == (["Hello", " wor"], None)
+
+
+@BOTH
+def test_json_nested_past_the_parsers_depth_is_an_error_the_sdk_names(server, private, is_async):
+    """(a review) A RecursionError escaped every handler, for a stream's event and for a whole answer."""
+    server.answer = _answer("200 OK", "text/event-stream", HELLO + b"data: " + b"[" * 100_000 + b"\n\n" + DONE)
+    got, error = _stream(server.url, private, is_async)
+    assert got == ["Hello"] and isinstance(error, PrivateRequestError if private else StreamInterrupted), error
+    server.answer = _answer("200 OK", "application/json", b"[" * 100_000)
+    with tandem_sdk.Client(server.url, local_agent_url=server.url, max_retries=0) as client:
+        with pytest.raises(PrivateRequestError if private else APIError, match="not a JSON object"):
+            client.chat.completions.create(model="m", messages=ASK, privacy="private" if private else None)
+
+
+def test_a_redirect_with_a_json_body_is_no_completion(server):
+    """(a review) A 307 whose body was JSON came back as the completion."""
+    server.answer = _answer("307 Temporary Redirect", "application/json", b'{"moved": true}',
+                            extra="Location: https://elsewhere.example/v1\r\n")  # fmt: skip
+    with tandem_sdk.Client(server.url, local_agent_url=None, max_retries=0) as client:
+        with pytest.raises(APIError, match="307: .*a redirect to https://elsewhere.example/v1"):
+            client.chat.completions.create(model="m", messages=ASK)
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_stream_closed_by_the_app_ends_and_is_read_once_and_a_closed_client_says_so(server, is_async):
+    """(a review) close() inside the loop, as the docs present cancelling, raised StreamInterrupted blaming the
+    gateway; a second loop raised httpx's StreamConsumed; a call on a closed client httpx's RuntimeError."""
+    pieces = [(HELLO, 0.05), (WOR, 0.05), (WOR, 0.05), (DONE, 0)]
+    server.answer = [(_answer("200 OK", "text/event-stream", b"", "close"), 0), *pieces]
+    kwargs = {"model": "m", "messages": ASK, "stream": True}
+
+    async def run_async():
+        client = tandem_sdk.AsyncClient(server.url, local_agent_url=None, max_retries=0)
+        stream = await client.chat.completions.create(**kwargs)
+        got = []
+        async for chunk in stream:
+            got.append(chunk)
+            await stream.aclose()
+        with pytest.raises(tandem_sdk.TandemError, match="read once"):
+            async for _ in stream:
+                pass
+        await client.aclose()
+        with pytest.raises(tandem_sdk.TandemError, match="client is closed"):
+            await client.chat.completions.create(**kwargs)
+        return got
+
+    if is_async:
+        got = asyncio.run(run_async())
+    else:
+        client = tandem_sdk.Client(server.url, local_agent_url=None, max_retries=0)
+        stream = client.chat.completions.create(**kwargs)
+        got = []
+        for chunk in stream:
+            got.append(chunk)
+            stream.close()
+        with pytest.raises(tandem_sdk.TandemError, match="read once"):
+            list(stream)
+        client.close()
+        with pytest.raises(tandem_sdk.TandemError, match="client is closed"):
+            client.chat.completions.create(**kwargs)
+    assert len(got) == 1
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_local_fallback_that_fails_too_is_the_sdks_error(server, is_async):
+    """(a review) With allow_local_fallback, the gateway refusing connections and the local agent dropping the
+    request, httpx's RemoteProtocolError reached the app past its `except TandemError`."""
+    server.answer = b""  # the agent closes the connection without an answer
+    gone = f"http://127.0.0.1:{free_port()}"
+    settings = {"local_agent_url": server.url, "max_retries": 0, "allow_local_fallback": True}
+
+    async def run_async():
+        async with tandem_sdk.AsyncClient(gone, **settings) as client:
+            await client.chat.completions.create(model="m", messages=ASK)
+
+    with pytest.raises(tandem_sdk.GatewayUnavailable, match="the local fallback at .* failed too"):
+        if is_async:
+            asyncio.run(run_async())
+        else:
+            with tandem_sdk.Client(gone, **settings) as client:
+                client.chat.completions.create(model="m", messages=ASK)
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_the_local_agents_probe_reads_a_few_kilobytes_within_its_timeout(is_async):
+    """(a review) The health probe, asked before every private call, read an endless answer whole (600 MB) and a
+    trickled one for as long as it came: what answers on the agent's port may be another program."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stop = threading.Event()
+
+    def endless():
+        while not stop.is_set():
+            listener.settimeout(0.2)
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{"kind": "edge", "x": "')
+                with contextlib.suppress(OSError):
+                    while not stop.is_set():
+                        conn.sendall(b"a" * 65536)
+
+    thread = threading.Thread(target=endless, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    try:
+        if is_async:
+
+            async def probe():
+                async with tandem_sdk.AsyncClient(None, local_agent_url=url) as client:
+                    return await client.local_agent()
+
+            health = asyncio.run(probe())
+        else:
+            with tandem_sdk.Client(None, local_agent_url=url) as client:
+                health = client.local_agent()
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+    assert health is None and time.monotonic() - started < 3
