@@ -56,6 +56,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "config.json", "ge
 # What the agent reads of an export beside the graph: its key. Not tokenizer_config.json (the chat template, which
 # the agent reads from the checkpoint): a template edited re-exported an identical model (a review).
 EXPORT_READS = ("tokenizer.json", "config.json", "generation_config.json")
+TRACE_TOKENS = 5  # positions of the step the export traces (two cached, three new)
 OPSET = 21  # INT4 initializers (the quantized embedding's GatherBlockQuantized) need opset 21
 
 
@@ -208,16 +209,24 @@ def export_onnx(
 ) -> Path:
     """Export with explicit KV, quantize as asked, write the manifest; returns out_dir."""
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
+    if out_dir.is_symlink():  # the folder it names: a folder renamed over the link failed after the whole export
+        out_dir = out_dir.resolve()
     try:  # before any work: a folder of someone else's is refused, never emptied
         check_replaceable(out_dir, _export_writes)
     except ForeignFolder as exc:
         raise ExportError(str(exc)) from None
+    _check_ours(out_dir)
     with Progress(disable=not show_progress, transient=True) as progress:
         task = progress.add_task(f"exporting {checkpoint_dir.name} to ONNX ({quantization.name})", total=5)
         source_hash = checkpoint_hash(checkpoint_dir)
         model = load_model(checkpoint_dir)
         progress.advance(task)
         c = model.config
+        if c.max_position_embeddings < TRACE_TOKENS:  # the trace's step (below) needs that many positions
+            raise ExportError(
+                f"a context of {c.max_position_embeddings} tokens (max_position_embeddings, or sliding_window): the "
+                f"export needs at least {TRACE_TOKENS}"
+            )
         if c.head_dim % 16:
             raise ExportError(
                 f"head_dim {c.head_dim}: onnxruntime's GroupQueryAttention with rotary needs a multiple of 16"
@@ -233,7 +242,7 @@ def export_onnx(
                 axes[names_out[-1]] = {2: "capacity"}
         # Trace a step with cached tokens before it, so no shape is specialised to an empty cache.
         caches = [torch.zeros(1, c.num_key_value_heads, 8, c.head_dim) for _ in range(2 * c.num_hidden_layers)]
-        seqlens_k, total = torch.tensor([4], dtype=torch.int32), torch.tensor(5, dtype=torch.int32)
+        seqlens_k, total = torch.tensor([4], dtype=torch.int32), torch.tensor(TRACE_TOKENS, dtype=torch.int32)
         args = (torch.tensor([[1, 2, 3]]), seqlens_k, total, torch.tensor(2), *caches)
         # A folder of this process's own, renamed into place when whole (serving/atomic_dir.py): a crash mid-export
         # never leaves a folder that looks finished, and two agents sharing a cache keep whichever finished first.
@@ -264,6 +273,7 @@ def export_onnx(
             progress.advance(task)
             manifest = {
                 "format_version": FORMAT_VERSION,
+                "graph_version": GRAPH_VERSION,
                 "source_checkpoint_sha256": source_hash,
                 "quantization": quantization.as_dict(),
                 "num_layers": c.num_hidden_layers,
@@ -280,8 +290,24 @@ def export_onnx(
 
 def _export_writes(name: str) -> bool:
     """A name an export folder holds: the model (and its external data, past 2 GB), the tokenizer and config, the
-    manifest, the fp32 graph on its way to quantization."""
-    return name in (MANIFEST_NAME, *TOKENIZER_FILES) or name.startswith((MODEL_NAME, "fp32.onnx"))
+    manifest; exactly those (a review: every name starting `model.onnx` was taken for ours, and a user's
+    `model.onnx.bak` deleted with the folder it was in)."""
+    return name in (MANIFEST_NAME, *TOKENIZER_FILES, MODEL_NAME, external_data_file(MODEL_NAME))
+
+
+def _check_ours(out_dir: Path) -> None:
+    """A folder an export may replace: missing, empty, or an export (it has the manifest every export writes
+    before its folder is in place). A folder of ONNX files of the user's own (optimum's, say: `model.onnx`,
+    `config.json`) was deleted and replaced, its names being an export's names too (a review)."""
+    try:
+        held = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
+    except OSError:
+        return  # what cannot be listed is said by the building, in its own words
+    if held and MANIFEST_NAME not in held:
+        raise ExportError(
+            f"{out_dir} holds {', '.join(held[:3])}{' and more' if len(held) > 3 else ''} but no {MANIFEST_NAME}: "
+            "it is no export of Tandem's, and is left as it is: choose a new or empty folder"
+        )
 
 
 def _same_export(export_dir: Path, source_hash: str, quantization: Quantization) -> bool:
@@ -293,6 +319,7 @@ def _same_export(export_dir: Path, source_hash: str, quantization: Quantization)
     return (
         manifest.get("source_checkpoint_sha256") == source_hash
         and manifest.get("quantization") == json.loads(json.dumps(quantization.as_dict()))  # as the manifest has it
+        and manifest.get("graph_version") == GRAPH_VERSION  # an older release's graph, in a folder the user named
     )
 
 

@@ -34,8 +34,8 @@ class Quantization:
     def __post_init__(self) -> None:
         if self.bits not in (4, 8, 16, 32):
             raise ValueError(f"bits must be 4, 8, 16 or 32, not {self.bits}")
-        if self.block_size < 16 or self.block_size & (self.block_size - 1):
-            raise ValueError(f"block size must be a power of two >= 16, not {self.block_size}")
+        if self.block_size not in (16, 32, 64, 128, 256):  # onnxruntime's MLAS kernels' (512 failed after the export)
+            raise ValueError(f"block size must be 16, 32, 64, 128 or 256, not {self.block_size}")
         # (a review) each was accepted and did nothing, or what onnxruntime does with it is undefined
         if self.accuracy_level not in range(5):
             raise ValueError(

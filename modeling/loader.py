@@ -1,6 +1,5 @@
 """Load a Hugging Face checkpoint directory: config.json and safetensors shards."""
 
-import json
 from pathlib import Path
 
 import torch
@@ -32,13 +31,20 @@ def read_config(checkpoint_dir: Path) -> ModelConfig:
 def weight_files(checkpoint_dir: Path) -> list[Path]:
     checkpoint_dir = Path(checkpoint_dir)
     index = checkpoint_dir / "model.safetensors.index.json"
-    if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        return [checkpoint_dir / s for s in shards]
+    if index.is_file():  # (a review: cut short, without its map, or its map a list, each was a traceback)
+        weight_map = read_json_object(index).get("weight_map")
+        if not isinstance(weight_map, dict) or not all(_shard_name(v) for v in weight_map.values()):
+            raise CheckpointError(f"{index}: weight_map is no object of tensor names to file names in its folder")
+        return [checkpoint_dir / s for s in sorted(set(weight_map.values()))]
     single = checkpoint_dir / "model.safetensors"
     if single.is_file():
         return [single]
     raise CheckpointError(f"{checkpoint_dir}: no model.safetensors or model.safetensors.index.json")
+
+
+def _shard_name(name: object) -> bool:
+    """A shard's file name, in the checkpoint's own folder (`model-00001-of-00004.safetensors`)."""
+    return isinstance(name, str) and name == Path(name).name and name not in ("", ".", "..")
 
 
 def _unfused(name: str, tensor: torch.Tensor, config: ModelConfig) -> list[tuple[str, torch.Tensor]]:

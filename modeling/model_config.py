@@ -34,6 +34,8 @@ SUPPORTED_ARCHITECTURES = {
     "Phi3ForCausalLM",  # Llama with fused qkv and gate-up weights (split when loaded: modeling/loader.py)
 }
 ROPE_TYPES = ("default", "linear", "llama3")  # modeling/layers/rotary.py
+ROPE_NUMBERS = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor",
+                                                  "original_max_position_embeddings")}  # fmt: skip
 _NEUTRAL = (None, False, 0, 0.0, 1, 1.0, "", [], {})
 # Fields that change the math unless they hold a neutral value, each with the values it may hold here.
 UNSUPPORTED = {
@@ -229,7 +231,16 @@ def _rope(hf: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
         if not _above_zero(theta):
             raise CheckpointError(f"config.json: rope_parameters.rope_theta is {theta!r}; a number above 0")
         field, theta, scaling = "rope_parameters", float(theta), dict(params)
+    if scaling is not None and not isinstance(scaling, dict):
+        raise CheckpointError(f"config.json: {field} is {json.dumps(scaling)[:60]}; an object or null")
     kind = (scaling or {}).get("rope_type") or (scaling or {}).get("type") or "default"
     if kind not in ROPE_TYPES:
         raise UnsupportedModelError(f"{field}: rope_type {kind!r} not supported (one of {', '.join(ROPE_TYPES)})")
+    # Each number the scaling is computed from (a review: one missing was a KeyError's traceback, a factor of 0 a
+    # model whose every logit was NaN, and a llama3 scaling with equal low and high factors divides by 0)
+    for key in ROPE_NUMBERS.get(kind, ()):
+        if not _above_zero(scaling.get(key)):
+            raise CheckpointError(f"config.json: {field}.{key} is {json.dumps(scaling.get(key))}; a number above 0")
+    if kind == "llama3" and scaling["low_freq_factor"] == scaling["high_freq_factor"]:
+        raise CheckpointError(f"config.json: {field}: low_freq_factor and high_freq_factor are equal; llama3 needs two")
     return theta, None if kind == "default" else scaling

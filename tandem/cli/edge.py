@@ -11,7 +11,9 @@ from tandem.cli.common import fail
 
 app = typer.Typer(help="Edge models.", no_args_is_help=True)
 Bits = Annotated[int, typer.Option(help="4 or 8: MatMulNBits weight-only; 16: fp16; 32: fp32")]
-BlockSize = Annotated[int, typer.Option(help="quantization block size (input channels per scale)")]
+BlockSize = Annotated[
+    int, typer.Option(help="quantization block size (input channels per scale): 16, 32, 64, 128 or 256")
+]
 AccuracyLevel = Annotated[int, typer.Option(help="MatMulNBits accuracy level (4: int8 compute, fastest on CPU)")]
 KeepLmHead = Annotated[bool, typer.Option(help="keep the LM head in fp32")]
 QuantizeEmbedding = Annotated[bool, typer.Option(help="INT4: the embedding table in INT4 too (a much smaller file)")]

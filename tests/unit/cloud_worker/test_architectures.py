@@ -14,7 +14,7 @@ from cloud_worker.build import build_engine as build_cloud
 from cloud_worker.engine.config import EngineConfig
 from edge_agent.export import cached_export
 from edge_agent.server import engine_for
-from modeling.model_config import ModelConfig, UnsupportedModelError
+from modeling.model_config import CheckpointError, ModelConfig, UnsupportedModelError
 from tests.checkpoints import assert_logits_equal_hf
 from tests.unit.cloud_worker.engine.test_engine_vs_hf import corpus_ids, hf_greedy, run_batch
 
@@ -136,6 +136,27 @@ def test_tensor_parallel_2_equals_hf(saved):
 def test_a_field_that_changes_the_math_and_is_not_implemented_is_refused_by_name(demo_checkpoint, changes, field):
     config = json.loads((demo_checkpoint / "config.json").read_text()) | changes
     with pytest.raises(UnsupportedModelError, match=field):
+        ModelConfig.from_hf(config)
+
+
+@pytest.mark.parametrize(
+    ("scaling", "said"),
+    [
+        ({"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+         "rope_scaling.low_freq_factor is null"),
+        ({"type": "linear"}, "rope_scaling.factor is null"),
+        ({"type": "linear", "factor": "4"}, 'rope_scaling.factor is "4"'),
+        ({"type": "linear", "factor": 0}, "rope_scaling.factor is 0"),  # (a model whose every logit was NaN)
+        ([{"type": "linear", "factor": 2}], "rope_scaling is .*; an object or null"),
+        ({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 2.0, "high_freq_factor": 2.0,
+          "original_max_position_embeddings": 8192}, "are equal"),
+    ],
+)  # fmt: skip
+def test_a_rope_scaling_without_the_numbers_it_is_computed_from_is_refused_by_name(demo_checkpoint, scaling, said):
+    """(a review) Each was a KeyError, TypeError or AttributeError's traceback from the export and the worker, or,
+    for a factor of 0, a model that exported and served NaN."""
+    config = json.loads((demo_checkpoint / "config.json").read_text()) | {"rope_scaling": scaling}
+    with pytest.raises(CheckpointError, match=said):
         ModelConfig.from_hf(config)
 
 

@@ -128,3 +128,36 @@ def test_the_cli_refuses_to_export_into_a_folder_of_someone_elses(demo_checkpoin
     result = CliRunner().invoke(app, ["edge", "export", str(demo_checkpoint), str(older), "--bits", "32"])
     assert result.exit_code == 0, result.output
     assert json.loads((older / MANIFEST_NAME).read_text())["files"]
+    # (a review) A folder of the user's own ONNX files, whose names an export writes too, was deleted and replaced:
+    # with no manifest it is no export, and is refused whole; a name an export does not write is foreign
+    optimum = tmp_path / "optimum"
+    optimum.mkdir()
+    for name in ("model.onnx", "config.json"):
+        (optimum / name).write_text(f"the user's {name}")
+    bak = tmp_path / "bak"
+    shutil.copytree(export_dir, bak)
+    (bak / "model.onnx.bak").write_text("the user's backup")
+    for out, said in ((optimum, "but no manifest.json: it is no export"), (bak, "model.onnx.bak, which this")):
+        before = {p.name: p.read_bytes() for p in out.iterdir()}
+        result = CliRunner().invoke(app, ["edge", "export", str(demo_checkpoint), str(out), "--bits", "32"])
+        assert result.exit_code == 1 and said in result.output and "Traceback" not in result.output, result.output
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_a_context_too_short_to_trace_is_refused_and_a_linked_folder_is_exported_into(demo_checkpoint, tmp_path):
+    """(a review) A context under 5 tokens ended the export in a 381-line IndexError; an OUT that is a symbolic
+    link to an empty folder failed after the whole export (`Not a directory`), nothing written where it pointed."""
+    from edge_agent.export import ExportError, export_onnx
+    from edge_agent.quantize import Quantization
+
+    tiny = tmp_path / "tiny"
+    shutil.copytree(demo_checkpoint, tiny)
+    config = json.loads((tiny / "config.json").read_text()) | {"max_position_embeddings": 4}
+    (tiny / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ExportError, match="a context of 4 tokens .* needs at least 5"):
+        export_onnx(tiny, tmp_path / "out", Quantization(bits=32), show_progress=False)
+    target = tmp_path / "target"
+    target.mkdir()
+    (tmp_path / "link").symlink_to(target)
+    export_onnx(demo_checkpoint, tmp_path / "link", Quantization(bits=32), show_progress=False)
+    assert (target / MANIFEST_NAME).is_file() and (tmp_path / "link").is_symlink()

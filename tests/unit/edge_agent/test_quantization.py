@@ -101,6 +101,7 @@ def test_a_damaged_cached_export_is_made_again(demo_checkpoint, tmp_path):
         {"bits": 3},
         {"bits": 4, "block_size": 24},
         {"bits": 4, "block_size": 8},
+        {"bits": 4, "block_size": 512},  # (a review) onnxruntime's kernels take up to 256: a traceback after the export
         {"bits": 4, "accuracy_level": 99},  # (a review) each was accepted and did nothing
         {"bits": 16, "quantize_embedding": True},
         {"bits": 8, "quantize_embedding": True},

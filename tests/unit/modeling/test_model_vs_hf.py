@@ -102,6 +102,23 @@ def test_missing_weights_file_is_a_clear_error(demo_checkpoint, tmp_path):
         load_model(path)
 
 
+@pytest.mark.parametrize(
+    ("index", "said"),
+    [
+        ('{"weight_map": {"a": "model-1.safet', "not valid JSON"),
+        ('{"metadata": {}}', "weight_map is no object"),
+        ('{"weight_map": ["model-1.safetensors"]}', "weight_map is no object"),
+        ('{"weight_map": {"a": "../../elsewhere.safetensors"}}', "weight_map is no object .* in its folder"),
+    ],
+)
+def test_a_shard_index_that_cannot_be_read_is_a_clear_error(demo_checkpoint, tmp_path, index, said):
+    """(a review) Each was a JSONDecodeError, KeyError or AttributeError traceback from the export and the agent."""
+    path = make_variant(demo_checkpoint, tmp_path / "sharded", {})
+    (path / "model.safetensors.index.json").write_text(index)
+    with pytest.raises(CheckpointError, match=f"model.safetensors.index.json: {said}"):
+        load_model(path)
+
+
 def test_a_weights_file_cut_short_is_a_clear_error(demo_checkpoint, tmp_path):
     """(a review) A truncated model.safetensors stopped `tandem up` with a SafetensorError traceback that named
     neither the file nor what to do."""
