@@ -5,8 +5,10 @@ batches them into one pipeline per flush, and re-scores every held hash each
 TTL/3 so hints outlive no worker by more than a TTL (proto/prefix_hints.py:
 one sorted set per block, this worker a member of each it holds). Redis trouble never
 reaches requests: the publisher logs once per outage, keeps its picture of
-what is held, tries again after 0.5 s doubling to 5 s, and writes it all again when Redis is back. On a clean
-shutdown it removes its hints at once.
+what is held, tries again after 0.5 s doubling to 5 s, and writes it all again when Redis is back. A Redis that lost
+them without an error (FLUSHALL, a restart between two flushes, eviction) is found within CHECK_S by a marker key
+written with them, and they are written again (a review: affinity was lost until the next refresh, TTL/3). On a
+clean shutdown it removes its hints at once.
 """
 
 import logging
@@ -26,6 +28,7 @@ KEYS_PER_SCRIPT_CALL = 200
 # While Redis is down, a try every 0.5 s, doubling to 5 s: every try rebuilds the whole cache's writes (every
 # 50 ms, that was the publisher thread holding the GIL beside the engine for the whole outage).
 FIRST_RETRY_S, MAX_RETRY_S = 0.5, 5.0
+CHECK_S = 1.0  # how often a connected publisher holding blocks asks whether Redis still has its marker
 
 
 class HintPublisher:
@@ -38,6 +41,8 @@ class HintPublisher:
         self._held: set[bytes] = set()
         self._resync = True  # write every held hash on the next flush (first run, or after an outage)
         self._last_refresh = 0.0
+        self._marker = f"tandem:kvw:{model_id}:{worker_id}"  # written with every refresh, expiring with the hints
+        self._checked_at = 0.0
         self._retry_at, self._backoff_s = 0.0, FIRST_RETRY_S  # while Redis is down: when to try again
         self.is_connected: bool | None = None  # None until the first write
         self._stop = threading.Event()
@@ -56,6 +61,7 @@ class HintPublisher:
             pipe = self._redis.pipeline(transaction=False)
             for block_hash in self._held:
                 pipe.zrem(self._key(block_hash), self.worker_id)
+            pipe.delete(self._marker)
             pipe.execute()
         except redis.RedisError as exc:
             log.warning("could not remove prefix hints at shutdown (they expire in %.0f s): %s", self.ttl_s, exc)
@@ -94,10 +100,20 @@ class HintPublisher:
         now = time.monotonic()
         if self.is_connected is False and now < self._retry_at:
             return  # Redis is down: the picture above stays current, and the next try writes all of it
+        if self.is_connected and self._held and now - self._checked_at >= CHECK_S:
+            self._checked_at = now
+            try:
+                if not self._redis.exists(self._marker):
+                    log.info("prefix hints: Redis no longer has them (flushed or restarted); writing them again")
+                    self._resync = True
+            except redis.RedisError:
+                pass  # the writes below find the trouble and say it
+        pipe = self._redis.pipeline(transaction=False)
         if self._resync or now - self._last_refresh >= self.ttl_s / 3:
             cached = dict.fromkeys(self._held)
             self._last_refresh = now
-        pipe = self._redis.pipeline(transaction=False)
+            if self._held:
+                pipe.set(self._marker, 1, px=int(self.ttl_s * 1000))
         for block_hash in evicted:
             pipe.zrem(self._key(block_hash), self.worker_id)
         keys = [self._key(h) for h in cached]

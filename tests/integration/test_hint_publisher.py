@@ -53,3 +53,26 @@ def test_an_outage_is_retried_at_a_falling_rate_and_resynced_after(tmp_path):
         if server is not None:
             server.terminate()
             server.wait(timeout=10)
+
+
+def test_hints_a_redis_lost_without_an_error_are_written_again_within_a_second(redis_url):
+    """(a review) After a FLUSHALL (or a restart between two flushes) the worker's hints were gone until its next
+    refresh, TTL/3 later, and every gateway routed without them meanwhile. A marker written with them says so."""
+    client = redis.Redis.from_url(redis_url)
+    hashes = [(7_000_000 + i).to_bytes(16, "big") for i in range(20)]
+    keys = [block_key("tandem-flush", h) for h in hashes]
+    publisher = HintPublisher(redis_url, "tandem-flush", "127.0.0.1:7009", ttl_s=30)
+    try:
+        publisher.publish([BlockEvent(BlockEventKind.CACHED, h) for h in hashes])
+        deadline = time.monotonic() + 5
+        while client.exists(*keys) < len(keys):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        client.delete(*keys, "tandem:kvw:tandem-flush:127.0.0.1:7009")  # what a FLUSHALL does to this worker's
+        deadline = time.monotonic() + 3  # CHECK_S, and a flush: not the 10 s of a refresh
+        while client.exists(*keys) < len(keys):
+            assert time.monotonic() < deadline, "the hints were not written again"
+            time.sleep(0.05)
+    finally:
+        publisher.close()
+    assert client.exists(*keys, "tandem:kvw:tandem-flush:127.0.0.1:7009") == 0  # a clean shutdown takes all
