@@ -388,22 +388,23 @@ def _not_a_stream(response: httpx.Response, head: bytes, private: bool = False) 
     return _api_error(response.status_code, f"{said}: {text!r}", None, private, said)
 
 
-def _head(response: httpx.Response) -> bytes:
-    """Enough of a body to show what it is; a long one is not read to its end."""
-    head = b""
+def _head(response: httpx.Response, seconds: float | None) -> bytes:
+    """Enough of a body to show what it is, what came within `seconds`; a long one is not read to its end (a
+    captive portal's page trickled a byte at a time held a call with a 1 s timeout for a minute: a review)."""
+    head, deadline = b"", time.monotonic() + (seconds if seconds is not None else math.inf)
     for part in response.iter_bytes():
         head += part
-        if len(head) >= SHOWN_BYTES:
+        if len(head) >= SHOWN_BYTES or time.monotonic() > deadline:
             break
     return head
 
 
-async def _ahead(response: httpx.Response) -> bytes:
+async def _ahead(response: httpx.Response, seconds: float | None) -> bytes:
     """`_head` for the async client."""
-    head = b""
+    head, deadline = b"", time.monotonic() + (seconds if seconds is not None else math.inf)
     async for part in response.aiter_bytes():
         head += part
-        if len(head) >= SHOWN_BYTES:
+        if len(head) >= SHOWN_BYTES or time.monotonic() > deadline:
             break
     return head
 
@@ -693,7 +694,7 @@ class Client(_ClientBase):
                 _raise_for(response, reason is not None)
             if stream and not _is_event_stream(response):
                 try:
-                    head = _head(response)
+                    head = _head(response, limit)
                 finally:
                     context.__exit__(None, None, None)
                 raise _not_a_stream(response, head, reason is not None)
@@ -822,7 +823,11 @@ class AsyncClient(_ClientBase):
             context = self._client_for(target).stream(
                 "POST", target.url, content=body, headers=target.headers | JSON_BODY, timeout=timeout
             )
-            response = await context.__aenter__()
+            try:  # the headers too: sent a byte at a time, each read within httpx's timeout, they held a call
+                async with asyncio.timeout(limit):  # for as long as they came (a review)
+                    response = await context.__aenter__()
+            except TimeoutError:
+                raise httpx.ReadTimeout(f"no answer came within {limit:g} s") from None
             if response.status_code >= 400:
                 try:
                     response = _whole(response, await _aread_within(response, limit))
@@ -834,7 +839,7 @@ class AsyncClient(_ClientBase):
                 _raise_for(response, reason is not None)
             if stream and not _is_event_stream(response):
                 try:
-                    head = await _ahead(response)
+                    head = await _ahead(response, limit)
                 finally:
                     await context.__aexit__(None, None, None)
                 raise _not_a_stream(response, head, reason is not None)

@@ -113,7 +113,9 @@ class ChatTokenizer:
         """The prompt's text, as apply_chat_template(messages, tools=tools, add_generation_prompt=True,
         tokenize=False) renders it: the messages and tools as given."""
         if self.template.source(tools) is None:
-            raise BadRequest("this model has no chat template; use /v1/completions")
+            # (the gateway serves /v1/completions; the edge agent and a worker's own routes do not: a review)
+            raise BadRequest("this model has no chat template, so it takes no chat messages: send a plain prompt "
+                             "to the gateway's /v1/completions")  # fmt: skip
         try:
             return self.template.render(messages, tools, add_generation_prompt=True)
         except TemplateError as exc:

@@ -432,3 +432,33 @@ def test_the_local_agents_probe_reads_a_few_kilobytes_within_its_timeout(is_asyn
         thread.join(5)
         listener.close()
     assert health is None and time.monotonic() - started < 3
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_page_or_headers_sent_a_byte_at_a_time_are_held_to_the_timeout(server, is_async):
+    """(a review) With timeout_s=1, a captive portal's page trickled a byte every 0.3 s held a streamed call for a
+    minute (each read within httpx's timeout), and headers trickled so held an async call for as long as they
+    came. The page is shown as far as it came within the timeout; the async client's headers are held to it too."""
+    page = _answer("200 OK", "text/html", b"<html>" + b"x" * 400)
+    head, body = page.split(b"\r\n\r\n", 1)
+    server.answer = [(head + b"\r\n\r\n", 0), *((bytes([b]), 0.3) for b in body[:40])]
+    kwargs = {"model": "m", "messages": ASK, "stream": True}
+
+    async def run_async():
+        async with tandem_sdk.AsyncClient(server.url, local_agent_url=None, max_retries=0, timeout_s=1) as client:
+            await client.chat.completions.create(**kwargs)
+
+    started = time.monotonic()
+    with pytest.raises(APIError, match="not an event stream"):
+        if is_async:
+            asyncio.run(run_async())
+        else:
+            with tandem_sdk.Client(server.url, local_agent_url=None, max_retries=0, timeout_s=1) as client:
+                client.chat.completions.create(**kwargs)
+    assert time.monotonic() - started < 4
+    if is_async:
+        server.answer = [(bytes([b]), 0.3) for b in head[:40]]
+        started = time.monotonic()
+        with pytest.raises(tandem_sdk.GatewayUnavailable, match="no answer came within 1 s"):
+            asyncio.run(run_async())
+        assert time.monotonic() - started < 4
