@@ -42,7 +42,7 @@ from torch import nn
 from edge_agent.quantize import FP32, Quantization, external_data_file, linear_weight_bytes, quantize
 from modeling.llama import LlamaForCausalLM
 from modeling.loader import load_model, weight_files
-from serving.atomic_dir import ForeignFolder, building, check_replaceable
+from serving.atomic_dir import DESKTOP_LITTER, ForeignFolder, building, check_replaceable
 from serving.manifest_paths import unsafe_name
 from tandem_kernels.attention import causal_attention
 from tandem_kernels.rotary import apply_rotary
@@ -205,9 +205,14 @@ def _file_in(export_dir: Path, name: object, manifest_path: Path) -> Path:
 
 
 def export_onnx(
-    checkpoint_dir: Path, out_dir: Path, quantization: Quantization = FP32, show_progress: bool = True
+    checkpoint_dir: Path,
+    out_dir: Path,
+    quantization: Quantization = FP32,
+    show_progress: bool = True,
+    cache: bool = False,
 ) -> Path:
-    """Export with explicit KV, quantize as asked, write the manifest; returns out_dir."""
+    """Export with explicit KV, quantize as asked, write the manifest; returns out_dir. `cache`: out_dir is the
+    agent's own cache folder (whatever it holds of an export is its own to replace, manifest or not)."""
     checkpoint_dir, out_dir = Path(checkpoint_dir), Path(out_dir)
     if out_dir.is_symlink():  # the folder it names: a folder renamed over the link failed after the whole export
         out_dir = out_dir.resolve()
@@ -215,7 +220,8 @@ def export_onnx(
         check_replaceable(out_dir, _export_writes)
     except ForeignFolder as exc:
         raise ExportError(str(exc)) from None
-    _check_ours(out_dir)
+    if not cache:  # (a review: an agent's cached export that lost its manifest stopped the agent's start)
+        _check_ours(out_dir)
     with Progress(disable=not show_progress, transient=True) as progress:
         task = progress.add_task(f"exporting {checkpoint_dir.name} to ONNX ({quantization.name})", total=5)
         source_hash = checkpoint_hash(checkpoint_dir)
@@ -300,7 +306,7 @@ def _check_ours(out_dir: Path) -> None:
     before its folder is in place). A folder of ONNX files of the user's own (optimum's, say: `model.onnx`,
     `config.json`) was deleted and replaced, its names being an export's names too (a review)."""
     try:
-        held = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
+        held = sorted(p.name for p in out_dir.iterdir() if p.name not in DESKTOP_LITTER) if out_dir.is_dir() else []
     except OSError:
         return  # what cannot be listed is said by the building, in its own words
     if held and MANIFEST_NAME not in held:
@@ -366,7 +372,7 @@ def cached_export(checkpoint_dir: Path, cache_dir: Path, quantization: Quantizat
             ready = out_dir
         except ExportError as exc:
             log.warning("cached export unusable, exporting again: %s", exc)
-    ready = ready or export_onnx(checkpoint_dir, out_dir, quantization)
+    ready = ready or export_onnx(checkpoint_dir, out_dir, quantization, cache=True)
     _note_use(ready, checkpoint_dir)
     collect_stale(Path(cache_dir), keep=ready.parent)
     return ready

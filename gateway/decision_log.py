@@ -1,5 +1,6 @@
 """Routing decisions as JSON lines, for `tandem policy replay`. Never the prompt or completion text."""
 
+import contextlib
 import json
 import logging
 import logging.handlers
@@ -38,6 +39,10 @@ class _Appender(logging.handlers.WatchedFileHandler):
 
     def _dropped(self, exc: BaseException | None) -> None:
         self._failed = True
+        stream, self.stream = self.stream, None  # its buffer held records it would write later, counted as dropped
+        if stream is not None:  # (a review); the next record opens the file again
+            with contextlib.suppress(OSError, ValueError):
+                stream.close()
         exc = exc or sys.exc_info()[1]
         why = f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}" if exc else "unknown"
         metrics.DECISION_LOG_DROPPED.inc()
@@ -53,7 +58,8 @@ class DecisionLog:
         self._logger.propagate = False
         self._logger.setLevel(logging.INFO)
         if not self._logger.handlers:
-            _end_a_torn_line(path)
+            if Path(path).is_file():  # (a pipe or /dev/stdout has no last line to end)
+                _end_a_torn_line(path)
             handler = _Appender(path, encoding="utf-8")
             handler.setFormatter(logging.Formatter("%(message)s"))
             self._logger.addHandler(handler)
@@ -115,7 +121,8 @@ class DecisionLog:
 
     def close(self) -> None:
         for handler in list(self._logger.handlers):
-            handler.close()
+            with contextlib.suppress(OSError):  # a full disk fails the last flush: the shutdown goes on (a review)
+                handler.close()
             self._logger.removeHandler(handler)
 
 
@@ -128,3 +135,5 @@ def _end_a_torn_line(path: Path) -> None:
                 f.write(b"\n")
     except FileNotFoundError:
         pass
+    except OSError as exc:  # a disk still full: the gateway starts, and replay counts the cut record (a review)
+        log.warning("decision log %s: could not end its last line (%s)", path, exc.strerror or exc)

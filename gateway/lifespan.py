@@ -103,8 +103,9 @@ def preflight(s: Settings) -> None:
         if s.decision_log is not None:
             try:
                 if Path(s.decision_log).exists() and not Path(s.decision_log).is_file():
-                    # a pipe with no reader held the start for ever (opening it waits), a device had no end to seek
-                    raise ValueError(f"TANDEM_DECISION_LOG={s.decision_log}: not a regular file (give a file's path)")
+                    # A pipe (/dev/stdout in a container) is written without waiting for a reader: one with none
+                    # held the start for ever, silent (a review); now it is refused, as anything unwritable is
+                    os.close(os.open(s.decision_log, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
                 with open(s.decision_log, "a", encoding="utf-8"):  # appended to for the gateway's life
                     pass
             except OSError as exc:

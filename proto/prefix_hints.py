@@ -13,6 +13,7 @@ The scripts run with Redis's own clock (TIME), so the hosts' clocks need not agr
 """
 
 import functools
+import re
 from collections.abc import Sequence
 from urllib.parse import urlparse
 
@@ -184,18 +185,28 @@ def worker_id_for(endpoint: str) -> str:
     brackets, as `$(POD_IP):50051` does on an IPv6 cluster (it stopped the worker at start: a review). ValueError
     for a port that is no number."""
     address = endpoint.split("://", 1)[1] if "://" in endpoint else endpoint
-    if address.count(":") > 1 and not address.startswith("["):  # an IPv6 host: its port is after the last colon
-        host, _, port = address.rpartition(":")
-        address = f"[{host}]:{port}"
-    parsed = urlparse(f"grpc://{address}")
+    netloc, path = re.match(r"([^/?#]*)(.*)", address, re.DOTALL).groups()  # a colon in a path is no host's
+    if netloc.count(":") > 1 and not netloc.startswith("["):  # an IPv6 host: its port is after the last colon
+        host, _, port = netloc.rpartition(":")
+        netloc = f"[{host}]:{port}"
     try:
+        parsed = urlparse(f"grpc://{netloc}{path}")
         port = parsed.port
-    except ValueError:
+    except ValueError:  # a port that is no number, or an address that is none
         raise ValueError(
             f"{endpoint!r}: no host:port (a worker id is the address gateways dial: 10.0.0.5:50051)"
         ) from None
     host = "127.0.0.1" if parsed.hostname == "localhost" else parsed.hostname
     return f"{host}:{port}"
+
+
+def given_worker_id(value: str) -> str:
+    """`--worker-id` as a worker publishes under it: ValueError where it names no port (`10.0.0.5` published
+    `10.0.0.5:None`, which no gateway matches: prefix routing did nothing, silently; a review)."""
+    worker_id = worker_id_for(value)
+    if worker_id.endswith(":None") or worker_id.startswith("None:"):
+        raise ValueError(f"{value!r}: no host:port (a worker id is the address gateways dial: 10.0.0.5:50051)")
+    return worker_id
 
 
 def default_worker_id(host: str, port: int) -> str:

@@ -122,7 +122,7 @@ def sweep(final: Path) -> None:
 
 
 # What a file browser leaves in any folder it shows: no reason to refuse one (a `.git` is, and `.*` is not ignored).
-_DESKTOP_LITTER = frozenset({".DS_Store", "Thumbs.db", "desktop.ini"})
+DESKTOP_LITTER = frozenset({".DS_Store", "Thumbs.db", "desktop.ini"})
 
 
 class ForeignFolder(Exception):
@@ -136,7 +136,7 @@ def check_replaceable(final: Path, owns: Callable[[str], bool]) -> None:
         return
     if not final.is_dir():
         raise ForeignFolder(f"{final} exists and is not a folder; choose a new or empty folder")
-    foreign = sorted(p.name for p in final.iterdir() if not owns(p.name) and p.name not in _DESKTOP_LITTER)
+    foreign = sorted(p.name for p in final.iterdir() if not owns(p.name) and p.name not in DESKTOP_LITTER)
     if foreign:
         listed = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise ForeignFolder(

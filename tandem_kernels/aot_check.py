@@ -38,7 +38,7 @@ def cases():
         for split in (False, True):
             keys = paged_attention.decode_keys(16, head_dim)
             consts = {"GROUP": group, "GROUP_PAD": 16, "BLOCK_SIZE": 16, "HEAD_DIM": head_dim, "SPLIT": split,
-                      "KEYS": keys, "DOT": "tf32"}  # fmt: skip
+                      "KEYS": keys, "DOT": None}  # fmt: skip
             yield f"paged decode {shape} split={split}", decode, decode_sig, consts
     fp32 = {name: "*fp32" if kind == "*bf16" else kind for name, kind in decode_sig.items()}  # an fp32 model's
     consts = {"GROUP": 4, "GROUP_PAD": 16, "BLOCK_SIZE": 16, "HEAD_DIM": 64, "SPLIT": True, "DOT": "ieee",
@@ -71,7 +71,7 @@ def cases():
             "BLOCK_SIZE": 16,
             "HEAD_DIM": head_dim,
             "TILE": paged_attention.PREFILL_TILE,
-            "DOT": "tf32",
+            "DOT": None,
         }
         yield f"paged prefill head_dim={head_dim}", paged_attention._prefill_kernel(), prefill_sig, consts
     fp32 = {name: "*fp32" if kind == "*bf16" else kind for name, kind in prefill_sig.items()}

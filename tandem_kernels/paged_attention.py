@@ -244,11 +244,12 @@ def _interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def dot_precision(q: torch.Tensor) -> str:
-    """tl.dot's input_precision: "ieee" for an fp32 model, whose scores TF32 (Triton's default for fp32) rounds to 10
-    bits of mantissa (on an H100, fp32 greedy tokens left HF's fp32 ones after 84 % of them; 100 % with ieee);
-    "tf32" otherwise: the prefill's fp32 copies of bf16/fp16 values are exact in TF32, and it keeps the tensor cores."""
-    return "ieee" if q.dtype == torch.float32 else "tf32"
+def dot_precision(q: torch.Tensor) -> str | None:
+    """tl.dot's input_precision: "ieee" for an fp32 model, whose scores TF32 (Triton's default for fp32 on NVIDIA)
+    rounds to 10 bits of mantissa (on an H100, fp32 greedy tokens left HF's fp32 ones after 84 % of them; 100 % with
+    ieee); Triton's default otherwise (TF32 on NVIDIA: the prefill's fp32 copies of bf16/fp16 values are exact in it,
+    and it keeps the tensor cores; not named, since some AMD GPUs take no "tf32")."""
+    return "ieee" if q.dtype == torch.float32 else None
 
 
 def decode_splits(max_context: int, programs: int = 1, multiprocessors: int | None = None) -> int:

@@ -78,12 +78,15 @@ class Trace:
 
 
 def _cut_short(line: bytes, exc: Exception) -> bool:
-    """Whether `line` is a record cut short: JSON that ends where it had more to say (or mid-character)."""
+    """Whether `line` is a record cut short: JSON that ends where it had more to say (or mid-character), or the
+    run of NUL bytes a crash can leave where a file's end was allocated and not written."""
     whole = line.rstrip()
+    if whole and not whole.strip(b"\0"):
+        return True
     if isinstance(exc, UnicodeDecodeError):
         return exc.start >= len(whole) - 3 and whole.startswith(b"{")
-    if not (isinstance(exc, json.JSONDecodeError) and whole.startswith(b"{")):
-        return False
+    if not (isinstance(exc, json.JSONDecodeError) and whole.startswith(b"{")) or exc.msg.startswith("Extra data"):
+        return False  # (a whole record with more after it is no record cut short: named, as a line that is none)
     # Cut inside a string or a number, the error is where it starts (a review: 244 of 327 cuts of one record refused
     # the whole log): a record that does not end its object was cut, wherever JSON says it broke
     return exc.pos >= len(exc.doc.rstrip()) or not whole.endswith(b"}")

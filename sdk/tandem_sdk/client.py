@@ -20,6 +20,7 @@ import json
 import math
 import os
 import ssl
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -144,6 +145,17 @@ def _body(model: str, messages: list[dict], stream: bool, params: dict) -> dict:
 def _encoded(body: dict) -> bytes:
     """The request's JSON, as httpx's `json=` writes it (NaN refused: no JSON parser takes it)."""
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _keys_once(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose keys are each written once. `{1: card, "1": "x"}` is written with "1" twice: read back,
+    the last one stands, and the card was sent unscanned (a review). Refused: the server would read it so too."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        twice = next(k for i, (k, _) in enumerate(pairs) if any(k == other for other, _ in pairs[:i]))
+        raise TypeError(f"an object of the request has the key {twice!r} twice once written as JSON (a number and "
+                        "a string of it, say); nothing was sent")  # fmt: skip
+    return out
 
 
 def _retry_delay_s(response: httpx.Response, attempt: int) -> float:
@@ -569,7 +581,8 @@ class _ClientBase:
         # app's own lists, so a message another task or thread added while the SDK waited out a 503 went to the
         # gateway unscanned (a review: a card number in a public request)
         payload = _encoded(_body(model, messages, stream, params))
-        return payload, tags, private_reason(json.loads(payload), tags, self._s.detectors, self._s.never_leave)
+        scanned = json.loads(payload, object_pairs_hook=_keys_once)
+        return payload, tags, private_reason(scanned, tags, self._s.detectors, self._s.never_leave)
 
     def _client_for(self, target: Target):
         return self._direct if target.direct else self._http
@@ -606,7 +619,7 @@ class _ClientBase:
         self._impostor = None
         try:
             health = reply.json() if reply.status_code == 200 else None
-        except ValueError:
+        except (ValueError, RecursionError):  # (nested past the parser's depth: a review)
             return None
         if not isinstance(health, dict) or health.get("kind") != "edge":
             return None
@@ -623,6 +636,8 @@ class _ClientBase:
 
 
 class Client(_ClientBase):
+    _prober: httpx.Client | None = None  # the local agent's health probe's (made at the first probe)
+
     @staticmethod
     def _new_http(timeout_s: float, trust_env: bool) -> httpx.Client:
         return httpx.Client(timeout=timeout_s, trust_env=trust_env, verify=_verify(trust_env))
@@ -630,6 +645,8 @@ class Client(_ClientBase):
     def close(self) -> None:
         self._http.close()
         self._direct.close()
+        if self._prober is not None:
+            self._prober.close()
 
     def __enter__(self):
         return self
@@ -642,16 +659,32 @@ class Client(_ClientBase):
         holds this device's token (`_ClientBase._agent_health`)."""
         if not self._s.local_agent_url:
             return None
-        challenge = new_challenge()
-        try:
-            with self._direct.stream("GET", **self._probe(challenge), timeout=LOCAL_PROBE_TIMEOUT_S) as reply:
-                body, started = b"", time.monotonic()
-                for chunk in reply.iter_bytes():
-                    body += chunk
-                    _probe_bounds(reply, body, started)
-        except httpx.HTTPError:
+        challenge, answered = new_challenge(), []
+        if self._prober is None:
+            self._prober = self._new_http(LOCAL_PROBE_TIMEOUT_S, trust_env=False)
+
+        def probe() -> None:
+            try:
+                with self._prober.stream("GET", **self._probe(challenge), timeout=LOCAL_PROBE_TIMEOUT_S) as reply:
+                    body, started = b"", time.monotonic()
+                    for chunk in reply.iter_bytes():
+                        body += chunk
+                        _probe_bounds(reply, body, started)
+                answered.append(_whole(reply, body))
+            except httpx.HTTPError:
+                pass
+
+        # In a thread of its own, waited for 2 x LOCAL_PROBE_TIMEOUT_S: headers sent a byte at a time (what answers
+        # on the agent's port may be another program) held every private call for as long as they came, each read
+        # within httpx's timeout (a review). One that overruns keeps its own client, which is closed and replaced.
+        thread = threading.Thread(target=probe, name="tandem-local-probe", daemon=True)
+        thread.start()
+        thread.join(2 * LOCAL_PROBE_TIMEOUT_S + 0.05)
+        if thread.is_alive():
+            stuck, self._prober = self._prober, self._new_http(LOCAL_PROBE_TIMEOUT_S, trust_env=False)
+            stuck.close()
             return None
-        return self._agent_health(_whole(reply, body), challenge)
+        return self._agent_health(answered[0], challenge) if answered else None
 
     def create(self, *, model: str, messages: list[dict], stream: bool = False, privacy=None, **params):
         _open(self._http)

@@ -10,7 +10,7 @@ import typer
 
 from cloud_worker.engine.config import EngineConfig
 from edge_agent.quantize import INT4
-from proto.prefix_hints import worker_id_for
+from proto.prefix_hints import given_worker_id
 from tandem.cli.common import (
     DEFAULT_CACHE,
     GatewayModelDir,
@@ -29,7 +29,7 @@ def _worker_id(value: str | None) -> str | None:
     """--worker-id checked as it is read: a port that is no number was a traceback at the worker's start."""
     if value is not None:
         try:
-            worker_id_for(value)
+            given_worker_id(value)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
     return value

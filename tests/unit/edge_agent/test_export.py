@@ -158,6 +158,7 @@ def test_a_context_too_short_to_trace_is_refused_and_a_linked_folder_is_exported
         export_onnx(tiny, tmp_path / "out", Quantization(bits=32), show_progress=False)
     target = tmp_path / "target"
     target.mkdir()
+    (target / ".DS_Store").write_bytes(b"\0")  # a desktop's litter is no one's files (a review: it was refused)
     (tmp_path / "link").symlink_to(target)
     export_onnx(demo_checkpoint, tmp_path / "link", Quantization(bits=32), show_progress=False)
     assert (target / MANIFEST_NAME).is_file() and (tmp_path / "link").is_symlink()

@@ -630,3 +630,11 @@ def test_good_settings_are_taken_as_given():
                     device={"npu": True, "battery": 0.5, "network": "cellular (5G)", "providers": ["QNNExecutionProvider"]})  # fmt: skip
     assert client._s.gateway_url == "https://gw.example:8443" and client._s.timeout_s == 5.0
     assert client._s.device.providers == ("QNNExecutionProvider",) and client._s.device.battery == 0.5
+
+
+def test_a_request_whose_json_would_hold_a_key_twice_is_refused_before_anything_is_sent():
+    """(a review) `metadata={1: card, "1": "x"}` is written with the key "1" twice: the scan read the bytes back,
+    where the last value stands, and the card went to the gateway unscanned."""
+    client = Client("http://127.0.0.1:9", local_agent_url=None)
+    with pytest.raises(TypeError, match="the key '1' twice .* nothing was sent"):
+        client.chat.completions.create(model="m", messages=ASK, metadata={1: "4111 1111 1111 1111", "1": "x"})

@@ -389,8 +389,9 @@ def test_a_local_fallback_that_fails_too_is_the_sdks_error(server, is_async):
                 client.chat.completions.create(model="m", messages=ASK)
 
 
+@pytest.mark.parametrize("how", ["endless", "deep", "trickled-headers"])
 @pytest.mark.parametrize("is_async", [False, True])
-def test_the_local_agents_probe_reads_a_few_kilobytes_within_its_timeout(is_async):
+def test_the_local_agents_probe_reads_a_few_kilobytes_within_its_timeout(is_async, how):
     """(a review) The health probe, asked before every private call, read an endless answer whole (600 MB) and a
     trickled one for as long as it came: what answers on the agent's port may be another program."""
     import socket
@@ -408,10 +409,21 @@ def test_the_local_agents_probe_reads_a_few_kilobytes_within_its_timeout(is_asyn
                 continue
             with conn:
                 conn.recv(65536)
-                conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{"kind": "edge", "x": "')
                 with contextlib.suppress(OSError):
-                    while not stop.is_set():
-                        conn.sendall(b"a" * 65536)
+                    if how == "endless":
+                        conn.sendall(
+                            b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{"kind": "edge", "x": "'
+                        )
+                        while not stop.is_set():
+                            conn.sendall(b"a" * 65536)
+                    elif how == "deep":  # (nested past the parser's depth: a RecursionError escaped)
+                        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3000\r\n\r\n" + b"[" * 3000)
+                    else:  # headers a byte every 0.1 s: the sync client waited for as long as they came
+                        for byte in b"HTTP/1.1 200 OK\r\nX-Padding: " + b"x" * 200:
+                            if stop.is_set():
+                                break
+                            conn.sendall(bytes([byte]))
+                            time.sleep(0.1)
 
     thread = threading.Thread(target=endless, daemon=True)
     thread.start()

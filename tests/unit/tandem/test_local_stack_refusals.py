@@ -49,7 +49,7 @@ def test_a_port_variable_that_is_no_port_is_named(monkeypatch, value):
         ({"TANDEM_DECISION_LOG": "/nonexistent/x.jsonl"}, "TANDEM_DECISION_LOG"),
         ({"TANDEM_DECISION_LOG": "/proc/x.jsonl"}, "cannot append to it"),
         # (a review) a pipe without a reader held the start for ever, silent, the port never bound
-        ({"TANDEM_DECISION_LOG": "{fifo}"}, "not a regular file"),
+        ({"TANDEM_DECISION_LOG": "{fifo}"}, "cannot append to it: No such device or address"),
         ({"TANDEM_MODEL_DIRS": "/nonexistent"}, "no checkpoint directory"),
         ({"TANDEM_MODEL_DIRS": "q="}, "TANDEM_MODEL_DIRS: 'q=' names no checkpoint directory after '='"),  # was `.`
         ({"TANDEM_HEALTH_INTERVAL_S": "0"}, "TANDEM_HEALTH_INTERVAL_S: Input should be greater than or equal to 0.05"),

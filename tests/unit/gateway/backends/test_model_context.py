@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from gateway.policy.schema import Policy
-from proto.prefix_hints import default_worker_id, worker_id_for
+from proto.prefix_hints import default_worker_id, given_worker_id, worker_id_for
 from tests.scripted_backend import registry_for, scripted
 
 A, B, E = "grpc://a:1", "grpc://b:1", "grpc://e:1"
@@ -58,3 +58,9 @@ def test_worker_ids_read_as_gateways_read_them():
     )
     with pytest.raises(ValueError, match="no host:port"):
         worker_id_for("worker-0:http")
+    # (a review) a colon in an HTTP endpoint's path is no IPv6 host's: the gateway did not start
+    assert worker_id_for("http://proxy:8080/route/llama3:8b") == "proxy:8080"
+    for no_port in ("10.0.0.5", "fd00::5", "worker-0"):  # published as `host:None`, which no gateway matched
+        with pytest.raises(ValueError, match="no host:port"):
+            given_worker_id(no_port)
+    assert given_worker_id("fd00::5:50051") == "fd00::5:50051"

@@ -253,3 +253,8 @@ def test_a_record_cut_at_any_byte_is_left_out(tmp_path):
         path.write_text(whole + whole[:cut])
         read = read_trace(path)
         assert [f.prompt_tokens for f in read.features] == [7] and read.torn == 1, cut
+    path.write_text(whole + "\0" * 300 + "\n" + whole)  # a crash's unwritten end, then the next start's records
+    assert [f.prompt_tokens for f in read_trace(path).features] == [7, 7] and read_trace(path).torn == 1
+    path.write_text(whole + whole.rstrip() + ",\n")  # a whole record and more: no record cut short, named
+    with pytest.raises(TraceError, match="decisions.jsonl:2: not a decision record"):
+        read_trace(path)
