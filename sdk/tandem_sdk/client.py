@@ -153,8 +153,8 @@ def _keys_once(pairs: list[tuple[str, object]]) -> dict:
     out = dict(pairs)
     if len(out) != len(pairs):
         twice = next(k for i, (k, _) in enumerate(pairs) if any(k == other for other, _ in pairs[:i]))
-        raise TypeError(f"an object of the request has the key {twice!r} twice once written as JSON (a number and "
-                        "a string of it, say); nothing was sent")  # fmt: skip
+        raise TypeError(f"an object of the request would hold the key {twice!r} twice in JSON (a number and a "
+                        "string of it, say); nothing was sent")  # fmt: skip
     return out
 
 
@@ -671,7 +671,7 @@ class Client(_ClientBase):
                         body += chunk
                         _probe_bounds(reply, body, started)
                 answered.append(_whole(reply, body))
-            except httpx.HTTPError:
+            except Exception:  # noqa: BLE001 - no answer (its client closed under it, once overrun, included)
                 pass
 
         # In a thread of its own, waited for 2 x LOCAL_PROBE_TIMEOUT_S: headers sent a byte at a time (what answers
