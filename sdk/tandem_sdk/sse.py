@@ -3,7 +3,8 @@ gateway's HTTP backends (which imports it from here: the SDK imports nothing of 
 
 Per the SSE format: an event is its `data:` lines (one leading space dropped, several joined by newlines), ended
 by a blank line; comment lines (`:`) and the `id:` and `retry:` fields carry no data; `[DONE]` ends the stream. A
-last event the server did not end with a blank line still counts. An `event: error` event is the server's error,
+last event the server did not end with a blank line still counts, and events a server parts with one line break
+(not the format, but seen) are each given as the next one begins. An `event: error` event is the server's error,
 whatever its data: it is read as OpenAI's mid-stream error, `{"error": {...}}`, never as a chunk.
 """
 
@@ -58,18 +59,28 @@ class SseDecoder:
         self._name = ""
         self._first = True
 
-    def feed(self, line: str) -> tuple[str, str] | None:
+    def feed(self, line: str) -> list[tuple[str, str]]:
+        """The events this line completes (most lines complete none)."""
         if self._first:  # a byte-order mark before the stream's first line is no part of it (the format says so;
             self._first = False  # it made the first event's field `\ufeffdata`, and its text was lost: a review)
             line = line.removeprefix("\ufeff")
         if not line:  # a blank line ends the event
-            return self.end()
+            return _some(self.end())
         field, _, value = line.partition(":")
-        if field == "data":
-            self._data.append(value.removeprefix(" "))
-        elif field == "event":
+        if field == "event":
             self._name = value.strip()
-        return None  # a comment (empty field name) or another field
+        if field != "data":
+            return []  # a comment (empty field name) or another field
+        value, done = value.removeprefix(" "), []
+        if self._data and value.lstrip().startswith(("{", DONE)) and _whole_json("\n".join(self._data)):
+            # A server that ends events with one line break (not the format, but seen): the event before is whole
+            # and goes now, not at a blank line that never comes (a review: nothing streamed until the connection
+            # closed, and a [DONE] on a connection left open lost the whole answer to the idle timeout)
+            done = _some(self.end())
+        self._data.append(value)
+        if value.strip() == DONE and len(self._data) == 1 and not self._name:
+            done += _some(self.end())  # the end, whatever follows it
+        return done
 
     def end(self) -> tuple[str, str] | None:
         """The pending event's name and data, if any (at a blank line, or when the stream ends); an event whose
@@ -77,6 +88,18 @@ class SseDecoder:
         name, data = self._name, "\n".join(self._data).strip()
         self._name, self._data = "", []
         return (name, data) if data else None
+
+
+def _some(event: tuple[str, str] | None) -> list[tuple[str, str]]:
+    return [] if event is None else [event]
+
+
+def _whole_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _payloads(name: str, data: str) -> tuple[list[dict], bool]:
@@ -125,8 +148,7 @@ def events(lines: Iterable[str], require_done: bool = False) -> Iterator[dict]:
     `require_done`, a stream that ends without `[DONE]` raises StreamEndedEarly after what it sent."""
     decoder = SseDecoder()
     for line in _with_end(lines):
-        event = decoder.feed(line)
-        if event is not None:
+        for event in decoder.feed(line):
             payloads, done = _payloads(*event)
             yield from payloads
             if done:
@@ -139,8 +161,7 @@ async def aevents(lines: AsyncIterable[str], require_done: bool = False) -> Asyn
     """`events` for an async line stream (httpx's `aiter_lines`)."""
     decoder = SseDecoder()
     async for line in lines:
-        event = decoder.feed(line)
-        if event is not None:
+        for event in decoder.feed(line):
             payloads, done = _payloads(*event)
             for payload in payloads:
                 yield payload

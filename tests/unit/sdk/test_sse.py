@@ -89,3 +89,22 @@ def test_a_stream_that_ends_without_done_is_an_error_when_done_is_required():
 
     with pytest.raises(StreamEndedEarly):
         asyncio.run(collect())
+
+
+def test_events_one_line_break_apart_are_each_given_as_they_come_and_done_ends_at_once():
+    """(a review) A server that ends events with one line break had them all given at once, when its connection
+    closed; and with the connection left open after `data: [DONE]`, the whole answer was lost to the idle timeout.
+    Each is given as the next one starts, and [DONE] ends the stream without waiting for what follows."""
+    given = []
+
+    def lines():
+        for i in range(3):
+            yield f'data: {{"a": {i}}}'
+            given.append(i)
+        yield "data: [DONE]"
+        raise AssertionError("read past [DONE]: the stream would wait for a line that never comes")
+
+    read = []
+    for event in events(lines()):
+        read.append((event, list(given)))
+    assert read == [({"a": 0}, [0]), ({"a": 1}, [0, 1]), ({"a": 2}, [0, 1, 2])]  # each before the one after it
