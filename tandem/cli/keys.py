@@ -25,10 +25,11 @@ def new(tenant: str) -> None:
     named = tenant if _reads_as(tenant) else json.dumps(tenant, ensure_ascii=False)
     typer.echo(f"key (shown once): {key}")
     typer.echo(f"hash:             {hashed}")
-    typer.echo(f"tenants file:     {named}: {{keys: ['{hashed}']}}")
-    typer.echo(
-        f"                  (a tenant listed there already: add the hash to its keys; {tenant} twice is refused)"
-    )
+    # The whole file, `tenants:` first: the tenant's line saved alone was refused (a new user's trial of the docs)
+    typer.echo("tenants file:     (a new tenants.yaml is the two lines below; in one you have, the second goes under")
+    typer.echo("                  its `tenants:`; a tenant listed there already: add the hash to its keys)")
+    typer.echo("tenants:")
+    typer.echo(f"  {named}: {{keys: ['{hashed}']}}")
 
 
 def _reads_as(name: str) -> bool:

@@ -456,9 +456,9 @@ def test_keys_new_prints_a_line_the_gateway_reads_as_that_tenant(tmp_path, name)
 
     done = subprocess.run([sys.executable, "-m", "tandem.cli", "keys", "new", name], capture_output=True, text=True)
     key = done.stdout.split("key (shown once):")[1].split()[0]
-    line = done.stdout.split("tenants file:")[1].splitlines()[0].strip()
-    listed = tmp_path / "tenants.yaml"
-    listed.write_text(f"tenants:\n  {line}\n")
+    lines = done.stdout.splitlines()
+    listed = tmp_path / "tenants.yaml"  # the two lines it prints, as they are (the tenant's line alone was refused)
+    listed.write_text("\n".join(lines[lines.index("tenants:") :]) + "\n")
     assert Tenants.load(listed, [], b"s").authenticate(key) == name
     refused = subprocess.run([sys.executable, "-m", "tandem.cli", "keys", "new", "a\nb"], capture_output=True,
                              text=True)  # fmt: skip
