@@ -21,6 +21,11 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 TARGETS = ((90, "sm_90"), (80, "sm_80"))
 
 
+def _in_fp32(signature: dict[str, str]) -> dict[str, str]:
+    """A kernel's signature for an fp32 model: its bf16 tensors in fp32."""
+    return {name: "*fp32" if kind == "*bf16" else kind for name, kind in signature.items()}
+
+
 def cases():
     """(name, kernel, signature, constexprs) for every variant the engine launches."""
     from tandem_kernels import int8_linear, kv_write, paged_attention, rms_norm, rotary, sampling, silu_and_mul
@@ -40,7 +45,7 @@ def cases():
             consts = {"GROUP": group, "GROUP_PAD": 16, "BLOCK_SIZE": 16, "HEAD_DIM": head_dim, "SPLIT": split,
                       "KEYS": keys, "DOT": None}  # fmt: skip
             yield f"paged decode {shape} split={split}", decode, decode_sig, consts
-    fp32 = {name: "*fp32" if kind == "*bf16" else kind for name, kind in decode_sig.items()}  # an fp32 model's
+    fp32 = _in_fp32(decode_sig)
     consts = {"GROUP": 4, "GROUP_PAD": 16, "BLOCK_SIZE": 16, "HEAD_DIM": 64, "SPLIT": True, "DOT": "ieee",
               "KEYS": paged_attention.decode_keys(16, 64)}  # fmt: skip
     yield "paged decode fp32", decode, fp32, consts
@@ -74,7 +79,7 @@ def cases():
             "DOT": None,
         }
         yield f"paged prefill head_dim={head_dim}", paged_attention._prefill_kernel(), prefill_sig, consts
-    fp32 = {name: "*fp32" if kind == "*bf16" else kind for name, kind in prefill_sig.items()}
+    fp32 = _in_fp32(prefill_sig)
     consts = {"GROUP": 4, "BLOCK_SIZE": 16, "HEAD_DIM": 64, "TILE": paged_attention.PREFILL_TILE, "DOT": "ieee"}
     yield "paged prefill fp32", paged_attention._prefill_kernel(), fp32, consts
     yield (
